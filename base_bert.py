@@ -1,0 +1,115 @@
+"""BertPreTrainedModel: weight init, and from_pretrained that maps HF checkpoint names onto ours."""
+import re
+
+import torch
+import torch.nn as nn
+
+from config import BertConfig, ConfigError
+from utils import MinbertError, resolve_pretrained
+
+# HF checkpoint name (after the optional 'bert.' prefix, with gamma/beta renamed) -> our name.
+# One table: reading it top to bottom tells where every pretrained tensor lands.
+HF_TO_OURS = [
+    (r"embeddings\.word_embeddings\.", "word_embedding."),
+    (r"embeddings\.position_embeddings\.", "pos_embedding."),
+    (r"embeddings\.token_type_embeddings\.", "tk_type_embedding."),
+    (r"embeddings\.LayerNorm\.", "embed_layer_norm."),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.", r"bert_layers.\1.self_attention.\2."),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"bert_layers.\1.attention_dense."),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"bert_layers.\1.attention_layer_norm."),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.", r"bert_layers.\1.interm_dense."),
+    (r"encoder\.layer\.(\d+)\.output\.dense\.", r"bert_layers.\1.out_dense."),
+    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"bert_layers.\1.out_layer_norm."),
+    (r"pooler\.dense\.", "pooler_dense."),
+]
+# Tensors a BERT checkpoint may carry that a bare encoder has no use for: pretraining heads, buffers.
+HF_IGNORED = re.compile(r"^(cls\.|embeddings\.position_ids$)")
+
+
+def hf_to_ours(name):
+    """Our parameter name for an HF checkpoint tensor name, or None if it is one we ignore."""
+    name = re.sub(r"^bert\.", "", name)
+    if HF_IGNORED.match(name):
+        return None
+    name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
+    for pattern, repl in HF_TO_OURS:
+        new, n = re.subn("^" + pattern, repl, name)
+        if n:
+            return new
+    return name  # already one of ours (a checkpoint saved by this code), or unexpected
+
+
+def read_state_dict(path):
+    """Load a .safetensors or torch .bin state dict; a damaged file is named in the error."""
+    try:
+        if str(path).endswith(".safetensors"):
+            from safetensors.torch import load_file
+            return load_file(str(path))
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise MinbertError(f"{path}: cannot read the weights ({type(e).__name__}: {str(e)[:200]}); "
+                           f"the file is damaged or not a checkpoint, delete it to download it again") from None
+
+
+class BertPreTrainedModel(nn.Module):
+    config_class = BertConfig
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def init_weights(self):
+        self.apply(self._init_module)
+
+    def _init_module(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+        if isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, **config_overrides):
+        """Build from a hub name, the packaged MiniLM, or a local folder/file; overrides go to the config
+        (e.g. hidden_dropout_prob=0.3, attn_impl='explicit')."""
+        ckpt = resolve_pretrained(name_or_path).require("config", "weights")
+        try:
+            config = BertConfig.from_json_file(ckpt.config, **config_overrides)
+        except ConfigError as e:
+            raise MinbertError(str(e)) from None
+        model = cls(config)
+        model.load_pretrained_weights(read_state_dict(ckpt.weights), source=ckpt.weights)
+        return model
+
+    def load_pretrained_weights(self, state_dict, source="checkpoint"):
+        """Copy a (foreign-named) state dict in; every missing, unexpected or mis-shaped tensor is named."""
+        ours = self.state_dict()
+        mapped, unexpected = {}, []
+        for k, v in state_dict.items():
+            new = hf_to_ours(k)
+            if new is None:
+                continue
+            (mapped.__setitem__(new, v) if new in ours else unexpected.append(k))
+        missing = [k for k in ours if k not in mapped]
+        misshaped = [f"{k} (checkpoint {list(mapped[k].shape)}, model {list(ours[k].shape)})"
+                     for k in ours if k in mapped and mapped[k].shape != ours[k].shape]
+        problems = []
+        if misshaped:
+            problems.append(f"{len(misshaped)} mis-shaped: " + ", ".join(misshaped[:4]) + (" ..." if len(misshaped) > 4 else ""))
+        if missing:
+            problems.append(f"{len(missing)} missing: " + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected: " + ", ".join(unexpected[:6]) + (" ..." if len(unexpected) > 6 else ""))
+        if problems:
+            raise MinbertError(f"{source} does not fit the model (hidden_size {self.config.hidden_size}, "
+                               f"{self.config.num_hidden_layers} layers): " + "; ".join(problems))
+        with torch.no_grad():
+            for k, v in mapped.items():
+                ours[k].copy_(v)
+        return self

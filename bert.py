@@ -1,0 +1,116 @@
+"""minBERT: embeddings, multi-head self-attention and transformer layers (handout section 3)."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from base_bert import BertPreTrainedModel
+from utils import extended_attention_mask
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.all_head_size = config.hidden_size
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.attn_impl = config.attn_impl
+
+    def transform(self, x, linear_layer):
+        """[B, T, d] -> projected and split into heads: [B, heads, T, d/heads]."""
+        B, T, _ = x.shape
+        proj = linear_layer(x)
+        return proj.view(B, T, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+
+    def attention(self, key, query, value, attention_mask):
+        """Equation 1, spelled out: softmax(QK^T / sqrt(d/n) + mask) V, heads merged back to [B, T, d]."""
+        scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
+        scores = scores + attention_mask  # additive: a large negative number at padded keys
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        return self.merge_heads(probs @ value)
+
+    def merge_heads(self, x):
+        B, H, T, D = x.shape
+        return x.transpose(1, 2).reshape(B, T, H * D)
+
+    def forward(self, hidden_states, attention_mask):
+        key = self.transform(hidden_states, self.key)
+        query = self.transform(hidden_states, self.query)
+        value = self.transform(hidden_states, self.value)
+        if self.attn_impl == "explicit":
+            return self.attention(key, query, value, attention_mask)
+        # Same math as `attention`, in one fused kernel that never materialises the T x T probabilities
+        # on the paths that support it; the additive mask and dropout are passed through unchanged.
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=attention_mask.to(query.dtype),
+            dropout_p=self.dropout.p if self.training else 0.0)
+        return self.merge_heads(out)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.self_attention = BertSelfAttention(config)
+        self.attention_dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.attention_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attention_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.interm_dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.interm_af = nn.GELU()  # the exact erf GELU, as BERT was trained with
+        self.out_dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.out_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.out_dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def add_norm(self, input, output, dense_layer, dropout, ln_layer):
+        """LN(input + dropout(dense(output))): dropout hits the sub-layer output before the residual sum."""
+        return ln_layer(input + dropout(dense_layer(output)))
+
+    def forward(self, hidden_states, attention_mask):
+        attn = self.self_attention(hidden_states, attention_mask)  # MH(h) before W^o
+        h = self.add_norm(hidden_states, attn, self.attention_dense, self.attention_dropout,
+                          self.attention_layer_norm)  # equation 3
+        ff = self.interm_af(self.interm_dense(h))  # first half of equation 5
+        return self.add_norm(h, ff, self.out_dense, self.out_dropout, self.out_layer_norm)  # equation 6
+
+
+class BertModel(BertPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.word_embedding = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.pos_embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.tk_type_embedding = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.embed_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.embed_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
+        self.bert_layers = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
+        self.pooler_dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.pooler_af = nn.Tanh()
+        self.init_weights()
+
+    def embed(self, input_ids, token_type_ids=None):
+        T = input_ids.shape[1]
+        if T > self.config.max_position_embeddings:
+            raise ValueError(f"input of {T} tokens is longer than max_position_embeddings "
+                             f"{self.config.max_position_embeddings}")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = (self.word_embedding(input_ids) + self.pos_embedding(self.position_ids[:, :T])
+             + self.tk_type_embedding(token_type_ids))
+        return self.embed_dropout(self.embed_layer_norm(x))
+
+    def encode(self, hidden_states, attention_mask):
+        mask = extended_attention_mask(attention_mask, hidden_states.dtype)
+        for layer in self.bert_layers:
+            hidden_states = layer(hidden_states, mask)
+        return hidden_states
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        hidden = self.encode(self.embed(input_ids, token_type_ids), attention_mask)
+        pooled = self.pooler_af(self.pooler_dense(hidden[:, 0]))  # [CLS] through dense + tanh
+        return {"last_hidden_state": hidden, "pooler_output": pooled}

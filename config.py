@@ -1,0 +1,79 @@
+"""BERT configuration: the bert-base-uncased defaults, read from / written to config.json."""
+import json
+from dataclasses import dataclass, field, fields, asdict
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    # Runtime choice, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit' (equation 1).
+    attn_impl: str = "sdpa"
+    # Keys of a config.json we do not use (architectures, model_type, ...) survive a round trip.
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str}[f.type]
+            if want is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+                setattr(self, f.name, v)
+            if not isinstance(v, want) or isinstance(v, bool):
+                raise ConfigError(f"config field {f.name!r} must be {want.__name__}, got {v!r} ({type(v).__name__})")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
+                              f"num_attention_heads {self.num_attention_heads}")
+        if self.hidden_act != "gelu":
+            raise ConfigError(f"hidden_act {self.hidden_act!r} is not supported (only 'gelu')")
+        if self.attn_impl not in ("sdpa", "explicit"):
+            raise ConfigError(f"attn_impl must be 'sdpa' or 'explicit', got {self.attn_impl!r}")
+
+    @classmethod
+    def from_dict(cls, d, **overrides):
+        d = {**d, **overrides}
+        known = {f.name for f in fields(cls)} - {"extra"}
+        extra = {**d.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
+        return cls(**{k: v for k, v in d.items() if k in known}, extra=extra)
+
+    @classmethod
+    def from_json_file(cls, path, **overrides):
+        try:
+            with open(path) as fp:
+                d = json.load(fp)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from None
+        try:
+            return cls.from_dict(d, **overrides)
+        except (ConfigError, TypeError) as e:
+            raise ConfigError(f"{path}: {e}") from None
+
+    def to_dict(self):
+        d = asdict(self)
+        extra = d.pop("extra")
+        d.pop("attn_impl")
+        return {**extra, **d}
+
+    def to_json_file(self, path):
+        with open(path, "w") as fp:
+            json.dump(self.to_dict(), fp, indent=2, sort_keys=True)
+            fp.write("\n")

@@ -1,0 +1,316 @@
+"""Course CSVs: checked reading, fetching into data/, tokenizing once, and (bucketed) batching.
+
+`python datasets.py --fetch [--from DIR]` fills data/ from a local folder (or $MINBERT_DATA), else
+downloads the course files at a pinned commit and checks each against its git blob id.
+"""
+import argparse
+import csv
+import math
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from utils import DownloadError, MinbertError, download, git_blob_id, main_guard
+
+csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    text_cols: tuple
+    label_col: str
+    kind: str          # 'class' (integer labels 0..num_labels-1) or 'regression' (float in label_range)
+    num_labels: int = 0
+    label_range: tuple = (0.0, 0.0)
+    header: str = ""   # the leaderboard file's prediction column
+
+    @property
+    def is_pair(self):
+        return len(self.text_cols) == 2
+
+
+TASKS = {
+    "sst": Task("sst", ("sentence",), "sentiment", "class", 5, header="Predicted_Sentiment"),
+    "cfimdb": Task("cfimdb", ("sentence",), "sentiment", "class", 2, header="Predicted_Sentiment"),
+    "quora": Task("quora", ("sentence1", "sentence2"), "is_duplicate", "class", 2, header="Predicted_Is_Paraphrase"),
+    "sts": Task("sts", ("sentence1", "sentence2"), "similarity", "regression", label_range=(0.0, 5.0),
+                header="Predicted_Similarity"),
+}
+
+
+@dataclass
+class Example:
+    id: str
+    texts: tuple
+    label: object  # int, float, or None for test files
+    line: int
+
+
+def _is_index_column(name):
+    # The course's test-student files begin with pandas index columns named '' or a number.
+    return name.strip() == "" or name.strip().lstrip("-").replace(".", "", 1).isdigit()
+
+
+def read_examples(path, task, split, log=print):
+    """Read one course CSV for `task` ('sst', ...) and `split` ('train', 'dev' or 'test').
+
+    Every problem names the file and line. Pair files (Quora, STS) really contain rows broken by an
+    unbalanced quote, with a sentence or the label missing: in train/dev such rows are skipped and
+    counted in one printed line; in a test file they are kept (the leaderboard needs every id).
+    Wrong values (a label that is not a number, out of range, an empty sentence of a single-sentence
+    task) are errors.
+    """
+    task = TASKS[task] if isinstance(task, str) else task
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"{path}: data file not found (run setup.sh, or pass --data_dir)")
+    labelled = split != "test"
+    with open(path, newline="", encoding="utf-8") as fp:
+        reader = csv.reader(fp, delimiter="\t")
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise MinbertError(f"{path}: the file is empty") from None
+        need = ["id", *task.text_cols] + ([task.label_col] if labelled else [])
+        missing = [c for c in need if c not in header]
+        if missing:
+            raise MinbertError(f"{path}: line 1: header {header} lacks column(s) {missing} for {task.name} {split}")
+        allowed = set(need) | ({task.label_col} if not labelled else set())
+        for c in header:
+            if c not in allowed and not _is_index_column(c):
+                raise MinbertError(f"{path}: line 1: unexpected column {c!r} in a {task.name} {split} file "
+                                   f"(expected id, {', '.join(task.text_cols)}" + (f", {task.label_col})" if labelled else ")"))
+        if not labelled and task.label_col in header:
+            raise MinbertError(f"{path}: line 1: a test file with a label column {task.label_col!r}: "
+                               f"pass it as a dev file instead")
+        col = {c: header.index(c) for c in need}
+        examples, skipped, kept_broken, seen = [], [], [], {}
+        for row in reader:
+            line = reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue  # blank line at the end of a file
+            if len(row) > len(header):
+                raise MinbertError(f"{path}: line {line}: {len(row)} fields but the header has {len(header)} "
+                                   f"(values in an unexpected column)")
+            get = lambda c: row[col[c]].strip() if col[c] < len(row) else ""
+            ex_id = get("id")
+            if not ex_id:
+                raise MinbertError(f"{path}: line {line}: empty id")
+            if ex_id in seen:
+                raise MinbertError(f"{path}: line {line}: id {ex_id} already on line {seen[ex_id]}")
+            seen[ex_id] = line
+            texts = tuple(get(c) for c in task.text_cols)
+            empty = [c for c, t in zip(task.text_cols, texts) if not t]
+            if labelled and not get(task.label_col):
+                empty.append(task.label_col)
+            if empty:
+                what = f"line {line} (id {ex_id}): {', '.join(empty)} empty"
+                if not task.is_pair:
+                    raise MinbertError(f"{path}: {what}")
+                (skipped if labelled else kept_broken).append(what)
+                if labelled:
+                    continue
+            label = _parse_label(path, line, task, get(task.label_col)) if labelled else None
+            examples.append(Example(ex_id, texts, label, line))
+    if skipped:
+        log(f"{path}: skipped {len(skipped)} broken row(s) with a missing field: " + "; ".join(skipped[:5])
+            + (" ..." if len(skipped) > 5 else ""))
+    if kept_broken:
+        log(f"{path}: {len(kept_broken)} broken row(s) kept with an empty sentence so that every id gets a "
+            f"prediction: " + "; ".join(kept_broken[:5]) + (" ..." if len(kept_broken) > 5 else ""))
+    if not examples:
+        raise MinbertError(f"{path}: no examples")
+    return examples
+
+
+def _parse_label(path, line, task, raw):
+    try:
+        value = float(raw)
+    except ValueError:
+        raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is not a number") from None
+    if task.kind == "class":
+        if not value.is_integer():
+            raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is not an integer")
+        if not 0 <= value < task.num_labels:
+            raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is outside 0..{task.num_labels - 1}")
+        return int(value)
+    lo, hi = task.label_range
+    if not (lo <= value <= hi) or math.isnan(value):
+        raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is outside {lo:g}..{hi:g}")
+    return value
+
+
+def data_file(data_dir, task, split):
+    """The course's file name for a task and split."""
+    prefix = {"sst": "ids-sst", "cfimdb": "ids-cfimdb", "quora": "quora", "sts": "sts"}[task]
+    return Path(data_dir) / f"{prefix}-{'test-student' if split == 'test' else split}.csv"
+
+
+# ----------------------------------------------------------------------------- tokenized data and batches
+
+class TaskData:
+    """One split of one task, tokenized once: batches are slices of lists, padded to their longest row.
+
+    pair_mode 'cross' encodes '[CLS] a [SEP] b [SEP]' as one input; 'siamese' keeps the two sentences
+    apart (batches then carry inputs 'a' and 'b').
+    """
+
+    def __init__(self, examples, task, tokenizer, max_length=512, pair_mode="cross"):
+        self.task = TASKS[task] if isinstance(task, str) else task
+        self.examples = examples
+        self.ids = [e.id for e in examples]
+        self.pad_id = tokenizer.pad_token_id
+        self.siamese = self.task.is_pair and pair_mode == "siamese"
+        firsts = [e.texts[0] for e in examples]
+        if self.task.is_pair and not self.siamese:
+            enc = tokenizer(firsts, [e.texts[1] for e in examples], padding=False, max_length=max_length, return_tensors=None)
+            self.inputs = {"x": (enc["input_ids"], enc["token_type_ids"])}
+        else:
+            enc = tokenizer(firsts, padding=False, max_length=max_length, return_tensors=None)
+            self.inputs = {"a" if self.siamese else "x": (enc["input_ids"], enc["token_type_ids"])}
+            if self.siamese:
+                enc = tokenizer([e.texts[1] for e in examples], padding=False, max_length=max_length, return_tensors=None)
+                self.inputs["b"] = (enc["input_ids"], enc["token_type_ids"])
+        labels = [e.label for e in examples]
+        self.labels = None if labels[0] is None else torch.tensor(
+            labels, dtype=torch.float32 if self.task.kind == "regression" else torch.long)
+        self.lengths = np.array([sum(len(v[0][i]) for v in self.inputs.values()) for i in range(len(examples))])
+        self.features = None  # cached backbone outputs, when the backbone is frozen
+
+    def __len__(self):
+        return len(self.examples)
+
+    def batch(self, index):
+        """The examples at `index` as padded tensors: {'x' or 'a'/'b': {input_ids, ...}, 'labels', 'index'}."""
+        out = {"index": torch.as_tensor(index)}
+        for key, (ids, types) in self.inputs.items():
+            rows = [ids[i] for i in index]
+            width = max(len(r) for r in rows)
+            input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+            token_types = np.zeros((len(rows), width), dtype=np.int64)
+            for j, i in enumerate(index):
+                input_ids[j, :len(ids[i])] = ids[i]
+                token_types[j, :len(ids[i])] = types[i]
+            input_ids = torch.from_numpy(input_ids)
+            out[key] = {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_types),
+                        "attention_mask": (input_ids != self.pad_id).long()}
+        if self.labels is not None:
+            out["labels"] = self.labels[index]
+        if self.features is not None:
+            out["features"] = self.features[index]
+        return out
+
+    def batches(self, batch_size, shuffle=False, seed=0, bucket=True, rank=0, world_size=1):
+        """Yield batches. See `batch_indices` for the order; with world_size > 1 each rank gets its
+        slice of every global batch, so N ranks together see exactly what one process would."""
+        for idx in batch_indices(self.lengths, batch_size, shuffle, seed, bucket):
+            part = idx[rank::world_size] if world_size > 1 else idx
+            if len(part):
+                yield self.batch(part)
+
+    def padding_fraction(self, batch_size, bucket, seed=0):
+        padded = sum(len(i) * self.lengths[i].max() for i in batch_indices(self.lengths, batch_size, True, seed, bucket))
+        return 1.0 - self.lengths.sum() / padded
+
+
+def batch_indices(lengths, batch_size, shuffle, seed=0, bucket=True, chunk_batches=50):
+    """Index lists, one per batch; every example exactly once.
+
+    Bucketing sorts by length inside chunks of `chunk_batches` shuffled batches, so a batch holds
+    sentences of similar length (little padding) while the epoch order stays random. Without shuffle
+    (evaluation) a bucketed order is sorted by length; callers put predictions back by index.
+    """
+    n = len(lengths)
+    order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+    if bucket:
+        size = chunk_batches * batch_size if shuffle else n
+        chunks = [order[i:i + size] for i in range(0, n, size)]
+        order = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in chunks])
+    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    if shuffle and bucket:  # otherwise every chunk would run short-to-long
+        batches = [batches[i] for i in np.random.default_rng(seed + 1).permutation(len(batches))]
+    return batches
+
+
+# ----------------------------------------------------------------------------- fetching data/
+
+COURSE_REPO = "amahankali10/CS224N-Spring2024-DFP-Student-Handout"
+COURSE_COMMIT = "3f64c60c8a0e40a9fe581235b08f4607ff187077"
+# git blob ids of the course's files at that commit (Spring 2024 release).
+BLOB_IDS = {
+    "ids-cfimdb-dev.csv": "8a0f5dcf3d40189b96c801a12cd79bf8003e61de",
+    "ids-cfimdb-test-student.csv": "1e789c709b3ca0511f027a309b6d8bd21cde41b2",
+    "ids-cfimdb-train.csv": "cd57bcbd2f7214ea6dd1783d3e885d324b1f478d",
+    "ids-sst-dev.csv": "3171aa629a340809d2db4a50df8f6e5ec9420ab0",
+    "ids-sst-test-student.csv": "bbd2313758825f86e24416d6aad64cd93370cf7a",
+    "ids-sst-train.csv": "9cb7333cb1dae49c2bd2a4b56a24882a6e8704b5",
+    "quora-dev.csv": "97f9430a53b7f5544f857ff27a236c40bb42b5c7",
+    "quora-test-student.csv": "a1b1e5ba3ef282ba1e9b169c509eb80dbbc68666",
+    "quora-train.csv": "1f2e73b884113e629e2786001fb9cc8ae4a696c1",
+    "sts-dev.csv": "9392860e584717976b8d817cc40c9e6ceeec27e0",
+    "sts-test-student.csv": "25f0cf8fafdd1f82b9e2bb460c708af34341ce60",
+    "sts-train.csv": "12b17760e7795fee35aeeabc290d5651de02622a",
+}
+
+
+def course_url(fname):
+    base = os.environ.get("MINBERT_DATA_URL") or f"https://raw.githubusercontent.com/{COURSE_REPO}/{COURSE_COMMIT}/data"
+    return f"{base.rstrip('/')}/{fname}"
+
+
+def fetch_data(dest="data", source=None, log=print):
+    """Fill `dest` with the twelve course files: copied from `source` when given, else downloaded.
+
+    A file already in `dest` with the right blob id is left alone. A local copy that differs from
+    the course release is used as it is, with one line saying so; a download must match.
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    fetched = 0
+    for fname, blob in BLOB_IDS.items():
+        target = dest / fname
+        if source is not None:
+            src = Path(source) / fname
+            if not src.is_file():
+                raise MinbertError(f"{src}: data file not found in {source}")
+            if not target.is_file() or target.read_bytes() != src.read_bytes():
+                shutil.copyfile(src, target)
+                fetched += 1
+            if git_blob_id(target) != blob:
+                log(f"{target}: differs from the course release (git blob id), used as it is")
+            continue
+        if target.is_file() and git_blob_id(target) == blob:
+            continue
+        tmp = dest / (fname + ".download")
+        download(course_url(fname), tmp, desc=fname)
+        if git_blob_id(tmp) != blob:
+            got = git_blob_id(tmp)
+            tmp.unlink()
+            raise DownloadError(f"{course_url(fname)}: git blob id {got} but the course release has {blob}; not installed")
+        os.replace(tmp, target)
+        fetched += 1
+    log(f"data/: {len(BLOB_IDS)} course files in {dest.resolve()} ({fetched} fetched now)")
+    return dest
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Fill data/ with the course CSVs.")
+    ap.add_argument("--fetch", action="store_true", help="copy or download the course files into --dest")
+    ap.add_argument("--from", dest="source", default=os.environ.get("MINBERT_DATA") or None,
+                    help="a local folder holding the course CSVs (default: $MINBERT_DATA, else download)")
+    ap.add_argument("--dest", default=str(Path(__file__).resolve().parent / "data"))
+    args = ap.parse_args()
+    if not args.fetch:
+        ap.print_help()
+        return
+    fetch_data(args.dest, args.source)
+
+
+if __name__ == "__main__":
+    main_guard(main)

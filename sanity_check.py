@@ -1,0 +1,107 @@
+"""Checks BertModel on the handout's two example inputs.
+
+By default against an independent NumPy forward pass of the same pretrained weights (float64);
+with --reference FILE against a saved reference in the course's format (torch-saved dict with
+'last_hidden_state' and 'pooler_output'), e.g. the course's sanity_check.data.
+"""
+import argparse
+
+import numpy as np
+import torch
+from math import erf, sqrt
+
+from base_bert import hf_to_ours, read_state_dict
+from bert import BertModel
+from utils import MinbertError, main_guard, resolve_pretrained
+
+INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
+ATOL, RTOL = 1e-5, 1e-3
+
+
+def numpy_bert(weights, cfg, ids, mask):
+    """BERT written again in float64 NumPy from the checkpoint's own tensors, no torch modules."""
+    W = {k: v for k, v in weights.items()}
+    H, nh, eps = cfg.hidden_size, cfg.num_attention_heads, cfg.layer_norm_eps
+    dh = H // nh
+    gelu = np.vectorize(lambda x: 0.5 * x * (1.0 + erf(x / sqrt(2.0))))
+
+    def ln(x, name):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
+
+    def lin(x, name):
+        return x @ W[name + ".weight"].T + W[name + ".bias"]
+
+    B, T = ids.shape
+    h = W["word_embedding.weight"][ids] + W["pos_embedding.weight"][:T] + W["tk_type_embedding.weight"][0]
+    h = ln(h, "embed_layer_norm")
+    neg = np.where(mask[:, None, None, :] > 0, 0.0, -1e30)
+    for i in range(cfg.num_hidden_layers):
+        p = f"bert_layers.{i}."
+        q, k, v = (lin(h, p + "self_attention." + n).reshape(B, T, nh, dh).transpose(0, 2, 1, 3)
+                   for n in ("query", "key", "value"))
+        s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh) + neg
+        s = np.exp(s - s.max(-1, keepdims=True))
+        a = (s / s.sum(-1, keepdims=True)) @ v
+        a = a.transpose(0, 2, 1, 3).reshape(B, T, H)
+        h = ln(h + lin(a, p + "attention_dense"), p + "attention_layer_norm")
+        h = ln(h + lin(gelu(lin(h, p + "interm_dense")), p + "out_dense"), p + "out_layer_norm")
+    pooled = np.tanh(lin(h[:, 0], "pooler_dense"))
+    return {"last_hidden_state": h, "pooler_output": pooled}
+
+
+def compare(ours, ref, mask):
+    """Return a list of 'name: max |diff| ...' lines for tensors that differ; padding is masked out."""
+    problems = []
+    for name in ("last_hidden_state", "pooler_output"):
+        a = np.asarray(ours[name], dtype=np.float64)
+        b = np.asarray(ref[name], dtype=np.float64)
+        if a.shape != b.shape:
+            problems.append(f"{name}: shape {list(a.shape)} but the reference has {list(b.shape)}")
+            continue
+        if name == "last_hidden_state":
+            keep = mask.astype(bool)
+            a, b = a[keep], b[keep]
+        close = np.isclose(a, b, atol=ATOL, rtol=RTOL)
+        if not close.all():
+            d = np.abs(a - b)
+            problems.append(f"{name}: {int((~close).sum())} of {close.size} values differ, "
+                            f"max |diff| {d.max():.3g} (atol {ATOL}, rtol {RTOL})")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pretrained", default="bert-base-uncased")
+    ap.add_argument("--reference", help="torch-saved dict with last_hidden_state and pooler_output")
+    args = ap.parse_args()
+
+    model = BertModel.from_pretrained(args.pretrained).eval()
+    ids = torch.tensor(INPUT_IDS)
+    mask = (ids != model.config.pad_token_id).long()
+    with torch.inference_mode():
+        out = {k: v.numpy() for k, v in model(ids, mask).items()}
+    if args.reference:
+        try:
+            ref = torch.load(args.reference, map_location="cpu", weights_only=False)
+        except Exception as e:
+            raise MinbertError(f"{args.reference}: cannot read the reference ({type(e).__name__}: {e})") from None
+        ref = {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
+        against = args.reference
+    else:
+        ckpt = resolve_pretrained(args.pretrained).require("weights")
+        weights = {}
+        for k, v in read_state_dict(ckpt.weights).items():
+            if hf_to_ours(k) is not None:
+                weights[hf_to_ours(k)] = v.double().numpy()
+        ref = numpy_bert(weights, model.config, np.array(INPUT_IDS), mask.numpy())
+        against = "an independent NumPy forward pass of the same weights"
+    problems = compare(out, ref, mask.numpy())
+    if problems:
+        raise MinbertError(f"BERT differs from {against}: " + "; ".join(problems))
+    print(f"Your BERT implementation is correct! ({args.pretrained}, checked against {against})")
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,38 @@
+"""Writes optimizer_test.npy: the handout's optimizer test, computed independently in float64 NumPy.
+
+Only the initial weights come from torch (nn.Linear(3, 2, bias=False) after torch.manual_seed(0)), so
+that the reference starts where optimizer_test.py starts; gradients and Algorithm 1 (efficient bias
+correction, then decoupled weight decay theta <- theta - lr * wd * theta) are NumPy, float64.
+Run: python tools/make_optimizer_reference.py
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED, STEPS, LR, WD, BETAS, EPS = 0, 1000, 1e-3, 1e-4, (0.9, 0.999), 1e-6
+
+
+def reference_weights():
+    rng = np.random.default_rng(SEED)
+    torch.manual_seed(SEED)
+    W = torch.nn.Linear(3, 2, bias=False).weight.detach().numpy().astype(np.float64)
+    m, v = np.zeros_like(W), np.zeros_like(W)
+    for t in range(1, STEPS + 1):
+        x = rng.uniform(size=[3]).astype(np.float32).astype(np.float64)  # same draws as the test
+        y = np.array([x[0] + x[1], -x[2]])
+        g = -2.0 * np.outer(y - W @ x, x)  # d/dW of sum((y - W x)^2)
+        m = BETAS[0] * m + (1 - BETAS[0]) * g
+        v = BETAS[1] * v + (1 - BETAS[1]) * g * g
+        alpha = LR * np.sqrt(1 - BETAS[1] ** t) / (1 - BETAS[0] ** t)
+        W = W - alpha * m / (np.sqrt(v) + EPS)
+        W = W - LR * WD * W
+    return W
+
+
+if __name__ == "__main__":
+    out = ROOT / "optimizer_test.npy"
+    np.save(out, reference_weights())
+    print(f"wrote {out}", file=sys.stderr)
