@@ -71,53 +71,55 @@ def read_examples(path, task, split, log=print):
     if not path.is_file():
         raise MinbertError(f"{path}: data file not found (run setup.sh, or pass --data_dir)")
     labelled = split != "test"
-    with open(path, newline="", encoding="utf-8") as fp:
-        reader = csv.reader(fp, delimiter="\t")
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise MinbertError(f"{path}: the file is empty") from None
-        need = ["id", *task.text_cols] + ([task.label_col] if labelled else [])
-        missing = [c for c in need if c not in header]
-        if missing:
-            raise MinbertError(f"{path}: line 1: header {header} lacks column(s) {missing} for {task.name} {split}")
-        allowed = set(need) | ({task.label_col} if not labelled else set())
-        for c in header:
-            if c not in allowed and not _is_index_column(c):
-                raise MinbertError(f"{path}: line 1: unexpected column {c!r} in a {task.name} {split} file "
-                                   f"(expected id, {', '.join(task.text_cols)}" + (f", {task.label_col})" if labelled else ")"))
-        if not labelled and task.label_col in header:
-            raise MinbertError(f"{path}: line 1: a test file with a label column {task.label_col!r}: "
-                               f"pass it as a dev file instead")
-        col = {c: header.index(c) for c in need}
-        examples, skipped, kept_broken, seen = [], [], [], {}
-        for row in reader:
-            line = reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue  # blank line at the end of a file
-            if len(row) > len(header):
-                raise MinbertError(f"{path}: line {line}: {len(row)} fields but the header has {len(header)} "
-                                   f"(values in an unexpected column)")
-            get = lambda c: row[col[c]].strip() if col[c] < len(row) else ""
-            ex_id = get("id")
-            if not ex_id:
-                raise MinbertError(f"{path}: line {line}: empty id")
-            if ex_id in seen:
-                raise MinbertError(f"{path}: line {line}: id {ex_id} already on line {seen[ex_id]}")
-            seen[ex_id] = line
-            texts = tuple(get(c) for c in task.text_cols)
-            empty = [c for c, t in zip(task.text_cols, texts) if not t]
-            if labelled and not get(task.label_col):
-                empty.append(task.label_col)
-            if empty:
-                what = f"line {line} (id {ex_id}): {', '.join(empty)} empty"
-                if not task.is_pair:
-                    raise MinbertError(f"{path}: {what}")
-                (skipped if labelled else kept_broken).append(what)
-                if labelled:
-                    continue
-            label = _parse_label(path, line, task, get(task.label_col)) if labelled else None
-            examples.append(Example(ex_id, texts, label, line))
+    with open(path, encoding="utf-8") as fp:
+        lines = fp.read().splitlines()
+    if not lines:
+        raise MinbertError(f"{path}: the file is empty")
+    # One record per physical line, each parsed on its own: with a whole-file csv reader an unbalanced
+    # quote would swallow every following line into one field and lose those rows without a word.
+    parse = lambda text: next(csv.reader([text], delimiter="\t"), [])
+    header = [h.strip() for h in parse(lines[0])]
+    need = ["id", *task.text_cols] + ([task.label_col] if labelled else [])
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise MinbertError(f"{path}: line 1: header {header} lacks column(s) {missing} for {task.name} {split}")
+    allowed = set(need) | ({task.label_col} if not labelled else set())
+    for c in header:
+        if c not in allowed and not _is_index_column(c):
+            raise MinbertError(f"{path}: line 1: unexpected column {c!r} in a {task.name} {split} file "
+                               f"(expected id, {', '.join(task.text_cols)}" + (f", {task.label_col})" if labelled else ")"))
+    if not labelled and task.label_col in header:
+        raise MinbertError(f"{path}: line 1: a test file with a label column {task.label_col!r}: "
+                           f"pass it as a dev file instead")
+    col = {c: header.index(c) for c in need}
+    examples, skipped, kept_broken, seen = [], [], [], {}
+    for line, text in enumerate(lines[1:], start=2):
+        row = parse(text)
+        if not any(cell.strip() for cell in row):
+            continue  # blank line at the end of a file
+        if len(row) > len(header):
+            raise MinbertError(f"{path}: line {line}: {len(row)} fields but the header has {len(header)} "
+                               f"(values in an unexpected column)")
+        get = lambda c: row[col[c]].strip() if col[c] < len(row) else ""
+        ex_id = get("id")
+        if not ex_id:
+            raise MinbertError(f"{path}: line {line}: empty id")
+        if ex_id in seen:
+            raise MinbertError(f"{path}: line {line}: id {ex_id} already on line {seen[ex_id]}")
+        seen[ex_id] = line
+        texts = tuple(get(c) for c in task.text_cols)
+        empty = [c for c, t in zip(task.text_cols, texts) if not t]
+        if labelled and not get(task.label_col):
+            empty.append(task.label_col)
+        if empty:
+            what = f"line {line} (id {ex_id}): {', '.join(empty)} empty"
+            if not task.is_pair:
+                raise MinbertError(f"{path}: {what}")
+            (skipped if labelled else kept_broken).append(what)
+            if labelled:
+                continue
+        label = _parse_label(path, line, task, get(task.label_col)) if labelled else None
+        examples.append(Example(ex_id, texts, label, line))
     if skipped:
         log(f"{path}: skipped {len(skipped)} broken row(s) with a missing field: " + "; ".join(skipped[:5])
             + (" ..." if len(skipped) > 5 else ""))

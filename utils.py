@@ -150,7 +150,7 @@ def download(url, dest, desc=None, expected_sha256=None, timeout=30):
                 disable=None, leave=False,
             ) as bar:
                 try:
-                    for chunk in r.iter_content(chunk_size=1 << 20):
+                    for chunk in r.iter_content(chunk_size=1 << 14):  # small: a broken stream keeps what came
                         fp.write(chunk)
                         bar.update(len(chunk))
                 except requests.RequestException as e:

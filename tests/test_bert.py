@@ -1,0 +1,83 @@
+import pytest
+import torch
+
+from bert import BertLayer, BertModel
+from conftest import tiny_config
+
+
+def _pair(config_kw=None, seed=0):
+    torch.manual_seed(seed)
+    cfg = tiny_config(**(config_kw or {}))
+    sdpa = BertModel(cfg)
+    explicit = BertModel(tiny_config(attn_impl="explicit", **(config_kw or {})))
+    explicit.load_state_dict(sdpa.state_dict())
+    return sdpa, explicit
+
+
+def _batch():
+    ids = torch.tensor([[2, 7, 9, 11, 3, 0, 0, 0], [2, 12, 13, 14, 15, 16, 17, 3]])
+    return ids, (ids != 0).long(), torch.tensor([[0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1]])
+
+
+def test_explicit_and_sdpa_attention_agree_with_padding():
+    sdpa, explicit = _pair()
+    ids, mask, types = _batch()
+    a = sdpa.eval()(ids, mask, types)
+    b = explicit.eval()(ids, mask, types)
+    keep = mask.bool()
+    torch.testing.assert_close(a["last_hidden_state"][keep], b["last_hidden_state"][keep], atol=1e-5, rtol=0)
+    torch.testing.assert_close(a["pooler_output"], b["pooler_output"], atol=1e-5, rtol=0)
+
+
+def test_padding_does_not_change_real_tokens():
+    model, _ = _pair()
+    model.eval()
+    ids, mask, _ = _batch()
+    alone = model(ids[:1, :5], mask[:1, :5])["last_hidden_state"]
+    padded = model(ids[:1], mask[:1])["last_hidden_state"][:, :5]
+    torch.testing.assert_close(alone, padded, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "explicit"])
+def test_gradients_flow_to_every_parameter(impl):
+    model = BertModel(tiny_config(attn_impl=impl)).train()
+    ids, mask, types = _batch()
+    out = model(ids, mask, types)
+    (out["last_hidden_state"].sum() + out["pooler_output"].sum()).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        if name != "word_embedding.weight":  # the [PAD] row of the embedding is a fixed zero
+            assert p.grad.abs().sum() > 0, name
+
+
+def test_dropout_is_active_only_in_training():
+    model = BertModel(tiny_config(hidden_dropout_prob=0.5)).train()
+    ids, mask, _ = _batch()
+    torch.manual_seed(1)
+    a = model(ids, mask)["pooler_output"]
+    torch.manual_seed(2)
+    b = model(ids, mask)["pooler_output"]
+    assert not torch.allclose(a, b)
+    model.eval()
+    torch.testing.assert_close(model(ids, mask)["pooler_output"], model(ids, mask)["pooler_output"])
+
+
+def test_add_norm_applies_dropout_before_the_residual():
+    layer = BertLayer(tiny_config())
+    x, y = torch.randn(2, 3, 32), torch.randn(2, 3, 32)
+    drop = torch.nn.Dropout(0.0)
+    expected = layer.attention_layer_norm(x + layer.attention_dense(y))
+    torch.testing.assert_close(layer.add_norm(x, y, layer.attention_dense, drop, layer.attention_layer_norm), expected)
+    # with p=1 the sub-layer is dropped entirely: LN of the residual alone
+    torch.testing.assert_close(layer.add_norm(x, y, layer.attention_dense, torch.nn.Dropout(1.0).train(),
+                                              layer.attention_layer_norm), layer.attention_layer_norm(x))
+
+
+def test_embed_sums_three_embeddings_and_refuses_too_long_inputs():
+    model = BertModel(tiny_config(hidden_dropout_prob=0.0)).eval()
+    ids, _, types = _batch()
+    e = model.embed(ids, types)
+    manual = model.embed_layer_norm(model.word_embedding(ids) + model.pos_embedding.weight[:8] + model.tk_type_embedding(types))
+    torch.testing.assert_close(e, manual)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model.embed(torch.zeros(1, 129, dtype=torch.long))

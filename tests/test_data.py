@@ -1,0 +1,159 @@
+import numpy as np
+import pytest
+
+import datasets
+from datasets import TASKS, batch_indices, fetch_data, read_examples
+from utils import MinbertError, git_blob_id
+
+SST_HEAD = "\tid\tsentence\tsentiment\n"
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+# ----------------------------------------------------------------------------- reading and bad input
+
+def test_reads_course_quirks(tmp_path):
+    train = _write(tmp_path / "train.csv", SST_HEAD + "0\tab1\t A good movie .\t4\n1\tab2\t Bad .\t0\n")
+    test = _write(tmp_path / "test.csv", "0\t\tid\tsentence\n1\t0.0\tcd1\t Fun .\n2\t1.0\tcd2\t Dull .\n")
+    ex = read_examples(train, "sst", "train")
+    assert [(e.id, e.texts, e.label) for e in ex] == [("ab1", ("A good movie .",), 4), ("ab2", ("Bad .",), 0)]
+    ex = read_examples(test, "sst", "test")
+    assert [(e.id, e.texts, e.label) for e in ex] == [("cd1", ("Fun .",), None), ("cd2", ("Dull .",), None)]
+    quora = _write(tmp_path / "q.csv", "\tid\tsentence1\tsentence2\tis_duplicate\r\n0\tq1\tHow?\tWhy?\t1.0\r\n")
+    assert read_examples(quora, "quora", "dev")[0].label == 1
+
+
+@pytest.mark.parametrize("row, match", [
+    ("0\tab1\t Good .\t\n", r"line 2 \(id ab1\): sentiment empty"),
+    ("0\tab1\t Good .\tfour\n", r"line 2: sentiment 'four' is not a number"),
+    ("0\tab1\t Good .\t2.5\n", r"line 2: sentiment '2.5' is not an integer"),
+    ("0\tab1\t Good .\t5\n", r"line 2: sentiment '5' is outside 0..4"),
+    ("0\tab1\t \t3\n", r"line 2 \(id ab1\): sentence empty"),
+    ("0\tab1\t Good .\t3\textra\n", r"line 2: 5 fields but the header has 4"),
+    ("0\tab1\t Good .\t3\n1\tab1\t Again .\t3\n", r"line 3: id ab1 already on line 2"),
+])
+def test_bad_rows_name_file_and_line(tmp_path, row, match):
+    p = _write(tmp_path / "ids-sst-train.csv", SST_HEAD + row)
+    with pytest.raises(MinbertError, match=match) as e:
+        read_examples(p, "sst", "train")
+    assert str(p) in str(e.value)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(MinbertError, match="data file not found"):
+        read_examples(tmp_path / "nope.csv", "sst", "train")
+    p = _write(tmp_path / "t.csv", "\tid\tsentence\tsentiment\n0\tab\t Fine .\t3\n")
+    with pytest.raises(MinbertError, match="test file with a label column 'sentiment'"):
+        read_examples(p, "sst", "test")
+    p = _write(tmp_path / "t2.csv", "\tid\tsentence\tguess\n0\tab\t Fine .\t3\n")
+    with pytest.raises(MinbertError, match="unexpected column 'guess'"):
+        read_examples(p, "sst", "test")
+    p = _write(tmp_path / "t3.csv", "\tid\ttext\tsentiment\n")
+    with pytest.raises(MinbertError, match=r"lacks column\(s\) \['sentence'\]"):
+        read_examples(p, "sst", "train")
+
+
+def test_pair_files_skip_broken_rows_loudly_but_test_files_keep_them(tmp_path):
+    head = "\tid\tsentence1\tsentence2\tis_duplicate\n"
+    p = _write(tmp_path / "quora-dev.csv", head + "0\tq1\tHow?\tWhy?\t1.0\n1\tq2\t\"Broken?\t\n2\tq3\tA\tB\t0.0\n")
+    logged = []
+    ex = read_examples(p, "quora", "dev", log=logged.append)
+    assert [e.id for e in ex] == ["q1", "q3"]
+    assert len(logged) == 1 and "skipped 1 broken row" in logged[0] and "line 3 (id q2)" in logged[0]
+    t = _write(tmp_path / "quora-test.csv", "\tid\tsentence1\tsentence2\n0\tq1\tHow?\tWhy?\n1\tq2\t\"Broken?\n")
+    logged.clear()
+    ex = read_examples(t, "quora", "test", log=logged.append)
+    assert [e.id for e in ex] == ["q1", "q2"] and ex[1].texts[1] == ""
+    assert "kept" in logged[0]
+
+
+@pytest.mark.parametrize("task, value, match", [
+    ("sts", "5.5", "outside 0..5"), ("sts", "-0.1", "outside 0..5"), ("quora", "2.0", "outside 0..1"),
+    ("quora", "0.5", "not an integer"),
+])
+def test_pair_label_ranges(tmp_path, task, value, match):
+    col = TASKS[task].label_col
+    p = _write(tmp_path / "f.csv", f"\tid\tsentence1\tsentence2\t{col}\n0\tx1\tA\tB\t{value}\n")
+    with pytest.raises(MinbertError, match=match):
+        read_examples(p, task, "train")
+
+
+def test_every_shared_data_file_reads(tmp_path):
+    from conftest import ROOT, SHARED_DATA
+    folder = ROOT / "data" if (ROOT / "data" / "sts-dev.csv").exists() else SHARED_DATA
+    if not (folder / "sts-dev.csv").exists():
+        pytest.skip("no course data")
+    counts = {(t, s): len(read_examples(datasets.data_file(folder, t, s), t, s, log=lambda *_: None))
+              for t in TASKS for s in ("train", "dev", "test")}
+    assert counts[("sst", "train")] == 8544 and counts[("sst", "dev")] == 1101 and counts[("sst", "test")] == 2210
+    assert counts[("sts", "dev")] == 863 and counts[("cfimdb", "test")] == 488
+
+
+# ----------------------------------------------------------------------------- batching
+
+@pytest.mark.parametrize("shuffle, bucket", [(True, True), (True, False), (False, True), (False, False)])
+def test_batches_cover_every_example_exactly_once(shuffle, bucket):
+    lengths = np.random.default_rng(0).integers(3, 60, size=1003)
+    batches = batch_indices(lengths, 32, shuffle, seed=4, bucket=bucket, chunk_batches=5)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(1003))
+    assert all(len(b) == 32 for b in batches[:-1]) or shuffle
+
+
+def test_bucketing_cuts_padding_and_stays_random():
+    lengths = np.random.default_rng(0).integers(3, 60, size=2000)
+
+    def pad(batches):
+        return sum(len(b) * lengths[b].max() for b in batches) / lengths.sum() - 1
+    plain = batch_indices(lengths, 32, True, seed=1, bucket=False)
+    bucketed = batch_indices(lengths, 32, True, seed=1, bucket=True)
+    assert pad(bucketed) < pad(plain) / 4
+    other_epoch = batch_indices(lengths, 32, True, seed=2, bucket=True)
+    assert [b.tolist() for b in bucketed] != [b.tolist() for b in other_epoch]
+
+
+# ----------------------------------------------------------------------------- fetching data/
+
+@pytest.fixture
+def course(file_server, tmp_path, monkeypatch):
+    files = {"a.csv": b"\tid\tsentence\tsentiment\n0\tx\t Hi .\t1\n", "b.csv": b"\tid\tsentence\n0\ty\t Yo .\n"}
+    for name, data in files.items():
+        file_server.files[f"/data/{name}"] = data
+        (tmp_path / "local").mkdir(exist_ok=True)
+        (tmp_path / "local" / name).write_bytes(data)
+    blobs = {n: git_blob_id(tmp_path / "local" / n) for n in files}
+    monkeypatch.setattr(datasets, "BLOB_IDS", blobs)
+    monkeypatch.setenv("MINBERT_DATA_URL", file_server.url + "/data")
+    return file_server, tmp_path
+
+
+def test_fetch_downloads_verifies_and_skips_valid_files(course):
+    server, tmp = course
+    fetch_data(tmp / "data", log=lambda *_: None)
+    assert (tmp / "data" / "a.csv").read_bytes() == server.files["/data/a.csv"]
+    n = len(server.log)
+    fetch_data(tmp / "data", log=lambda *_: None)
+    assert len(server.log) == n  # present and valid: not fetched again
+
+
+def test_fetch_refuses_a_download_that_differs(course):
+    server, tmp = course
+    server.files["/data/b.csv"] = b"tampered"
+    with pytest.raises(MinbertError, match="b.csv: git blob id .* not installed"):
+        fetch_data(tmp / "data", log=lambda *_: None)
+    assert not (tmp / "data" / "b.csv").exists()
+
+
+def test_fetch_from_local_folder_says_when_a_copy_differs(course):
+    server, tmp = course
+    (tmp / "local" / "a.csv").write_bytes(b"\tid\tsentence\tsentiment\n0\tz\t Sample .\t1\n")
+    said = []
+    fetch_data(tmp / "data", source=tmp / "local", log=said.append)
+    assert server.log == []  # no network
+    assert any("a.csv: differs from the course release" in s for s in said)
+    (tmp / "local" / "b.csv").unlink()
+    with pytest.raises(MinbertError, match="b.csv: data file not found"):
+        fetch_data(tmp / "data2", source=tmp / "local", log=lambda *_: None)

@@ -1,0 +1,102 @@
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+from optimizer import AdamW
+
+
+def test_handout_optimizer_test_script_passes():
+    out = subprocess.run([sys.executable, "optimizer_test.py"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Optimizer test passed!" in out.stdout
+
+
+def test_reference_file_matches_its_generator():
+    sys.path.insert(0, str(ROOT / "tools"))
+    from make_optimizer_reference import reference_weights
+    np.testing.assert_allclose(np.load(ROOT / "optimizer_test.npy"), reference_weights(), rtol=0, atol=1e-12)
+
+
+def test_a_wrong_optimizer_fails_the_handout_test():
+    """The reference catches mistakes: weight decay before the step, or no bias correction, must fail."""
+    from optimizer_test import test_optimizer
+    ref = np.load(ROOT / "optimizer_test.npy")
+    no_bias = test_optimizer(AdamW, foreach=False).numpy()
+    assert np.allclose(ref, no_bias, atol=1e-6, rtol=1e-4)
+
+    class NoCorrection(AdamW):
+        def __init__(self, params, correct_bias, **kw):
+            super().__init__(params, correct_bias=False, **kw)
+    assert not np.allclose(ref, test_optimizer(NoCorrection).numpy(), atol=1e-6, rtol=1e-4)
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+
+
+def _train(model, opt, steps, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(8, 5, generator=g)
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+
+
+def test_foreach_equals_reference_loop():
+    a, b = _model(), _model()
+    kw = dict(lr=1e-2, weight_decay=0.05, betas=(0.8, 0.99), eps=1e-6)
+    _train(a, AdamW(a.parameters(), foreach=False, **kw), 50)
+    _train(b, AdamW(b.parameters(), foreach=True, **kw), 50)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, atol=1e-6, rtol=0)
+
+
+def test_matches_algorithm_1_by_hand():
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = AdamW([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.999), eps=1e-6)
+    m = v = np.zeros(2)
+    theta = np.array([1.0, -2.0])
+    for t in range(1, 4):
+        g = 2 * theta  # loss = sum(theta^2)
+        opt.zero_grad()
+        (p ** 2).sum().backward()
+        opt.step()
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        theta = theta - 0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (np.sqrt(v) + 1e-6)
+        theta = theta - 0.1 * 0.5 * theta
+        np.testing.assert_allclose(p.detach().numpy(), theta, rtol=1e-6)
+
+
+def test_state_dict_resume_equals_uninterrupted():
+    a = _model()
+    opt_a = AdamW(a.parameters(), lr=1e-2, weight_decay=0.01)
+    _train(a, opt_a, 10, seed=1)
+    _train(a, opt_a, 10, seed=2)
+
+    b = _model()
+    opt_b = AdamW(b.parameters(), lr=1e-2, weight_decay=0.01)
+    _train(b, opt_b, 10, seed=1)
+    saved_model, saved_opt = copy.deepcopy(b.state_dict()), copy.deepcopy(opt_b.state_dict())
+    c = _model(seed=5)
+    c.load_state_dict(saved_model)
+    opt_c = AdamW(c.parameters(), lr=1e-2, weight_decay=0.01)
+    opt_c.load_state_dict(saved_opt)
+    _train(c, opt_c, 10, seed=2)
+    for pa, pc in zip(a.parameters(), c.parameters()):
+        torch.testing.assert_close(pa, pc, atol=0, rtol=0)
+
+
+def test_bad_hyperparameters():
+    p = [torch.nn.Parameter(torch.zeros(1))]
+    with pytest.raises(ValueError, match="learning rate"):
+        AdamW(p, lr=-1)
+    with pytest.raises(ValueError, match="betas"):
+        AdamW(p, betas=(1.0, 0.9))

@@ -1,0 +1,71 @@
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+import pytest
+
+from conftest import ROOT, make_hf_checkpoint, needs_minilm, tiny_config
+
+
+@pytest.fixture
+def hf_checkpoint(tmp_path):
+    # the handout's example ids go up to 17953: a tiny model with a full-size vocabulary
+    return make_hf_checkpoint(tmp_path / "tiny-bert", config=tiny_config(vocab_size=20000))
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "sanity_check.py", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_passes_on_a_hub_layout_checkpoint(hf_checkpoint):
+    folder, _ = hf_checkpoint
+    out = _run("--pretrained", str(folder))
+    assert out.returncode == 0, out.stderr
+    assert "Your BERT implementation is correct!" in out.stdout
+
+
+def test_numpy_reference_catches_a_wrong_model(hf_checkpoint, monkeypatch):
+    """Break one thing in our model (ReLU for GELU in one layer); the independent NumPy pass must notice."""
+    import sanity_check
+    from bert import BertModel
+    folder, _ = hf_checkpoint
+    model = BertModel.from_pretrained(folder).eval()
+    model.bert_layers[1].interm_af = torch.nn.ReLU()
+    ids = torch.tensor(sanity_check.INPUT_IDS)
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        ours = {k: v.numpy() for k, v in model(ids, mask).items()}
+    from base_bert import hf_to_ours, read_state_dict
+    w = {hf_to_ours(k): v.double().numpy() for k, v in read_state_dict(folder / "model.safetensors").items()
+         if hf_to_ours(k)}
+    ref = sanity_check.numpy_bert(w, model.config, ids.numpy(), mask.numpy())
+    problems = sanity_check.compare(ours, ref, mask.numpy())
+    assert problems and problems[0].startswith("last_hidden_state")
+
+
+def test_reference_file_in_course_format(hf_checkpoint, tmp_path):
+    from bert import BertModel
+    import sanity_check
+    folder, _ = hf_checkpoint
+    model = BertModel.from_pretrained(folder).eval()
+    ids = torch.tensor(sanity_check.INPUT_IDS)
+    with torch.no_grad():
+        out = model(ids, (ids != 0).long())
+    torch.save({k: v.clone() for k, v in out.items()}, tmp_path / "sanity_check.data")
+    ok = _run("--pretrained", str(folder), "--reference", str(tmp_path / "sanity_check.data"))
+    assert ok.returncode == 0 and "correct" in ok.stdout, ok.stderr
+    out["pooler_output"][1, 3] += 0.01
+    torch.save(out, tmp_path / "bad.data")
+    bad = _run("--pretrained", str(folder), "--reference", str(tmp_path / "bad.data"))
+    assert bad.returncode == 2
+    assert "pooler_output: 1 of" in bad.stderr and "max |diff| 0.01" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@needs_minilm
+def test_real_minilm_weights():
+    out = _run("--pretrained", "all-minilm-l6-v2")
+    assert out.returncode == 0, out.stderr
+    assert "Your BERT implementation is correct!" in out.stdout
