@@ -191,7 +191,8 @@ class TaskData:
     def batch(self, index):
         """The examples at `index` as padded tensors: {'x' or 'a'/'b': {input_ids, ...}, 'labels', 'index'}."""
         out = {"index": torch.as_tensor(index)}
-        for key, (ids, types) in self.inputs.items():
+        # With cached backbone features the token inputs are not needed at all.
+        for key, (ids, types) in ({} if self.features is not None else self.inputs).items():
             rows = [ids[i] for i in index]
             width = max(len(r) for r in rows)
             input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)

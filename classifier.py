@@ -1,0 +1,186 @@
+"""Part 1: fine-tune BERT for sentiment on SST and CFIMDB (handout section 4).
+
+    python classifier.py --fine-tune-mode full-model --lr 1e-5 [--use_gpu]
+"""
+import argparse
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bert import BertModel
+from datasets import TASKS, TaskData, data_file, read_examples
+from evaluation import accuracy, macro_f1, predict, write_predictions
+from optimizer import AdamW
+from tokenizer import BertTokenizer
+from utils import (MinbertError, Trainer, append_jsonl, get_device, load_checkpoint, load_trainable_state,
+                   main_guard, rng_state, save_checkpoint, seed_everything, set_rng_state, trainable_state)
+
+
+class BertSentimentClassifier(nn.Module):
+    """BERT -> pooler_output -> dropout -> linear. In 'last-linear-layer' mode BERT is frozen."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_labels = config.num_labels
+        self.bert = BertModel.from_pretrained(config.pretrained, **getattr(config, "bert_overrides", {}))
+        for p in self.bert.parameters():
+            p.requires_grad = config.fine_tune_mode == "full-model"
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(self.bert.config.hidden_size, config.num_labels)
+
+    def embed(self, input_ids, attention_mask, token_type_ids=None):
+        return self.bert(input_ids, attention_mask, token_type_ids)["pooler_output"]
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, features=None):
+        """Logits; `features` are cached pooler outputs of a frozen BERT, used instead of running it."""
+        pooled = features if features is not None else self.embed(input_ids, attention_mask, token_type_ids)
+        return self.classifier(self.dropout(pooled))
+
+
+def logits_of(model, batch):
+    if "features" in batch:
+        return model(features=batch["features"])
+    return model(**batch["x"])
+
+
+def classification_loss(model, batch):
+    return F.cross_entropy(logits_of(model, batch), batch["labels"])
+
+
+def get_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
+                    default="last-linear-layer")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="default 1e-3 for last-linear-layer, 1e-5 for full-model")
+    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--batch_size", type=int, default=8)
+    ap.add_argument("--hidden_dropout_prob", type=float, default=0.3)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=11711)
+    ap.add_argument("--pretrained", default="bert-base-uncased",
+                    help="bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), or a local folder")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"])
+    ap.add_argument("--max_length", type=int, default=512)
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
+    ap.add_argument("--no_bucket", dest="bucket", action="store_false",
+                    help="batch in plain shuffled order (default: length-bucketed batches)")
+    ap.add_argument("--grad_accum", type=int, default=1)
+    ap.add_argument("--weight_decay", type=float, default=0.0)
+    ap.add_argument("--checkpoint_dir", default="checkpoints")
+    ap.add_argument("--predictions_dir", default="predictions")
+    ap.add_argument("--resume", action="store_true", help="continue from the last completed epoch's checkpoint")
+    args = ap.parse_args(argv)
+    if args.lr is None:
+        args.lr = 1e-3 if args.fine_tune_mode == "last-linear-layer" else 1e-5
+    return args
+
+
+def load_split(args, name, split, tokenizer):
+    examples = read_examples(data_file(args.data_dir, name, split), name, split)
+    return TaskData(examples, name, tokenizer, max_length=args.max_length)
+
+
+def paths_for(args, name):
+    stem = f"{args.fine_tune_mode}-{name}"
+    ck = Path(args.checkpoint_dir)
+    return SimpleNamespace(best=ck / f"{stem}.pt", last=ck / f"{stem}-last.pt", log=ck / f"{stem}-log.jsonl",
+                           dev=Path(args.predictions_dir) / f"{stem}-dev-out.csv",
+                           test=Path(args.predictions_dir) / f"{stem}-test-out.csv")
+
+
+def run_dataset(args, name, device):
+    """Train on one dataset, keep the best dev epoch, reload it and write dev and test predictions."""
+    seed_everything(args.seed)
+    paths = paths_for(args, name)
+    tokenizer = BertTokenizer.from_pretrained(args.pretrained)
+    data = {s: load_split(args, name, s, tokenizer) for s in ("train", "dev", "test")}
+    config = SimpleNamespace(pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
+                             hidden_dropout_prob=args.hidden_dropout_prob, num_labels=TASKS[name].num_labels,
+                             bert_overrides={"attn_impl": args.attn})
+    model = BertSentimentClassifier(config).to(device)
+    frozen = args.fine_tune_mode == "last-linear-layer"
+    if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
+        model.bert.eval()
+        for s, d in data.items():
+            d.features = torch.from_numpy(predict(lambda b: model.embed(**b["x"]), d, 64, device, args.amp,
+                                                  desc=f"{name} {s} features"))
+    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay)
+    trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
+
+    def evaluate(split):
+        model.eval()
+        logits = predict(lambda b: logits_of(model, b), data[split], 64, device, args.amp, desc=f"{name} {split}")
+        return logits.argmax(-1)
+
+    start, best_dev = 0, -1.0
+    if args.resume and paths.last.exists():
+        state = load_checkpoint(paths.last)
+        check_same_run(state["args"], args, paths.last)
+        load_trainable_state(model, state["model"], paths.last)
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        start, best_dev = state["epoch"] + 1, state["best_dev"]
+        print(f"resumed {name} from {paths.last} after epoch {state['epoch']}")
+    n_train = len(data["train"])
+    total = -(-n_train // args.batch_size)
+    for epoch in range(start, args.epochs):
+        batches = data["train"].batches(args.batch_size, shuffle=True, seed=args.seed * 1000 + epoch, bucket=args.bucket)
+        stats = trainer.run_epoch(batches, classification_loss, total, desc=f"{name} epoch {epoch}")
+        train_pred, dev_pred = evaluate("train"), evaluate("dev")
+        train_gold, dev_gold = data["train"].labels.numpy(), data["dev"].labels.numpy()
+        record = {"dataset": name, "epoch": epoch, **stats, "train_acc": accuracy(train_pred, train_gold),
+                  "dev_acc": accuracy(dev_pred, dev_gold), "dev_f1": macro_f1(dev_pred, dev_gold)}
+        if record["dev_acc"] > best_dev:
+            best_dev = record["dev_acc"]
+            save_checkpoint(paths.best, {"model": trainable_state(model), "args": vars(args), "epoch": epoch})
+        save_checkpoint(paths.last, {"model": trainable_state(model), "optimizer": optimizer.state_dict(),
+                                     "args": vars(args), "epoch": epoch, "best_dev": best_dev, "rng": rng_state()})
+        append_jsonl(paths.log, record)
+        print(f"{name} epoch {epoch}: train loss {stats['train_loss']:.3f}, train acc {record['train_acc']:.3f}, "
+              f"dev acc {record['dev_acc']:.3f}, dev f1 {record['dev_f1']:.3f}, {stats['seconds']:.0f}s, "
+              + (f"{stats['tokens_per_s']:.0f} tokens/s" if not frozen else "head on cached features"))
+
+    best = load_checkpoint(paths.best)
+    load_trainable_state(model, best["model"], paths.best)
+    dev_pred, test_pred = evaluate("dev"), evaluate("test")
+    dev_acc = accuracy(dev_pred, data["dev"].labels.numpy())
+    write_predictions(paths.dev, name, data["dev"].ids, dev_pred)
+    write_predictions(paths.test, name, data["test"].ids, test_pred)
+    print(f"{name}: best epoch {best['epoch']}, dev accuracy {dev_acc:.3f}; predictions in {paths.dev} and "
+          f"{paths.test}; checkpoint {paths.best}; log {paths.log}")
+    return {"dataset": name, "dev_acc": dev_acc, "best_epoch": best["epoch"]}
+
+
+# Flags that must agree between an interrupted run and its resumption.
+RUN_DEFINING = ("fine_tune_mode", "lr", "batch_size", "hidden_dropout_prob", "seed", "pretrained", "max_length",
+                "bucket", "grad_accum", "weight_decay")
+
+
+def check_same_run(saved, args, source):
+    diff = [f"--{k} {saved.get(k)!r} there, {getattr(args, k)!r} now" for k in RUN_DEFINING
+            if saved.get(k) != getattr(args, k)]
+    if diff:
+        raise MinbertError(f"{source}: cannot resume, the checkpoint comes from another configuration: " + "; ".join(diff))
+
+
+def main(argv=None):
+    args = get_args(argv)
+    device = get_device(args.use_gpu)
+    print(f"fine-tune mode {args.fine_tune_mode}, lr {args.lr}, {args.pretrained} on {device}")
+    results = []
+    for name in args.datasets:
+        t0 = time.perf_counter()
+        results.append(run_dataset(args, name, device))
+        print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
+    return results
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,132 @@
+"""Scoring: batched inference in input order, metrics, leaderboard files, and `--score PRED GOLD`."""
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.metrics import f1_score
+
+from datasets import TASKS, read_examples
+from utils import MinbertError, atomic_write, autocast, main_guard, to_device
+
+
+@torch.inference_mode()
+def predict(fn, data, batch_size, device, amp="none", desc="eval"):
+    """Run `fn(batch) -> tensor [B, ...]` over `data` (a TaskData) and return a float32 array in the
+    data's own order. Batches are length-sorted for speed and put back by index."""
+    from tqdm.auto import tqdm
+    out = None
+    total = -(-len(data) // batch_size)
+    for batch in tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc,
+                      disable=None, leave=False):
+        index = batch["index"].numpy()
+        with autocast(device, amp):
+            y = fn(to_device(batch, device)).float().cpu().numpy()
+        if out is None:
+            out = np.empty((len(data), *y.shape[1:]), dtype=np.float32)
+        out[index] = y
+    return out
+
+
+def accuracy(pred, gold):
+    return float(np.mean(np.asarray(pred) == np.asarray(gold)))
+
+
+def macro_f1(pred, gold):
+    return float(f1_score(gold, pred, average="macro"))
+
+
+def pearson(pred, gold):
+    pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if pred.std() == 0 or gold.std() == 0:
+        return 0.0  # constant predictions carry no correlation
+    return float(np.corrcoef(pred, gold)[0, 1])
+
+
+def score(task, pred, gold):
+    """The leaderboard metric of a task: Pearson r for STS, accuracy otherwise."""
+    return pearson(pred, gold) if TASKS[task].kind == "regression" else accuracy(pred, gold)
+
+
+def format_prediction(task, value):
+    return f"{float(value):.4f}" if TASKS[task].kind == "regression" else str(int(value))
+
+
+def write_predictions(path, task, ids, preds):
+    """Leaderboard format (handout section 6): a header, then `id , prediction` per input row, in order."""
+    header = TASKS[task].header
+
+    def write(fp):
+        fp.write(f"id , {header}\n")
+        for i, p in zip(ids, preds):
+            fp.write(f"{i} , {format_prediction(task, p)}\n")
+    atomic_write(path, write, mode="w")
+    return path
+
+
+def read_predictions(path):
+    """{id: value string} from a prediction file (ours or the course's 'id \\t Predicted_...' header)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"{path}: prediction file not found")
+    lines = path.read_text().splitlines()
+    if not lines or not lines[0].strip().lower().startswith("id"):
+        raise MinbertError(f"{path}: line 1: expected a header starting with 'id'")
+    preds, duplicated = {}, []
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 2 or not parts[0]:
+            raise MinbertError(f"{path}: line {n}: expected 'id , prediction', got {line!r}")
+        if parts[0] in preds:  # the first one counts; the rest are reported
+            duplicated.append(parts[0])
+            continue
+        preds[parts[0]] = parts[1]
+    return preds, duplicated
+
+
+def score_file(pred_path, gold_path, task=None):
+    """Score a prediction file against a labelled course CSV; report missing, duplicated, unknown ids."""
+    task = task or guess_task(gold_path)
+    gold = {e.id: e.label for e in read_examples(gold_path, task, "dev", log=lambda *_: None)}
+    preds, duplicated = read_predictions(pred_path)
+    missing = [i for i in gold if i not in preds]
+    unknown = [i for i in preds if i not in gold]
+    common = [i for i in gold if i in preds]
+    try:
+        values = [float(preds[i]) for i in common]
+    except ValueError as e:
+        raise MinbertError(f"{pred_path}: a prediction is not a number ({e})") from None
+    metric = "pearson" if TASKS[task].kind == "regression" else "accuracy"
+    result = {"task": task, "metric": metric, "n": len(common),
+              metric: score(task, values, [gold[i] for i in common]) if common else float("nan"),
+              "missing": missing, "duplicated": duplicated, "unknown": unknown}
+    return result
+
+
+def guess_task(path):
+    name = Path(path).name.lower()
+    for key, task in (("sst", "sst"), ("cfimdb", "cfimdb"), ("quora", "quora"), ("para", "quora"), ("sts", "sts")):
+        if key in name:
+            return task
+    raise MinbertError(f"{path}: cannot tell the task from the file name; pass --task")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Score a leaderboard prediction file against a labelled CSV.")
+    ap.add_argument("--score", nargs=2, metavar=("PRED.csv", "GOLD.csv"), required=True)
+    ap.add_argument("--task", choices=sorted(TASKS))
+    args = ap.parse_args()
+    r = score_file(*args.score, task=args.task)
+    print(f"{r['task']} {r['metric']}: {r[r['metric']]:.4f} over {r['n']} ids")
+    for what in ("missing", "duplicated", "unknown"):
+        if r[what]:
+            print(f"{len(r[what])} {what} id(s): {', '.join(r[what][:10])}" + (" ..." if len(r[what]) > 10 else ""))
+    if r["missing"] or r["duplicated"] or r["unknown"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,76 @@
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+import prepare_submit
+from conftest import ROOT
+from evaluation import pearson, score_file, write_predictions
+from utils import MinbertError
+
+
+def _gold(tmp_path):
+    p = tmp_path / "ids-sst-dev.csv"
+    p.write_text("\tid\tsentence\tsentiment\n0\ta1\t x .\t1\n1\ta2\t y .\t2\n2\ta3\t z .\t3\n3\ta4\t w .\t4\n")
+    return p
+
+
+def test_score_counts_and_reports_bad_ids(tmp_path):
+    gold = _gold(tmp_path)
+    pred = tmp_path / "pred.csv"
+    pred.write_text("id , Predicted_Sentiment\na1 , 1\na2 , 0\na2 , 2\nzz , 3\na3 , 3\n")
+    r = score_file(pred, gold)
+    assert r["accuracy"] == pytest.approx(2 / 3) and r["n"] == 3
+    assert r["missing"] == ["a4"] and r["duplicated"] == ["a2"] and r["unknown"] == ["zz"]
+    out = subprocess.run([sys.executable, "evaluation.py", "--score", str(pred), str(gold)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "sst accuracy: 0.6667 over 3 ids" in out.stdout and "1 missing id(s): a4" in out.stdout
+
+
+def test_score_accepts_the_course_header_and_sts(tmp_path):
+    gold = tmp_path / "sts-dev.csv"
+    gold.write_text("id\tsentence1\tsentence2\tsimilarity\ns1\ta\tb\t1.0\ns2\tc\td\t3.0\ns3\te\tf\t5.0\n")
+    pred = tmp_path / "sts-dev-output.csv"
+    write_predictions(pred, "sts", ["s1", "s2", "s3"], [0.5, 2.0, 4.9])
+    assert pred.read_text().splitlines()[0] == "id , Predicted_Similarity"
+    r = score_file(pred, gold)
+    assert r["metric"] == "pearson" and r["pearson"] == pytest.approx(np.corrcoef([0.5, 2, 4.9], [1, 3, 5])[0, 1], abs=1e-4)
+    pred.write_text("id \t Predicted_Similarity \ns1 , 1\ns2 , 3\ns3 , 5\n")
+    assert score_file(pred, gold)["pearson"] == pytest.approx(1.0)
+
+
+def test_pearson_of_constant_predictions_is_zero():
+    assert pearson([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def _project(tmp_path, names):
+    (tmp_path / "predictions").mkdir(parents=True)
+    for f in ("bert.py", "classifier.py", "optimizer.py", "utils.py"):
+        (tmp_path / f).write_text("# code\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    (tmp_path / "predictions" / ".gitkeep").write_text("")
+    for n in names:
+        (tmp_path / "predictions" / n).write_text("id , Predicted_Sentiment\nab , 1\n")
+    return tmp_path
+
+
+def test_zip_holds_code_and_predictions_only(tmp_path):
+    root = _project(tmp_path, prepare_submit.PART1)
+    out = prepare_submit.build(root)
+    names = set(zipfile.ZipFile(out).namelist())
+    assert names == {"bert.py", "classifier.py", "optimizer.py", "utils.py"} | {f"predictions/{n}" for n in prepare_submit.PART1}
+
+
+def test_zip_refuses_missing_or_empty_predictions(tmp_path):
+    root = _project(tmp_path, prepare_submit.PART1[:-1])
+    (root / "predictions" / prepare_submit.PART1[0]).write_text("id , Predicted_Sentiment\n")
+    with pytest.raises(MinbertError) as e:
+        prepare_submit.build(root)
+    msg = str(e.value)
+    assert f"predictions/{prepare_submit.PART1[-1]} (missing)" in msg and f"predictions/{prepare_submit.PART1[0]} (empty)" in msg
+    assert not (root / prepare_submit.ZIP_NAME).exists()
+    with pytest.raises(MinbertError, match="para-dev-output.csv"):
+        prepare_submit.build(_project(tmp_path / "p2", []), part="2")
