@@ -130,3 +130,52 @@ def main():
 
 if __name__ == "__main__":
     main_guard(main)
+
+
+# ----------------------------------------------------------------------------- multitask
+
+MULTITASK = ("sst", "quora", "sts")
+
+
+def multitask_outputs(model, task, batch):
+    """The raw output a task is scored on: SST logits, Quora logit, STS similarity on 0-5."""
+    if task == "sst":
+        return model.predict_sentiment(**batch["x"])
+    fn = model.predict_paraphrase if task == "quora" else model.predict_similarity
+    return fn(**pair_inputs(batch))
+
+
+def pair_inputs(batch):
+    """A pair batch as keyword arguments of predict_paraphrase / predict_similarity: the handout's
+    (input_ids_1, attention_mask_1, input_ids_2, attention_mask_2) for siamese pairs, or one
+    cross-encoded input with its token_type_ids."""
+    if "a" in batch:
+        return {"input_ids_1": batch["a"]["input_ids"], "attention_mask_1": batch["a"]["attention_mask"],
+                "input_ids_2": batch["b"]["input_ids"], "attention_mask_2": batch["b"]["attention_mask"]}
+    return {"input_ids_1": batch["x"]["input_ids"], "attention_mask_1": batch["x"]["attention_mask"],
+            "token_type_ids": batch["x"]["token_type_ids"]}
+
+
+def to_predictions(task, outputs):
+    if task == "sst":
+        return outputs.argmax(-1)
+    if task == "quora":
+        return (outputs > 0).astype(np.int64)  # logit > 0  <=>  probability > 0.5
+    return outputs
+
+
+def model_eval_multitask(model, data, batch_size, device, amp="none"):
+    """Score `model` on {task: TaskData} (labelled or not). Returns ({task: metric}, {task: predictions})."""
+    model.eval()
+    scores, preds = {}, {}
+    for task, d in data.items():
+        out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp, desc=f"{task} eval")
+        preds[task] = to_predictions(task, out)
+        if d.labels is not None:
+            scores[task] = score(task, preds[task], d.labels.numpy())
+    return scores, preds
+
+
+def multitask_mean(scores):
+    """The leaderboard's overall score: mean of SST acc, Quora acc and (STS r + 1) / 2."""
+    return (scores["sst"] + scores["quora"] + (scores["sts"] + 1) / 2) / 3

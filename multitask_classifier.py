@@ -1,0 +1,335 @@
+"""Part 2: one BERT for sentiment (SST), paraphrase (Quora) and similarity (STS) (handout section 5).
+
+    python multitask_classifier.py --fine-tune-mode full-model --lr 5e-5 --use_gpu
+
+Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]') by default, or siamese (--pair_encoding siamese:
+paraphrase from [u, v, |u-v|, u*v], similarity as 5 * ReLU(cos(u, v))). Tasks are trained jointly
+with a batch sampler (annealed by default: p_i ~ N_i^alpha, alpha = 1 - 0.8 (e-1)/(E-1)), or one
+after another with --sequential.
+"""
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bert import BertModel
+from datasets import TaskData, data_file, read_examples
+from evaluation import MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_predictions
+from optimizer import AdamW
+from tokenizer import BertTokenizer
+from utils import (MinbertError, Trainer, append_jsonl, get_device, load_checkpoint, load_trainable_state,
+                   main_guard, save_checkpoint, seed_everything, trainable_state)
+
+N_SENTIMENT = 5
+
+
+class MultitaskBERT(nn.Module):
+    """One shared BERT, a head per task."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.bert = BertModel.from_pretrained(config.pretrained, **getattr(config, "bert_overrides", {}))
+        for p in self.bert.parameters():
+            p.requires_grad = config.fine_tune_mode == "full-model"
+        self.pooling, self.pair_encoding = config.pooling, config.pair_encoding
+        H = self.bert.config.hidden_size
+        drop = config.task_dropout
+        self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(H, N_SENTIMENT))
+        pair_width = H if self.pair_encoding == "cross" else 4 * H
+        self.para_head = nn.Sequential(nn.Dropout(drop["quora"]), nn.Linear(pair_width, 1))
+        # Siamese similarity is the embeddings' cosine itself (no parameters), as Sentence-BERT does it.
+        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(H, 1)) if self.pair_encoding == "cross" else None
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        """A sentence (or cross-encoded pair) embedding: [CLS] state, pooler output, or masked mean."""
+        out = self.bert(input_ids, attention_mask, token_type_ids)
+        if self.pooling == "pooler":
+            return out["pooler_output"]
+        hidden = out["last_hidden_state"]
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def predict_sentiment(self, input_ids, attention_mask, token_type_ids=None):
+        """Logits over the five SST classes."""
+        return self.sst_head(self(input_ids, attention_mask, token_type_ids))
+
+    def predict_paraphrase(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
+                           token_type_ids=None):
+        """One logit per pair (> 0 means paraphrase). Siamese: the handout's two inputs; cross: the pair
+        as one input in input_ids_1 with its token_type_ids."""
+        if self.pair_encoding == "cross":
+            return self.para_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1)
+        u, v = self._two(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2)
+        return self.para_head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1)).squeeze(-1)
+
+    def predict_similarity(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
+                           token_type_ids=None):
+        """Similarity on the STS scale 0..5."""
+        if self.pair_encoding == "cross":
+            return 5.0 * torch.sigmoid(self.sts_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1))
+        u, v = self._two(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2)
+        return 5.0 * F.relu(F.cosine_similarity(u, v, dim=-1))
+
+    def _two(self, ids1, mask1, ids2, mask2):
+        if ids2 is None:
+            raise ValueError("siamese pair encoding needs both sentences (input_ids_2, attention_mask_2)")
+        return self(ids1, mask1), self(ids2, mask2)
+
+
+# ----------------------------------------------------------------------------- training
+
+def task_loss(weights):
+    def loss_fn(model, batch):
+        task, y = batch["task"], batch["labels"]
+        out = multitask_outputs(model, task, batch)
+        if task == "sst":
+            loss = F.cross_entropy(out, y)
+        elif task == "quora":
+            loss = F.binary_cross_entropy_with_logits(out, y.float())
+        else:
+            loss = F.mse_loss(out, y)
+        return weights[task] * loss
+    return loss_fn
+
+
+def annealed_alpha(epoch, epochs):
+    """Stickland & Murray's annealing: alpha = 1 - 0.8 (e - 1) / (E - 1), e = 1..E."""
+    return 1.0 if epochs == 1 else 1.0 - 0.8 * epoch / (epochs - 1)
+
+
+def task_schedule(sizes, mode, steps, epoch, epochs, rng, batch_size):
+    """The task of every step of one epoch. `sizes` maps task -> number of training examples."""
+    tasks = list(sizes)
+    if mode == "sequential":  # every task's whole training set, one task after another
+        return [t for t in tasks for _ in range(-(-sizes[t] // batch_size))]
+    if mode == "round-robin":
+        return [tasks[i % len(tasks)] for i in range(steps)]
+    n = np.array([sizes[t] for t in tasks], dtype=np.float64)
+    p = n if mode == "proportional" else n ** annealed_alpha(epoch, epochs)
+    return list(rng.choice(tasks, size=steps, p=p / p.sum()))
+
+
+class BatchStream:
+    """Endless batches of one task: a new bucketed, shuffled pass whenever one runs out."""
+
+    def __init__(self, data, batch_size, seed, bucket, rank=0, world_size=1):
+        self.data, self.batch_size, self.seed, self.bucket = data, batch_size, seed, bucket
+        self.rank, self.world_size, self.passes = rank, world_size, 0
+        self.it = iter(())
+
+    def __next__(self):
+        for _ in range(2):
+            for b in self.it:
+                return b
+            self.it = self.data.batches(self.batch_size, True, self.seed * 7919 + self.passes, self.bucket,
+                                        self.rank, self.world_size)
+            self.passes += 1
+        raise MinbertError(f"{self.data.task.name}: no training batches")
+
+
+# ----------------------------------------------------------------------------- flags
+
+ARCH_FLAGS = {"pretrained": "--pretrained", "pair_encoding": "--pair_encoding", "pooling": "--pooling",
+              "fine_tune_mode": "--fine-tune-mode"}
+
+
+def get_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for task, stem in (("sst", "ids-sst"), ("para", "quora"), ("sts", "sts")):
+        for split in ("train", "dev", "test"):
+            ap.add_argument(f"--{task}_{split}", default=None,
+                            help=f"default: DATA_DIR/{stem}-{'test-student' if split == 'test' else split}.csv")
+    ap.add_argument("--seed", type=int, default=11711)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
+                    default="last-linear-layer")
+    ap.add_argument("--use_gpu", action="store_true")
+    for task, name in (("sst", "sst"), ("para", "para"), ("sts", "sts")):
+        for split in ("dev", "test"):
+            ap.add_argument(f"--{task}_{split}_out", default=f"predictions/{name}-{split}-output.csv")
+    ap.add_argument("--batch_size", type=int, default=8)
+    ap.add_argument("--hidden_dropout_prob", type=float, default=0.3, help="dropout before every task head")
+    ap.add_argument("--lr", type=float, default=1e-5)
+    # ours
+    ap.add_argument("--pretrained", default="bert-base-uncased")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--max_length", type=int, default=128)
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa")
+    ap.add_argument("--no_bucket", dest="bucket", action="store_false")
+    ap.add_argument("--grad_accum", type=int, default=1)
+    ap.add_argument("--weight_decay", type=float, default=0.0)
+    ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
+    ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
+    ap.add_argument("--sequential", action="store_true", help="train the tasks one after another each epoch")
+    ap.add_argument("--sampler", choices=["annealed", "proportional", "round-robin"], default="annealed")
+    ap.add_argument("--steps_per_epoch", type=int, default=None,
+                    help="joint training steps per epoch (default: one pass's worth of batches over all tasks)")
+    ap.add_argument("--loss_weights", type=float, nargs=3, default=[1.0, 1.0, 1.0], metavar=("SST", "QUORA", "STS"))
+    ap.add_argument("--task_dropout", type=float, nargs=3, default=None, metavar=("SST", "QUORA", "STS"),
+                    help="per-head dropout (default: --hidden_dropout_prob for all three)")
+    ap.add_argument("--checkpoint", default="checkpoints/multitask.pt")
+    ap.add_argument("--eval_only", metavar="CHECKPOINT", help="re-score a saved model and rewrite the six files")
+    ap.add_argument("--results", default="predictions/multitask-results.csv")
+    ap.add_argument("--run_name", default="")
+    args = ap.parse_args(argv)
+    args.explicit = {k for k, flag in ARCH_FLAGS.items() if flag in (sys.argv[1:] if argv is None else argv)}
+    stems = {"sst": "sst", "para": "quora", "sts": "sts"}
+    for task, name in stems.items():
+        for split in ("train", "dev", "test"):
+            key = f"{task}_{split}"
+            if getattr(args, key) is None:
+                setattr(args, key, str(data_file(args.data_dir, name, split)))
+    return args
+
+
+def model_config(args):
+    drop = args.task_dropout or [args.hidden_dropout_prob] * 3
+    return SimpleNamespace(pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode, pooling=args.pooling,
+                           pair_encoding=args.pair_encoding, task_dropout=dict(zip(MULTITASK, drop)),
+                           bert_overrides={"attn_impl": args.attn})
+
+
+def load_data(args, splits):
+    tokenizer = BertTokenizer.from_pretrained(args.pretrained)
+    files = {"sst": "sst", "quora": "para", "sts": "sts"}
+    data = {}
+    for split in splits:
+        data[split] = {}
+        for task in MULTITASK:
+            examples = read_examples(getattr(args, f"{files[task]}_{split}"), task, split)
+            data[split][task] = TaskData(examples, task, tokenizer, args.max_length, args.pair_encoding)
+    return data
+
+
+def write_outputs(args, data, model, device):
+    """Score dev, predict test, write the six leaderboard files; returns the dev scores."""
+    scores, dev_preds = model_eval_multitask(model, data["dev"], 64, device, args.amp)
+    _, test_preds = model_eval_multitask(model, data["test"], 64, device, args.amp)
+    outs = {"sst": ("sst_dev_out", "sst_test_out"), "quora": ("para_dev_out", "para_test_out"),
+            "sts": ("sts_dev_out", "sts_test_out")}
+    written = []
+    for task, (dev_key, test_key) in outs.items():
+        written.append(write_predictions(getattr(args, dev_key), task, data["dev"][task].ids, dev_preds[task]))
+        written.append(write_predictions(getattr(args, test_key), task, data["test"][task].ids, test_preds[task]))
+    print("predictions written: " + ", ".join(str(w) for w in written))
+    return scores
+
+
+def format_scores(s):
+    return (f"SST acc {s['sst']:.3f}, Quora acc {s['quora']:.3f}, STS r {s['sts']:.3f}, "
+            f"mean {multitask_mean(s):.3f}")
+
+
+def check_arch(saved, args, source):
+    """Flags the user gave that contradict the checkpoint are an error; flags not given are taken from it."""
+    diff = [f"{flag} {saved.get(k)!r} in the checkpoint, {getattr(args, k)!r} given" for k, flag in ARCH_FLAGS.items()
+            if k in args.explicit and saved.get(k) != getattr(args, k)]
+    if diff:
+        raise MinbertError(f"{source}: the checkpoint comes from another configuration: " + "; ".join(diff))
+    for k in ARCH_FLAGS:
+        setattr(args, k, saved.get(k, getattr(args, k)))
+    for k in ("task_dropout", "hidden_dropout_prob", "max_length"):
+        setattr(args, k, saved.get(k, getattr(args, k)))
+
+
+def eval_only(args, device):
+    state = load_checkpoint(args.eval_only)
+    check_arch(state["args"], args, args.eval_only)
+    data = load_data(args, ("dev", "test"))
+    model = MultitaskBERT(model_config(args)).to(device)
+    load_trainable_state(model, state["model"], args.eval_only)
+    scores = write_outputs(args, data, model, device)
+    print(f"{args.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}")
+    return scores
+
+
+def train_multitask(args, device):
+    t_start = time.perf_counter()
+    seed_everything(args.seed)
+    data = load_data(args, ("train", "dev", "test"))
+    model = MultitaskBERT(model_config(args)).to(device)
+    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay)
+    trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
+    train = data["train"]
+    sizes = {t: len(d) for t, d in train.items()}
+    streams = {t: BatchStream(d, args.batch_size, args.seed + i, args.bucket) for i, (t, d) in enumerate(train.items())}
+    steps = args.steps_per_epoch or sum(-(-n // args.batch_size) for n in sizes.values())
+    mode = "sequential" if args.sequential else args.sampler
+    loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)))
+    log_path = Path(args.checkpoint).with_suffix(".jsonl")
+    best, best_scores, best_epoch = -1.0, None, -1
+    print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
+          f"{args.fine_tune_mode}, {args.pretrained} on {device}; train sizes {sizes}")
+    for epoch in range(args.epochs):
+        rng = np.random.default_rng(args.seed * 1000 + epoch)
+        schedule = task_schedule(sizes, mode, steps, epoch, args.epochs, rng, args.batch_size)
+
+        def batches():
+            for task in schedule:
+                batch = next(streams[task])
+                batch["task"] = task
+                yield batch
+        stats = trainer.run_epoch(batches(), loss_fn, len(schedule), desc=f"epoch {epoch}")
+        scores, _ = model_eval_multitask(model, data["dev"], 64, device, args.amp)
+        mean = multitask_mean(scores)
+        counts = {t: schedule.count(t) for t in MULTITASK}
+        append_jsonl(log_path, {"epoch": epoch, **stats, "dev": scores, "dev_mean": mean, "batches": counts,
+                                "run": args.run_name})
+        print(f"epoch {epoch}: loss {stats['train_loss']:.3f}, batches {counts}, dev {format_scores(scores)}, "
+              f"{stats['seconds'] / 60:.1f} min, {stats['tokens_per_s']:.0f} tokens/s")
+        if mean > best:
+            best, best_scores, best_epoch = mean, scores, epoch
+            save_checkpoint(args.checkpoint, {"model": trainable_state(model), "args": vars(args), "epoch": epoch,
+                                              "scores": scores})
+    minutes = (time.perf_counter() - t_start) / 60
+    state = load_checkpoint(args.checkpoint)
+    load_trainable_state(model, state["model"], args.checkpoint)
+    write_outputs(args, data, model, device)
+    append_result(args, mode, best_scores, best_epoch, minutes)
+    print(f"best epoch {best_epoch}: dev {format_scores(best_scores)}; checkpoint {args.checkpoint}, log {log_path}, "
+          f"results table {args.results}; {minutes:.1f} minutes")
+    return best_scores
+
+
+RESULT_FIELDS = ["run", "training", "pair_encoding", "pooling", "fine_tune_mode", "pretrained", "lr", "batch_size",
+                 "epochs", "steps_per_epoch", "seed", "loss_weights", "sst_acc", "quora_acc", "sts_r", "mean",
+                 "best_epoch", "minutes"]
+
+
+def append_result(args, mode, s, best_epoch, minutes):
+    path = Path(args.results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    row = {"run": args.run_name, "training": mode, "pair_encoding": args.pair_encoding, "pooling": args.pooling,
+           "fine_tune_mode": args.fine_tune_mode, "pretrained": args.pretrained, "lr": args.lr,
+           "batch_size": args.batch_size, "epochs": args.epochs, "steps_per_epoch": args.steps_per_epoch or "",
+           "seed": args.seed, "loss_weights": " ".join(f"{w:g}" for w in args.loss_weights),
+           "sst_acc": f"{s['sst']:.4f}", "quora_acc": f"{s['quora']:.4f}", "sts_r": f"{s['sts']:.4f}",
+           "mean": f"{multitask_mean(s):.4f}", "best_epoch": best_epoch, "minutes": f"{minutes:.1f}"}
+    with open(path, "a", newline="") as fp:
+        w = csv.DictWriter(fp, RESULT_FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def main(argv=None):
+    args = get_args(argv)
+    device = get_device(args.use_gpu)
+    if args.eval_only:
+        return eval_only(args, device)
+    return train_multitask(args, device)
+
+
+if __name__ == "__main__":
+    main_guard(main)
