@@ -16,7 +16,8 @@ from datasets import TASKS, TaskData, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_predictions
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from utils import (MinbertError, Trainer, append_jsonl, get_device, load_checkpoint, load_trainable_state,
+from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
+                   load_trainable_state, maybe_compile,
                    main_guard, rng_state, save_checkpoint, seed_everything, set_rng_state, trainable_state)
 
 
@@ -67,11 +68,7 @@ def get_args(argv=None):
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"])
     ap.add_argument("--max_length", type=int, default=512)
-    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
-    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
-    ap.add_argument("--no_bucket", dest="bucket", action="store_false",
-                    help="batch in plain shuffled order (default: length-bucketed batches)")
-    ap.add_argument("--grad_accum", type=int, default=1)
+    add_speed_flags(ap)
     ap.add_argument("--weight_decay", type=float, default=0.0)
     ap.add_argument("--checkpoint_dir", default="checkpoints")
     ap.add_argument("--predictions_dir", default="predictions")
@@ -111,7 +108,9 @@ def run_dataset(args, name, device):
         for s, d in data.items():
             d.features = torch.from_numpy(predict(lambda b: model.embed(**b["x"]), d, 64, device, args.amp,
                                                   desc=f"{name} {s} features"))
-    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay)
+    maybe_compile(model, args.compile)
+    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay,
+                      foreach=args.foreach)
     trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
 
     def evaluate(split):

@@ -24,7 +24,8 @@ from datasets import TaskData, data_file, read_examples
 from evaluation import MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_predictions
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from utils import (MinbertError, Trainer, append_jsonl, get_device, load_checkpoint, load_trainable_state,
+from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
+                   load_trainable_state, maybe_compile,
                    main_guard, save_checkpoint, seed_everything, trainable_state)
 
 N_SENTIMENT = 5
@@ -109,8 +110,10 @@ def annealed_alpha(epoch, epochs):
 def task_schedule(sizes, mode, steps, epoch, epochs, rng, batch_size):
     """The task of every step of one epoch. `sizes` maps task -> number of training examples."""
     tasks = list(sizes)
-    if mode == "sequential":  # every task's whole training set, one task after another
-        return [t for t in tasks for _ in range(-(-sizes[t] // batch_size))]
+    if mode == "sequential":  # every task's training set, one task after another
+        full = {t: -(-sizes[t] // batch_size) for t in tasks}
+        scale = steps / sum(full.values())  # a step budget shrinks (or grows) every task's share alike
+        return [t for t in tasks for _ in range(round(full[t] * scale))]
     if mode == "round-robin":
         return [tasks[i % len(tasks)] for i in range(steps)]
     n = np.array([sizes[t] for t in tasks], dtype=np.float64)
@@ -163,10 +166,7 @@ def get_args(argv=None):
     ap.add_argument("--pretrained", default="bert-base-uncased")
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--max_length", type=int, default=128)
-    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
-    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa")
-    ap.add_argument("--no_bucket", dest="bucket", action="store_false")
-    ap.add_argument("--grad_accum", type=int, default=1)
+    add_speed_flags(ap)
     ap.add_argument("--weight_decay", type=float, default=0.0)
     ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
@@ -257,8 +257,9 @@ def train_multitask(args, device):
     t_start = time.perf_counter()
     seed_everything(args.seed)
     data = load_data(args, ("train", "dev", "test"))
-    model = MultitaskBERT(model_config(args)).to(device)
-    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay)
+    model = maybe_compile(MultitaskBERT(model_config(args)).to(device), args.compile)
+    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay,
+                      foreach=args.foreach)
     trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
     train = data["train"]
     sizes = {t: len(d) for t, d in train.items()}

@@ -381,3 +381,26 @@ def load_trainable_state(model, state, source):
     with torch.no_grad():
         for k, v in state.items():
             own[k].copy_(v)
+
+
+def add_speed_flags(ap):
+    """The fast-path switches both pipelines share; each fast path is on by default where it is safe."""
+    g = ap.add_argument_group("speed")
+    g.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                   help="mixed precision: bf16 (GPU or CPU), fp16 (GPU, with a grad scaler)")
+    g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
+    g.add_argument("--no_bucket", dest="bucket", action="store_false",
+                   help="batch in plain shuffled order (default: length-bucketed batches)")
+    g.add_argument("--no_foreach", dest="foreach", action="store_false",
+                   help="AdamW's reference per-tensor loop instead of multi-tensor foreach kernels")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--grad_accum", type=int, default=1, help="accumulate gradients over this many batches")
+    return g
+
+
+def maybe_compile(model, enabled):
+    if not enabled:
+        return model
+    # Compile the BERT forward only: heads are tiny, and varying batch shapes are marked dynamic.
+    model.bert.forward = torch.compile(model.bert.forward, dynamic=True)
+    return model

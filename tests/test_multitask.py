@@ -137,8 +137,10 @@ def test_samplers():
     last = mt.task_schedule(sizes, "annealed", 28000, 4, 5, rng, 32)
     p = np.array([8000, 14000, 6000]) ** 0.2
     assert abs(last.count("quora") / 28000 - p[1] / p.sum()) < 0.02
-    seq = mt.task_schedule(sizes, "sequential", 0, 0, 3, rng, 1000)
+    seq = mt.task_schedule(sizes, "sequential", 28, 0, 3, rng, 1000)
     assert seq == ["sst"] * 8 + ["quora"] * 14 + ["sts"] * 6
+    half = mt.task_schedule(sizes, "sequential", 14, 0, 3, rng, 1000)  # a step budget, shared alike
+    assert half == ["sst"] * 4 + ["quora"] * 7 + ["sts"] * 3
 
 
 def test_siamese_heads(tiny_model):
