@@ -17,7 +17,7 @@ from evaluation import accuracy, macro_f1, predict, write_predictions
 from optimizer import AdamW
 from tokenizer import BertTokenizer
 from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
-                   load_trainable_state, maybe_compile,
+                   barrier, distributed, is_main, load_trainable_state, main_print, maybe_compile,
                    main_guard, rng_state, save_checkpoint, seed_everything, set_rng_state, trainable_state)
 
 
@@ -95,6 +95,7 @@ def paths_for(args, name):
 def run_dataset(args, name, device):
     """Train on one dataset, keep the best dev epoch, reload it and write dev and test predictions."""
     seed_everything(args.seed)
+    rank, world = distributed()
     paths = paths_for(args, name)
     tokenizer = BertTokenizer.from_pretrained(args.pretrained)
     data = {s: load_split(args, name, s, tokenizer) for s in ("train", "dev", "test")}
@@ -126,12 +127,16 @@ def run_dataset(args, name, device):
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         start, best_dev = state["epoch"] + 1, state["best_dev"]
-        print(f"resumed {name} from {paths.last} after epoch {state['epoch']}")
+        main_print(f"resumed {name} from {paths.last} after epoch {state['epoch']}")
     n_train = len(data["train"])
     total = -(-n_train // args.batch_size)
     for epoch in range(start, args.epochs):
-        batches = data["train"].batches(args.batch_size, shuffle=True, seed=args.seed * 1000 + epoch, bucket=args.bucket)
+        batches = data["train"].batches(args.batch_size, shuffle=True, seed=args.seed * 1000 + epoch, bucket=args.bucket,
+                                        rank=rank, world_size=world)
         stats = trainer.run_epoch(batches, classification_loss, total, desc=f"{name} epoch {epoch}")
+        if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
+            barrier()
+            continue
         train_pred, dev_pred = evaluate("train"), evaluate("dev")
         train_gold, dev_gold = data["train"].labels.numpy(), data["dev"].labels.numpy()
         record = {"dataset": name, "epoch": epoch, **stats, "train_acc": accuracy(train_pred, train_gold),
@@ -145,7 +150,10 @@ def run_dataset(args, name, device):
         print(f"{name} epoch {epoch}: train loss {stats['train_loss']:.3f}, train acc {record['train_acc']:.3f}, "
               f"dev acc {record['dev_acc']:.3f}, dev f1 {record['dev_f1']:.3f}, {stats['seconds']:.0f}s, "
               + (f"{stats['tokens_per_s']:.0f} tokens/s" if not frozen else "head on cached features"))
+        barrier()
 
+    if not is_main():
+        return None
     best = load_checkpoint(paths.best)
     load_trainable_state(model, best["model"], paths.best)
     dev_pred, test_pred = evaluate("dev"), evaluate("test")
@@ -172,12 +180,13 @@ def check_same_run(saved, args, source):
 def main(argv=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
-    print(f"fine-tune mode {args.fine_tune_mode}, lr {args.lr}, {args.pretrained} on {device}")
+    main_print(f"fine-tune mode {args.fine_tune_mode}, lr {args.lr}, {args.pretrained} on {device}"
+               + (f", {distributed()[1]} processes" if distributed()[1] > 1 else ""))
     results = []
     for name in args.datasets:
         t0 = time.perf_counter()
         results.append(run_dataset(args, name, device))
-        print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
+        main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
     return results
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from utils import DownloadError, MinbertError, download, git_blob_id, main_guard
+from utils import DownloadError, MinbertError, download, git_blob_id, main_guard, main_print
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
 
@@ -57,7 +57,7 @@ def _is_index_column(name):
     return name.strip() == "" or name.strip().lstrip("-").replace(".", "", 1).isdigit()
 
 
-def read_examples(path, task, split, log=print):
+def read_examples(path, task, split, log=None):
     """Read one course CSV for `task` ('sst', ...) and `split` ('train', 'dev' or 'test').
 
     Every problem names the file and line. Pair files (Quora, STS) really contain rows broken by an
@@ -67,6 +67,7 @@ def read_examples(path, task, split, log=print):
     task) are errors.
     """
     task = TASKS[task] if isinstance(task, str) else task
+    log = log or main_print
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: data file not found (run setup.sh, or pass --data_dir)")
@@ -214,8 +215,10 @@ class TaskData:
         slice of every global batch, so N ranks together see exactly what one process would."""
         for idx in batch_indices(self.lengths, batch_size, shuffle, seed, bucket):
             part = idx[rank::world_size] if world_size > 1 else idx
-            if len(part):
-                yield self.batch(part)
+            # A rank left without examples still takes the step (DDP needs every rank), with weight 0.
+            b = self.batch(part if len(part) else idx[:1])
+            b["global_size"], b["ghost"] = len(idx), not len(part)
+            yield b
 
     def padding_fraction(self, batch_size, bucket, seed=0):
         padded = sum(len(i) * self.lengths[i].max() for i in batch_indices(self.lengths, batch_size, True, seed, bucket))

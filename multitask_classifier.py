@@ -25,7 +25,7 @@ from evaluation import MULTITASK, model_eval_multitask, multitask_mean, multitas
 from optimizer import AdamW
 from tokenizer import BertTokenizer
 from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
-                   load_trainable_state, maybe_compile,
+                   barrier, distributed, is_main, load_trainable_state, main_print, maybe_compile,
                    main_guard, save_checkpoint, seed_everything, trainable_state)
 
 N_SENTIMENT = 5
@@ -263,14 +263,17 @@ def train_multitask(args, device):
     trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
     train = data["train"]
     sizes = {t: len(d) for t, d in train.items()}
-    streams = {t: BatchStream(d, args.batch_size, args.seed + i, args.bucket) for i, (t, d) in enumerate(train.items())}
+    rank, world = distributed()
+    streams = {t: BatchStream(d, args.batch_size, args.seed + i, args.bucket, rank, world)
+               for i, (t, d) in enumerate(train.items())}
     steps = args.steps_per_epoch or sum(-(-n // args.batch_size) for n in sizes.values())
     mode = "sequential" if args.sequential else args.sampler
     loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)))
     log_path = Path(args.checkpoint).with_suffix(".jsonl")
     best, best_scores, best_epoch = -1.0, None, -1
-    print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
-          f"{args.fine_tune_mode}, {args.pretrained} on {device}; train sizes {sizes}")
+    main_print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
+          f"{args.fine_tune_mode}, {args.pretrained} on {device}" + (f", {world} processes" if world > 1 else "")
+               + f"; train sizes {sizes}")
     for epoch in range(args.epochs):
         rng = np.random.default_rng(args.seed * 1000 + epoch)
         schedule = task_schedule(sizes, mode, steps, epoch, args.epochs, rng, args.batch_size)
@@ -281,6 +284,9 @@ def train_multitask(args, device):
                 batch["task"] = task
                 yield batch
         stats = trainer.run_epoch(batches(), loss_fn, len(schedule), desc=f"epoch {epoch}")
+        if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
+            barrier()
+            continue
         scores, _ = model_eval_multitask(model, data["dev"], 64, device, args.amp)
         mean = multitask_mean(scores)
         counts = {t: schedule.count(t) for t in MULTITASK}
@@ -292,6 +298,9 @@ def train_multitask(args, device):
             best, best_scores, best_epoch = mean, scores, epoch
             save_checkpoint(args.checkpoint, {"model": trainable_state(model), "args": vars(args), "epoch": epoch,
                                               "scores": scores})
+        barrier()
+    if not is_main():
+        return None
     minutes = (time.perf_counter() - t_start) / 60
     state = load_checkpoint(args.checkpoint)
     load_trainable_state(model, state["model"], args.checkpoint)

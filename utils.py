@@ -34,11 +34,40 @@ def seed_everything(seed):
     torch.manual_seed(seed)
 
 
+def distributed():
+    """(rank, world_size). Under torchrun this joins the process group: nccl on CUDA, gloo on CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        cuda = torch.cuda.is_available() and os.environ.get("MINBERT_DIST_BACKEND") != "gloo"
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return dist.get_rank(), world
+
+
+def is_main():
+    return distributed()[0] == 0
+
+
+def barrier():
+    if distributed()[1] > 1:
+        torch.distributed.barrier()
+
+
+def main_print(*args, **kw):
+    """print on rank 0 only, so that N processes do not say everything N times."""
+    if is_main():
+        print(*args, **kw)
+
+
 def get_device(use_gpu):
     if not use_gpu:
         return torch.device("cpu")
     if torch.cuda.is_available():
-        return torch.device("cuda")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     raise MinbertError("--use_gpu was given but no GPU is visible to PyTorch "
@@ -318,6 +347,14 @@ class Trainer:
         self.grad_accum, self.max_grad_norm = grad_accum, max_grad_norm
         self.scaler = grad_scaler(device, amp)
         autocast(device, amp)  # refuse a bad device/amp pair before any work
+        self.loss_module = _LossModule(model)
+        self.world_size = distributed()[1]
+        if self.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
+            # it; a multitask step leaves the other heads unused, hence find_unused_parameters.
+            self.loss_module = DDP(self.loss_module, device_ids=[device.index] if device.type == "cuda" else None,
+                                   find_unused_parameters=True)
 
     def run_epoch(self, batches, loss_fn, total, desc="train"):
         """`loss_fn(model, batch)` returns a scalar loss; `batches` yields batch dicts (on the host)."""
@@ -331,8 +368,12 @@ class Trainer:
             tokens += count_tokens(batch)
             batch = to_device(batch, self.device)
             with autocast(self.device, self.amp):
-                loss = loss_fn(self.model, batch)
-            self.scaler.scale(loss / self.grad_accum).backward()
+                loss = self.loss_module(loss_fn, batch)
+            # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
+            # weight makes the result the global batch's mean even when the last batch splits unevenly.
+            weight = 0.0 if batch.get("ghost") else (
+                len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
+            self.scaler.scale(loss * (weight / self.grad_accum)).backward()
             loss_sum += loss.detach().float()
             steps += 1
             if steps % self.grad_accum == 0 or steps == total:
@@ -352,6 +393,17 @@ class Trainer:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+
+
+class _LossModule(torch.nn.Module):
+    """model + loss function as one module, so DistributedDataParallel sees the whole step."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, loss_fn, batch):
+        return loss_fn(self.model, batch)
 
 
 def rng_state():

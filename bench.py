@@ -1,0 +1,205 @@
+"""Throughput of our BertModel: a training step (forward, backward, AdamW step) and inference.
+
+    python bench.py --pretrained all-minilm-l6-v2 --data sst --batch_size 32 --compare
+    python bench.py --config base --data synthetic --seq_len 128 --amp bf16
+
+Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak
+measured on the same device in the same run, and peak memory. Warm-up steps are excluded; every
+figure is the median over --repeats passes over the same batches. --compare runs the model twice,
+every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop) and with
+the chosen fast paths, and prints the ratios.
+"""
+import argparse
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bert import BertModel
+from config import BertConfig
+from datasets import TaskData, batch_indices, data_file, read_examples
+from optimizer import AdamW
+from tokenizer import BertTokenizer
+from utils import autocast, get_device, main_guard, resolve_pretrained, to_device
+
+CONFIGS = {
+    "base": {},
+    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+}
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_peak(device, dtype, n=2048, repeats=10):
+    """Achieved FLOP/s of a large square matmul: the practical peak MFU is measured against."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return 2 * n ** 3 / statistics.median(times)
+
+
+def make_batches(args, tokenizer, bucket, seed=0):
+    """Index lists of real examples (or synthetic token ids) as padded batches on the host."""
+    if args.data == "synthetic":
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(args.warmup + args.steps):
+            ids = torch.from_numpy(rng.integers(1000, 20000, size=(args.batch_size, args.seq_len)))
+            ids[:, 0] = 101
+            out.append({"x": {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                              "token_type_ids": torch.zeros_like(ids)}, "labels": torch.zeros(args.batch_size, dtype=torch.long)})
+        return out
+    task = "sst" if args.data == "sst" else "quora"
+    examples = read_examples(data_file(args.data_dir, task, "train"), task, "train", log=lambda *_: None)
+    data = TaskData(examples, task, tokenizer, max_length=args.seq_len)
+    idx = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=seed, bucket=bucket)
+    return [data.batch(i) for i in idx[:args.warmup + args.steps]]
+
+
+def flops_per_batch(cfg, batch):
+    """Forward FLOPs of the padded batch: 2 per weight per token for the matmuls, plus attention."""
+    B, T = batch["x"]["input_ids"].shape
+    H, L, I = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size
+    per_token = L * (2 * (4 * H * H + 2 * H * I) + 4 * T * H)  # QKVO, FFN; QK^T and AV
+    return B * T * per_token
+
+
+def run(args, device, fast, tokenizer, cfg, label):
+    """Time the training step and inference for one set of switches; returns a dict of medians."""
+    amp = args.amp if fast else "none"
+    cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=args.attn if fast else "explicit")
+    torch.manual_seed(0)
+    if args.pretrained:
+        model = BertModel.from_pretrained(args.pretrained, attn_impl=cfg.attn_impl)
+    else:
+        model = BertModel(cfg)
+    model.to(device)
+    head = torch.nn.Linear(cfg.hidden_size, 5).to(device)
+    params = list(model.parameters()) + list(head.parameters())
+    opt = AdamW(params, lr=1e-5, foreach=fast)
+    fwd = model
+    if fast and args.compile:
+        fwd = torch.compile(model, dynamic=True)
+    batches = make_batches(args, tokenizer, bucket=fast)
+    batches = [to_device(b, device) for b in batches]
+    real = [int(b["x"]["attention_mask"].sum()) for b in batches]
+    padded = [b["x"]["input_ids"].numel() for b in batches]
+    flops = [flops_per_batch(cfg, b) for b in batches]
+    timed = slice(args.warmup, None)
+
+    def train_step(b):
+        with autocast(device, amp):
+            out = fwd(**b["x"])["pooler_output"]
+            loss = F.cross_entropy(head(out), b["labels"])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def infer_step(b):
+        with torch.inference_mode(), autocast(device, amp):
+            fwd(**b["x"])
+
+    results = {"label": label, "amp": amp, "attn": cfg.attn_impl, "bucket": fast, "foreach": fast,
+               "compile": bool(fast and args.compile)}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for name, step, mult in (("train", train_step, 3), ("infer", infer_step, 1)):
+        model.train(name == "train")
+        for b in batches[:args.warmup]:
+            step(b)
+        sync(device)
+        per_pass = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            for b in batches[timed]:
+                step(b)
+            sync(device)
+            per_pass.append(time.perf_counter() - t0)
+        sec = statistics.median(per_pass)
+        n = len(batches[timed])
+        results[name] = {"tokens_per_s": sum(real[timed]) / sec, "padded_tokens_per_s": sum(padded[timed]) / sec,
+                         "ms_per_step": 1000 * sec / n, "flop_per_s": mult * sum(flops[timed]) / sec,
+                         "padding_fraction": 1 - sum(real[timed]) / sum(padded[timed])}
+    results["peak_memory_mb"] = (torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda"
+                                 else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pretrained", default=None, help="a checkpoint (default: random weights of --config)")
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="minilm")
+    ap.add_argument("--data", choices=["sst", "quora", "synthetic"], default="sst")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--seq_len", type=int, default=128, help="max_length (real data) or the length (synthetic)")
+    ap.add_argument("--batch_size", type=int, default=32)
+    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--steps", type=int, default=20, help="timed batches per pass")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    ap.add_argument("--compare", action="store_true", help="also run with every switch off and print ratios")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = get_device(args.use_gpu)
+    vocab = resolve_pretrained(args.pretrained or "all-minilm-l6-v2").require("vocab").vocab
+    tokenizer = BertTokenizer(vocab)
+    if args.pretrained:
+        cfg = BertConfig.from_json_file(resolve_pretrained(args.pretrained).config)
+    else:
+        cfg = BertConfig(**CONFIGS[args.config])
+    peaks = {"fp32": matmul_peak(device, torch.float32)}
+    if args.amp != "none":
+        peaks[args.amp] = matmul_peak(device, torch.bfloat16 if args.amp == "bf16" else torch.float16)
+    runs = [run(args, device, True, tokenizer, cfg, "fast")]
+    if args.compare:
+        runs.append(run(args, device, False, tokenizer, cfg, "baseline"))
+    model_name = args.pretrained or f"random {args.config}"
+    print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device}, "
+          f"torch threads {torch.get_num_threads()}, data {args.data}, batch {args.batch_size}, max length {args.seq_len}")
+    print("matmul peak: " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in peaks.items()))
+    for r in runs:
+        peak = peaks["fp32" if r["amp"] == "none" else r["amp"]]
+        for name in ("train", "infer"):
+            m = r[name]
+            m["mfu"] = m["flop_per_s"] / peak
+            print(f"{r['label']:>8} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
+                  f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
+                  f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, MFU {m['mfu']:.1%} "
+                  f"[amp {r['amp']}, attn {r['attn']}, bucket {r['bucket']}, foreach {r['foreach']}, compile {r['compile']}]")
+        print(f"{r['label']:>8} peak memory {r['peak_memory_mb']:.0f} MB")
+    out = {"args": vars(args), "device": str(device), "matmul_peak_flop_per_s": peaks, "runs": runs}
+    if args.compare:
+        fast, base = runs
+        out["speedup"] = {n: fast[n]["tokens_per_s"] / base[n]["tokens_per_s"] for n in ("train", "infer")}
+        print(f"speed-up, all fast paths vs all off: training {out['speedup']['train']:.2f}x, "
+              f"inference {out['speedup']['infer']:.2f}x (non-pad tokens/s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+        print(f"results written to {args.json}")
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,64 @@
+"""Data-parallel runs under torchrun (2 CPU processes, gloo) equal one process with the same global batch."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, make_hf_checkpoint, tiny_config, write_course_data
+
+
+@pytest.fixture
+def setup(tmp_path):
+    # 45 examples at batch 8: the last global batch (5) splits unevenly over the two ranks
+    data = write_course_data(tmp_path / "data", n_train=45)
+    model, _ = make_hf_checkpoint(tmp_path / "tiny", config=tiny_config(hidden_dropout_prob=0.0,
+                                                                         attention_probs_dropout_prob=0.0))
+    return tmp_path, data, model
+
+
+def _run(tmp_path, script, args, nproc):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MINBERT_DIST_BACKEND": "gloo"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                "--standalone"] if nproc > 1 else [sys.executable]
+    out = subprocess.run([*launcher, str(ROOT / script), *args], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def _same_weights(a, b):
+    sa, sb = torch.load(a, weights_only=False)["model"], torch.load(b, weights_only=False)["model"]
+    assert sa.keys() == sb.keys()
+    worst = max(sa, key=lambda k: (sa[k] - sb[k]).abs().max().item())
+    diff = (sa[worst] - sb[worst]).abs().max().item()
+    assert all(torch.allclose(sa[k], sb[k], atol=1e-5, rtol=1e-4) for k in sa), f"{worst}: max |diff| {diff:.3g}"
+
+
+def test_classifier_ddp_equals_single_process(setup):
+    tmp, data, model = setup
+    args = ["--pretrained", str(model), "--data_dir", str(data), "--datasets", "sst", "--epochs", "2",
+            "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0"]
+    _run(tmp, "classifier.py", args + ["--checkpoint_dir", "one", "--predictions_dir", "p1"], 1)
+    out = _run(tmp, "classifier.py", args + ["--checkpoint_dir", "two", "--predictions_dir", "p2"], 2)
+    assert out.count("sst epoch 1:") == 1  # only rank 0 logs
+    _same_weights(tmp / "one" / "full-model-sst-last.pt", tmp / "two" / "full-model-sst-last.pt")
+    assert len((tmp / "two" / "full-model-sst-log.jsonl").read_text().splitlines()) == 2
+    assert (tmp / "p2" / "full-model-sst-test-out.csv").read_text() == (tmp / "p1" / "full-model-sst-test-out.csv").read_text()
+
+
+def test_multitask_ddp_equals_single_process(setup):
+    tmp, data, model = setup
+    args = ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+            "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0"]
+
+    def outs(d):
+        return [x for t in ("sst", "para", "sts") for s in ("dev", "test")
+                for x in (f"--{t}_{s}_out", f"{d}/{t}-{s}-output.csv")]
+    _run(tmp, "multitask_classifier.py", args + ["--checkpoint", "one/mt.pt", "--results", "one/r.csv", *outs("one")], 1)
+    out = _run(tmp, "multitask_classifier.py", args + ["--checkpoint", "two/mt.pt", "--results", "two/r.csv",
+                                                       *outs("two")], 2)
+    assert out.count("predictions written") == 1
+    _same_weights(tmp / "one" / "mt.pt", tmp / "two" / "mt.pt")
+    assert len((tmp / "two" / "r.csv").read_text().splitlines()) == 2
