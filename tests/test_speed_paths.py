@@ -1,0 +1,67 @@
+"""The fast paths run and keep results: AMP (bf16, fp16 with a grad scaler), bench.py's report."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import classifier
+from conftest import ROOT
+from utils import Trainer, grad_scaler
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_amp_training_runs_and_learns(tmp_path, course_data, tiny_model, amp):
+    args = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--datasets", "cfimdb",
+            "--epochs", "6", "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "3e-3",
+            "--hidden_dropout_prob", "0", "--amp", amp, "--checkpoint_dir", str(tmp_path / "ck"),
+            "--predictions_dir", str(tmp_path / "pred")]
+    res = classifier.main(args)
+    assert res[0]["dev_acc"] >= 0.75
+    log = [json.loads(l) for l in (tmp_path / "ck" / "full-model-cfimdb-log.jsonl").read_text().splitlines()]
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in log)
+    assert log[-1]["train_loss"] < log[0]["train_loss"]
+
+
+def test_fp16_uses_a_grad_scaler_and_bf16_does_not():
+    cpu = torch.device("cpu")
+    assert grad_scaler(cpu, "fp16").is_enabled()
+    assert not grad_scaler(cpu, "bf16").is_enabled() and not grad_scaler(cpu, "none").is_enabled()
+
+
+def test_grad_accum_equals_one_big_batch():
+    """Two half batches accumulated make the same step as the whole batch at once."""
+    def run(accum, batches):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        from optimizer import AdamW
+        t = Trainer(model, AdamW(model.parameters(), lr=0.1), torch.device("cpu"), grad_accum=accum)
+        loss = lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"])
+        t.run_epoch(iter(batches), loss, total=len(batches))
+        return model.weight.detach()
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
+    whole = [{"x": x, "labels": y, "index": torch.arange(8)}]
+    halves = [{"x": x[:4], "labels": y[:4], "index": torch.arange(4)},
+              {"x": x[4:], "labels": y[4:], "index": torch.arange(4)}]
+    torch.testing.assert_close(run(1, whole), run(2, halves))
+
+
+def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
+    out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
+                          "--data_dir", str(course_data), "--steps", "2", "--warmup", "1", "--repeats", "1",
+                          "--batch_size", "8", "--amp", "bf16", "--compare", "--json", str(tmp_path / "b.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads((tmp_path / "b.json").read_text())
+    assert set(r["matmul_peak_flop_per_s"]) == {"fp32", "bf16"}
+    fast, base = r["runs"]
+    assert (fast["amp"], fast["attn"], fast["bucket"], fast["foreach"]) == ("bf16", "sdpa", True, True)
+    assert (base["amp"], base["attn"], base["bucket"], base["foreach"]) == ("none", "explicit", False, False)
+    for run in (fast, base):
+        for phase in ("train", "infer"):
+            m = run[phase]
+            assert m["tokens_per_s"] > 0 and m["padded_tokens_per_s"] >= m["tokens_per_s"]
+            assert 0 < m["mfu"] < 1 and m["ms_per_step"] > 0
+    assert "speed-up, all fast paths vs all off" in out.stdout
