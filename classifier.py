@@ -128,6 +128,7 @@ def run_dataset(args, name, device):
         set_rng_state(state["rng"])
         start, best_dev = state["epoch"] + 1, state["best_dev"]
         main_print(f"resumed {name} from {paths.last} after epoch {state['epoch']}")
+    main_print(data["train"].describe_batches(args.batch_size, args.bucket))
     n_train = len(data["train"])
     total = -(-n_train // args.batch_size)
     for epoch in range(start, args.epochs):

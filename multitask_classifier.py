@@ -274,6 +274,8 @@ def train_multitask(args, device):
     main_print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
           f"{args.fine_tune_mode}, {args.pretrained} on {device}" + (f", {world} processes" if world > 1 else "")
                + f"; train sizes {sizes}")
+    for d in train.values():
+        main_print(d.describe_batches(args.batch_size, args.bucket))
     for epoch in range(args.epochs):
         rng = np.random.default_rng(args.seed * 1000 + epoch)
         schedule = task_schedule(sizes, mode, steps, epoch, args.epochs, rng, args.batch_size)

@@ -336,6 +336,33 @@ def count_tokens(batch):
     return sum(int(v["attention_mask"].sum()) for v in batch.values() if isinstance(v, dict) and "attention_mask" in v)
 
 
+def prefetch(batches, device, depth=3):
+    """Build the next batches on a background thread while the model works on this one (and pin them,
+    so a GPU copy can overlap compute). Order is unchanged, so runs stay repeatable."""
+    import queue
+    import threading
+    q, done = queue.Queue(depth), object()
+
+    def work():
+        try:
+            for b in batches:
+                q.put(pin(b) if device.type == "cuda" else b)
+        except BaseException as e:  # handed over to the consumer, raised there
+            q.put(e)
+        q.put(done)
+    threading.Thread(target=work, daemon=True).start()
+    while (item := q.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def pin(batch):
+    if isinstance(batch, dict):
+        return {k: pin(v) for k, v in batch.items()}
+    return batch.pin_memory() if torch.is_tensor(batch) else batch
+
+
 class Trainer:
     """One optimizer step path for both pipelines: autocast, fp16 loss scaling, gradient accumulation
     over `grad_accum` batches, optional gradient clipping, a tqdm bar, and tokens/s."""
@@ -360,7 +387,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = torch.zeros((), device=self.device)
         tokens, steps, t0 = 0, 0, time.perf_counter()
-        bar = tqdm(batches, total=total, desc=desc, disable=None, leave=False)
+        bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
         for i, batch in enumerate(bar):
             tokens += count_tokens(batch)
             batch = to_device(batch, self.device)

@@ -65,3 +65,24 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
             assert m["tokens_per_s"] > 0 and m["padded_tokens_per_s"] >= m["tokens_per_s"]
             assert 0 < m["mfu"] < 1 and m["ms_per_step"] > 0
     assert "speed-up, all fast paths vs all off" in out.stdout
+
+
+def test_prefetch_keeps_order_and_raises_errors():
+    from utils import prefetch
+    cpu = torch.device("cpu")
+    assert list(prefetch(iter(range(100)), cpu)) == list(range(100))
+
+    def broken():
+        yield 1
+        raise ValueError("bad batch")
+    with pytest.raises(ValueError, match="bad batch"):
+        list(prefetch(broken(), cpu))
+
+
+def test_padding_report(course_data, tiny_model):
+    from datasets import TaskData, read_examples
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    d = TaskData(read_examples(course_data / "ids-sst-train.csv", "sst", "train"), "sst", tok)
+    assert d.padding_fraction(8, bucket=True) < d.padding_fraction(8, bucket=False)
+    assert "with length bucketing" in d.describe_batches(8, True)
