@@ -86,3 +86,20 @@ def test_padding_report(course_data, tiny_model):
     d = TaskData(read_examples(course_data / "ids-sst-train.csv", "sst", "train"), "sst", tok)
     assert d.padding_fraction(8, bucket=True) < d.padding_fraction(8, bucket=False)
     assert "with length bucketing" in d.describe_batches(8, True)
+
+
+def test_compiled_model_matches_eager(tiny_model):
+    """--compile: torch.compile of the BERT forward (dynamic shapes) gives the eager outputs."""
+    from types import SimpleNamespace
+    from utils import maybe_compile
+    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", hidden_dropout_prob=0.0, num_labels=5)
+    model = classifier.BertSentimentClassifier(cfg).eval()
+    ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        eager = model(ids, mask)
+        maybe_compile(model, True)
+        compiled = model(ids, mask)
+        longer = model(torch.cat([ids, ids[:, :2]], 1), torch.cat([mask, mask[:, :2]], 1))  # a new length
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
+    assert longer.shape == (2, 5)
