@@ -25,7 +25,7 @@ from config import BertConfig
 from datasets import TaskData, batch_indices, data_file, read_examples
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from utils import autocast, get_device, main_guard, resolve_pretrained, to_device
+from utils import MinbertError, autocast, get_device, main_guard, resolve_pretrained, to_device
 
 CONFIGS = {
     "base": {},
@@ -81,22 +81,40 @@ def flops_per_batch(cfg, batch):
     return B * T * per_token
 
 
-def run(args, device, fast, tokenizer, cfg, label):
+def hf_model(args, cfg):
+    """The usual alternative, for reference: HF transformers' BertModel on the same weights, as most
+    fine-tuning scripts run it (fp32, its default attention, batches padded in random order,
+    torch.optim.AdamW). Only bench.py touches transformers, and only with --hf."""
+    try:
+        import transformers
+    except ImportError:
+        raise MinbertError("--hf needs the transformers package (pip install transformers); "
+                           "it is a reference for timing only, not a requirement") from None
+    if args.pretrained:
+        return transformers.BertModel.from_pretrained(str(resolve_pretrained(args.pretrained).folder))
+    return transformers.BertModel(transformers.BertConfig(**cfg.to_dict()))
+
+
+def run(args, device, fast, tokenizer, cfg, label, hf=False):
     """Time the training step and inference for one set of switches; returns a dict of medians."""
     amp = args.amp if fast else "none"
     cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=args.attn if fast else "explicit")
     torch.manual_seed(0)
-    if args.pretrained:
+    if hf:
+        model = hf_model(args, cfg)
+    elif args.pretrained:
         model = BertModel.from_pretrained(args.pretrained, attn_impl=cfg.attn_impl)
     else:
         model = BertModel(cfg)
     model.to(device)
     head = torch.nn.Linear(cfg.hidden_size, 5).to(device)
     params = list(model.parameters()) + list(head.parameters())
-    opt = AdamW(params, lr=1e-5, foreach=fast)
+    opt = torch.optim.AdamW(params, lr=1e-5) if hf else AdamW(params, lr=1e-5, foreach=fast)
     fwd = model
     if fast and args.compile:
         fwd = torch.compile(model, dynamic=True)
+    if hf:
+        fwd = lambda **x: {"pooler_output": model(**x).pooler_output}  # noqa: E731
     batches = make_batches(args, tokenizer, bucket=fast)
     batches = [to_device(b, device) for b in batches]
     real = [int(b["x"]["attention_mask"].sum()) for b in batches]
@@ -116,8 +134,8 @@ def run(args, device, fast, tokenizer, cfg, label):
         with torch.inference_mode(), autocast(device, amp):
             fwd(**b["x"])
 
-    results = {"label": label, "amp": amp, "attn": cfg.attn_impl, "bucket": fast, "foreach": fast,
-               "compile": bool(fast and args.compile)}
+    results = {"label": label, "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl, "bucket": fast,
+               "foreach": fast or hf, "compile": bool(fast and args.compile)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     for name, step, mult in (("train", train_step, 3), ("infer", infer_step, 1)):
@@ -159,6 +177,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--compare", action="store_true", help="also run with every switch off and print ratios")
+    ap.add_argument("--hf", action="store_true",
+                    help="also time HF transformers' BertModel on the same weights (needs transformers installed)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     if args.threads:
@@ -176,6 +196,8 @@ def main():
     runs = [run(args, device, True, tokenizer, cfg, "fast")]
     if args.compare:
         runs.append(run(args, device, False, tokenizer, cfg, "baseline"))
+    if args.hf:
+        runs.append(run(args, device, False, tokenizer, cfg, "hf", hf=True))
     model_name = args.pretrained or f"random {args.config}"
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device}, "
           f"torch threads {torch.get_num_threads()}, data {args.data}, batch {args.batch_size}, max length {args.seq_len}")
@@ -191,11 +213,12 @@ def main():
                   f"[amp {r['amp']}, attn {r['attn']}, bucket {r['bucket']}, foreach {r['foreach']}, compile {r['compile']}]")
         print(f"{r['label']:>8} peak memory {r['peak_memory_mb']:.0f} MB")
     out = {"args": vars(args), "device": str(device), "matmul_peak_flop_per_s": peaks, "runs": runs}
-    if args.compare:
-        fast, base = runs
-        out["speedup"] = {n: fast[n]["tokens_per_s"] / base[n]["tokens_per_s"] for n in ("train", "infer")}
-        print(f"speed-up, all fast paths vs all off: training {out['speedup']['train']:.2f}x, "
-              f"inference {out['speedup']['infer']:.2f}x (non-pad tokens/s)")
+    by = {r["label"]: r for r in runs}
+    for other, what in (("baseline", "all fast paths vs all off"), ("hf", "all fast paths vs HF transformers")):
+        if other in by:
+            ratio = {n: by["fast"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train", "infer")}
+            out[f"speedup_vs_{other}"] = ratio
+            print(f"speed-up, {what}: training {ratio['train']:.2f}x, inference {ratio['infer']:.2f}x (non-pad tokens/s)")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
         print(f"results written to {args.json}")

@@ -65,6 +65,7 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
             assert m["tokens_per_s"] > 0 and m["padded_tokens_per_s"] >= m["tokens_per_s"]
             assert 0 < m["mfu"] < 1 and m["ms_per_step"] > 0
     assert "speed-up, all fast paths vs all off" in out.stdout
+    assert set(r["speedup_vs_baseline"]) == {"train", "infer"}
 
 
 def test_prefetch_keeps_order_and_raises_errors():
