@@ -41,10 +41,12 @@ def distributed():
         return 0, 1
     import torch.distributed as dist
     if not dist.is_initialized():
-        cuda = torch.cuda.is_available() and os.environ.get("MINBERT_DIST_BACKEND") != "gloo"
-        if cuda:
+        if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if cuda else "gloo")
+            # Collectives go by tensor device: nccl for a --use_gpu run, gloo for one kept on the CPU.
+            dist.init_process_group("cpu:gloo,cuda:nccl")
+        else:
+            dist.init_process_group("gloo")
     return dist.get_rank(), world
 
 

@@ -19,7 +19,7 @@ def setup(tmp_path):
 
 
 def _run(tmp_path, script, args, nproc):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MINBERT_DIST_BACKEND": "gloo"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                 "--standalone"] if nproc > 1 else [sys.executable]
     out = subprocess.run([*launcher, str(ROOT / script), *args], cwd=tmp_path, env=env, capture_output=True,
