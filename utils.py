@@ -6,6 +6,7 @@ import os
 import random
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -384,7 +385,6 @@ class Trainer:
 
     def run_epoch(self, batches, loss_fn, total, desc="train"):
         """`loss_fn(model, batch)` returns a scalar loss; `batches` yields batch dicts (on the host)."""
-        import time
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = torch.zeros((), device=self.device)
@@ -402,11 +402,12 @@ class Trainer:
             self.scaler.scale(loss * (weight / self.grad_accum)).backward()
             loss_sum += loss.detach().float()
             steps += 1
-            if steps % self.grad_accum == 0 or steps == total:
+            pending = steps % self.grad_accum != 0
+            if not pending:
                 self.step()
             if steps % 50 == 0:  # a host sync, so not every step
                 bar.set_postfix(loss=f"{loss_sum.item() / steps:.4f}")
-        if steps % self.grad_accum:
+        if steps and pending:  # the epoch ended inside an accumulation group
             self.step()
         seconds = time.perf_counter() - t0
         return {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,

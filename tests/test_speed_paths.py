@@ -104,3 +104,18 @@ def test_compiled_model_matches_eager(tiny_model):
         longer = model(torch.cat([ids, ids[:, :2]], 1), torch.cat([mask, mask[:, :2]], 1))  # a new length
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
     assert longer.shape == (2, 5)
+
+
+@pytest.mark.parametrize("amp", ["none", "fp16"])
+def test_grad_accum_with_a_partial_last_group(amp):
+    """3 batches with --grad_accum 2: two optimizer steps, the second on the last batch alone."""
+    from optimizer import AdamW
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = AdamW(model.parameters(), lr=0.1)
+    t = Trainer(model, opt, torch.device("cpu"), amp=amp, grad_accum=2)
+    g = torch.Generator().manual_seed(1)
+    batches = [{"x": torch.randn(4, 4, generator=g), "labels": torch.randint(0, 3, (4,), generator=g),
+                "index": torch.arange(4)} for _ in range(3)]
+    t.run_epoch(iter(batches), lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]), total=3)
+    assert opt.state[model.weight]["step"] == 2
