@@ -4,7 +4,8 @@
     python bench.py --config base --data synthetic --seq_len 128 --amp bf16
 
 Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak
-measured on the same device in the same run, and peak memory. Warm-up steps are excluded; every
+measured on the same device in the same run, and peak memory (on a GPU the allocator's peak for each
+run; on the CPU the process's resident-set high-water mark, which only grows across runs). Warm-up steps are excluded; every
 figure is the median over --repeats passes over the same batches. --compare runs the model twice,
 every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop) and with
 the chosen fast paths, and prints the ratios.
@@ -211,7 +212,8 @@ def main():
                   f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
                   f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, MFU {m['mfu']:.1%} "
                   f"[amp {r['amp']}, attn {r['attn']}, bucket {r['bucket']}, foreach {r['foreach']}, compile {r['compile']}]")
-        print(f"{r['label']:>8} peak memory {r['peak_memory_mb']:.0f} MB")
+        print(f"{r['label']:>8} peak memory {r['peak_memory_mb']:.0f} MB"
+              + ("" if device.type == "cuda" else " (the process's RSS high-water mark so far, CPU)"))
     out = {"args": vars(args), "device": str(device), "matmul_peak_flop_per_s": peaks, "runs": runs}
     by = {r["label"]: r for r in runs}
     for other, what in (("baseline", "all fast paths vs all off"), ("hf", "all fast paths vs HF transformers")):
