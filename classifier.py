@@ -18,7 +18,8 @@ from optimizer import AdamW
 from tokenizer import BertTokenizer
 from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
                    barrier, distributed, is_main, load_trainable_state, main_print, maybe_compile,
-                   main_guard, rng_state, save_checkpoint, seed_everything, set_rng_state, trainable_state)
+                   main_guard, require_same_flags, rng_state, save_checkpoint, seed_everything, set_rng_state,
+                   trainable_state)
 
 
 class BertSentimentClassifier(nn.Module):
@@ -122,7 +123,7 @@ def run_dataset(args, name, device):
     start, best_dev = 0, -1.0
     if args.resume and paths.last.exists():
         state = load_checkpoint(paths.last)
-        check_same_run(state["args"], args, paths.last)
+        require_same_flags(state["args"], args, RUN_DEFINING, paths.last, "cannot resume")
         load_trainable_state(model, state["model"], paths.last)
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
@@ -167,15 +168,9 @@ def run_dataset(args, name, device):
 
 
 # Flags that must agree between an interrupted run and its resumption.
-RUN_DEFINING = ("fine_tune_mode", "lr", "batch_size", "hidden_dropout_prob", "seed", "pretrained", "max_length",
-                "bucket", "grad_accum", "weight_decay")
-
-
-def check_same_run(saved, args, source):
-    diff = [f"--{k} {saved.get(k)!r} there, {getattr(args, k)!r} now" for k in RUN_DEFINING
-            if saved.get(k) != getattr(args, k)]
-    if diff:
-        raise MinbertError(f"{source}: cannot resume, the checkpoint comes from another configuration: " + "; ".join(diff))
+RUN_DEFINING = {k: "--" + k for k in ("lr", "batch_size", "hidden_dropout_prob", "seed", "pretrained", "max_length",
+                                      "grad_accum", "weight_decay")} | {"fine_tune_mode": "--fine-tune-mode",
+                                                                         "bucket": "length bucketing (--no_bucket)"}
 
 
 def main(argv=None):

@@ -26,7 +26,7 @@ from optimizer import AdamW
 from tokenizer import BertTokenizer
 from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
                    barrier, distributed, is_main, load_trainable_state, main_print, maybe_compile,
-                   main_guard, save_checkpoint, seed_everything, trainable_state)
+                   main_guard, require_same_flags, save_checkpoint, seed_everything, trainable_state)
 
 N_SENTIMENT = 5
 
@@ -232,10 +232,8 @@ def format_scores(s):
 
 def check_arch(saved, args, source):
     """Flags the user gave that contradict the checkpoint are an error; flags not given are taken from it."""
-    diff = [f"{flag} {saved.get(k)!r} in the checkpoint, {getattr(args, k)!r} given" for k, flag in ARCH_FLAGS.items()
-            if k in args.explicit and saved.get(k) != getattr(args, k)]
-    if diff:
-        raise MinbertError(f"{source}: the checkpoint comes from another configuration: " + "; ".join(diff))
+    given = {k: flag for k, flag in ARCH_FLAGS.items() if k in args.explicit}
+    require_same_flags(saved, args, given, source, "cannot evaluate")
     for k in ARCH_FLAGS:
         setattr(args, k, saved.get(k, getattr(args, k)))
     for k in ("task_dropout", "hidden_dropout_prob", "max_length"):

@@ -443,6 +443,15 @@ def set_rng_state(state):
     torch.set_rng_state(state["torch"])
 
 
+def require_same_flags(saved, args, flags, source, why):
+    """Refuse a checkpoint whose run used other values for `flags` ({attribute: flag as typed}),
+    naming each difference."""
+    diff = [f"{flag} {saved.get(k)!r} in the checkpoint, {getattr(args, k)!r} given" for k, flag in flags.items()
+            if saved.get(k) != getattr(args, k)]
+    if diff:
+        raise MinbertError(f"{source}: {why}, the checkpoint comes from another configuration: " + "; ".join(diff))
+
+
 def trainable_state(model):
     """The tensors a fine-tuning run changes: all parameters that require grad (a frozen backbone is
     rebuilt from its pretrained checkpoint, so it need not be saved every epoch)."""
