@@ -110,7 +110,7 @@ def run_dataset(args, name, device):
         for s, d in data.items():
             d.features = torch.from_numpy(predict(lambda b: model.embed(**b["x"]), d, 64, device, args.amp,
                                                   desc=f"{name} {s} features"))
-    maybe_compile(model, args.compile)
+    maybe_compile(model, args.compile and not frozen)  # a frozen backbone has already done its work
     optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay,
                       foreach=args.foreach)
     trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)

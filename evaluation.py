@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.metrics import f1_score
+from tqdm.auto import tqdm
 
 from datasets import TASKS, read_examples
 from utils import MinbertError, atomic_write, autocast, main_guard, to_device
@@ -14,18 +15,18 @@ from utils import MinbertError, atomic_write, autocast, main_guard, to_device
 @torch.inference_mode()
 def predict(fn, data, batch_size, device, amp="none", desc="eval"):
     """Run `fn(batch) -> tensor [B, ...]` over `data` (a TaskData) and return a float32 array in the
-    data's own order. Batches are length-sorted for speed and put back by index."""
-    from tqdm.auto import tqdm
-    out = None
+    data's own order. Batches are length-sorted for speed and put back by index. Outputs stay on the
+    device until the end: one copy to the host, not a sync per batch."""
+    outputs, order = [], []
     total = -(-len(data) // batch_size)
     for batch in tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc,
                       disable=None, leave=False):
-        index = batch["index"].numpy()
+        order.append(batch["index"])
         with autocast(device, amp):
-            y = fn(to_device(batch, device)).float().cpu().numpy()
-        if out is None:
-            out = np.empty((len(data), *y.shape[1:]), dtype=np.float32)
-        out[index] = y
+            outputs.append(fn(to_device(batch, device)).float())
+    ys = torch.cat(outputs).cpu().numpy()
+    out = np.empty_like(ys)
+    out[torch.cat(order).numpy()] = ys
     return out
 
 

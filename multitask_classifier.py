@@ -145,20 +145,24 @@ ARCH_FLAGS = {"pretrained": "--pretrained", "pair_encoding": "--pair_encoding", 
               "fine_tune_mode": "--fine-tune-mode"}
 
 
+# The handout's flag prefix of each task: --para_train, --para_dev_out, ... are Quora's.
+FLAG_PREFIX = {"sst": "sst", "quora": "para", "sts": "sts"}
+
+
 def get_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for task, stem in (("sst", "ids-sst"), ("para", "quora"), ("sts", "sts")):
+    for task, prefix in FLAG_PREFIX.items():
         for split in ("train", "dev", "test"):
-            ap.add_argument(f"--{task}_{split}", default=None,
-                            help=f"default: DATA_DIR/{stem}-{'test-student' if split == 'test' else split}.csv")
+            ap.add_argument(f"--{prefix}_{split}", default=None,
+                            help=f"default: {data_file('DATA_DIR', task, split)}")
     ap.add_argument("--seed", type=int, default=11711)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
                     default="last-linear-layer")
     ap.add_argument("--use_gpu", action="store_true")
-    for task, name in (("sst", "sst"), ("para", "para"), ("sts", "sts")):
+    for prefix in FLAG_PREFIX.values():
         for split in ("dev", "test"):
-            ap.add_argument(f"--{task}_{split}_out", default=f"predictions/{name}-{split}-output.csv")
+            ap.add_argument(f"--{prefix}_{split}_out", default=f"predictions/{prefix}-{split}-output.csv")
     ap.add_argument("--batch_size", type=int, default=8)
     ap.add_argument("--hidden_dropout_prob", type=float, default=0.3, help="dropout before every task head")
     ap.add_argument("--lr", type=float, default=1e-5)
@@ -182,13 +186,12 @@ def get_args(argv=None):
     ap.add_argument("--results", default="predictions/multitask-results.csv")
     ap.add_argument("--run_name", default="")
     args = ap.parse_args(argv)
-    args.explicit = {k for k, flag in ARCH_FLAGS.items() if flag in (sys.argv[1:] if argv is None else argv)}
-    stems = {"sst": "sst", "para": "quora", "sts": "sts"}
-    for task, name in stems.items():
+    typed = {a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)}
+    args.explicit = {k for k, flag in ARCH_FLAGS.items() if flag in typed}
+    for task, prefix in FLAG_PREFIX.items():
         for split in ("train", "dev", "test"):
-            key = f"{task}_{split}"
-            if getattr(args, key) is None:
-                setattr(args, key, str(data_file(args.data_dir, name, split)))
+            if getattr(args, f"{prefix}_{split}") is None:
+                setattr(args, f"{prefix}_{split}", str(data_file(args.data_dir, task, split)))
     return args
 
 
@@ -201,12 +204,11 @@ def model_config(args):
 
 def load_data(args, splits):
     tokenizer = BertTokenizer.from_pretrained(args.pretrained)
-    files = {"sst": "sst", "quora": "para", "sts": "sts"}
     data = {}
     for split in splits:
         data[split] = {}
         for task in MULTITASK:
-            examples = read_examples(getattr(args, f"{files[task]}_{split}"), task, split)
+            examples = read_examples(getattr(args, f"{FLAG_PREFIX[task]}_{split}"), task, split)
             data[split][task] = TaskData(examples, task, tokenizer, args.max_length, args.pair_encoding)
     return data
 
@@ -215,12 +217,11 @@ def write_outputs(args, data, model, device):
     """Score dev, predict test, write the six leaderboard files; returns the dev scores."""
     scores, dev_preds = model_eval_multitask(model, data["dev"], 64, device, args.amp)
     _, test_preds = model_eval_multitask(model, data["test"], 64, device, args.amp)
-    outs = {"sst": ("sst_dev_out", "sst_test_out"), "quora": ("para_dev_out", "para_test_out"),
-            "sts": ("sts_dev_out", "sts_test_out")}
     written = []
-    for task, (dev_key, test_key) in outs.items():
-        written.append(write_predictions(getattr(args, dev_key), task, data["dev"][task].ids, dev_preds[task]))
-        written.append(write_predictions(getattr(args, test_key), task, data["test"][task].ids, test_preds[task]))
+    for task, prefix in FLAG_PREFIX.items():
+        for split, preds in (("dev", dev_preds), ("test", test_preds)):
+            written.append(write_predictions(getattr(args, f"{prefix}_{split}_out"), task, data[split][task].ids,
+                                             preds[task]))
     print("predictions written: " + ", ".join(str(w) for w in written))
     return scores
 

@@ -20,7 +20,7 @@ ATOL, RTOL = 1e-5, 1e-3
 
 def numpy_bert(weights, cfg, ids, mask):
     """BERT written again in float64 NumPy from the checkpoint's own tensors, no torch modules."""
-    W = {k: v for k, v in weights.items()}
+    W = weights
     H, nh, eps = cfg.hidden_size, cfg.num_attention_heads, cfg.layer_norm_eps
     dh = H // nh
     gelu = np.vectorize(lambda x: 0.5 * x * (1.0 + erf(x / sqrt(2.0))))

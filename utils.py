@@ -368,11 +368,11 @@ def pin(batch):
 
 class Trainer:
     """One optimizer step path for both pipelines: autocast, fp16 loss scaling, gradient accumulation
-    over `grad_accum` batches, optional gradient clipping, a tqdm bar, and tokens/s."""
+    over `grad_accum` batches, a tqdm bar, and tokens/s."""
 
-    def __init__(self, model, optimizer, device, amp="none", grad_accum=1, max_grad_norm=None):
+    def __init__(self, model, optimizer, device, amp="none", grad_accum=1):
         self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
-        self.grad_accum, self.max_grad_norm = grad_accum, max_grad_norm
+        self.grad_accum = grad_accum
         self.scaler = grad_scaler(device, amp)
         self.loss_module = _LossModule(model)
         self.world_size = distributed()[1]
@@ -414,9 +414,6 @@ class Trainer:
                 "tokens_per_s": tokens / seconds if seconds else 0.0}
 
     def step(self):
-        if self.max_grad_norm:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
