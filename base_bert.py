@@ -1,11 +1,12 @@
 """BertPreTrainedModel: weight init, and from_pretrained that maps HF checkpoint names onto ours."""
 import re
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from config import BertConfig, ConfigError
-from utils import MinbertError, resolve_pretrained
+from utils import MinbertError, cache_dir, resolve_pretrained
 
 # HF checkpoint name (after the optional 'bert.' prefix, with gamma/beta renamed) -> our name.
 # One table: reading it top to bottom tells where every pretrained tensor lands.
@@ -47,8 +48,11 @@ def read_state_dict(path):
             return load_file(str(path))
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
+        # Only a file in our download cache can be fetched again; a user's own folder must not be deleted.
+        in_cache = cache_dir().resolve() in Path(path).resolve().parents
+        advice = "delete it to download it again" if in_cache else "replace it with a good copy"
         raise MinbertError(f"{path}: cannot read the weights ({type(e).__name__}: {str(e)[:200]}); "
-                           f"the file is damaged or not a checkpoint, delete it to download it again") from None
+                           f"the file is damaged or not a checkpoint, {advice}") from None
 
 
 class BertPreTrainedModel(nn.Module):

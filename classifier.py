@@ -2,7 +2,6 @@
 
     python classifier.py --fine-tune-mode full-model --lr 1e-5 [--use_gpu]
 """
-import argparse
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,10 +15,13 @@ from datasets import TASKS, TaskData, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_predictions
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
-                   barrier, distributed, is_main, load_trainable_state, main_print, maybe_compile,
-                   main_guard, require_same_flags, rng_state, save_checkpoint, seed_everything, set_rng_state,
-                   trainable_state)
+from flags import Parser, add_speed_flags, check_max_length, positive_float, positive_int, nonneg_float, probability
+from precision import setup_precision
+from runs import check_outputs, open_run, publish
+from trainer import Trainer
+from utils import (append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main, load_trainable_state,
+                   main_print, maybe_compile, main_guard, require_same_flags, rng_state, save_checkpoint,
+                   seed_everything, set_interrupt_hint, set_rng_state, trainable_state)
 
 
 class BertSentimentClassifier(nn.Module):
@@ -54,26 +56,32 @@ def classification_loss(model, batch):
 
 
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
                     default="last-linear-layer")
-    ap.add_argument("--lr", type=float, default=None,
+    ap.add_argument("--lr", type=positive_float, default=None,
                     help="default 1e-3 for last-linear-layer, 1e-5 for full-model")
     ap.add_argument("--use_gpu", action="store_true")
-    ap.add_argument("--batch_size", type=int, default=8)
-    ap.add_argument("--hidden_dropout_prob", type=float, default=0.3)
-    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch_size", type=positive_int, default=8)
+    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3)
+    ap.add_argument("--epochs", type=positive_int, default=10)
     ap.add_argument("--seed", type=int, default=11711)
     ap.add_argument("--pretrained", default="bert-base-uncased",
                     help="bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), or a local folder")
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"])
-    ap.add_argument("--max_length", type=int, default=512)
+    ap.add_argument("--max_length", type=positive_int, default=512,
+                    help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
-    ap.add_argument("--weight_decay", type=float, default=0.0)
-    ap.add_argument("--checkpoint_dir", default="checkpoints")
-    ap.add_argument("--predictions_dir", default="predictions")
-    ap.add_argument("--resume", action="store_true", help="continue from the last completed epoch's checkpoint")
+    ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
+    ap.add_argument("--run_name", default="",
+                    help="the run's folder under runs/ (default: classifier-TIMESTAMP); an existing one is refused")
+    ap.add_argument("--checkpoint_dir", default=None,
+                    help="write checkpoints and logs here instead of runs/RUN_NAME (reused as it is)")
+    ap.add_argument("--predictions_dir", default="predictions",
+                    help="where the leaderboard files of this run are copied (the run folder keeps its own)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from the last completed epoch's checkpoint (of --run_name, else the newest run)")
     args = ap.parse_args(argv)
     if args.lr is None:
         args.lr = 1e-3 if args.fine_tune_mode == "last-linear-layer" else 1e-5
@@ -86,11 +94,12 @@ def load_split(args, name, split, tokenizer):
 
 
 def paths_for(args, name):
+    """The run folder's files for one dataset, and the handout's paths its predictions are published to."""
     stem = f"{args.fine_tune_mode}-{name}"
-    ck = Path(args.checkpoint_dir)
+    ck, pred = Path(args.run_dir), Path(args.predictions_dir)
     return SimpleNamespace(best=ck / f"{stem}.pt", last=ck / f"{stem}-last.pt", log=ck / f"{stem}-log.jsonl",
-                           dev=Path(args.predictions_dir) / f"{stem}-dev-out.csv",
-                           test=Path(args.predictions_dir) / f"{stem}-test-out.csv")
+                           dev=ck / f"{stem}-dev-out.csv", test=ck / f"{stem}-test-out.csv",
+                           published={"dev": pred / f"{stem}-dev-out.csv", "test": pred / f"{stem}-test-out.csv"})
 
 
 def run_dataset(args, name, device):
@@ -149,6 +158,8 @@ def run_dataset(args, name, device):
         save_checkpoint(paths.last, {"model": trainable_state(model), "optimizer": optimizer.state_dict(),
                                      "args": vars(args), "epoch": epoch, "best_dev": best_dev, "rng": rng_state()})
         append_jsonl(paths.log, record)
+        set_interrupt_hint(f"{name} epoch {epoch} is saved in {paths.last}; continue with the same flags plus "
+                           f"--resume --run_name {args.run_name}")
         print(f"{name} epoch {epoch}: train loss {stats['train_loss']:.3f}, train acc {record['train_acc']:.3f}, "
               f"dev acc {record['dev_acc']:.3f}, dev f1 {record['dev_f1']:.3f}, {stats['seconds']:.0f}s, "
               + (f"{stats['tokens_per_s']:.0f} tokens/s" if not frozen else "head on cached features"))
@@ -162,8 +173,9 @@ def run_dataset(args, name, device):
     dev_acc = accuracy(dev_pred, data["dev"].labels.numpy())
     write_predictions(paths.dev, name, data["dev"].ids, dev_pred)
     write_predictions(paths.test, name, data["test"].ids, test_pred)
-    print(f"{name}: best epoch {best['epoch']}, dev accuracy {dev_acc:.3f}; predictions in {paths.dev} and "
-          f"{paths.test}; checkpoint {paths.best}; log {paths.log}")
+    print(f"{name}: best epoch {best['epoch']}, dev accuracy {dev_acc:.3f}; run folder {args.run_dir} "
+          f"(checkpoint {paths.best.name}, log {paths.log.name})")
+    publish([(paths.dev, paths.published["dev"]), (paths.test, paths.published["test"])], args.run_name, args.run_dir)
     return {"dataset": name, "dev_acc": dev_acc, "best_epoch": best["epoch"]}
 
 
@@ -176,6 +188,18 @@ RUN_DEFINING = {k: "--" + k for k in ("lr", "batch_size", "hidden_dropout_prob",
 def main(argv=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
+    setup_precision(args, device, log=main_print)
+    check_max_length(args.max_length, args.pretrained)
+    prefix = "classifier"
+    if args.checkpoint_dir:  # an explicit folder is used as it is, as before run folders existed
+        args.run_dir = Path(args.checkpoint_dir)
+        args.run_name = args.run_name or args.run_dir.name
+    else:
+        args.run_dir = open_run(args, prefix, resumable=lambda d: any(d.glob("*-last.pt")))
+    stems = [f"{args.fine_tune_mode}-{n}" for n in args.datasets]
+    check_outputs(dirs=[args.run_dir, args.predictions_dir],
+                  files=[Path(args.predictions_dir) / f"{s}-{x}-out.csv" for s in stems for x in ("dev", "test")])
+    set_interrupt_hint(None)
     main_print(f"fine-tune mode {args.fine_tune_mode}, lr {args.lr}, {args.pretrained} on {device}"
                + (f", {distributed()[1]} processes" if distributed()[1] > 1 else ""))
     results = []

@@ -61,8 +61,9 @@ def read_examples(path, task, split, log=None):
     """Read one course CSV for `task` ('sst', ...) and `split` ('train', 'dev' or 'test').
 
     Every problem names the file and line. Pair files (Quora, STS) really contain rows broken by an
-    unbalanced quote, with a sentence or the label missing: in train/dev such rows are skipped and
-    counted in one printed line; in a test file they are kept (the leaderboard needs every id).
+    unbalanced quote, with a sentence or the label missing: in train files such rows are skipped and
+    counted in one printed line; in dev and test files they are kept, with the missing sentence empty
+    and the label None (the leaderboard wants a prediction for every id; scores leave them out).
     Wrong values (a label that is not a number, out of range, an empty sentence of a single-sentence
     task) are errors.
     """
@@ -72,8 +73,13 @@ def read_examples(path, task, split, log=None):
     if not path.is_file():
         raise MinbertError(f"{path}: data file not found (run setup.sh, or pass --data_dir)")
     labelled = split != "test"
-    with open(path, encoding="utf-8") as fp:
-        lines = fp.read().splitlines()
+    raw = path.read_bytes()
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text "
+                           f"(save the file as UTF-8)") from None
     if not lines:
         raise MinbertError(f"{path}: the file is empty")
     # One record per physical line, each parsed on its own: with a whole-file csv reader an unbalanced
@@ -116,10 +122,10 @@ def read_examples(path, task, split, log=None):
             what = f"line {line} (id {ex_id}): {', '.join(empty)} empty"
             if not task.is_pair:
                 raise MinbertError(f"{path}: {what}")
-            (skipped if labelled else kept_broken).append(what)
-            if labelled:
+            (skipped if split == "train" else kept_broken).append(what)
+            if split == "train":
                 continue
-        label = _parse_label(path, line, task, get(task.label_col)) if labelled else None
+        label = _parse_label(path, line, task, get(task.label_col)) if labelled and get(task.label_col) else None
         examples.append(Example(ex_id, texts, label, line))
     if skipped:
         log(f"{path}: skipped {len(skipped)} broken row(s) with a missing field: " + "; ".join(skipped[:5])
@@ -180,9 +186,11 @@ class TaskData:
             if self.siamese:
                 enc = tokenizer([e.texts[1] for e in examples], padding=False, max_length=max_length, return_tensors=None)
                 self.inputs["b"] = (enc["input_ids"], enc["token_type_ids"])
-        labels = [e.label for e in examples]
-        self.labels = None if labels[0] is None else torch.tensor(
-            labels, dtype=torch.float32 if self.task.kind == "regression" else torch.long)
+        # A broken dev row keeps its id (it gets a prediction) but has no label: `scored` leaves it out.
+        self.scored = np.array([e.label is not None for e in examples])
+        self.labels = None if not self.scored.any() else torch.tensor(
+            [0 if e.label is None else e.label for e in examples],
+            dtype=torch.float32 if self.task.kind == "regression" else torch.long)
         self.lengths = np.array([sum(len(v[0][i]) for v in self.inputs.values()) for i in range(len(examples))])
         self.features = None  # cached backbone outputs, when the backbone is frozen
 

@@ -1,6 +1,5 @@
 """Scoring: batched inference in input order, metrics, leaderboard files, and `--score PRED GOLD`."""
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +8,8 @@ from sklearn.metrics import f1_score
 from tqdm.auto import tqdm
 
 from datasets import TASKS, read_examples
-from utils import MinbertError, atomic_write, autocast, main_guard, to_device
+from precision import autocast
+from utils import MinbertError, atomic_write, main_guard, to_device
 
 
 @torch.inference_mode()
@@ -84,7 +84,10 @@ def read_predictions(path):
         if parts[0] in preds:  # the first one counts; the rest are reported
             duplicated.append(parts[0])
             continue
-        preds[parts[0]] = parts[1]
+        try:
+            preds[parts[0]] = float(parts[1])
+        except ValueError:
+            raise MinbertError(f"{path}: line {n} (id {parts[0]}): prediction {parts[1]!r} is not a number") from None
     return preds, duplicated
 
 
@@ -95,14 +98,10 @@ def score_file(pred_path, gold_path, task=None):
     preds, duplicated = read_predictions(pred_path)
     missing = [i for i in gold if i not in preds]
     unknown = [i for i in preds if i not in gold]
-    common = [i for i in gold if i in preds]
-    try:
-        values = [float(preds[i]) for i in common]
-    except ValueError as e:
-        raise MinbertError(f"{pred_path}: a prediction is not a number ({e})") from None
+    scored = [i for i in gold if i in preds and gold[i] is not None]  # unlabelled gold rows: not scored
     metric = "pearson" if TASKS[task].kind == "regression" else "accuracy"
-    result = {"task": task, "metric": metric, "n": len(common),
-              metric: score(task, values, [gold[i] for i in common]) if common else float("nan"),
+    result = {"task": task, "metric": metric, "n": len(scored),
+              metric: score(task, [preds[i] for i in scored], [gold[i] for i in scored]) if scored else float("nan"),
               "missing": missing, "duplicated": duplicated, "unknown": unknown}
     return result
 
@@ -121,12 +120,11 @@ def main():
     ap.add_argument("--task", choices=sorted(TASKS))
     args = ap.parse_args()
     r = score_file(*args.score, task=args.task)
+    bad = [f"{len(r[w])} {w} id(s) ({', '.join(r[w][:5])}{' ...' if len(r[w]) > 5 else ''})"
+           for w in ("missing", "duplicated", "unknown") if r[w]]
+    if bad:  # a score over part of the ids would mislead: say what is wrong instead
+        raise MinbertError(f"{args.score[0]}: not scored against {args.score[1]}: " + "; ".join(bad))
     print(f"{r['task']} {r['metric']}: {r[r['metric']]:.4f} over {r['n']} ids")
-    for what in ("missing", "duplicated", "unknown"):
-        if r[what]:
-            print(f"{len(r[what])} {what} id(s): {', '.join(r[what][:10])}" + (" ..." if len(r[what]) > 10 else ""))
-    if r["missing"] or r["duplicated"] or r["unknown"]:
-        sys.exit(1)
 
 
 if __name__ == "__main__":
@@ -172,8 +170,8 @@ def model_eval_multitask(model, data, batch_size, device, amp="none"):
     for task, d in data.items():
         out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp, desc=f"{task} eval")
         preds[task] = to_predictions(task, out)
-        if d.labels is not None:
-            scores[task] = score(task, preds[task], d.labels.numpy())
+        if d.labels is not None:  # rows without a gold label (broken course rows) are predicted, not scored
+            scores[task] = score(task, preds[task][d.scored], d.labels.numpy()[d.scored])
     return scores, preds
 
 

@@ -7,7 +7,6 @@ paraphrase from [u, v, |u-v|, u*v], similarity as 5 * ReLU(cos(u, v))). Tasks ar
 with a batch sampler (annealed by default: p_i ~ N_i^alpha, alpha = 1 - 0.8 (e-1)/(E-1)), or one
 after another with --sequential.
 """
-import argparse
 import csv
 import sys
 import time
@@ -24,9 +23,14 @@ from datasets import TaskData, data_file, read_examples
 from evaluation import MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_predictions
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from utils import (MinbertError, Trainer, add_speed_flags, append_jsonl, get_device, load_checkpoint,
-                   barrier, distributed, is_main, load_trainable_state, main_print, maybe_compile,
-                   main_guard, require_same_flags, save_checkpoint, seed_everything, trainable_state)
+from flags import (Parser, add_speed_flags, check_max_length, nonneg_float, positive_float, positive_int,
+                   probability)
+from precision import setup_precision
+from runs import check_outputs, open_run, publish
+from trainer import Trainer
+from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main,
+                   load_trainable_state, main_print, maybe_compile, main_guard, require_same_flags, save_checkpoint,
+                   seed_everything, set_interrupt_hint, trainable_state)
 
 N_SENTIMENT = 5
 
@@ -150,41 +154,48 @@ FLAG_PREFIX = {"sst": "sst", "quora": "para", "sts": "sts"}
 
 
 def get_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__)
     for task, prefix in FLAG_PREFIX.items():
         for split in ("train", "dev", "test"):
             ap.add_argument(f"--{prefix}_{split}", default=None,
                             help=f"default: {data_file('DATA_DIR', task, split)}")
     ap.add_argument("--seed", type=int, default=11711)
-    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--epochs", type=positive_int, default=10)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
                     default="last-linear-layer")
     ap.add_argument("--use_gpu", action="store_true")
     for prefix in FLAG_PREFIX.values():
         for split in ("dev", "test"):
-            ap.add_argument(f"--{prefix}_{split}_out", default=f"predictions/{prefix}-{split}-output.csv")
-    ap.add_argument("--batch_size", type=int, default=8)
-    ap.add_argument("--hidden_dropout_prob", type=float, default=0.3, help="dropout before every task head")
-    ap.add_argument("--lr", type=float, default=1e-5)
+            ap.add_argument(f"--{prefix}_{split}_out", default=f"predictions/{prefix}-{split}-output.csv",
+                            help="where this run's file is copied (the run folder keeps its own)")
+    ap.add_argument("--batch_size", type=positive_int, default=8)
+    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before every task head")
+    ap.add_argument("--lr", type=positive_float, default=1e-5)
     # ours
     ap.add_argument("--pretrained", default="bert-base-uncased")
     ap.add_argument("--data_dir", default="data")
-    ap.add_argument("--max_length", type=int, default=128)
+    ap.add_argument("--max_length", type=positive_int, default=128,
+                    help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
-    ap.add_argument("--weight_decay", type=float, default=0.0)
+    ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
     ap.add_argument("--sequential", action="store_true", help="train the tasks one after another each epoch")
     ap.add_argument("--sampler", choices=["annealed", "proportional", "round-robin"], default="annealed")
-    ap.add_argument("--steps_per_epoch", type=int, default=None,
+    ap.add_argument("--steps_per_epoch", type=positive_int, default=None,
                     help="joint training steps per epoch (default: one pass's worth of batches over all tasks)")
-    ap.add_argument("--loss_weights", type=float, nargs=3, default=[1.0, 1.0, 1.0], metavar=("SST", "QUORA", "STS"))
-    ap.add_argument("--task_dropout", type=float, nargs=3, default=None, metavar=("SST", "QUORA", "STS"),
+    ap.add_argument("--loss_weights", type=nonneg_float, nargs=3, default=[1.0, 1.0, 1.0],
+                    metavar=("SST", "QUORA", "STS"))
+    ap.add_argument("--task_dropout", type=probability, nargs=3, default=None, metavar=("SST", "QUORA", "STS"),
                     help="per-head dropout (default: --hidden_dropout_prob for all three)")
-    ap.add_argument("--checkpoint", default="checkpoints/multitask.pt")
+    ap.add_argument("--run_name", default="",
+                    help="the run's folder under runs/ (default: multitask-TIMESTAMP); an existing one is refused")
+    ap.add_argument("--checkpoint", default=None,
+                    help="the best model's path (default: runs/RUN_NAME/multitask.pt); an explicit path is reused "
+                         "as it is, and the run's other files go beside it")
     ap.add_argument("--eval_only", metavar="CHECKPOINT", help="re-score a saved model and rewrite the six files")
-    ap.add_argument("--results", default="predictions/multitask-results.csv")
-    ap.add_argument("--run_name", default="")
+    ap.add_argument("--results", default="predictions/multitask-results.csv",
+                    help="every run appends a row here")
     args = ap.parse_args(argv)
     typed = {a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)}
     args.explicit = {k for k, flag in ARCH_FLAGS.items() if flag in typed}
@@ -213,16 +224,21 @@ def load_data(args, splits):
     return data
 
 
-def write_outputs(args, data, model, device):
-    """Score dev, predict test, write the six leaderboard files; returns the dev scores."""
+def published_paths(args):
+    """{run-folder file name: the handout's path it is copied to} for the six leaderboard files."""
+    return {f"{prefix}-{split}-output.csv": Path(getattr(args, f"{prefix}_{split}_out"))
+            for prefix in FLAG_PREFIX.values() for split in ("dev", "test")}
+
+
+def write_outputs(args, data, model, device, folder):
+    """Score dev, predict test, write the six leaderboard files into `folder` and publish them to the
+    handout's paths; returns the dev scores."""
     scores, dev_preds = model_eval_multitask(model, data["dev"], 64, device, args.amp)
     _, test_preds = model_eval_multitask(model, data["test"], 64, device, args.amp)
-    written = []
     for task, prefix in FLAG_PREFIX.items():
         for split, preds in (("dev", dev_preds), ("test", test_preds)):
-            written.append(write_predictions(getattr(args, f"{prefix}_{split}_out"), task, data[split][task].ids,
-                                             preds[task]))
-    print("predictions written: " + ", ".join(str(w) for w in written))
+            write_predictions(Path(folder) / f"{prefix}-{split}-output.csv", task, data[split][task].ids, preds[task])
+    publish([(Path(folder) / name, dest) for name, dest in published_paths(args).items()], args.run_name, folder)
     return scores
 
 
@@ -247,7 +263,8 @@ def eval_only(args, device):
     data = load_data(args, ("dev", "test"))
     model = MultitaskBERT(model_config(args)).to(device)
     load_trainable_state(model, state["model"], args.eval_only)
-    scores = write_outputs(args, data, model, device)
+    args.run_name = state["args"].get("run_name") or Path(args.eval_only).parent.name
+    scores = write_outputs(args, data, model, device, Path(args.eval_only).parent)
     print(f"{args.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}")
     return scores
 
@@ -269,6 +286,7 @@ def train_multitask(args, device):
     mode = "sequential" if args.sequential else args.sampler
     loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)))
     log_path = Path(args.checkpoint).with_suffix(".jsonl")
+    set_interrupt_hint(None)
     best, best_scores, best_epoch = -1.0, None, -1
     main_print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
           f"{args.fine_tune_mode}, {args.pretrained} on {device}" + (f", {world} processes" if world > 1 else "")
@@ -299,16 +317,18 @@ def train_multitask(args, device):
             best, best_scores, best_epoch = mean, scores, epoch
             save_checkpoint(args.checkpoint, {"model": trainable_state(model), "args": vars(args), "epoch": epoch,
                                               "scores": scores})
+        set_interrupt_hint(f"the best model so far (epoch {best_epoch}, dev mean {best:.3f}) is in {args.checkpoint}; "
+                           f"score it with --eval_only {args.checkpoint} (a multitask run cannot resume)")
         barrier()
     if not is_main():
         return None
     minutes = (time.perf_counter() - t_start) / 60
     state = load_checkpoint(args.checkpoint)
     load_trainable_state(model, state["model"], args.checkpoint)
-    write_outputs(args, data, model, device)
+    write_outputs(args, data, model, device, Path(args.checkpoint).parent)
     append_result(args, mode, best_scores, best_epoch, minutes)
-    print(f"best epoch {best_epoch}: dev {format_scores(best_scores)}; checkpoint {args.checkpoint}, log {log_path}, "
-          f"results table {args.results}; {minutes:.1f} minutes")
+    print(f"best epoch {best_epoch}: dev {format_scores(best_scores)}; run folder {Path(args.checkpoint).parent} "
+          f"(checkpoint, log {log_path.name}, predictions); results table {args.results}; {minutes:.1f} minutes")
     return best_scores
 
 
@@ -337,8 +357,17 @@ def append_result(args, mode, s, best_epoch, minutes):
 def main(argv=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
+    setup_precision(args, device, log=main_print)
+    outputs = list(published_paths(args).values())
     if args.eval_only:
+        check_outputs(files=outputs)
         return eval_only(args, device)
+    check_max_length(args.max_length, args.pretrained)
+    if args.checkpoint is None:
+        args.checkpoint = str(open_run(args, "multitask") / "multitask.pt")
+    else:  # an explicit path is reused as it is, as before run folders existed
+        args.run_name = args.run_name or Path(args.checkpoint).parent.name
+    check_outputs(dirs=[Path(args.checkpoint).parent], files=outputs + [args.checkpoint, args.results])
     return train_multitask(args, device)
 
 

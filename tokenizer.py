@@ -69,7 +69,10 @@ class BertTokenizer:
         pairs = None if text_pair is None else ([text_pair] if single else list(text_pair))
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"{len(texts)} first sentences but {len(pairs)} second sentences")
-        max_length = max_length or self.model_max_length
+        if max_length is None:
+            max_length = self.model_max_length
+        elif max_length < 2:  # room for [CLS] and [SEP] at least; 0 must not quietly mean 'the default'
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
         if truncation:
             if self._tok.truncation is None or self._tok.truncation["max_length"] != max_length:
                 self._tok.enable_truncation(max_length, strategy="longest_first")

@@ -1,5 +1,4 @@
-"""Shared helpers: errors, downloads and cache, seeding, device and AMP, masks, checkpoint I/O."""
-import contextlib
+"""Shared helpers: errors, downloads and cache, seeding and device, masks, checkpoint I/O, the training step."""
 import hashlib
 import json
 import os
@@ -18,13 +17,25 @@ class MinbertError(Exception):
     """A user-facing problem: printed as one line by `main_guard`, never as a traceback."""
 
 
+# What an interrupted run should be told: set by a pipeline each time it saves a resumable checkpoint.
+_INTERRUPT_HINT = {"text": None}
+
+
+def set_interrupt_hint(text):
+    _INTERRUPT_HINT["text"] = text
+
+
 def main_guard(main):
-    """Run a script's main(): a MinbertError becomes one line on stderr and exit code 2."""
+    """Run a script's main(): a MinbertError becomes one line on stderr and exit code 2; Ctrl-C becomes
+    one line saying where the last completed checkpoint is and how to resume (exit code 130)."""
     try:
         return main()
     except MinbertError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+        sys.exit(130)
 
 
 # ----------------------------------------------------------------------------- seeding, device, AMP
@@ -76,22 +87,6 @@ def get_device(use_gpu):
     raise MinbertError("--use_gpu was given but no GPU is visible to PyTorch "
                        f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
                        "drop --use_gpu to run on the CPU, or install a CUDA build of torch (see README)")
-
-
-AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def autocast(device, amp):
-    """Autocast context for `amp` in {'none', 'bf16', 'fp16'}: matmuls in half precision, the rest fp32."""
-    dtype = AMP_DTYPES[amp]
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def grad_scaler(device, amp):
-    """fp16 gradients underflow without loss scaling; bf16 and fp32 need none."""
-    return torch.amp.GradScaler(device.type, enabled=(amp == "fp16"))
 
 
 def extended_attention_mask(attention_mask, dtype):
@@ -296,6 +291,7 @@ def _from_hub(name, repo, cache):
     if _offline():
         raise MinbertError(_offline_message(name, folder, "offline mode is set (MINBERT_OFFLINE / HF_HUB_OFFLINE)"))
     base = f"{hub_endpoint().rstrip('/')}/{repo}/resolve/main"
+    fresh = not folder.exists()
     try:
         for fname in ("config.json", "vocab.txt"):
             if not (folder / fname).is_file():
@@ -309,6 +305,8 @@ def _from_hub(name, repo, cache):
                     if not e.missing or i == len(WEIGHT_FILES) - 1:
                         raise
     except DownloadError as e:
+        if fresh and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # nothing came: leave no empty cache folder behind (a partial file is kept to resume)
         if e.offline:
             raise MinbertError(_offline_message(name, folder, str(e))) from None
         raise
@@ -332,102 +330,6 @@ def to_device(batch, device):
     if torch.is_tensor(batch):
         return batch.to(device, non_blocking=True)
     return batch
-
-
-def count_tokens(batch):
-    """Non-pad tokens in a batch (all its inputs), counted on the host before it moves."""
-    return sum(int(v["attention_mask"].sum()) for v in batch.values() if isinstance(v, dict) and "attention_mask" in v)
-
-
-def prefetch(batches, device, depth=3):
-    """Build the next batches on a background thread while the model works on this one (and pin them,
-    so a GPU copy can overlap compute). Order is unchanged, so runs stay repeatable."""
-    import queue
-    import threading
-    q, done = queue.Queue(depth), object()
-
-    def work():
-        try:
-            for b in batches:
-                q.put(pin(b) if device.type == "cuda" else b)
-        except BaseException as e:  # handed over to the consumer, raised there
-            q.put(e)
-        q.put(done)
-    threading.Thread(target=work, daemon=True).start()
-    while (item := q.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
-def pin(batch):
-    if isinstance(batch, dict):
-        return {k: pin(v) for k, v in batch.items()}
-    return batch.pin_memory() if torch.is_tensor(batch) else batch
-
-
-class Trainer:
-    """One optimizer step path for both pipelines: autocast, fp16 loss scaling, gradient accumulation
-    over `grad_accum` batches, a tqdm bar, and tokens/s."""
-
-    def __init__(self, model, optimizer, device, amp="none", grad_accum=1):
-        self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
-        self.grad_accum = grad_accum
-        self.scaler = grad_scaler(device, amp)
-        self.loss_module = _LossModule(model)
-        self.world_size = distributed()[1]
-        if self.world_size > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
-            # it; a multitask step leaves the other heads unused, hence find_unused_parameters.
-            self.loss_module = DDP(self.loss_module, device_ids=[device.index] if device.type == "cuda" else None,
-                                   find_unused_parameters=True)
-
-    def run_epoch(self, batches, loss_fn, total, desc="train"):
-        """`loss_fn(model, batch)` returns a scalar loss; `batches` yields batch dicts (on the host)."""
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), device=self.device)
-        tokens, steps, t0 = 0, 0, time.perf_counter()
-        bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
-        for i, batch in enumerate(bar):
-            tokens += count_tokens(batch)
-            batch = to_device(batch, self.device)
-            with autocast(self.device, self.amp):
-                loss = self.loss_module(loss_fn, batch)
-            # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
-            # weight makes the result the global batch's mean even when the last batch splits unevenly.
-            weight = 0.0 if batch.get("ghost") else (
-                len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
-            self.scaler.scale(loss * (weight / self.grad_accum)).backward()
-            loss_sum += loss.detach().float()
-            steps += 1
-            pending = steps % self.grad_accum != 0
-            if not pending:
-                self.step()
-            if steps % 50 == 0:  # a host sync, so not every step
-                bar.set_postfix(loss=f"{loss_sum.item() / steps:.4f}")
-        if steps and pending:  # the epoch ended inside an accumulation group
-            self.step()
-        seconds = time.perf_counter() - t0
-        return {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
-                "tokens_per_s": tokens / seconds if seconds else 0.0}
-
-    def step(self):
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-
-
-class _LossModule(torch.nn.Module):
-    """model + loss function as one module, so DistributedDataParallel sees the whole step."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, loss_fn, batch):
-        return loss_fn(self.model, batch)
 
 
 def rng_state():
@@ -466,21 +368,6 @@ def load_trainable_state(model, state, source):
     with torch.no_grad():
         for k, v in state.items():
             own[k].copy_(v)
-
-
-def add_speed_flags(ap):
-    """The fast-path switches both pipelines share; each fast path is on by default where it is safe."""
-    g = ap.add_argument_group("speed")
-    g.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
-                   help="mixed precision: bf16 (GPU or CPU), fp16 (GPU, with a grad scaler)")
-    g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
-    g.add_argument("--no_bucket", dest="bucket", action="store_false",
-                   help="batch in plain shuffled order (default: length-bucketed batches)")
-    g.add_argument("--no_foreach", dest="foreach", action="store_false",
-                   help="AdamW's reference per-tensor loop instead of multi-tensor foreach kernels")
-    g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--grad_accum", type=int, default=1, help="accumulate gradients over this many batches")
-    return g
 
 
 def maybe_compile(model, enabled):

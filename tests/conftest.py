@@ -22,7 +22,7 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 def tiny_config(**kw):
     base = dict(vocab_size=len(SPECIALS) + len(WORDS) + 26 + 10, hidden_size=32, num_hidden_layers=2,
-                num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+                num_attention_heads=4, intermediate_size=64, max_position_embeddings=512)
     return BertConfig(**{**base, **kw})
 
 

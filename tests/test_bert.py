@@ -80,4 +80,4 @@ def test_embed_sums_three_embeddings_and_refuses_too_long_inputs():
     manual = model.embed_layer_norm(model.word_embedding(ids) + model.pos_embedding.weight[:8] + model.tk_type_embedding(types))
     torch.testing.assert_close(e, manual)
     with pytest.raises(ValueError, match="max_position_embeddings"):
-        model.embed(torch.zeros(1, 129, dtype=torch.long))
+        model.embed(torch.zeros(1, 513, dtype=torch.long))

@@ -56,13 +56,17 @@ def test_bad_files(tmp_path):
         read_examples(p, "sst", "train")
 
 
-def test_pair_files_skip_broken_rows_loudly_but_test_files_keep_them(tmp_path):
+def test_pair_files_skip_broken_rows_loudly_but_dev_and_test_files_keep_them(tmp_path):
     head = "\tid\tsentence1\tsentence2\tis_duplicate\n"
-    p = _write(tmp_path / "quora-dev.csv", head + "0\tq1\tHow?\tWhy?\t1.0\n1\tq2\t\"Broken?\t\n2\tq3\tA\tB\t0.0\n")
+    rows = "0\tq1\tHow?\tWhy?\t1.0\n1\tq2\t\"Broken?\t\n2\tq3\tA\tB\t0.0\n"
     logged = []
-    ex = read_examples(p, "quora", "dev", log=logged.append)
+    ex = read_examples(_write(tmp_path / "quora-train.csv", head + rows), "quora", "train", log=logged.append)
     assert [e.id for e in ex] == ["q1", "q3"]
     assert len(logged) == 1 and "skipped 1 broken row" in logged[0] and "line 3 (id q2)" in logged[0]
+    logged.clear()  # dev: the row is kept without a label, so it is predicted but not scored
+    ex = read_examples(_write(tmp_path / "quora-dev.csv", head + rows), "quora", "dev", log=logged.append)
+    assert [e.id for e in ex] == ["q1", "q2", "q3"] and ex[1].label is None and ex[1].texts[1] == ""
+    assert "kept" in logged[0] and "line 3 (id q2)" in logged[0]
     t = _write(tmp_path / "quora-test.csv", "\tid\tsentence1\tsentence2\n0\tq1\tHow?\tWhy?\n1\tq2\t\"Broken?\n")
     logged.clear()
     ex = read_examples(t, "quora", "test", log=logged.append)

@@ -59,6 +59,6 @@ def test_multitask_ddp_equals_single_process(setup):
     _run(tmp, "multitask_classifier.py", args + ["--checkpoint", "one/mt.pt", "--results", "one/r.csv", *outs("one")], 1)
     out = _run(tmp, "multitask_classifier.py", args + ["--checkpoint", "two/mt.pt", "--results", "two/r.csv",
                                                        *outs("two")], 2)
-    assert out.count("predictions written") == 1
+    assert out.count("predictions copied to") == 1
     _same_weights(tmp / "one" / "mt.pt", tmp / "two" / "mt.pt")
     assert len((tmp / "two" / "r.csv").read_text().splitlines()) == 2

@@ -26,8 +26,32 @@ def test_score_counts_and_reports_bad_ids(tmp_path):
     assert r["missing"] == ["a4"] and r["duplicated"] == ["a2"] and r["unknown"] == ["zz"]
     out = subprocess.run([sys.executable, "evaluation.py", "--score", str(pred), str(gold)], cwd=ROOT,
                          capture_output=True, text=True)
-    assert out.returncode == 1
-    assert "sst accuracy: 0.6667 over 3 ids" in out.stdout and "1 missing id(s): a4" in out.stdout
+    # no partial score printed: one line says what is wrong with the file
+    assert out.returncode == 2 and "accuracy" not in out.stdout and len(out.stderr.strip().splitlines()) == 1
+    assert "not scored" in out.stderr and "1 missing id(s) (a4)" in out.stderr and "1 unknown id(s) (zz)" in out.stderr
+
+
+def test_score_names_the_line_and_id_of_a_non_numeric_prediction(tmp_path):
+    gold = _gold(tmp_path)
+    pred = tmp_path / "pred.csv"
+    pred.write_text("id , Predicted_Sentiment\na1 , 1\na2 , two\n")
+    out = subprocess.run([sys.executable, "evaluation.py", "--score", str(pred), str(gold)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "pred.csv: line 3 (id a2): prediction 'two' is not a number" in out.stderr
+
+
+def test_unlabelled_gold_rows_are_predicted_but_not_scored(tmp_path):
+    """The course's quora-dev.csv has a row broken by a quote: it needs a prediction, it has no label."""
+    gold = tmp_path / "quora-dev.csv"
+    gold.write_text("id\tsentence1\tsentence2\tis_duplicate\nq1\ta\tb\t1.0\nq2\tc\td\t0.0\n"
+                    'q3\t"broken quote\t\t\n')
+    pred = tmp_path / "para-dev-output.csv"
+    write_predictions(pred, "quora", ["q1", "q2", "q3"], [1, 1, 0])
+    r = score_file(pred, gold)
+    assert r["n"] == 2 and r["accuracy"] == 0.5 and not r["missing"]
+    write_predictions(pred, "quora", ["q1", "q2"], [1, 0])
+    assert score_file(pred, gold)["missing"] == ["q3"]
 
 
 def test_score_accepts_the_course_header_and_sts(tmp_path):

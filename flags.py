@@ -1,0 +1,71 @@
+"""Command-line flags every script shares: a parser whose errors are one line, checked numeric types,
+and the speed switches of both pipelines."""
+import argparse
+
+from precision import AMP_CHOICES
+from utils import MinbertError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*a, **kw)
+
+    def error(self, message):
+        raise MinbertError(f"{self.prog}: {message}")
+
+
+def _number(kind, check, what):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value != value or not check(value):  # NaN fails every check
+            raise argparse.ArgumentTypeError(f"{text} must be {what}")
+        return value
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: v > 0, "a number > 0")
+nonneg_float = _number(float, lambda v: v >= 0, "a number >= 0")
+probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
+
+
+def add_speed_flags(ap):
+    """The fast-path switches both pipelines share; each fast path is on by default where it is safe."""
+    g = ap.add_argument_group("speed")
+    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
+                        "CPUs with AMX or AVX512-BF16), fp16 with a grad scaler on older GPUs, fp32 otherwise")
+    g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
+    g.add_argument("--no_bucket", dest="bucket", action="store_false",
+                   help="batch in plain shuffled order (default: length-bucketed batches)")
+    g.add_argument("--no_foreach", dest="foreach", action="store_false",
+                   help="AdamW's reference per-tensor loop instead of multi-tensor foreach kernels")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients over this many batches")
+    return g
+
+
+def check_max_length(max_length, pretrained):
+    """--max_length must fit the checkpoint's position embeddings: refused at start, not when a long row
+    arrives mid-epoch."""
+    from config import BertConfig, ConfigError
+    from utils import resolve_pretrained
+    ckpt = resolve_pretrained(pretrained).require("config")
+    try:
+        limit = BertConfig.from_json_file(ckpt.config).max_position_embeddings
+    except ConfigError as e:
+        raise MinbertError(str(e)) from None
+    if max_length < 2:
+        raise MinbertError(f"--max_length {max_length}: must be at least 2 ([CLS] and [SEP])")
+    if max_length > limit:
+        raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
+                           f"so at most --max_length {limit}")
+    return limit
