@@ -43,21 +43,22 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def matmul_peak(device, dtype, n=2048, repeats=10, warmup=3):
-    """The practical peak MFU is measured against: FLOP/s of a large square matmul, the best of `repeats`
-    timed runs after `warmup` untimed ones (a peak taken as a median or from a cold start reads low and
-    makes MFU read high). Returns {"best", "median", "worst"} in FLOP/s."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(warmup):
-        a @ b
+def matmul_peak(device, dtype, sizes=(1024, 2048), repeats=10, warmup=3):
+    """The practical peak MFU is measured against: FLOP/s of large square matmuls, the best of `repeats`
+    timed runs per size after `warmup` untimed ones (a peak taken as a median, from a cold start or at one
+    unlucky size reads low and makes MFU read high). Returns {"best", "median", "worst"} in FLOP/s."""
     rates = []
-    for _ in range(repeats):
-        sync(device)
-        t0 = time.perf_counter()
-        a @ b
-        sync(device)
-        rates.append(2 * n ** 3 / (time.perf_counter() - t0))
+    for n in sizes:
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        for _ in range(warmup):
+            a @ b
+        for _ in range(repeats):
+            sync(device)
+            t0 = time.perf_counter()
+            a @ b
+            sync(device)
+            rates.append(2 * n ** 3 / (time.perf_counter() - t0))
     return {"best": max(rates), "median": statistics.median(rates), "worst": min(rates)}
 
 
@@ -194,7 +195,7 @@ def main():
     ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--threads", type=positive_int, default=None,
                     help="torch CPU threads for the model and the peak alike (default: torch's choice)")
-    ap.add_argument("--peak_repeats", type=positive_int, default=10, help="timed matmuls for the peak")
+    ap.add_argument("--peak_repeats", type=positive_int, default=10, help="timed matmuls per size for the peak")
     ap.add_argument("--compare", action="store_true", help="also run with every switch off and print ratios")
     ap.add_argument("--hf", action="store_true",
                     help="also time HF transformers' BertModel on the same weights (needs transformers installed)")
@@ -224,7 +225,7 @@ def main():
     kind = device_kind(device)
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
           f"torch threads {torch.get_num_threads()}, data {args.data}, batch {args.batch_size}, max length {args.seq_len}")
-    print("matmul peak (best of {} after warm-up; median, worst): ".format(args.peak_repeats) + ", ".join(
+    print(f"matmul peak (best of {args.peak_repeats} per size, 1024 and 2048, after warm-up; median, worst): " + ", ".join(
         f"{k} {v['best'] / 1e12:.2f} TFLOP/s ({v['median'] / 1e12:.2f}, {v['worst'] / 1e12:.2f})" for k, v in peaks.items()))
     for r in runs:
         precision = "fp32" if r["amp"] == "none" else r["amp"]

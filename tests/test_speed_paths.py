@@ -129,3 +129,12 @@ def test_grad_accum_with_a_partial_last_group(amp):
                 "index": torch.arange(4)} for _ in range(3)]
     t.run_epoch(iter(batches), lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]), total=3)
     assert opt.state[model.weight]["step"] == 2
+
+
+def test_mfu_above_100_percent_is_reported_as_a_measurement_error():
+    import bench
+    peak = {"best": 1e11, "median": 9e10, "worst": 5e10}
+    assert bench.mfu(5e10, peak) == (0.5, "")
+    value, note = bench.mfu(1.12e11, peak)
+    assert value is None and note.startswith("measurement error: 112%")
+    assert bench.mfu(1e10, None) == (None, "no native peak for this precision")
