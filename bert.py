@@ -89,6 +89,8 @@ class BertModel(BertPreTrainedModel):
         self.bert_layers = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
         self.pooler_dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.pooler_af = nn.Tanh()
+        # SMART (smart.py) sets this to a function of the embedding output that adds its perturbation.
+        self.perturb = None
         self.init_weights()
 
     def embed(self, input_ids, token_type_ids=None):
@@ -111,6 +113,9 @@ class BertModel(BertPreTrainedModel):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        hidden = self.encode(self.embed(input_ids, token_type_ids), attention_mask)
+        x = self.embed(input_ids, token_type_ids)
+        if self.perturb is not None:
+            x = self.perturb(x)
+        hidden = self.encode(x, attention_mask)
         pooled = self.pooler_af(self.pooler_dense(hidden[:, 0]))  # [CLS] through dense + tanh
         return {"last_hidden_state": hidden, "pooler_output": pooled}

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from datasets import TASKS, TaskData, data_file, read_examples
-from evaluation import accuracy, macro_f1, predict, write_predictions
+from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from optimizer import AdamW
 from tokenizer import BertTokenizer
 from flags import Parser, add_speed_flags, check_max_length, positive_float, positive_int, nonneg_float, probability
@@ -124,9 +124,12 @@ def run_dataset(args, name, device):
                       foreach=args.foreach)
     trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
 
-    def evaluate(split):
+    def evaluate(split, keep_scores=False):
         model.eval()
         logits = predict(lambda b: logits_of(model, b), data[split], 64, device, args.amp, desc=f"{name} {split}")
+        if keep_scores:  # for report.py's diagnostics; in the run folder only, never in the zip
+            write_dev_scores(args.run_dir / f"{args.fine_tune_mode}-{name}-dev-scores.npz", name, data[split],
+                             logits, logits.argmax(-1))
         return logits.argmax(-1)
 
     start, best_dev = 0, -1.0
@@ -150,7 +153,7 @@ def run_dataset(args, name, device):
             continue
         train_pred, dev_pred = evaluate("train"), evaluate("dev")
         train_gold, dev_gold = data["train"].labels.numpy(), data["dev"].labels.numpy()
-        record = {"dataset": name, "epoch": epoch, **stats, "train_acc": accuracy(train_pred, train_gold),
+        record = {"run": args.run_name, "dataset": name, "epoch": epoch, **stats, "train_acc": accuracy(train_pred, train_gold),
                   "dev_acc": accuracy(dev_pred, dev_gold), "dev_f1": macro_f1(dev_pred, dev_gold)}
         if record["dev_acc"] > best_dev:
             best_dev = record["dev_acc"]
@@ -169,7 +172,7 @@ def run_dataset(args, name, device):
         return None
     best = load_checkpoint(paths.best)
     load_trainable_state(model, best["model"], paths.best)
-    dev_pred, test_pred = evaluate("dev"), evaluate("test")
+    dev_pred, test_pred = evaluate("dev", keep_scores=True), evaluate("test")
     dev_acc = accuracy(dev_pred, data["dev"].labels.numpy())
     write_predictions(paths.dev, name, data["dev"].ids, dev_pred)
     write_predictions(paths.test, name, data["test"].ids, test_pred)

@@ -66,6 +66,21 @@ def write_predictions(path, task, ids, preds):
     return path
 
 
+def write_dev_scores(path, task, data, outputs, preds):
+    """The model's raw dev outputs beside the leaderboard files, for report.py: ids, texts, gold (NaN where
+    a row has no label), predictions and raw outputs (SST/CFIMDB logits, the Quora logit, the STS score)."""
+    n = len(data)
+    gold = np.full(n, np.nan)
+    if data.labels is not None:
+        gold[data.scored] = data.labels.numpy()[data.scored]
+    texts = [e.texts for e in data.examples]
+    fields = dict(task=np.array(task), ids=np.array(data.ids), gold=gold, pred=np.asarray(preds, dtype=np.float64),
+                  output=np.asarray(outputs, dtype=np.float32), text1=np.array([t[0] for t in texts]),
+                  text2=np.array([t[1] if len(t) > 1 else "" for t in texts]))
+    atomic_write(path, lambda fp: np.savez_compressed(fp, **fields))
+    return path
+
+
 def read_predictions(path):
     """{id: value string} from a prediction file (ours or the course's 'id \\t Predicted_...' header)."""
     path = Path(path)
@@ -163,12 +178,15 @@ def to_predictions(task, outputs):
     return outputs
 
 
-def model_eval_multitask(model, data, batch_size, device, amp="none"):
-    """Score `model` on {task: TaskData} (labelled or not). Returns ({task: metric}, {task: predictions})."""
+def model_eval_multitask(model, data, batch_size, device, amp="none", raw=None):
+    """Score `model` on {task: TaskData} (labelled or not). Returns ({task: metric}, {task: predictions});
+    a dict given as `raw` receives each task's raw outputs."""
     model.eval()
     scores, preds = {}, {}
     for task, d in data.items():
         out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp, desc=f"{task} eval")
+        if raw is not None:
+            raw[task] = out
         preds[task] = to_predictions(task, out)
         if d.labels is not None:  # rows without a gold label (broken course rows) are predicted, not scored
             scores[task] = score(task, preds[task][d.scored], d.labels.numpy()[d.scored])

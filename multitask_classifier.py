@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from datasets import TaskData, data_file, read_examples
-from evaluation import MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_predictions
+from evaluation import (MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_dev_scores,
+                        write_predictions)
 from optimizer import AdamW
 from tokenizer import BertTokenizer
 from flags import (Parser, add_speed_flags, check_max_length, nonneg_float, positive_float, positive_int,
@@ -233,9 +234,12 @@ def published_paths(args):
 def write_outputs(args, data, model, device, folder):
     """Score dev, predict test, write the six leaderboard files into `folder` and publish them to the
     handout's paths; returns the dev scores."""
-    scores, dev_preds = model_eval_multitask(model, data["dev"], 64, device, args.amp)
+    raw = {}
+    scores, dev_preds = model_eval_multitask(model, data["dev"], 64, device, args.amp, raw=raw)
     _, test_preds = model_eval_multitask(model, data["test"], 64, device, args.amp)
     for task, prefix in FLAG_PREFIX.items():
+        # raw dev outputs for report.py: in the run folder only, never published to the zip
+        write_dev_scores(Path(folder) / f"{prefix}-dev-scores.npz", task, data["dev"][task], raw[task], dev_preds[task])
         for split, preds in (("dev", dev_preds), ("test", test_preds)):
             write_predictions(Path(folder) / f"{prefix}-{split}-output.csv", task, data[split][task].ids, preds[task])
     publish([(Path(folder) / name, dest) for name, dest in published_paths(args).items()], args.run_name, folder)

@@ -1,16 +1,22 @@
 """The one training loop both pipelines share: autocast, fp16 loss scaling, gradient accumulation,
-DistributedDataParallel, batches prefetched on a background thread, a tqdm bar and tokens/s."""
+gradient clipping, a per-step learning-rate schedule, PCGrad for steps that hold every task,
+DistributedDataParallel, batches prefetched on a background thread, a tqdm bar and tokens/s; and the
+early-stopping rule both pipelines apply to their dev score."""
+import math
 import time
 
 import torch
 from tqdm.auto import tqdm
 
+from pcgrad import pcgrad_backward
 from precision import autocast, grad_scaler
-from utils import distributed, to_device
+from utils import MinbertError, distributed, to_device
 
 
 def count_tokens(batch):
-    """Non-pad tokens in a batch (all its inputs), counted on the host before it moves."""
+    """Non-pad tokens in a batch (all its inputs; every part of a multi-task batch), counted on the host."""
+    if "parts" in batch:
+        return sum(count_tokens(b) for b in batch["parts"].values())
     return sum(int(v["attention_mask"].sum()) for v in batch.values() if isinstance(v, dict) and "attention_mask" in v)
 
 
@@ -45,12 +51,17 @@ class Trainer:
     """One optimizer step path for both pipelines: autocast, fp16 loss scaling, gradient accumulation
     over `grad_accum` batches, a tqdm bar, and tokens/s."""
 
-    def __init__(self, model, optimizer, device, amp="none", grad_accum=1):
+    def __init__(self, model, optimizer, device, amp="none", grad_accum=1, scheduler=None, max_grad_norm=0.0,
+                 pcgrad=False, seed=0):
         self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
-        self.grad_accum = grad_accum
+        self.grad_accum, self.scheduler, self.max_grad_norm, self.pcgrad = grad_accum, scheduler, max_grad_norm, pcgrad
         self.scaler = grad_scaler(device, amp)
         self.loss_module = _LossModule(model)
         self.world_size = distributed()[1]
+        self.generator = torch.Generator().manual_seed(seed)  # PCGrad's task order, repeatable
+        if pcgrad and self.world_size > 1:
+            raise MinbertError("--pcgrad under DDP is not supported: per-task gradients would each need their "
+                               "own all-reduce; run PCGrad in one process")
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
             # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
@@ -59,9 +70,12 @@ class Trainer:
                                    find_unused_parameters=True)
 
     def run_epoch(self, batches, loss_fn, total, desc="train"):
-        """`loss_fn(model, batch)` returns a scalar loss; `batches` yields batch dicts (on the host)."""
+        """`loss_fn(model, batch)` returns a scalar loss, or {task: loss} for a batch holding every task
+        (summed, or combined by PCGrad); `batches` yields batch dicts (on the host)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.conflicts = 0
         loss_sum = torch.zeros((), device=self.device)
         tokens, steps, t0 = 0, 0, time.perf_counter()
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
@@ -70,11 +84,19 @@ class Trainer:
             batch = to_device(batch, self.device)
             with autocast(self.device, self.amp):
                 loss = self.loss_module(loss_fn, batch)
-            # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
-            # weight makes the result the global batch's mean even when the last batch splits unevenly.
-            weight = 0.0 if batch.get("ghost") else (
-                len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
-            self.scaler.scale(loss * (weight / self.grad_accum)).backward()
+            if isinstance(loss, dict):  # one batch of every task in this step
+                if self.pcgrad:
+                    self.conflicts += pcgrad_backward([l / self.grad_accum for l in loss.values()], self.params,
+                                                      self.scaler, self.generator)
+                loss = sum(loss.values())
+                weight = 1.0  # DDP is refused for these steps, so no rank weighting
+            else:
+                # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
+                # weight makes the result the global batch's mean even when the last batch splits unevenly.
+                weight = 0.0 if batch.get("ghost") else (
+                    len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
+            if not (self.pcgrad and "parts" in batch):
+                self.scaler.scale(loss * (weight / self.grad_accum)).backward()
             loss_sum += loss.detach().float()
             steps += 1
             pending = steps % self.grad_accum != 0
@@ -85,13 +107,48 @@ class Trainer:
         if steps and pending:  # the epoch ended inside an accumulation group
             self.step()
         seconds = time.perf_counter() - t0
-        return {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
-                "tokens_per_s": tokens / seconds if seconds else 0.0}
+        stats = {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
+                 "tokens_per_s": tokens / seconds if seconds else 0.0,
+                 "lr": self.optimizer.param_groups[0]["lr"]}
+        if self.pcgrad:
+            stats["pcgrad_conflicts"] = self.conflicts
+        return stats
 
     def step(self):
+        if self.max_grad_norm:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
+            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+
+class EarlyStopping:
+    """Stop when the dev score has not improved for `patience` epochs (0: never stop)."""
+
+    def __init__(self, patience, best=-math.inf, best_epoch=-1, waited=0):
+        self.patience, self.best, self.best_epoch, self.waited = patience, best, best_epoch, waited
+
+    def update(self, score, epoch):
+        """Record an epoch's dev score; True if it is the best so far."""
+        if score > self.best:
+            self.best, self.best_epoch, self.waited = score, epoch, 0
+            return True
+        self.waited += 1
+        return False
+
+    @property
+    def should_stop(self):
+        return bool(self.patience) and self.waited >= self.patience
+
+    def reason(self, what="dev score"):
+        return (f"stopping early: the {what} has not improved for {self.waited} epoch(s) since epoch "
+                f"{self.best_epoch} ({self.best:.4f}), --patience {self.patience}")
+
+    def state_dict(self):
+        return {"best": self.best, "best_epoch": self.best_epoch, "waited": self.waited}
 
 
 class _LossModule(torch.nn.Module):

@@ -1,0 +1,48 @@
+"""Gradient surgery for multi-task learning (PCGrad; Yu et al. 2020, "Gradient Surgery for Multi-Task
+Learning", Algorithm 1; handout equation 14).
+
+For every task i, in a random order of the other tasks j: if g_i conflicts with g_j (g_i . g_j < 0),
+project g_i onto the normal plane of g_j,
+
+    g_i <- g_i - (g_i . g_j) / ||g_j||^2 * g_j ,
+
+where g_j is task j's original gradient. The update is the sum of the projected gradients. Gradients
+that do not conflict are left as they are, so with no conflict PCGrad is plain summed multi-task SGD.
+"""
+import torch
+
+
+def project_conflicting(grads, generator=None):
+    """grads: a list of flat gradient tensors, one per task. Returns the sum of their PCGrad projections."""
+    projected = []
+    for i, g in enumerate(grads):
+        g = g.clone()
+        others = [j for j in range(len(grads)) if j != i]
+        order = torch.randperm(len(others), generator=generator).tolist()
+        for k in order:
+            gj = grads[others[k]]
+            dot = torch.dot(g, gj)
+            if dot < 0:
+                g -= dot / gj.pow(2).sum().clamp_min(1e-20) * gj
+        projected.append(g)
+    return torch.stack(projected).sum(0)
+
+
+def pcgrad_backward(losses, params, scaler=None, generator=None):
+    """Backpropagate each task's loss separately, combine the gradients by PCGrad, and add the result
+    to `params`' .grad (so gradient accumulation still works). Returns the number of conflicting pairs."""
+    flat = []
+    for loss in losses:
+        loss = scaler.scale(loss) if scaler is not None else loss
+        gs = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+        flat.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1).float()
+                               for g, p in zip(gs, params)]))
+    conflicts = sum(int(torch.dot(flat[i], flat[j]) < 0) for i in range(len(flat)) for j in range(i + 1, len(flat)))
+    combined = project_conflicting(flat, generator)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        g = combined[offset:offset + n].view_as(p).to(p.dtype)
+        p.grad = g.clone() if p.grad is None else p.grad + g
+        offset += n
+    return conflicts

@@ -1,0 +1,414 @@
+"""See a run: learning curves, per-task diagnostics and an error sample, as PNGs and a report.md.
+
+    python report.py runs/multitask-20261123-014501 [runs/OTHER ...] --out reports/NAME
+    python report.py runs/NAME/multitask.pt           # a checkpoint: its run's log and scores
+    python report.py runs/NAME/full-model-sst-log.jsonl
+    python report.py --results predictions/multitask-results.csv [--out reports/results]
+
+A run is read from the per-epoch JSON-lines log the pipelines write and, for the diagnostics, from the
+`*-dev-scores.npz` files beside it (raw dev outputs; they stay in the run folder and never go into the
+submission zip). Several runs given together are overlaid in the learning curves. Figures use the Agg
+backend: no window ever opens.
+"""
+import csv
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from sklearn.metrics import f1_score, precision_recall_curve  # noqa: E402
+
+from evaluation import pearson  # noqa: E402
+from flags import Parser  # noqa: E402
+from utils import MinbertError, main_guard  # noqa: E402
+
+DPI = 150
+# What each multitask log field is, for titles and axis labels.
+MT_PANELS = [("train_loss", "train loss", "loss (sum of task losses)"), ("sst", "SST dev accuracy", "accuracy"),
+             ("quora", "Quora dev accuracy", "accuracy"), ("sts", "STS dev Pearson r", "Pearson r"),
+             ("dev_mean", "dev mean (leaderboard)", "mean of SST, Quora, (r + 1) / 2")]
+P1_PANELS = [("train_loss", "train loss", "cross-entropy"), ("train_acc", "train accuracy", "accuracy"),
+             ("dev_acc", "dev accuracy", "accuracy")]
+SCORE_FILES = {"sst": "sst-dev-scores.npz", "quora": "para-dev-scores.npz", "sts": "sts-dev-scores.npz"}
+
+
+# ----------------------------------------------------------------------------- reading runs
+
+class Run:
+    """One run's log records (one series per dataset for Part 1) and its dev score files."""
+
+    def __init__(self, log_path, records):
+        self.log, self.records = Path(log_path), records
+        self.folder = self.log.parent
+        self.kind = "part1" if "dataset" in records[0] else "multitask"
+        self.name = records[-1].get("run") or self.folder.name
+        if self.kind == "part1":
+            self.dataset = records[0]["dataset"]
+            self.name = f"{self.name} ({self.dataset})"
+            stem = self.log.name[:-len("-log.jsonl")]
+            self.scores = {self.dataset: self.folder / f"{stem}-dev-scores.npz"}
+            self.metric_key = "dev_acc"
+        else:
+            self.scores = {t: self.folder / f for t, f in SCORE_FILES.items()}
+            self.metric_key = "dev_mean"
+        self.scores = {t: p for t, p in self.scores.items() if p.is_file()}
+
+    def series(self, key):
+        vals = [r.get(key, r.get("dev", {}).get(key)) for r in self.records]
+        return [r["epoch"] for r in self.records], [np.nan if v is None else v for v in vals]
+
+    @property
+    def best(self):
+        """(epoch, record) of the best dev score, the epoch the pipelines keep."""
+        i = int(np.nanargmax([r[self.metric_key] for r in self.records]))
+        return self.records[i]["epoch"], self.records[i]
+
+
+def read_log(path):
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"{path}: log not found")
+    records = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise MinbertError(f"{path}: line {n}: truncated or not JSON; the run was probably cut off while "
+                               f"writing it: delete that line and report again") from None
+        if not isinstance(rec, dict) or "epoch" not in rec or not ({"dev_acc", "dev_mean"} & set(rec)):
+            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py or multitask_classifier.py")
+        records.append(rec)
+    if not records:
+        raise MinbertError(f"{path}: the log is empty (no epoch finished)")
+    return records
+
+
+def logs_of(target):
+    """The log files a command-line target names: a log, a checkpoint, or a run folder."""
+    p = Path(target)
+    if p.is_dir():
+        logs = sorted(p.glob("*-log.jsonl")) + sorted(q for q in p.glob("*.jsonl") if not q.name.endswith("-log.jsonl"))
+        if not logs:
+            raise MinbertError(f"{p}: no run log (*.jsonl) in this folder")
+        return logs
+    if p.suffix == ".pt":
+        for log in (p.with_suffix(".jsonl"), p.with_name(p.stem + "-log.jsonl")):
+            if log.is_file():
+                return [log]
+        raise MinbertError(f"{p}: no log beside this checkpoint ({p.with_suffix('.jsonl').name} or {p.stem}-log.jsonl)")
+    if p.suffix == ".jsonl" or not p.exists():
+        return [p]
+    raise MinbertError(f"{p}: not a run folder, a checkpoint (.pt) or a log (.jsonl)")
+
+
+def load_scores(path):
+    try:
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    except Exception as e:
+        raise MinbertError(f"{path}: cannot read dev scores ({type(e).__name__}: {e})") from None
+
+
+# ----------------------------------------------------------------------------- figures
+
+def _save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_curves(runs, path, title):
+    """One panel per metric, every run overlaid, the best epoch of each marked with a star."""
+    panels = MT_PANELS if runs[0].kind == "multitask" else P1_PANELS
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.4), squeeze=False)
+    for ax, (key, name, unit) in zip(axes[0], panels):
+        for i, run in enumerate(runs):
+            epochs, vals = run.series(key)
+            color = f"C{i % 10}"
+            ax.plot(epochs, vals, marker="o", ms=3, color=color, label=run.name)
+            best_epoch, _ = run.best
+            j = epochs.index(best_epoch)
+            ax.plot([best_epoch], [vals[j]], marker="*", ms=13, color=color, markeredgecolor="black",
+                    linestyle="none")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(unit, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    fig.suptitle(f"{title} (star: best dev epoch, the one kept)", fontsize=11)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if len(runs) > 1:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
+        fig.tight_layout(rect=(0, 0.08 + 0.04 * ((len(runs) - 1) // 4), 1, 1))
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+        return path
+    return _save(fig, path)
+
+
+def confusion(gold, pred, n):
+    """n x n counts: rows are gold classes, columns predicted ones."""
+    m = np.zeros((n, n), dtype=np.int64)
+    for g, p in zip(gold.astype(int), pred.astype(int)):
+        m[g, p] += 1
+    return m
+
+
+CLASS_NAMES = {5: ["0 neg", "1", "2 neutral", "3", "4 pos"], 2: ["0 neg", "1 pos"]}
+
+
+def plot_confusion(s, run_name, task, path):
+    labelled = ~np.isnan(s["gold"])
+    n = s["output"].shape[-1]
+    m = confusion(s["gold"][labelled], s["pred"][labelled], n)
+    norm = m / np.maximum(m.sum(1, keepdims=True), 1)
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 4.2))
+    for ax, data, what, fmt in ((axes[0], m, "counts", "d"), (axes[1], norm, "row-normalised (recall per class)", ".2f")):
+        im = ax.imshow(data, cmap="Blues")
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, format(data[i, j], fmt), ha="center", va="center", fontsize=8,
+                        color="white" if data[i, j] > data.max() * 0.6 else "black")
+        names = CLASS_NAMES.get(n, [str(i) for i in range(n)])
+        ax.set_xticks(range(n), names, fontsize=8)
+        ax.set_yticks(range(n), names, fontsize=8)
+        ax.set_xlabel("predicted class")
+        ax.set_ylabel("gold class")
+        ax.set_title(what, fontsize=10)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    acc = float(np.trace(m) / max(m.sum(), 1))
+    fig.suptitle(f"{run_name}: {task.upper()} dev confusion matrix (accuracy {acc:.3f}, {int(m.sum())} sentences)",
+                 fontsize=11)
+    return _save(fig, path), m
+
+
+def plot_quora(s, run_name, path):
+    labelled = ~np.isnan(s["gold"])
+    gold, logit = s["gold"][labelled].astype(int), s["output"][labelled]
+    prob = 1 / (1 + np.exp(-logit.astype(np.float64)))
+    pred = (logit > 0).astype(int)
+    acc, f1 = float(np.mean(pred == gold)), float(f1_score(gold, pred))
+    precision, recall, _ = precision_recall_curve(gold, prob)
+    tp = int(((pred == 1) & (gold == 1)).sum())
+    p_at, r_at = tp / max(int(pred.sum()), 1), tp / max(int(gold.sum()), 1)
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    ax.plot(recall, precision, color="C0", label="precision-recall curve")
+    ax.plot([r_at], [p_at], marker="o", ms=8, color="C3", linestyle="none",
+            label=f"threshold 0.5: accuracy {acc:.3f}, F1 {f1:.3f}")
+    ax.axhline(gold.mean(), color="grey", ls="--", lw=1, label=f"chance (share of paraphrases {gold.mean():.2f})")
+    ax.set_xlabel("recall (paraphrases found)")
+    ax.set_ylabel("precision (paraphrase predictions right)")
+    ax.set_xlim(0, 1.01)
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title(f"{run_name}: Quora dev paraphrase detection", fontsize=10)
+    return _save(fig, path), {"accuracy": acc, "f1": f1}
+
+
+STS_BINS = [0, 1, 2, 3, 4, 5.0001]
+
+
+def plot_sts(s, run_name, path):
+    labelled = ~np.isnan(s["gold"])
+    gold, pred = s["gold"][labelled], s["pred"][labelled]
+    r = pearson(pred, gold)
+    bins = np.digitize(gold, STS_BINS[1:-1])
+    mae = [float(np.abs(pred - gold)[bins == b].mean()) if (bins == b).any() else np.nan for b in range(5)]
+    counts = [int((bins == b).sum()) for b in range(5)]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
+    ax = axes[0]
+    ax.scatter(gold, pred, s=6, alpha=0.4, color="C0")
+    ax.plot([0, 5], [0, 5], color="grey", ls="--", lw=1, label="perfect agreement")
+    ax.set_xlabel("gold similarity (0-5)")
+    ax.set_ylabel("predicted similarity (0-5)")
+    ax.set_xlim(-0.1, 5.1)
+    ax.set_ylim(-0.1, 5.1)
+    ax.set_title(f"predicted vs gold (Pearson r {r:.3f}, {len(gold)} pairs)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    names = [f"{STS_BINS[b]:g}-{min(STS_BINS[b + 1], 5):g}" for b in range(5)]
+    ax.bar(names, mae, color="C1")
+    for i, (m, c) in enumerate(zip(mae, counts)):
+        if not math.isnan(m):
+            ax.text(i, m, f"n={c}", ha="center", va="bottom", fontsize=8)
+    ax.set_xlabel("gold similarity bin")
+    ax.set_ylabel("mean absolute error (similarity points)")
+    ax.set_title("error per gold bin", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"{run_name}: STS dev similarity", fontsize=11)
+    return _save(fig, path), {"pearson": r, "mae_per_bin": dict(zip(names, mae))}
+
+
+def worst_examples(s, task, k=5):
+    """The k labelled dev examples the model got most wrong: the most confident wrong class (SST, CFIMDB,
+    Quora), or the largest absolute error (STS)."""
+    labelled = np.flatnonzero(~np.isnan(s["gold"]))
+    gold, out = s["gold"][labelled], s["output"][labelled].astype(np.float64)
+    if task == "sts":
+        err = np.abs(s["pred"][labelled] - gold)
+        shown = lambda i: f"{s['pred'][labelled][i]:.2f}"  # noqa: E731
+    elif task == "quora":
+        prob = 1 / (1 + np.exp(-out))
+        err = np.abs(prob - gold)
+        shown = lambda i: f"{int(prob[i] > 0.5)} (p={prob[i]:.2f})"  # noqa: E731
+    else:
+        probs = np.exp(out - out.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        err = 1 - probs[np.arange(len(gold)), gold.astype(int)]
+        shown = lambda i: f"{int(probs[i].argmax())} (p={probs[i].max():.2f})"  # noqa: E731
+    order = np.argsort(-err, kind="stable")[:k]
+    rows = []
+    for i in order:
+        j = labelled[i]
+        text = s["text1"][j] + (f" ||| {s['text2'][j]}" if s["text2"][j] else "")
+        rows.append({"id": str(s["ids"][j]), "text": str(text), "gold": f"{gold[i]:g}", "predicted": shown(i),
+                     "error": float(err[i])})
+    return rows
+
+
+# ----------------------------------------------------------------------------- the report
+
+def _md_escape(text, limit=160):
+    text = text if len(text) <= limit else text[:limit - 1] + "…"
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report(targets, out):
+    runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
+    written = []
+    md += ["## Results (best dev epoch of each run)", ""]
+    md += ["| run | kind | best epoch | epochs | dev scores | training minutes |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        epoch, rec = r.best
+        if r.kind == "multitask":
+            d = rec["dev"]
+            scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_mean']:.3f}"
+        else:
+            scores = f"{r.dataset} accuracy {rec['dev_acc']:.3f}, macro-F1 {rec.get('dev_f1', float('nan')):.3f}"
+        minutes = sum(x.get("seconds", 0) for x in r.records) / 60
+        md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.records)} | {scores} | {minutes:.1f} |")
+    md += [""]
+    for kind in ("multitask", "part1"):
+        group = [r for r in runs if r.kind == kind]
+        if not group:
+            continue
+        name = f"curves-{kind}.png"
+        title = ("Multitask learning curves" if kind == "multitask" else "Part 1 learning curves")
+        if len(group) == 1:
+            title += f": {group[0].name}"
+        written.append(plot_curves(group, out / name, title))
+        md += [f"## {title}", "", f"![learning curves]({name})", ""]
+    for i, r in enumerate(runs):
+        if not r.scores:
+            md += [f"## {r.name}: no dev scores", "",
+                   f"No `*-dev-scores.npz` beside {r.log}: the run predates them, or did not finish.", ""]
+            continue
+        slug = f"run{i + 1}"
+        md += [f"## {r.name}: dev diagnostics", ""]
+        for task, path in r.scores.items():
+            s = load_scores(path)
+            if task == "sts":
+                fig, stats = plot_sts(s, r.name, out / f"{slug}-sts.png")
+                md += [f"### STS: Pearson r {stats['pearson']:.3f}", "", f"![STS scatter]({fig.name})", ""]
+            elif task == "quora":
+                fig, stats = plot_quora(s, r.name, out / f"{slug}-quora-pr.png")
+                md += [f"### Quora: accuracy {stats['accuracy']:.3f}, F1 {stats['f1']:.3f} at threshold 0.5", "",
+                       f"![Quora precision-recall]({fig.name})", ""]
+            else:
+                fig, _ = plot_confusion(s, r.name, task, out / f"{slug}-{task}-confusion.png")
+                md += [f"### {task.upper()}: confusion matrix", "", f"![{task} confusion]({fig.name})", ""]
+            written.append(fig)
+            md += [f"Most wrong dev examples ({task}):", "", "| id | text | gold | predicted |", "|---|---|---|---|"]
+            md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |"
+                   for e in worst_examples(s, task)]
+            md += [""]
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    print(f"report written: {out / 'report.md'} with {len(written)} figures in {out}")
+    return out / "report.md", written
+
+
+# ----------------------------------------------------------------------------- the results table
+
+def read_results(path):
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"{path}: results table not found")
+    with open(path, newline="") as fp:
+        rows = list(csv.DictReader(fp))
+    if not rows:
+        raise MinbertError(f"{path}: no runs in the results table")
+    for n, row in enumerate(rows, start=2):
+        try:
+            row["mean"] = float(row["mean"])
+        except (KeyError, TypeError, ValueError):
+            raise MinbertError(f"{path}: line {n}: no numeric 'mean' column (truncated row?)") from None
+    return rows
+
+
+def ranked(rows):
+    return sorted(rows, key=lambda r: -r["mean"])
+
+
+def results_view(path, out):
+    rows = ranked(read_results(path))
+    cols = ["run", "training", "pair_encoding", "lr", "epochs", "seed", "sst_acc", "quora_acc", "sts_r", "mean",
+            "best_epoch", "minutes"]
+    cols = [c for c in cols if c in rows[0]]
+    table = [[str(i + 1)] + [f"{r[c]:.4f}" if c == "mean" else str(r.get(c, "")) for c in cols]
+             for i, r in enumerate(rows)]
+    header = ["rank"] + cols
+    widths = [max(len(h), *(len(t[j]) for t in table)) for j, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for t in table:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.35 * len(rows)))
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, [r["mean"] for r in rows], color="C0")
+    for yi, r in zip(y, rows):
+        ax.text(r["mean"], yi, f" {r['mean']:.3f}", va="center", fontsize=8)
+    ax.set_yticks(y)
+    ax.set_yticklabels(names, fontsize=8)
+    lo = min(r["mean"] for r in rows)
+    ax.set_xlim(max(0.0, lo - 0.05), min(1.0, max(r["mean"] for r in rows) + 0.04))
+    ax.set_xlabel("dev mean (SST acc, Quora acc, (STS r + 1) / 2)")
+    ax.set_title(f"Runs in {Path(path).name}, best first", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    fig_path = _save(fig, out / "results.png")
+    print(f"bar chart written: {fig_path}")
+    return rows, fig_path
+
+
+def main(argv=None):
+    ap = Parser(description=__doc__)
+    ap.add_argument("runs", nargs="*", metavar="CHECKPOINT_OR_LOG", help="run folders, checkpoints or logs")
+    ap.add_argument("--results", metavar="CSV", help="rank every run of a results table and chart it")
+    ap.add_argument("--out", default=None, help="output folder (default: reports/NAME of the first run, or "
+                                                "reports/results)")
+    args = ap.parse_args(argv)
+    if not args.runs and not args.results:
+        raise MinbertError("report.py: give run folders, checkpoints or logs, or --results CSV")
+    if args.results:
+        results_view(args.results, args.out or "reports/results")
+    if args.runs:
+        first = Path(args.runs[0])
+        default = first.name if first.is_dir() else first.parent.name
+        return report(args.runs, args.out or Path("reports") / default)
+
+
+if __name__ == "__main__":
+    main_guard(main)

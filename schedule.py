@@ -1,0 +1,70 @@
+"""How the learning rate varies over training steps and over depth.
+
+Over steps (`--scheduler`, `--warmup_ratio`): linear warm-up over the first W optimizer steps, then
+constant, linear decay to 0, or cosine decay to 0 (Loshchilov & Hutter 2017) over the remaining ones.
+With s the optimizer steps already taken and T their total, the factor on each group's base rate is
+
+    s < W:  (s + 1) / W                       (the first update is not wasted at rate 0)
+    s >= W: p = (s - W) / (T - W);  constant 1,  linear 1 - p,  cosine (1 + cos(pi p)) / 2
+
+applied through torch.optim.lr_scheduler.LambdaLR, so its state is saved and restored like any
+PyTorch scheduler.
+
+Over depth (`--llrd GAMMA`): layer-wise learning-rate decay (Howard & Ruder 2018; Sun et al. 2019,
+"How to Fine-Tune BERT for Text Classification", section 5.3): BERT layer l of L (0 = bottom) trains at
+lr * GAMMA^(L - 1 - l), the embeddings at lr * GAMMA^L, the pooler with the top layer, and the task heads
+at the full rate (or `--head_lr`). Lower layers hold more general features, so they move less.
+"""
+import math
+import re
+
+from torch.optim.lr_scheduler import LambdaLR
+
+SCHEDULES = ("constant", "linear", "cosine")
+
+
+def lr_factor(step, kind, warmup_steps, total_steps):
+    """The multiplier on the base learning rate for the update after `step` optimizer steps."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if kind == "constant":
+        return 1.0
+    p = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    if kind == "linear":
+        return 1.0 - p
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * p))
+    raise ValueError(f"unknown schedule {kind!r} (one of {', '.join(SCHEDULES)})")
+
+
+def make_scheduler(optimizer, kind, warmup_ratio, total_steps):
+    """LambdaLR stepped once per optimizer step; warm-up covers `warmup_ratio` of all `total_steps`."""
+    warmup = int(round(warmup_ratio * total_steps))
+    return LambdaLR(optimizer, lambda step: lr_factor(step, kind, warmup, total_steps))
+
+
+def layer_depth(name, num_layers):
+    """Depth from the top of a parameter of a model holding a BertModel as `.bert` (or being one):
+    0 for the top layer, the pooler and everything outside BERT (heads), num_layers for the embeddings."""
+    name = re.sub(r"^bert\.", "", name)
+    m = re.match(r"bert_layers\.(\d+)\.", name)
+    if m:
+        return num_layers - 1 - int(m.group(1))
+    if re.match(r"(word|pos|tk_type)_embedding\.|embed_layer_norm\.", name):
+        return num_layers
+    return 0
+
+
+def param_groups(model, lr, llrd=1.0, head_lr=None, weight_decay=0.0):
+    """Optimizer parameter groups, one per learning rate: BERT's parameters at lr * llrd^depth, the
+    rest (task heads) at head_lr (default lr). Only parameters that require grad are included."""
+    num_layers = model.bert.config.num_hidden_layers if hasattr(model, "bert") else model.config.num_hidden_layers
+    groups = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        in_bert = name.startswith("bert.") or not hasattr(model, "bert")
+        rate = lr * llrd ** layer_depth(name, num_layers) if in_bert else (head_lr or lr)
+        groups.setdefault(rate, []).append(p)
+    return [{"params": ps, "lr": rate, "weight_decay": weight_decay} for rate, ps in
+            sorted(groups.items(), key=lambda kv: -kv[0])]
