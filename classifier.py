@@ -13,13 +13,14 @@ import torch.nn.functional as F
 from bert import BertModel
 from datasets import TASKS, TaskData, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
-from optimizer import AdamW
 from tokenizer import BertTokenizer
-from flags import Parser, add_speed_flags, check_max_length, positive_float, positive_int, nonneg_float, probability
+from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, positive_float, positive_int,
+                   nonneg_float, probability)
 from precision import setup_precision
 from runs import check_outputs, open_run, publish
-from trainer import Trainer
-from utils import (append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main, load_trainable_state,
+from smart import SmartRegularizer
+from trainer import EarlyStopping, Trainer, build_trainer, stop_signal
+from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main, load_trainable_state,
                    main_print, maybe_compile, main_guard, require_same_flags, rng_state, save_checkpoint,
                    seed_everything, set_interrupt_hint, set_rng_state, trainable_state)
 
@@ -51,8 +52,15 @@ def logits_of(model, batch):
     return model(**batch["x"])
 
 
-def classification_loss(model, batch):
-    return F.cross_entropy(logits_of(model, batch), batch["labels"])
+def classification_loss(smart=None):
+    """Cross entropy, plus SMART's smoothness term when a SmartRegularizer is given."""
+    def loss_fn(model, batch):
+        logits = logits_of(model, batch)
+        loss = F.cross_entropy(logits, batch["labels"])
+        if smart is not None:
+            loss = loss + smart(model.bert, lambda: logits_of(model, batch), logits, "multiclass")
+        return loss
+    return loss_fn
 
 
 def get_args(argv=None):
@@ -73,6 +81,7 @@ def get_args(argv=None):
     ap.add_argument("--max_length", type=positive_int, default=512,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
+    add_recipe_flags(ap)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--run_name", default="",
                     help="the run's folder under runs/ (default: classifier-TIMESTAMP); an existing one is refused")
@@ -85,6 +94,9 @@ def get_args(argv=None):
     args = ap.parse_args(argv)
     if args.lr is None:
         args.lr = 1e-3 if args.fine_tune_mode == "last-linear-layer" else 1e-5
+    if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
+        raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
+                           "features of a frozen BERT: use --fine-tune-mode full-model")
     return args
 
 
@@ -102,8 +114,9 @@ def paths_for(args, name):
                            published={"dev": pred / f"{stem}-dev-out.csv", "test": pred / f"{stem}-test-out.csv"})
 
 
-def run_dataset(args, name, device):
-    """Train on one dataset, keep the best dev epoch, reload it and write dev and test predictions."""
+def run_dataset(args, name, device, on_epoch=None):
+    """Train on one dataset, keep the best dev epoch, reload it and write dev and test predictions.
+    `on_epoch(epoch, dev_acc)` is called after each epoch's evaluation (sweep.py's pruner may raise there)."""
     seed_everything(args.seed)
     rank, world = distributed()
     paths = paths_for(args, name)
@@ -120,9 +133,12 @@ def run_dataset(args, name, device):
             d.features = torch.from_numpy(predict(lambda b: model.embed(**b["x"]), d, 64, device, args.amp,
                                                   desc=f"{name} {s} features"))
     maybe_compile(model, args.compile and not frozen)  # a frozen backbone has already done its work
-    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay,
-                      foreach=args.foreach)
-    trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
+    n_train = len(data["train"])
+    total = -(-n_train // args.batch_size)
+    trainer = build_trainer(model, args, device, total)
+    optimizer = trainer.optimizer
+    smart = SmartRegularizer(args.smart_weight, args.smart_eps, args.smart_step, args.smart_steps) \
+        if args.smart_weight else None
 
     def evaluate(split, keep_scores=False):
         model.eval()
@@ -132,41 +148,48 @@ def run_dataset(args, name, device):
                              logits, logits.argmax(-1))
         return logits.argmax(-1)
 
-    start, best_dev = 0, -1.0
+    start, stopper = 0, EarlyStopping(args.patience)
     if args.resume and paths.last.exists():
         state = load_checkpoint(paths.last)
         require_same_flags(state["args"], args, RUN_DEFINING, paths.last, "cannot resume")
         load_trainable_state(model, state["model"], paths.last)
         optimizer.load_state_dict(state["optimizer"])
+        trainer.scheduler.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
-        start, best_dev = state["epoch"] + 1, state["best_dev"]
+        start, stopper = state["epoch"] + 1, EarlyStopping(args.patience, **state["stopper"])
         main_print(f"resumed {name} from {paths.last} after epoch {state['epoch']}")
     main_print(data["train"].describe_batches(args.batch_size, args.bucket))
-    n_train = len(data["train"])
-    total = -(-n_train // args.batch_size)
     for epoch in range(start, args.epochs):
         batches = data["train"].batches(args.batch_size, shuffle=True, seed=args.seed * 1000 + epoch, bucket=args.bucket,
                                         rank=rank, world_size=world)
-        stats = trainer.run_epoch(batches, classification_loss, total, desc=f"{name} epoch {epoch}")
+        stats = trainer.run_epoch(batches, classification_loss(smart), total, desc=f"{name} epoch {epoch}")
         if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
             barrier()
+            if stop_signal(False):
+                break
             continue
         train_pred, dev_pred = evaluate("train"), evaluate("dev")
         train_gold, dev_gold = data["train"].labels.numpy(), data["dev"].labels.numpy()
         record = {"run": args.run_name, "dataset": name, "epoch": epoch, **stats, "train_acc": accuracy(train_pred, train_gold),
                   "dev_acc": accuracy(dev_pred, dev_gold), "dev_f1": macro_f1(dev_pred, dev_gold)}
-        if record["dev_acc"] > best_dev:
-            best_dev = record["dev_acc"]
+        if stopper.update(record["dev_acc"], epoch):
             save_checkpoint(paths.best, {"model": trainable_state(model), "args": vars(args), "epoch": epoch})
         save_checkpoint(paths.last, {"model": trainable_state(model), "optimizer": optimizer.state_dict(),
-                                     "args": vars(args), "epoch": epoch, "best_dev": best_dev, "rng": rng_state()})
+                                     "scheduler": trainer.scheduler.state_dict(), "args": vars(args), "epoch": epoch,
+                                     "stopper": stopper.state_dict(), "rng": rng_state()})
         append_jsonl(paths.log, record)
         set_interrupt_hint(f"{name} epoch {epoch} is saved in {paths.last}; continue with the same flags plus "
                            f"--resume --run_name {args.run_name}")
         print(f"{name} epoch {epoch}: train loss {stats['train_loss']:.3f}, train acc {record['train_acc']:.3f}, "
               f"dev acc {record['dev_acc']:.3f}, dev f1 {record['dev_f1']:.3f}, {stats['seconds']:.0f}s, "
               + (f"{stats['tokens_per_s']:.0f} tokens/s" if not frozen else "head on cached features"))
+        if on_epoch is not None:
+            on_epoch(epoch, record["dev_acc"])
         barrier()
+        if stop_signal(stopper.should_stop):
+            print(f"{name}: {stopper.reason('dev accuracy')}")
+            append_jsonl(paths.log, {"run": args.run_name, "dataset": name, "stopped": stopper.reason("dev accuracy")})
+            break
 
     if not is_main():
         return None
@@ -184,11 +207,12 @@ def run_dataset(args, name, device):
 
 # Flags that must agree between an interrupted run and its resumption.
 RUN_DEFINING = {k: "--" + k for k in ("lr", "batch_size", "hidden_dropout_prob", "seed", "pretrained", "max_length",
-                                      "grad_accum", "weight_decay")} | {"fine_tune_mode": "--fine-tune-mode",
+                                      "grad_accum", "weight_decay", "epochs", "scheduler", "warmup_ratio",
+                                      "max_grad_norm", "llrd", "head_lr", "smart_weight", "patience")} | {"fine_tune_mode": "--fine-tune-mode",
                                                                          "bucket": "length bucketing (--no_bucket)"}
 
 
-def main(argv=None):
+def main(argv=None, on_epoch=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device, log=main_print)
@@ -208,7 +232,7 @@ def main(argv=None):
     results = []
     for name in args.datasets:
         t0 = time.perf_counter()
-        results.append(run_dataset(args, name, device))
+        results.append(run_dataset(args, name, device, on_epoch))
         main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
     return results
 

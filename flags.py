@@ -35,6 +35,8 @@ nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 positive_float = _number(float, lambda v: v > 0, "a number > 0")
 nonneg_float = _number(float, lambda v: v >= 0, "a number >= 0")
 probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
+fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
+llrd_factor = _number(float, lambda v: 0 < v <= 1, "a factor in (0, 1]")
 
 
 def add_speed_flags(ap):
@@ -50,6 +52,27 @@ def add_speed_flags(ap):
                    help="AdamW's reference per-tensor loop instead of multi-tensor foreach kernels")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients over this many batches")
+    return g
+
+
+def add_recipe_flags(ap):
+    """The training-recipe levers both pipelines share (schedule.py, trainer.py, smart.py)."""
+    from schedule import SCHEDULES
+    g = ap.add_argument_group("training recipe")
+    g.add_argument("--scheduler", choices=SCHEDULES, default="linear",
+                   help="learning rate after warm-up: constant (the handout), linear or cosine decay to 0")
+    g.add_argument("--warmup_ratio", type=fraction, default=0.1, help="share of all optimizer steps spent warming up")
+    g.add_argument("--max_grad_norm", type=nonneg_float, default=1.0, help="clip the global gradient norm (0: off)")
+    g.add_argument("--patience", type=nonneg_int, default=0,
+                   help="stop after this many epochs without a better dev score (0: never)")
+    g.add_argument("--llrd", type=llrd_factor, default=1.0,
+                   help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
+    g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
+    g.add_argument("--smart_weight", type=nonneg_float, default=0.0,
+                   help="SMART adversarial smoothness regulariser weight lambda_s (0: off)")
+    g.add_argument("--smart_eps", type=nonneg_float, default=1e-5, help="SMART's perturbation radius (inf-norm)")
+    g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size")
+    g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's projected ascent steps")
     return g
 
 

@@ -22,13 +22,13 @@ from bert import BertModel
 from datasets import TaskData, data_file, read_examples
 from evaluation import (MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_dev_scores,
                         write_predictions)
-from optimizer import AdamW
 from tokenizer import BertTokenizer
-from flags import (Parser, add_speed_flags, check_max_length, nonneg_float, positive_float, positive_int,
+from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, positive_float, positive_int,
                    probability)
 from precision import setup_precision
 from runs import check_outputs, open_run, publish
-from trainer import Trainer
+from smart import SmartRegularizer
+from trainer import EarlyStopping, build_trainer, stop_signal
 from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main,
                    load_trainable_state, main_print, maybe_compile, main_guard, require_same_flags, save_checkpoint,
                    seed_everything, set_interrupt_hint, trainable_state)
@@ -93,8 +93,14 @@ class MultitaskBERT(nn.Module):
 
 # ----------------------------------------------------------------------------- training
 
-def task_loss(weights):
-    def loss_fn(model, batch):
+# How SMART compares a task's perturbed and clean outputs (smart.divergence).
+OUTPUT_KIND = {"sst": "multiclass", "quora": "binary", "sts": "regression"}
+
+
+def task_loss(weights, smart=None):
+    """The weighted loss of a one-task batch, or {task: loss} for a batch holding every task (--sampler all);
+    SMART's smoothness term is added to each task's loss when a SmartRegularizer is given."""
+    def one(model, batch):
         task, y = batch["task"], batch["labels"]
         out = multitask_outputs(model, task, batch)
         if task == "sst":
@@ -103,7 +109,14 @@ def task_loss(weights):
             loss = F.binary_cross_entropy_with_logits(out, y.float())
         else:
             loss = F.mse_loss(out, y)
+        if smart is not None:
+            loss = loss + smart(model.bert, lambda: multitask_outputs(model, task, batch), out, OUTPUT_KIND[task])
         return weights[task] * loss
+
+    def loss_fn(model, batch):
+        if "parts" in batch:
+            return {task: one(model, part) for task, part in batch["parts"].items()}
+        return one(model, batch)
     return loss_fn
 
 
@@ -121,6 +134,8 @@ def task_schedule(sizes, mode, steps, epoch, epochs, rng, batch_size):
         return [t for t in tasks for _ in range(round(full[t] * scale))]
     if mode == "round-robin":
         return [tasks[i % len(tasks)] for i in range(steps)]
+    if mode == "all":  # one batch of every task per step: as many batches as the other samplers
+        return ["all"] * -(-steps // len(tasks))
     n = np.array([sizes[t] for t in tasks], dtype=np.float64)
     p = n if mode == "proportional" else n ** annealed_alpha(epoch, epochs)
     return list(rng.choice(tasks, size=steps, p=p / p.sum()))
@@ -178,11 +193,15 @@ def get_args(argv=None):
     ap.add_argument("--max_length", type=positive_int, default=128,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
+    add_recipe_flags(ap)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
     ap.add_argument("--sequential", action="store_true", help="train the tasks one after another each epoch")
-    ap.add_argument("--sampler", choices=["annealed", "proportional", "round-robin"], default="annealed")
+    ap.add_argument("--sampler", choices=["annealed", "proportional", "round-robin", "all"], default="annealed",
+                    help="all: one batch of every task in each optimizer step (losses summed, or PCGrad)")
+    ap.add_argument("--pcgrad", action="store_true",
+                    help="gradient surgery (Yu et al. 2020) on the per-task gradients; needs --sampler all")
     ap.add_argument("--steps_per_epoch", type=positive_int, default=None,
                     help="joint training steps per epoch (default: one pass's worth of batches over all tasks)")
     ap.add_argument("--loss_weights", type=nonneg_float, nargs=3, default=[1.0, 1.0, 1.0],
@@ -198,6 +217,12 @@ def get_args(argv=None):
     ap.add_argument("--results", default="predictions/multitask-results.csv",
                     help="every run appends a row here")
     args = ap.parse_args(argv)
+    if args.pcgrad and args.sampler != "all":
+        raise MinbertError("--pcgrad needs the gradients of every task in one step: add --sampler all")
+    if args.pcgrad and args.sequential:
+        raise MinbertError("--pcgrad cannot be combined with --sequential (one task at a time)")
+    if args.sampler == "all" and distributed()[1] > 1:
+        raise MinbertError("--sampler all (and --pcgrad) run in one process only; drop torchrun or pick another sampler")
     typed = {a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)}
     args.explicit = {k for k, flag in ARCH_FLAGS.items() if flag in typed}
     for task, prefix in FLAG_PREFIX.items():
@@ -273,14 +298,13 @@ def eval_only(args, device):
     return scores
 
 
-def train_multitask(args, device):
+def train_multitask(args, device, on_epoch=None):
+    """Train, keep the best dev mean, write the six files. `on_epoch(epoch, dev_mean)` is called after each
+    epoch's evaluation (sweep.py's pruner: it may raise to stop the run)."""
     t_start = time.perf_counter()
     seed_everything(args.seed)
     data = load_data(args, ("train", "dev", "test"))
     model = maybe_compile(MultitaskBERT(model_config(args)).to(device), args.compile)
-    optimizer = AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=args.weight_decay,
-                      foreach=args.foreach)
-    trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum)
     train = data["train"]
     sizes = {t: len(d) for t, d in train.items()}
     rank, world = distributed()
@@ -288,10 +312,14 @@ def train_multitask(args, device):
                for i, (t, d) in enumerate(train.items())}
     steps = args.steps_per_epoch or sum(-(-n // args.batch_size) for n in sizes.values())
     mode = "sequential" if args.sequential else args.sampler
-    loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)))
+    steps_per_epoch = len(task_schedule(sizes, mode, steps, 0, args.epochs, np.random.default_rng(0), args.batch_size))
+    trainer = build_trainer(model, args, device, steps_per_epoch, pcgrad=args.pcgrad)
+    smart = SmartRegularizer(args.smart_weight, args.smart_eps, args.smart_step, args.smart_steps) \
+        if args.smart_weight else None
+    loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)), smart)
     log_path = Path(args.checkpoint).with_suffix(".jsonl")
     set_interrupt_hint(None)
-    best, best_scores, best_epoch = -1.0, None, -1
+    stopper, best_scores = EarlyStopping(args.patience), None
     main_print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
           f"{args.fine_tune_mode}, {args.pretrained} on {device}" + (f", {world} processes" if world > 1 else "")
                + f"; train sizes {sizes}")
@@ -301,31 +329,44 @@ def train_multitask(args, device):
         rng = np.random.default_rng(args.seed * 1000 + epoch)
         schedule = task_schedule(sizes, mode, steps, epoch, args.epochs, rng, args.batch_size)
 
+        def next_batch(task):
+            batch = next(streams[task])
+            batch["task"] = task
+            return batch
+
         def batches():
             for task in schedule:
-                batch = next(streams[task])
-                batch["task"] = task
-                yield batch
+                yield ({"task": "all", "parts": {t: next_batch(t) for t in MULTITASK}} if task == "all"
+                       else next_batch(task))
         stats = trainer.run_epoch(batches(), loss_fn, len(schedule), desc=f"epoch {epoch}")
         if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
             barrier()
+            if stop_signal(False):
+                break
             continue
         scores, _ = model_eval_multitask(model, data["dev"], 64, device, args.amp)
         mean = multitask_mean(scores)
-        counts = {t: schedule.count(t) for t in MULTITASK}
+        counts = {t: schedule.count(t) + schedule.count("all") for t in MULTITASK}
         append_jsonl(log_path, {"epoch": epoch, **stats, "dev": scores, "dev_mean": mean, "batches": counts,
                                 "run": args.run_name})
         print(f"epoch {epoch}: loss {stats['train_loss']:.3f}, batches {counts}, dev {format_scores(scores)}, "
               f"{stats['seconds'] / 60:.1f} min, {stats['tokens_per_s']:.0f} tokens/s")
-        if mean > best:
-            best, best_scores, best_epoch = mean, scores, epoch
+        if stopper.update(mean, epoch):
+            best_scores = scores
             save_checkpoint(args.checkpoint, {"model": trainable_state(model), "args": vars(args), "epoch": epoch,
                                               "scores": scores})
-        set_interrupt_hint(f"the best model so far (epoch {best_epoch}, dev mean {best:.3f}) is in {args.checkpoint}; "
-                           f"score it with --eval_only {args.checkpoint} (a multitask run cannot resume)")
+        set_interrupt_hint(f"the best model so far (epoch {stopper.best_epoch}, dev mean {stopper.best:.3f}) is in "
+                           f"{args.checkpoint}; score it with --eval_only {args.checkpoint} (a multitask run cannot resume)")
+        if on_epoch is not None:
+            on_epoch(epoch, mean)
         barrier()
+        if stop_signal(stopper.should_stop):
+            print(stopper.reason("dev mean"))
+            append_jsonl(log_path, {"run": args.run_name, "stopped": stopper.reason("dev mean")})
+            break
     if not is_main():
         return None
+    best_epoch = stopper.best_epoch
     minutes = (time.perf_counter() - t_start) / 60
     state = load_checkpoint(args.checkpoint)
     load_trainable_state(model, state["model"], args.checkpoint)
@@ -358,7 +399,7 @@ def append_result(args, mode, s, best_epoch, minutes):
         w.writerow(row)
 
 
-def main(argv=None):
+def main(argv=None, on_epoch=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device, log=main_print)
@@ -372,7 +413,7 @@ def main(argv=None):
     else:  # an explicit path is reused as it is, as before run folders existed
         args.run_name = args.run_name or Path(args.checkpoint).parent.name
     check_outputs(dirs=[Path(args.checkpoint).parent], files=outputs + [args.checkpoint, args.results])
-    return train_multitask(args, device)
+    return train_multitask(args, device, on_epoch)
 
 
 if __name__ == "__main__":

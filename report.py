@@ -376,7 +376,7 @@ def results_view(path, out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
-    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.35 * len(rows)))
+    fig, ax = plt.subplots(figsize=(7, max(2.4, 0.9 + 0.35 * len(rows))))
     y = np.arange(len(rows))[::-1]
     ax.barh(y, [r["mean"] for r in rows], color="C0")
     for yi, r in zip(y, rows):

@@ -160,3 +160,26 @@ class _LossModule(torch.nn.Module):
 
     def forward(self, loss_fn, batch):
         return loss_fn(self.model, batch)
+
+
+def build_trainer(model, args, device, steps_per_epoch, pcgrad=False):
+    """AdamW over `model`'s trainable parameters (grouped by layer-wise rate when --llrd < 1), the
+    --scheduler over all of the run's optimizer steps, and the Trainer that steps them."""
+    from optimizer import AdamW
+    from schedule import make_scheduler, param_groups
+    groups = param_groups(model, args.lr, args.llrd, args.head_lr, args.weight_decay)
+    optimizer = AdamW(groups, lr=args.lr, weight_decay=args.weight_decay, foreach=args.foreach)
+    total = args.epochs * -(-steps_per_epoch // args.grad_accum)
+    scheduler = make_scheduler(optimizer, args.scheduler, args.warmup_ratio, total)
+    return Trainer(model, optimizer, device, args.amp, args.grad_accum, scheduler=scheduler,
+                   max_grad_norm=args.max_grad_norm, pcgrad=pcgrad, seed=args.seed)
+
+
+def stop_signal(stop):
+    """Rank 0's early-stopping decision, the same on every rank (a broadcast under DDP)."""
+    rank, world = distributed()
+    if world == 1:
+        return stop
+    flag = torch.tensor([int(stop)])
+    torch.distributed.broadcast(flag, src=0)
+    return bool(flag.item())

@@ -117,7 +117,17 @@ def test_resume_without_a_name_takes_the_newest_run(tmp_path, course_data, tiny_
     with pytest.raises(MinbertError, match="--resume: no classifier run to resume in runs/"):
         classifier.main(_part1_default_paths(course_data, tiny_model, "--resume"))
     monkeypatch.chdir(tmp_path)
-    classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "r1"))
+    real, calls = classifier.Trainer.run_epoch, []
+
+    def interrupted(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+    monkeypatch.setattr(classifier.Trainer, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "r1", "--epochs", "2"))
+    monkeypatch.setattr(classifier.Trainer, "run_epoch", real)
     capsys.readouterr()
     classifier.main(_part1_default_paths(course_data, tiny_model, "--resume", "--epochs", "2"))
     assert "resumed sst from runs/r1/full-model-sst-last.pt after epoch 0" in capsys.readouterr().out

@@ -1,0 +1,242 @@
+"""The training-recipe levers: schedules, clipping, early stopping, layer-wise lr decay, SMART, PCGrad."""
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import classifier
+import multitask_classifier as mt
+from optimizer import AdamW
+from pcgrad import project_conflicting
+from schedule import layer_depth, lr_factor, make_scheduler, param_groups
+from smart import SmartRegularizer, divergence, symmetric_kl
+from trainer import EarlyStopping, Trainer
+from utils import MinbertError
+
+
+# ----------------------------------------------------------------------------- schedules
+
+def test_schedule_values_at_known_steps():
+    # 100 steps, 10 of warm-up
+    assert lr_factor(0, "linear", 10, 100) == pytest.approx(0.1)
+    assert lr_factor(9, "linear", 10, 100) == pytest.approx(1.0)
+    assert lr_factor(10, "linear", 10, 100) == pytest.approx(1.0)
+    assert lr_factor(55, "linear", 10, 100) == pytest.approx(0.5)
+    assert lr_factor(100, "linear", 10, 100) == pytest.approx(0.0)
+    assert lr_factor(55, "cosine", 10, 100) == pytest.approx(0.5)
+    assert lr_factor(10 + 90 // 3, "cosine", 10, 100) == pytest.approx(0.5 * (1 + math.cos(math.pi / 3)))
+    assert lr_factor(4, "constant", 10, 100) == pytest.approx(0.5)
+    assert lr_factor(99, "constant", 10, 100) == 1.0
+    assert lr_factor(0, "constant", 0, 100) == 1.0  # the handout's plain constant rate
+
+
+def test_lambda_lr_on_our_adamw_steps_per_optimizer_step():
+    p = torch.nn.Parameter(torch.zeros(3))
+    opt = AdamW([p], lr=2e-3)
+    sched = make_scheduler(opt, "linear", 0.25, 8)  # 2 warm-up steps
+    seen = []
+    for _ in range(8):
+        seen.append(opt.param_groups[0]["lr"])
+        p.grad = torch.ones(3)
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([1e-3, 2e-3, 2e-3, 2e-3 * 5 / 6, 2e-3 * 4 / 6, 2e-3 * 3 / 6, 2e-3 * 2 / 6, 2e-3 / 6])
+
+
+def test_llrd_groups(tiny_model):
+    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", hidden_dropout_prob=0.0,
+                          num_labels=5)
+    model = classifier.BertSentimentClassifier(cfg)  # 2 layers
+    assert layer_depth("bert.bert_layers.1.interm_dense.weight", 2) == 0
+    assert layer_depth("bert.bert_layers.0.interm_dense.weight", 2) == 1
+    assert layer_depth("bert.word_embedding.weight", 2) == 2
+    assert layer_depth("classifier.weight", 2) == 0
+    groups = param_groups(model, 1e-3, llrd=0.5, head_lr=5e-3)
+    rate = {id(p): g["lr"] for g in groups for p in g["params"]}
+    assert rate[id(model.classifier.weight)] == 5e-3
+    assert rate[id(model.bert.bert_layers[1].out_dense.weight)] == pytest.approx(1e-3)
+    assert rate[id(model.bert.bert_layers[0].out_dense.weight)] == pytest.approx(5e-4)
+    assert rate[id(model.bert.word_embedding.weight)] == pytest.approx(2.5e-4)
+    assert rate[id(model.bert.pooler_dense.weight)] == pytest.approx(1e-3)
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    assert len(param_groups(model, 1e-3)) == 1  # llrd 1.0: one group, as before
+
+
+def test_clipping_bounds_the_global_gradient_norm():
+    model = torch.nn.Linear(4, 3)
+    t = Trainer(model, AdamW(model.parameters(), lr=0.0), torch.device("cpu"), max_grad_norm=0.5)
+    seen = {}
+
+    def spy(closure=None):
+        seen["norm"] = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+    t.optimizer.step = spy
+    batch = {"x": torch.randn(8, 4) * 100, "labels": torch.randint(0, 3, (8,)), "index": torch.arange(8)}
+    t.run_epoch(iter([batch]), lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]) * 100, total=1)
+    assert seen["norm"] == pytest.approx(0.5, rel=1e-4)
+
+
+def test_resume_with_a_scheduler_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model, monkeypatch):
+    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--batch_size", "8",
+              "--fine-tune-mode", "full-model", "--datasets", "sst", "--epochs", "3", "--lr", "1e-3",
+              "--scheduler", "cosine", "--warmup_ratio", "0.2", "--max_grad_norm", "1.0"]
+
+    def args(d):
+        return common + ["--checkpoint_dir", str(tmp_path / d / "ck"), "--predictions_dir", str(tmp_path / d / "pred")]
+    classifier.main(args("straight"))
+    real, calls = classifier.Trainer.run_epoch, []
+
+    def interrupted(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+    monkeypatch.setattr(classifier.Trainer, "run_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        classifier.main(args("resumed"))
+    monkeypatch.setattr(classifier.Trainer, "run_epoch", real)
+    classifier.main(args("resumed") + ["--resume"])
+
+    def log(d):
+        return [json.loads(l) for l in (tmp_path / d / "ck" / "full-model-sst-log.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in log("resumed")] == pytest.approx([r["lr"] for r in log("straight")])
+    assert log("straight")[0]["lr"] != log("straight")[2]["lr"]  # the schedule did move
+    for split in ("dev", "test"):
+        name = f"full-model-sst-{split}-out.csv"
+        assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
+
+
+# ----------------------------------------------------------------------------- early stopping
+
+def test_early_stopping_on_a_scripted_score_sequence():
+    stop = EarlyStopping(patience=2)
+    scores = [0.50, 0.60, 0.58, 0.61, 0.60, 0.59, 0.70]
+    stopped_after = None
+    for epoch, s in enumerate(scores):
+        stop.update(s, epoch)
+        if stop.should_stop:
+            stopped_after = epoch
+            break
+    assert stopped_after == 5 and stop.best_epoch == 3 and stop.best == 0.61
+    assert "not improved for 2 epoch(s) since epoch 3" in stop.reason()
+    never = EarlyStopping(patience=0)
+    for epoch, s in enumerate([0.5, 0.4, 0.3, 0.2]):
+        never.update(s, epoch)
+    assert not never.should_stop
+
+
+def test_multitask_stops_early_and_keeps_the_best_epoch(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    script = iter([0.5, 0.7, 0.6, 0.65, 0.9, 0.9])
+    real = mt.model_eval_multitask
+
+    def scripted(model, data, *a, **kw):
+        scores, preds = real(model, data, *a, **kw)
+        if "raw" in kw:  # the final scoring, for the files: real scores
+            return scores, preds
+        m = next(script)
+        return {"sst": m, "quora": m, "sts": 2 * m - 1}, preds
+    monkeypatch.setattr(mt, "model_eval_multitask", scripted)
+    ck = tmp_path / "ck" / "mt.pt"
+    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
+    mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "6", "--batch_size", "8",
+             "--patience", "2", "--checkpoint", str(ck), "--results", str(tmp_path / "r.csv"), *outs])
+    out = capsys.readouterr().out
+    assert "stopping early: the dev mean has not improved for 2 epoch(s) since epoch 1" in out
+    log = [json.loads(l) for l in ck.with_suffix(".jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if "epoch" in r] == [0, 1, 2, 3] and "stopped" in log[-1]
+    assert torch.load(ck, weights_only=False)["epoch"] == 1
+
+
+# ----------------------------------------------------------------------------- SMART
+
+def _sst_model(tiny_model):
+    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", hidden_dropout_prob=0.0,
+                          num_labels=5)
+    return classifier.BertSentimentClassifier(cfg).eval()  # no dropout: the only noise is SMART's
+
+
+def test_smart_is_zero_at_eps_0_and_positive_otherwise(tiny_model):
+    model = _sst_model(tiny_model)
+    ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
+    mask = (ids != 0).long()
+    run = lambda: model(ids, mask)  # noqa: E731
+    clean = run()
+    zero = SmartRegularizer(1.0, eps=0.0, step_size=1e-3, steps=2)(model.bert, run, clean, "multiclass")
+    assert zero.item() == pytest.approx(0.0, abs=1e-10)
+    reg = SmartRegularizer(1.0, eps=0.5, step_size=0.5, steps=2)(model.bert, run, clean, "multiclass")
+    assert reg.item() > 1e-6
+    assert model.bert.perturb is None  # the hook is removed after use
+    model.zero_grad()
+    reg.backward()
+    g = model.bert.word_embedding.weight.grad
+    assert g is not None and g.abs().sum() > 0  # the regulariser's gradient reaches the embeddings
+
+
+def test_smart_ascent_increases_the_divergence(tiny_model):
+    model = _sst_model(tiny_model)
+    ids = torch.tensor([[2, 7, 9, 11, 3]])
+    run = lambda: model(ids, torch.ones_like(ids))  # noqa: E731
+    clean = run()
+    torch.manual_seed(0)
+    random_only = SmartRegularizer(1.0, eps=0.3, step_size=0.0, steps=1, noise_std=0.3)(model.bert, run, clean,
+                                                                                         "multiclass")
+    torch.manual_seed(0)
+    ascended = SmartRegularizer(1.0, eps=0.3, step_size=0.3, steps=3, noise_std=0.3)(model.bert, run, clean,
+                                                                                     "multiclass")
+    assert ascended.item() > random_only.item()
+
+
+def test_divergences():
+    p, q = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([[0.0, 1.0, 0.5]])
+    P, Q = p.softmax(-1), q.softmax(-1)
+    expected = (P * (P / Q).log()).sum() + (Q * (Q / P).log()).sum()
+    assert symmetric_kl(p, q).item() == pytest.approx(expected.item(), rel=1e-5)
+    zp, zq = torch.tensor([1.5]), torch.tensor([-0.5])
+    a, b = torch.sigmoid(zp), torch.sigmoid(zq)
+    bern = a * (a / b).log() + (1 - a) * ((1 - a) / (1 - b)).log() + b * (b / a).log() + (1 - b) * ((1 - b) / (1 - a)).log()
+    assert divergence(zp, zq, "binary").item() == pytest.approx(bern.item(), rel=1e-5)
+    assert divergence(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0]), "regression").item() == pytest.approx(2.5)
+
+
+# ----------------------------------------------------------------------------- PCGrad
+
+def test_pcgrad_projects_conflicting_gradients_as_the_paper_says():
+    g1, g2 = torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1.0])  # g1 . g2 = -1: a conflict
+    out = project_conflicting([g1, g2], torch.Generator().manual_seed(0))
+    p1 = g1 - (g1 @ g2) / (g2 @ g2) * g2  # [0.5, 0.5]
+    p2 = g2 - (g2 @ g1) / (g1 @ g1) * g1  # [0, 1]
+    torch.testing.assert_close(out, p1 + p2)
+    torch.testing.assert_close(p1 @ g2, torch.tensor(0.0))  # on the normal plane of the other gradient
+
+
+def test_pcgrad_leaves_non_conflicting_gradients_unchanged():
+    g = [torch.tensor([1.0, 2.0, 0.0]), torch.tensor([0.5, 0.0, 1.0]), torch.tensor([0.0, 1.0, 1.0])]
+    torch.testing.assert_close(project_conflicting(g), g[0] + g[1] + g[2])
+
+
+@pytest.mark.parametrize("extra", [["--sampler", "all"], ["--sampler", "all", "--pcgrad"],
+                                   ["--smart_weight", "1.0", "--smart_eps", "1e-3"],
+                                   ["--pair_encoding", "siamese", "--smart_weight", "1.0"]])
+def test_multitask_runs_with_every_lever(tmp_path, course_data, tiny_model, extra):
+    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
+    scores = mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
+                      "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--llrd", "0.8",
+                      "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results", str(tmp_path / "r.csv"),
+                      *outs, *extra])
+    assert set(scores) == {"sst", "quora", "sts"} and all(math.isfinite(v) for v in scores.values())
+    log = [json.loads(l) for l in (tmp_path / "ck" / "mt.jsonl").read_text().splitlines()]
+    if "--pcgrad" in extra:
+        assert all("pcgrad_conflicts" in r for r in log)
+    if "all" in extra:
+        assert log[0]["batches"]["sst"] == log[0]["batches"]["quora"] == log[0]["batches"]["sts"]
+
+
+def test_pcgrad_needs_the_all_sampler():
+    with pytest.raises(MinbertError, match="--pcgrad needs the gradients of every task in one step"):
+        mt.get_args(["--pcgrad"])
+
+
+def test_smart_refuses_cached_features():
+    with pytest.raises(MinbertError, match="last-linear-layer trains on cached"):
+        classifier.get_args(["--smart_weight", "1", "--fine-tune-mode", "last-linear-layer"])
