@@ -220,3 +220,18 @@ def course_data(tmp_path):
 def tiny_model(tmp_path):
     folder, _ = make_hf_checkpoint(tmp_path / "tiny-bert")
     return folder
+
+
+def interrupt_second_epoch(monkeypatch):
+    """Make Trainer.run_epoch raise KeyboardInterrupt on its second call (the machine goes away during the
+    second epoch); returns a function that puts the real one back."""
+    from trainer import Trainer
+    real, calls = Trainer.run_epoch, []
+
+    def interrupted(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
+    return lambda: monkeypatch.setattr(Trainer, "run_epoch", real)

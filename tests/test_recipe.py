@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import classifier
+from conftest import interrupt_second_epoch
 import multitask_classifier as mt
 from optimizer import AdamW
 from pcgrad import project_conflicting
@@ -85,17 +86,10 @@ def test_resume_with_a_scheduler_equals_an_uninterrupted_run(tmp_path, course_da
     def args(d):
         return common + ["--checkpoint_dir", str(tmp_path / d / "ck"), "--predictions_dir", str(tmp_path / d / "pred")]
     classifier.main(args("straight"))
-    real, calls = classifier.Trainer.run_epoch, []
-
-    def interrupted(self, *a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, *a, **kw)
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", interrupted)
+    restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         classifier.main(args("resumed"))
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", real)
+    restore()
     classifier.main(args("resumed") + ["--resume"])
 
     def log(d):

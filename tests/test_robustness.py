@@ -12,7 +12,7 @@ import torch
 import classifier
 import multitask_classifier as mt
 import precision
-from conftest import ROOT
+from conftest import ROOT, interrupt_second_epoch
 from utils import MinbertError, main_guard, set_interrupt_hint
 
 CPU = torch.device("cpu")
@@ -117,17 +117,10 @@ def test_resume_without_a_name_takes_the_newest_run(tmp_path, course_data, tiny_
     with pytest.raises(MinbertError, match="--resume: no classifier run to resume in runs/"):
         classifier.main(_part1_default_paths(course_data, tiny_model, "--resume"))
     monkeypatch.chdir(tmp_path)
-    real, calls = classifier.Trainer.run_epoch, []
-
-    def interrupted(self, *a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, *a, **kw)
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", interrupted)
+    restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "r1", "--epochs", "2"))
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", real)
+    restore()
     capsys.readouterr()
     classifier.main(_part1_default_paths(course_data, tiny_model, "--resume", "--epochs", "2"))
     assert "resumed sst from runs/r1/full-model-sst-last.pt after epoch 0" in capsys.readouterr().out
@@ -203,14 +196,7 @@ def test_an_output_folder_that_is_a_file_fails_before_training(tmp_path, course_
 
 def test_ctrl_c_is_one_line_naming_the_checkpoint_and_how_to_resume(tmp_path, course_data, tiny_model, monkeypatch,
                                                                      capsys):
-    real, calls = classifier.Trainer.run_epoch, []
-
-    def interrupted(self, *a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, *a, **kw)
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", interrupted)
+    restore = interrupt_second_epoch(monkeypatch)
     args = _part1(tmp_path, course_data, tiny_model, "--datasets", "sst", "--fine-tune-mode", "full-model")
     with pytest.raises(SystemExit) as e:
         main_guard(lambda: classifier.main(args))
