@@ -14,8 +14,8 @@ from bert import BertModel
 from datasets import TASKS, TaskData, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from tokenizer import BertTokenizer
-from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, positive_float, positive_int,
-                   nonneg_float, probability)
+from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, parse_with_recipe,
+                   positive_float, positive_int, probability)
 from precision import setup_precision
 from runs import check_outputs, open_run, publish
 from smart import SmartRegularizer
@@ -63,12 +63,17 @@ def classification_loss(smart=None):
     return loss_fn
 
 
+# full-model's default learning rate: the best measured on MiniLM (README), and the handout's.
+FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
+
+
 def get_args(argv=None):
     ap = Parser(description=__doc__)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
                     default="last-linear-layer")
     ap.add_argument("--lr", type=positive_float, default=None,
-                    help="default 1e-3 for last-linear-layer, 1e-5 for full-model")
+                    help=f"default 1e-3 for last-linear-layer; for full-model {FULL_MODEL_LR['best']:g} "
+                         f"(--recipe handout: {FULL_MODEL_LR['handout']:g})")
     ap.add_argument("--use_gpu", action="store_true")
     ap.add_argument("--batch_size", type=positive_int, default=8)
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3)
@@ -91,9 +96,9 @@ def get_args(argv=None):
                     help="where the leaderboard files of this run are copied (the run folder keeps its own)")
     ap.add_argument("--resume", action="store_true",
                     help="continue from the last completed epoch's checkpoint (of --run_name, else the newest run)")
-    args = ap.parse_args(argv)
+    args = parse_with_recipe(ap, argv, {})
     if args.lr is None:
-        args.lr = 1e-3 if args.fine_tune_mode == "last-linear-layer" else 1e-5
+        args.lr = {"last-linear-layer": 1e-3, "full-model": FULL_MODEL_LR[args.recipe]}[args.fine_tune_mode]
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")

@@ -55,14 +55,25 @@ def add_speed_flags(ap):
     return g
 
 
-def add_recipe_flags(ap):
-    """The training-recipe levers both pipelines share (schedule.py, trainer.py, smart.py)."""
+# The handout's plain training: a constant learning rate, no warm-up, no clipping.
+HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0}
+
+
+def add_recipe_flags(ap, scheduler="linear", warmup_ratio=0.1, max_grad_norm=1.0):
+    """The training-recipe levers both pipelines share (schedule.py, trainer.py, smart.py), and
+    `--recipe handout`, which puts every default back to the handout's plain values."""
     from schedule import SCHEDULES
     g = ap.add_argument_group("training recipe")
-    g.add_argument("--scheduler", choices=SCHEDULES, default="linear",
+    g.add_argument("--recipe", choices=["best", "handout"], default="best",
+                   help="defaults: best (the recipe measured best, see README) or handout (its plain values: "
+                        "constant lr, no warm-up or clipping, its lr, batch size, dropout and fine-tune mode); "
+                        "flags given explicitly win either way")
+    g.add_argument("--scheduler", choices=SCHEDULES, default=scheduler,
                    help="learning rate after warm-up: constant (the handout), linear or cosine decay to 0")
-    g.add_argument("--warmup_ratio", type=fraction, default=0.1, help="share of all optimizer steps spent warming up")
-    g.add_argument("--max_grad_norm", type=nonneg_float, default=1.0, help="clip the global gradient norm (0: off)")
+    g.add_argument("--warmup_ratio", type=fraction, default=warmup_ratio,
+                   help="share of all optimizer steps spent warming up")
+    g.add_argument("--max_grad_norm", type=nonneg_float, default=max_grad_norm,
+                   help="clip the global gradient norm (0: off)")
     g.add_argument("--patience", type=nonneg_int, default=0,
                    help="stop after this many epochs without a better dev score (0: never)")
     g.add_argument("--llrd", type=llrd_factor, default=1.0,
@@ -74,6 +85,15 @@ def add_recipe_flags(ap):
     g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size")
     g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's projected ascent steps")
     return g
+
+
+def parse_with_recipe(ap, argv, handout_defaults):
+    """parse_args, with the handout's defaults in force when `--recipe handout` is given."""
+    import sys
+    given = list(sys.argv[1:] if argv is None else argv)
+    if "--recipe=handout" in given or any(a == "--recipe" and b == "handout" for a, b in zip(given, given[1:])):
+        ap.set_defaults(**HANDOUT_RECIPE, **handout_defaults)
+    return ap.parse_args(given)
 
 
 def check_max_length(max_length, pretrained):

@@ -234,3 +234,16 @@ def test_pcgrad_needs_the_all_sampler():
 def test_smart_refuses_cached_features():
     with pytest.raises(MinbertError, match="last-linear-layer trains on cached"):
         classifier.get_args(["--smart_weight", "1", "--fine-tune-mode", "last-linear-layer"])
+
+
+def test_handout_recipe_is_one_flag_away():
+    best, plain = mt.get_args([]), mt.get_args(["--recipe", "handout"])
+    assert (best.fine_tune_mode, best.batch_size, best.lr, best.hidden_dropout_prob) == ("full-model", 32, 5e-5, 0.1)
+    assert (plain.fine_tune_mode, plain.batch_size, plain.lr, plain.hidden_dropout_prob) == \
+        ("last-linear-layer", 8, 1e-5, 0.3)
+    assert (plain.scheduler, plain.warmup_ratio, plain.max_grad_norm) == ("constant", 0.0, 0.0)
+    assert mt.get_args(["--recipe=handout", "--lr", "3e-5"]).lr == 3e-5  # explicit flags win
+    p1, h1 = classifier.get_args(["--fine-tune-mode", "full-model"]), \
+        classifier.get_args(["--fine-tune-mode", "full-model", "--recipe", "handout"])
+    assert p1.lr == classifier.FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm) == ("linear", 1.0)
+    assert h1.lr == 1e-5 and (h1.scheduler, h1.warmup_ratio, h1.max_grad_norm) == ("constant", 0.0, 0.0)
