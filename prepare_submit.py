@@ -44,7 +44,8 @@ def build(root=".", part="auto", out=None):
     if bad:
         raise MinbertError(f"not zipping, Part {' and '.join(chosen)} needs: " + ", ".join(bad))
     files = sorted(p for p in root.glob("*.py")) + sorted(
-        p for p in (root / "predictions").iterdir() if p.is_file() and not p.name.startswith("."))
+        p for p in (root / "predictions").iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.suffix != ".npz")  # raw dev scores are not for the zip
     out = Path(out) if out else root / ZIP_NAME
 
     def write(fp):

@@ -76,6 +76,8 @@ def _project(tmp_path, names):
         (tmp_path / f).write_text("# code\n")
     (tmp_path / "notes.txt").write_text("not code")
     (tmp_path / "predictions" / ".gitkeep").write_text("")
+    (tmp_path / "predictions" / ".sources.json").write_text("{}")  # which run each file came from
+    (tmp_path / "predictions" / "sst-dev-scores.npz").write_bytes(b"raw dev outputs")
     for n in names:
         (tmp_path / "predictions" / n).write_text("id , Predicted_Sentiment\nab , 1\n")
     return tmp_path
