@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 
 from config import BertConfig, ConfigError
-from utils import MinbertError, cache_dir, resolve_pretrained
+from hub import cache_dir, resolve_pretrained
+from utils import MinbertError
 
 # HF checkpoint name (after the optional 'bert.' prefix, with gamma/beta renamed) -> our name.
 # One table: reading it top to bottom tells where every pretrained tensor lands.

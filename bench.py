@@ -29,7 +29,8 @@ from optimizer import AdamW
 from tokenizer import BertTokenizer
 from flags import Parser, nonneg_int, positive_int
 from precision import AMP_CHOICES, autocast, cpu_capability, device_kind, native_precisions, resolve_amp
-from utils import MinbertError, get_device, main_guard, resolve_pretrained, to_device
+from hub import resolve_pretrained
+from utils import MinbertError, get_device, main_guard, to_device
 
 CONFIGS = {
     "base": {},

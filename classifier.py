@@ -19,7 +19,7 @@ from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, 
 from precision import setup_precision
 from runs import check_outputs, open_run, publish
 from smart import SmartRegularizer
-from trainer import EarlyStopping, Trainer, build_trainer, stop_signal
+from trainer import EarlyStopping, build_trainer, stop_signal
 from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main, load_trainable_state,
                    main_print, maybe_compile, main_guard, require_same_flags, rng_state, save_checkpoint,
                    seed_everything, set_interrupt_hint, set_rng_state, trainable_state)

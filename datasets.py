@@ -8,14 +8,14 @@ import csv
 import math
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from utils import DownloadError, MinbertError, download, git_blob_id, main_guard, main_print
+from hub import DownloadError, download
+from utils import MinbertError, git_blob_id, main_guard, main_print
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
 

@@ -100,7 +100,7 @@ def check_max_length(max_length, pretrained):
     """--max_length must fit the checkpoint's position embeddings: refused at start, not when a long row
     arrives mid-epoch."""
     from config import BertConfig, ConfigError
-    from utils import resolve_pretrained
+    from hub import resolve_pretrained
     ckpt = resolve_pretrained(pretrained).require("config")
     try:
         limit = BertConfig.from_json_file(ckpt.config).max_position_embeddings

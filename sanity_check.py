@@ -12,7 +12,8 @@ from math import erf, sqrt
 
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
-from utils import MinbertError, main_guard, resolve_pretrained
+from hub import resolve_pretrained
+from utils import MinbertError, main_guard
 
 INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
 ATOL, RTOL = 1e-5, 1e-3

@@ -3,7 +3,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from utils import MinbertError, resolve_pretrained
+from hub import resolve_pretrained
+from utils import MinbertError
 
 
 class BertTokenizer:

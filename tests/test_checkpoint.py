@@ -6,7 +6,8 @@ import torch
 from base_bert import hf_to_ours
 from bert import BertModel
 from conftest import make_hf_checkpoint, needs_minilm, tiny_config
-from utils import MinbertError, resolve_pretrained
+from hub import resolve_pretrained
+from utils import MinbertError
 
 REPO = "/google-bert/bert-base-uncased/resolve/main"
 

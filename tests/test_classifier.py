@@ -6,7 +6,7 @@ import torch
 
 import classifier
 import evaluation
-from conftest import ROOT
+from conftest import ROOT, interrupt_second_epoch
 from datasets import read_examples
 from utils import MinbertError
 
@@ -40,7 +40,6 @@ def test_both_modes_end_to_end(tmp_path, course_data, tiny_model, mode, capsys):
 
 def test_last_linear_layer_keeps_bert_frozen(tmp_path, course_data, tiny_model):
     from types import SimpleNamespace
-    from bert import BertModel
     cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="last-linear-layer", hidden_dropout_prob=0.3,
                           num_labels=5)
     m = classifier.BertSentimentClassifier(cfg)
@@ -73,27 +72,20 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, t
     common = ("--fine-tune-mode", "full-model", "--datasets", "sst", "--epochs", "3")
     classifier.main(_args(tmp_path / "straight", course_data, tiny_model, *common))
 
-    real_run, calls = classifier.Trainer.run_epoch, []
-
-    def interrupted(self, *a, **kw):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt  # the machine goes away during the second epoch
-        return real_run(self, *a, **kw)
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", interrupted)
+    restore = interrupt_second_epoch(monkeypatch)
     args = _args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume")
     with pytest.raises(KeyboardInterrupt):
         classifier.main(args)
     last = tmp_path / "resumed" / "ck" / "full-model-sst-last.pt"
     assert torch.load(last, weights_only=False)["epoch"] == 0
     assert not list((tmp_path / "resumed" / "ck").glob("*.tmp"))
-    monkeypatch.setattr(classifier.Trainer, "run_epoch", real_run)
+    restore()
     classifier.main(args)
     for split in ("dev", "test"):
         name = f"full-model-sst-{split}-out.csv"
         assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
     with pytest.raises(MinbertError, match=r"another configuration: --lr"):
-        classifier.main(args + ["--lr", "1e-4"])
+        classifier.main(args + ["--lr", "3e-4"])
 
 
 def test_interrupted_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypatch):

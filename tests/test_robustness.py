@@ -4,7 +4,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -196,7 +195,7 @@ def test_an_output_folder_that_is_a_file_fails_before_training(tmp_path, course_
 
 def test_ctrl_c_is_one_line_naming_the_checkpoint_and_how_to_resume(tmp_path, course_data, tiny_model, monkeypatch,
                                                                      capsys):
-    restore = interrupt_second_epoch(monkeypatch)
+    interrupt_second_epoch(monkeypatch)
     args = _part1(tmp_path, course_data, tiny_model, "--datasets", "sst", "--fine-tune-mode", "full-model")
     with pytest.raises(SystemExit) as e:
         main_guard(lambda: classifier.main(args))
@@ -257,7 +256,7 @@ def test_damaged_weights_in_the_cache_may_be_downloaded_again(tmp_path, monkeypa
 
 
 def test_a_failed_hub_download_leaves_no_empty_cache_folder(tmp_path, file_server, monkeypatch):
-    from utils import resolve_pretrained
+    from hub import resolve_pretrained
     monkeypatch.setenv("MINBERT_HF_ENDPOINT", file_server.url)
     monkeypatch.delenv("MINBERT_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
