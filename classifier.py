@@ -17,7 +17,7 @@ from tokenizer import BertTokenizer
 from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, parse_with_recipe,
                    positive_float, positive_int, probability)
 from precision import setup_precision
-from runs import check_outputs, open_run, publish
+from runs import check_outputs, publish, run_folder
 from smart import SmartRegularizer
 from trainer import EarlyStopping, build_trainer, stop_signal
 from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main, load_trainable_state,
@@ -222,12 +222,7 @@ def main(argv=None, on_epoch=None):
     device = get_device(args.use_gpu)
     setup_precision(args, device, log=main_print)
     check_max_length(args.max_length, args.pretrained)
-    prefix = "classifier"
-    if args.checkpoint_dir:  # an explicit folder is used as it is, as before run folders existed
-        args.run_dir = Path(args.checkpoint_dir)
-        args.run_name = args.run_name or args.run_dir.name
-    else:
-        args.run_dir = open_run(args, prefix, resumable=lambda d: any(d.glob("*-last.pt")))
+    args.run_dir = run_folder(args, "classifier", args.checkpoint_dir, resumable=lambda d: any(d.glob("*-last.pt")))
     stems = [f"{args.fine_tune_mode}-{n}" for n in args.datasets]
     check_outputs(dirs=[args.run_dir, args.predictions_dir],
                   files=[Path(args.predictions_dir) / f"{s}-{x}-out.csv" for s in stems for x in ("dev", "test")])

@@ -26,7 +26,7 @@ from tokenizer import BertTokenizer
 from flags import (Parser, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, positive_float, positive_int,
                    probability)
 from precision import setup_precision
-from runs import check_outputs, open_run, publish
+from runs import check_outputs, publish, run_folder
 from smart import SmartRegularizer
 from trainer import EarlyStopping, build_trainer, stop_signal
 from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barrier, distributed, is_main,
@@ -413,9 +413,9 @@ def main(argv=None, on_epoch=None):
         return eval_only(args, device)
     check_max_length(args.max_length, args.pretrained)
     if args.checkpoint is None:
-        args.checkpoint = str(open_run(args, "multitask") / "multitask.pt")
-    else:  # an explicit path is reused as it is, as before run folders existed
-        args.run_name = args.run_name or Path(args.checkpoint).parent.name
+        args.checkpoint = str(run_folder(args, "multitask") / "multitask.pt")
+    else:
+        run_folder(args, "multitask", Path(args.checkpoint).parent)
     check_outputs(dirs=[Path(args.checkpoint).parent], files=outputs + [args.checkpoint, args.results])
     return train_multitask(args, device, on_epoch)
 

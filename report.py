@@ -117,8 +117,8 @@ def load_scores(path):
 
 # ----------------------------------------------------------------------------- figures
 
-def _save(fig, path):
-    fig.tight_layout()
+def _save(fig, path, rect=(0, 0, 1, 1)):
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
@@ -144,13 +144,10 @@ def plot_curves(runs, path, title):
         ax.xaxis.get_major_locator().set_params(integer=True)
     fig.suptitle(f"{title} (star: best dev epoch, the one kept)", fontsize=11)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    if len(runs) > 1:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, 0.08 + 0.04 * ((len(runs) - 1) // 4), 1, 1))
-        fig.savefig(path, dpi=DPI)
-        plt.close(fig)
-        return path
-    return _save(fig, path)
+    if len(runs) == 1:
+        return _save(fig, path)
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(runs), 4), fontsize=8, frameon=False)
+    return _save(fig, path, rect=(0, 0.08 + 0.04 * ((len(runs) - 1) // 4), 1, 1))  # room for the legend
 
 
 def confusion(gold, pred, n):

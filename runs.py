@@ -44,6 +44,15 @@ def open_run(args, prefix, root=RUNS_ROOT, resumable=lambda d: True):
     return folder
 
 
+def run_folder(args, prefix, explicit=None, resumable=lambda d: True):
+    """The folder a run writes into: an explicit folder the user named is used as it is (as before run
+    folders existed); otherwise a new (or resumed) one under runs/ from open_run."""
+    if explicit:
+        args.run_name = args.run_name or Path(explicit).name
+        return Path(explicit)
+    return open_run(args, prefix, resumable=resumable)
+
+
 def check_outputs(dirs=(), files=()):
     """Fail before training, not after it, when an output cannot be written: a folder that is a file,
     a file that is a folder, or a parent that is a file."""

@@ -84,18 +84,18 @@ class Trainer:
             batch = to_device(batch, self.device)
             with autocast(self.device, self.amp):
                 loss = self.loss_module(loss_fn, batch)
-            if isinstance(loss, dict):  # one batch of every task in this step
-                if self.pcgrad:
-                    self.conflicts += pcgrad_backward([l / self.grad_accum for l in loss.values()], self.params,
-                                                      self.scaler, self.generator)
+            if isinstance(loss, dict) and self.pcgrad:  # every task's batch in this step: gradient surgery
+                self.conflicts += pcgrad_backward([l / self.grad_accum for l in loss.values()], self.params,
+                                                  self.scaler, self.generator)
                 loss = sum(loss.values())
-                weight = 1.0  # DDP is refused for these steps, so no rank weighting
             else:
-                # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
-                # weight makes the result the global batch's mean even when the last batch splits unevenly.
-                weight = 0.0 if batch.get("ghost") else (
-                    len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
-            if not (self.pcgrad and "parts" in batch):
+                if isinstance(loss, dict):  # every task's batch, losses summed (one process only: weight 1)
+                    loss, weight = sum(loss.values()), 1.0
+                else:
+                    # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
+                    # weight makes the result the global batch's mean even when the last batch splits unevenly.
+                    weight = 0.0 if batch.get("ghost") else (
+                        len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
                 self.scaler.scale(loss * (weight / self.grad_accum)).backward()
             loss_sum += loss.detach().float()
             steps += 1
