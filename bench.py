@@ -109,13 +109,14 @@ def hf_model(args, cfg):
         raise MinbertError("--hf needs the transformers package (pip install transformers); "
                            "it is a reference for timing only, not a requirement") from None
     if args.pretrained:
-        return transformers.BertModel.from_pretrained(str(resolve_pretrained(args.pretrained).folder))
+        # fp32 master weights whatever the file holds (transformers 5 keeps a checkpoint's own dtype)
+        return transformers.BertModel.from_pretrained(str(resolve_pretrained(args.pretrained).folder)).float()
     return transformers.BertModel(transformers.BertConfig(**cfg.to_dict()))
 
 
-def run(args, device, fast, tokenizer, cfg, label, hf=False):
+def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
     """Time the training step and inference for one set of switches; returns a dict of medians."""
-    amp = args.amp if fast else "none"
+    amp = amp or (args.amp if fast else "none")
     cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=args.attn if fast else "explicit")
     torch.manual_seed(0)
     if hf:
@@ -222,6 +223,8 @@ def main():
         runs.append(run(args, device, False, tokenizer, cfg, "baseline"))
     if args.hf:
         runs.append(run(args, device, False, tokenizer, cfg, "hf", hf=True))
+        if args.amp != "none":  # HF as its Trainer runs it with --bf16/--fp16: same autocast as ours
+            runs.append(run(args, device, False, tokenizer, cfg, "hf-amp", hf=True, amp=args.amp))
     model_name = args.pretrained or f"random {args.config}"
     kind = device_kind(device)
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
@@ -244,7 +247,8 @@ def main():
            "precision": "fp32" if args.amp == "none" else args.amp, "precision_why": why,
            "torch_threads": torch.get_num_threads(), "matmul_peak_flop_per_s": peaks, "runs": runs}
     by = {r["label"]: r for r in runs}
-    for other, what in (("baseline", "all fast paths vs all off"), ("hf", "all fast paths vs HF transformers")):
+    for other, what in (("baseline", "all fast paths vs all off"), ("hf", "all fast paths vs HF transformers"),
+                        ("hf-amp", "all fast paths vs HF transformers in the same precision")):
         if other in by:
             ratio = {n: by["fast"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train", "infer")}
             out[f"speedup_vs_{other}"] = ratio
