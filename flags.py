@@ -56,10 +56,10 @@ def add_speed_flags(ap):
 
 
 # The handout's plain training: a constant learning rate, no warm-up, no clipping.
-HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0}
+HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0}
 
 
-def add_recipe_flags(ap, scheduler="linear", warmup_ratio=0.1, max_grad_norm=1.0):
+def add_recipe_flags(ap, scheduler="linear", warmup_ratio=0.1, max_grad_norm=1.0, smart_weight=0.0):
     """The training-recipe levers both pipelines share (schedule.py, trainer.py, smart.py), and
     `--recipe handout`, which puts every default back to the handout's plain values."""
     from schedule import SCHEDULES
@@ -79,7 +79,7 @@ def add_recipe_flags(ap, scheduler="linear", warmup_ratio=0.1, max_grad_norm=1.0
     g.add_argument("--llrd", type=llrd_factor, default=1.0,
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
-    g.add_argument("--smart_weight", type=nonneg_float, default=0.0,
+    g.add_argument("--smart_weight", type=nonneg_float, default=smart_weight,
                    help="SMART adversarial smoothness regulariser weight lambda_s (0: off)")
     g.add_argument("--smart_eps", type=nonneg_float, default=1e-5, help="SMART's perturbation radius (inf-norm)")
     g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size")

@@ -238,10 +238,11 @@ def test_smart_refuses_cached_features():
 
 def test_handout_recipe_is_one_flag_away():
     best, plain = mt.get_args([]), mt.get_args(["--recipe", "handout"])
-    assert (best.fine_tune_mode, best.batch_size, best.lr, best.hidden_dropout_prob) == ("full-model", 32, 5e-5, 0.1)
+    assert (best.fine_tune_mode, best.batch_size, best.lr, best.hidden_dropout_prob) == ("full-model", 32, 1e-4, 0.1)
+    assert (best.scheduler, best.warmup_ratio, best.max_grad_norm, best.smart_weight) == ("linear", 0.1, 0.0, 1.0)
     assert (plain.fine_tune_mode, plain.batch_size, plain.lr, plain.hidden_dropout_prob) == \
         ("last-linear-layer", 8, 1e-5, 0.3)
-    assert (plain.scheduler, plain.warmup_ratio, plain.max_grad_norm) == ("constant", 0.0, 0.0)
+    assert (plain.scheduler, plain.warmup_ratio, plain.max_grad_norm, plain.smart_weight) == ("constant", 0.0, 0.0, 0.0)
     assert mt.get_args(["--recipe=handout", "--lr", "3e-5"]).lr == 3e-5  # explicit flags win
     p1, h1 = classifier.get_args(["--fine-tune-mode", "full-model"]), \
         classifier.get_args(["--fine-tune-mode", "full-model", "--recipe", "handout"])
