@@ -86,7 +86,8 @@ def get_args(argv=None):
     ap.add_argument("--max_length", type=positive_int, default=512,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
-    add_recipe_flags(ap)
+    # the best recipe measured on MiniLM SST (README): no clipping; SMART 1.0 for full-model (resolved below)
+    add_recipe_flags(ap, max_grad_norm=0.0, smart_weight=None)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--run_name", default="",
                     help="the run's folder under runs/ (default: classifier-TIMESTAMP); an existing one is refused")
@@ -99,6 +100,8 @@ def get_args(argv=None):
     args = parse_with_recipe(ap, argv, {})
     if args.lr is None:
         args.lr = {"last-linear-layer": 1e-3, "full-model": FULL_MODEL_LR[args.recipe]}[args.fine_tune_mode]
+    if args.smart_weight is None:  # SMART needs BERT in the graph: on by default for full-model only
+        args.smart_weight = 1.0 if args.fine_tune_mode == "full-model" else 0.0
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")

@@ -80,7 +80,8 @@ def add_recipe_flags(ap, scheduler="linear", warmup_ratio=0.1, max_grad_norm=1.0
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
     g.add_argument("--smart_weight", type=nonneg_float, default=smart_weight,
-                   help="SMART adversarial smoothness regulariser weight lambda_s (0: off)")
+                   help="SMART adversarial smoothness regulariser weight lambda_s (0: off; default "
+                        + ("1.0 for full-model, 0 otherwise" if smart_weight is None else f"{smart_weight:g}") + ")")
     g.add_argument("--smart_eps", type=nonneg_float, default=1e-5, help="SMART's perturbation radius (inf-norm)")
     g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size")
     g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's projected ascent steps")

@@ -246,5 +246,8 @@ def test_handout_recipe_is_one_flag_away():
     assert mt.get_args(["--recipe=handout", "--lr", "3e-5"]).lr == 3e-5  # explicit flags win
     p1, h1 = classifier.get_args(["--fine-tune-mode", "full-model"]), \
         classifier.get_args(["--fine-tune-mode", "full-model", "--recipe", "handout"])
-    assert p1.lr == classifier.FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm) == ("linear", 1.0)
-    assert h1.lr == 1e-5 and (h1.scheduler, h1.warmup_ratio, h1.max_grad_norm) == ("constant", 0.0, 0.0)
+    assert p1.lr == classifier.FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm, p1.smart_weight) == \
+        ("linear", 0.0, 1.0)
+    assert classifier.get_args([]).smart_weight == 0.0  # last-linear-layer trains on cached features: no SMART
+    assert h1.lr == 1e-5 and (h1.scheduler, h1.warmup_ratio, h1.max_grad_norm, h1.smart_weight) == \
+        ("constant", 0.0, 0.0, 0.0)
