@@ -1,0 +1,92 @@
+"""Low-rank adapters around a frozen nn.Linear: LoRA and DoRA (groundwork for issue 12's
+--fine-tune-mode lora|dora; not wired into the pipelines yet).
+
+LoRA (Hu et al. 2022):  h = W0 x + (alpha / r) B A x,  A: r x in, B: out x r, B = 0 at start,
+so step 0 is exactly the base model and only A and B train.
+
+DoRA (Liu et al. 2024, the handout's "LoRA" paragraph):  W' = m * V / ||V||_c  with  V = W0 + (alpha / r) B A.
+The handout's W is d x k with inputs along d, so a "column" is one output unit; in nn.Linear's
+(out, in) layout that is a row, hence the norm over dim 1. m starts at ||W0||_c (W' = W0 at step 0),
+and the norm is detached from backprop, as the paper does to save memory.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LoRALinear(nn.Module):
+    def __init__(self, base: nn.Linear, rank=8, alpha=16.0, dropout=0.0, dora=False):
+        super().__init__()
+        self.base, self.rank, self.scaling, self.dora = base, rank, alpha / rank, dora
+        for p in base.parameters():
+            p.requires_grad = False
+        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))  # nn.Linear's own init, as the paper's code
+        self.dropout = nn.Dropout(dropout)
+        self.magnitude = nn.Parameter(base.weight.detach().norm(dim=1).clone()) if dora else None
+
+    def delta(self):
+        """(alpha / r) B A: the update the adapter adds to W0."""
+        return self.scaling * (self.lora_B @ self.lora_A)
+
+    def column_norm(self):
+        """||W0 + (alpha / r) B A||_c, one per output unit, detached (DoRA section 4.3)."""
+        return (self.base.weight + self.delta()).norm(dim=1).detach()
+
+    def forward(self, x):
+        lora = F.linear(F.linear(self.dropout(x), self.lora_A), self.lora_B) * self.scaling
+        out = F.linear(x, self.base.weight) + lora
+        if self.dora:
+            out = out * (self.magnitude / self.column_norm())
+        return out if self.base.bias is None else out + self.base.bias
+
+    @torch.no_grad()
+    def merged(self):
+        """A plain nn.Linear computing the same function (no dropout): the adapter folded into W."""
+        w = self.base.weight + self.delta()
+        if self.dora:
+            w = w * (self.magnitude / w.norm(dim=1)).unsqueeze(1)
+        lin = nn.Linear(self.base.in_features, self.base.out_features, bias=self.base.bias is not None)
+        lin = lin.to(device=w.device, dtype=w.dtype)
+        lin.weight.copy_(w)
+        if self.base.bias is not None:
+            lin.bias.copy_(self.base.bias)
+        return lin
+
+
+# Where each --lora_targets name lives inside a BertLayer.
+TARGETS = {"query": "self_attention.query", "key": "self_attention.key", "value": "self_attention.value",
+           "attention_dense": "attention_dense", "interm_dense": "interm_dense", "out_dense": "out_dense"}
+
+
+def add_adapters(bert, targets=("query", "value"), rank=8, alpha=16.0, dropout=0.0, dora=False):
+    """Freeze every BERT parameter and wrap the targeted linears of each layer; returns the wrappers."""
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown adapter target(s) {unknown}; choose from {', '.join(TARGETS)}")
+    for p in bert.parameters():
+        p.requires_grad = False
+    wrapped = []
+    for layer in bert.bert_layers:
+        for t in targets:
+            parent_path, _, attr = TARGETS[t].rpartition(".")
+            parent = layer.get_submodule(parent_path) if parent_path else layer
+            adapter = LoRALinear(getattr(parent, attr), rank, alpha, dropout, dora)
+            setattr(parent, attr, adapter)
+            wrapped.append(adapter)
+    return wrapped
+
+
+def merge_adapters(module):
+    """Replace every LoRALinear under `module` by its merged nn.Linear; returns how many were merged."""
+    n = 0
+    for name, child in list(module.named_children()):
+        if isinstance(child, LoRALinear):
+            setattr(module, name, child.merged())
+            n += 1
+        else:
+            n += merge_adapters(child)
+    return n
