@@ -87,7 +87,7 @@ def get_args(argv=None):
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
     # the best recipe measured on MiniLM SST (README): no clipping; SMART 1.0 for full-model (resolved below)
-    add_recipe_flags(ap, max_grad_norm=0.0, smart_weight=None)
+    add_recipe_flags(ap, smart_weight=None)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--run_name", default="",
                     help="the run's folder under runs/ (default: classifier-TIMESTAMP); an existing one is refused")

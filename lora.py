@@ -19,7 +19,7 @@ import torch.nn.functional as F
 class LoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank=8, alpha=16.0, dropout=0.0, dora=False):
         super().__init__()
-        self.base, self.rank, self.scaling, self.dora = base, rank, alpha / rank, dora
+        self.base, self.scaling, self.dora = base, alpha / rank, dora
         for p in base.parameters():
             p.requires_grad = False
         self.lora_A = nn.Parameter(torch.empty(rank, base.in_features))

@@ -198,7 +198,7 @@ def get_args(argv=None):
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
     # the best recipe measured on MiniLM (README, "Training recipe"); --recipe handout restores the plain one
-    add_recipe_flags(ap, scheduler="linear", warmup_ratio=0.1, max_grad_norm=0.0, smart_weight=1.0)
+    add_recipe_flags(ap, smart_weight=1.0)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
