@@ -64,6 +64,8 @@ class BertLayer(nn.Module):
         self.out_dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.out_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.out_dropout = nn.Dropout(config.hidden_dropout_prob)
+        # PALs (pals.py) set this to a task-specific branch f(layer input, mask), added inside the last LayerNorm.
+        self.parallel = None
 
     def add_norm(self, input, output, dense_layer, dropout, ln_layer):
         """LN(input + dropout(dense(output))): dropout hits the sub-layer output before the residual sum."""
@@ -74,6 +76,8 @@ class BertLayer(nn.Module):
         h = self.add_norm(hidden_states, attn, self.attention_dense, self.attention_dropout,
                           self.attention_layer_norm)  # equation 3
         ff = self.interm_af(self.interm_dense(h))  # first half of equation 5
+        if self.parallel is not None:  # LN(h + FFN(h) + TS(layer input)): the sum is the same either way
+            h = h + self.parallel(hidden_states, attention_mask)
         return self.add_norm(h, ff, self.out_dense, self.out_dropout, self.out_layer_norm)  # equation 6
 
 

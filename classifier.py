@@ -1,6 +1,8 @@
 """Part 1: fine-tune BERT for sentiment on SST and CFIMDB (handout section 4).
 
     python classifier.py --fine-tune-mode full-model --lr 1e-5 [--use_gpu]
+
+--fine-tune-mode lora|dora trains low-rank adapters on a frozen BERT (lora.py) instead.
 """
 import time
 from pathlib import Path
@@ -14,8 +16,9 @@ from bert import BertModel
 from datasets import TASKS, TaskData, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from tokenizer import BertTokenizer
-from flags import (Parser, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, parse_with_recipe,
+from flags import (ADAPTER_FLAGS, Parser, add_adapter_flags, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, parse_with_recipe,
                    positive_float, positive_int, probability)
+from lora import FINE_TUNE_MODES, merge_adapters, prepare_backbone
 from precision import setup_precision
 from runs import check_outputs, publish, run_folder
 from smart import SmartRegularizer
@@ -26,14 +29,14 @@ from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barr
 
 
 class BertSentimentClassifier(nn.Module):
-    """BERT -> pooler_output -> dropout -> linear. In 'last-linear-layer' mode BERT is frozen."""
+    """BERT -> pooler_output -> dropout -> linear. In 'last-linear-layer' mode BERT is frozen; in 'lora' and
+    'dora' only its adapters train."""
 
     def __init__(self, config):
         super().__init__()
         self.num_labels = config.num_labels
         self.bert = BertModel.from_pretrained(config.pretrained, **getattr(config, "bert_overrides", {}))
-        for p in self.bert.parameters():
-            p.requires_grad = config.fine_tune_mode == "full-model"
+        prepare_backbone(self.bert, config)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.classifier = nn.Linear(self.bert.config.hidden_size, config.num_labels)
 
@@ -65,14 +68,15 @@ def classification_loss(smart=None):
 
 # full-model's default learning rate: the best measured on MiniLM (README), and the handout's.
 FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
+# Where only a head or adapters train, a larger rate (Hu et al. 2022 train LoRA at 10x full fine-tuning's).
+FROZEN_LR = {"last-linear-layer": 1e-3, "lora": 1e-3, "dora": 1e-3}
 
 
 def get_args(argv=None):
     ap = Parser(description=__doc__)
-    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
-                    default="last-linear-layer")
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="last-linear-layer")
     ap.add_argument("--lr", type=positive_float, default=None,
-                    help=f"default 1e-3 for last-linear-layer; for full-model {FULL_MODEL_LR['best']:g} "
+                    help=f"default 1e-3 for last-linear-layer, lora and dora; for full-model {FULL_MODEL_LR['best']:g} "
                          f"(--recipe handout: {FULL_MODEL_LR['handout']:g})")
     ap.add_argument("--use_gpu", action="store_true")
     ap.add_argument("--batch_size", type=positive_int, default=8)
@@ -86,6 +90,7 @@ def get_args(argv=None):
     ap.add_argument("--max_length", type=positive_int, default=512,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
+    add_adapter_flags(ap)
     # the best recipe measured on MiniLM SST (README): no clipping; SMART 1.0 for full-model (resolved below)
     add_recipe_flags(ap, smart_weight=None)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
@@ -99,12 +104,14 @@ def get_args(argv=None):
                     help="continue from the last completed epoch's checkpoint (of --run_name, else the newest run)")
     args = parse_with_recipe(ap, argv, {})
     if args.lr is None:
-        args.lr = {"last-linear-layer": 1e-3, "full-model": FULL_MODEL_LR[args.recipe]}[args.fine_tune_mode]
+        args.lr = FROZEN_LR.get(args.fine_tune_mode) or FULL_MODEL_LR[args.recipe]
     if args.smart_weight is None:  # SMART needs BERT in the graph: on by default for full-model only
         args.smart_weight = 1.0 if args.fine_tune_mode == "full-model" else 0.0
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")
+    if args.merge and args.fine_tune_mode not in ("lora", "dora"):
+        raise MinbertError("--merge folds LoRA/DoRA adapters into the weights: it needs --fine-tune-mode lora or dora")
     return args
 
 
@@ -132,7 +139,8 @@ def run_dataset(args, name, device, on_epoch=None):
     data = {s: load_split(args, name, s, tokenizer) for s in ("train", "dev", "test")}
     config = SimpleNamespace(pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
                              hidden_dropout_prob=args.hidden_dropout_prob, num_labels=TASKS[name].num_labels,
-                             bert_overrides={"attn_impl": args.attn})
+                             bert_overrides={"attn_impl": args.attn}, lora_rank=args.lora_rank,
+                             lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, lora_targets=args.lora_targets)
     model = BertSentimentClassifier(config).to(device)
     frozen = args.fine_tune_mode == "last-linear-layer"
     if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
@@ -203,6 +211,8 @@ def run_dataset(args, name, device, on_epoch=None):
         return None
     best = load_checkpoint(paths.best)
     load_trainable_state(model, best["model"], paths.best)
+    if args.merge:
+        main_print(f"merged {merge_adapters(model.bert)} adapters into BERT's weights")
     dev_pred, test_pred = evaluate("dev", keep_scores=True), evaluate("test")
     dev_acc = accuracy(dev_pred, data["dev"].labels.numpy())
     write_predictions(paths.dev, name, data["dev"].ids, dev_pred)
@@ -216,7 +226,8 @@ def run_dataset(args, name, device, on_epoch=None):
 # Flags that must agree between an interrupted run and its resumption.
 RUN_DEFINING = {k: "--" + k for k in ("lr", "batch_size", "hidden_dropout_prob", "seed", "pretrained", "max_length",
                                       "grad_accum", "weight_decay", "epochs", "scheduler", "warmup_ratio",
-                                      "max_grad_norm", "llrd", "head_lr", "smart_weight", "patience")} | {"fine_tune_mode": "--fine-tune-mode",
+                                      "max_grad_norm", "llrd", "head_lr", "smart_weight", "patience",
+                                      "lora_dropout")} | ADAPTER_FLAGS | {"fine_tune_mode": "--fine-tune-mode",
                                                                          "bucket": "length bucketing (--no_bucket)"}
 
 

@@ -55,6 +55,34 @@ def add_speed_flags(ap):
     return g
 
 
+def lora_targets(text):
+    from lora import TARGETS
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TARGETS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose a comma-separated list of {','.join(TARGETS)}")
+    return names
+
+
+def add_adapter_flags(ap):
+    """--fine-tune-mode lora|dora's settings (lora.py), the same in both pipelines."""
+    g = ap.add_argument_group("adapters (--fine-tune-mode lora or dora)")
+    g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank")
+    g.add_argument("--lora_alpha", type=positive_float, default=16.0, help="the update is scaled by alpha / r")
+    g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
+    g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
+                   help="the linears of every layer that get adapters: any of query,key,value,attention_dense,"
+                        "interm_dense,out_dense (default query,value)")
+    g.add_argument("--merge", action="store_true",
+                   help="fold the adapters into the weights before the final predictions (and in --eval_only), "
+                        "so inference costs what the plain model does")
+    return g
+
+
+# Flags that shape the model's parameters: a checkpoint only fits a model built with the same values.
+ADAPTER_FLAGS = {k: "--" + k for k in ("lora_rank", "lora_alpha", "lora_targets")}
+
+
 # The handout's plain training: a constant learning rate, no warm-up, no clipping, no SMART.
 HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0}
 

@@ -1,5 +1,4 @@
-"""Low-rank adapters around a frozen nn.Linear: LoRA and DoRA (groundwork for issue 12's
---fine-tune-mode lora|dora; not wired into the pipelines yet).
+"""Low-rank adapters around a frozen nn.Linear: LoRA and DoRA, the pipelines' --fine-tune-mode lora|dora.
 
 LoRA (Hu et al. 2022):  h = W0 x + (alpha / r) B A x,  A: r x in, B: out x r, B = 0 at start,
 so step 0 is exactly the base model and only A and B train.
@@ -90,3 +89,20 @@ def merge_adapters(module):
         else:
             n += merge_adapters(child)
     return n
+
+
+FINE_TUNE_MODES = ["last-linear-layer", "full-model", "lora", "dora"]
+
+
+def prepare_backbone(bert, config):
+    """Set what of `bert` trains under config.fine_tune_mode: nothing (last-linear-layer), everything
+    (full-model), or only adapters on config.lora_targets (lora, dora). Both pipelines call this."""
+    mode = config.fine_tune_mode
+    if mode in ("lora", "dora"):
+        return add_adapters(bert, config.lora_targets, config.lora_rank, config.lora_alpha, config.lora_dropout,
+                            dora=mode == "dora")
+    if mode not in FINE_TUNE_MODES:
+        raise ValueError(f"unknown fine-tune mode {mode!r}; choose from {', '.join(FINE_TUNE_MODES)}")
+    for p in bert.parameters():
+        p.requires_grad = mode == "full-model"
+    return []

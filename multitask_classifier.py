@@ -2,6 +2,10 @@
 
     python multitask_classifier.py --fine-tune-mode full-model --lr 5e-5 --use_gpu
 
+Fine-tuning modes: the whole model (default), the heads on a frozen BERT (last-linear-layer), or LoRA / DoRA
+adapters on a frozen BERT (lora.py); --pals adds task-specific projected attention layers (pals.py) to
+either a trained or a frozen backbone.
+
 Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]') by default, or siamese (--pair_encoding siamese:
 paraphrase from [u, v, |u-v|, u*v], similarity as 5 * ReLU(cos(u, v))). Tasks are trained jointly
 with a batch sampler (annealed by default: p_i ~ N_i^alpha, alpha = 1 - 0.8 (e-1)/(E-1)), or one
@@ -23,8 +27,10 @@ from datasets import TaskData, data_file, read_examples
 from evaluation import (MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_dev_scores,
                         write_predictions)
 from tokenizer import BertTokenizer
-from flags import (Parser, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, positive_float, positive_int,
+from flags import (ADAPTER_FLAGS, Parser, add_adapter_flags, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, positive_float, positive_int,
                    probability)
+from lora import FINE_TUNE_MODES, merge_adapters, prepare_backbone
+from pals import PALs
 from precision import setup_precision
 from runs import check_outputs, publish, run_folder
 from smart import SmartRegularizer
@@ -42,8 +48,10 @@ class MultitaskBERT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.bert = BertModel.from_pretrained(config.pretrained, **getattr(config, "bert_overrides", {}))
-        for p in self.bert.parameters():
-            p.requires_grad = config.fine_tune_mode == "full-model"
+        prepare_backbone(self.bert, config)
+        self.pals = PALs(self.bert.config, MULTITASK, config.pals_dim) if getattr(config, "pals", False) else None
+        if self.pals is not None:
+            self.pals.attach(self.bert)
         self.pooling, self.pair_encoding = config.pooling, config.pair_encoding
         H = self.bert.config.hidden_size
         drop = config.task_dropout
@@ -64,14 +72,21 @@ class MultitaskBERT(nn.Module):
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
+    def task(self, name):
+        """Route the next forward through task `name`'s PALs (a no-op without --pals)."""
+        if self.pals is not None:
+            self.pals.task = name
+
     def predict_sentiment(self, input_ids, attention_mask, token_type_ids=None):
         """Logits over the five SST classes."""
+        self.task("sst")
         return self.sst_head(self(input_ids, attention_mask, token_type_ids))
 
     def predict_paraphrase(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
                            token_type_ids=None):
         """One logit per pair (> 0 means paraphrase). Siamese: the handout's two inputs; cross: the pair
         as one input in input_ids_1 with its token_type_ids."""
+        self.task("quora")
         if self.pair_encoding == "cross":
             return self.para_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1)
         u, v = self._two(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2)
@@ -80,6 +95,7 @@ class MultitaskBERT(nn.Module):
     def predict_similarity(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
                            token_type_ids=None):
         """Similarity on the STS scale 0..5."""
+        self.task("sts")
         if self.pair_encoding == "cross":
             return 5.0 * torch.sigmoid(self.sts_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1))
         u, v = self._two(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2)
@@ -162,7 +178,7 @@ class BatchStream:
 # ----------------------------------------------------------------------------- flags
 
 ARCH_FLAGS = {"pretrained": "--pretrained", "pair_encoding": "--pair_encoding", "pooling": "--pooling",
-              "fine_tune_mode": "--fine-tune-mode"}
+              "fine_tune_mode": "--fine-tune-mode", "pals": "--pals", "pals_dim": "--pals_dim", **ADAPTER_FLAGS}
 
 
 # The handout's flag prefix of each task: --para_train, --para_dev_out, ... are Quora's.
@@ -181,8 +197,8 @@ def get_args(argv=None):
                             help=f"default: {data_file('DATA_DIR', task, split)}")
     ap.add_argument("--seed", type=int, default=11711)
     ap.add_argument("--epochs", type=positive_int, default=10)
-    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
-                    default="full-model")
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="full-model",
+                    help="full-model, last-linear-layer (frozen BERT), or lora / dora (adapters on a frozen BERT)")
     ap.add_argument("--use_gpu", action="store_true")
     for prefix in FLAG_PREFIX.values():
         for split in ("dev", "test"):
@@ -190,13 +206,20 @@ def get_args(argv=None):
                             help="where this run's file is copied (the run folder keeps its own)")
     ap.add_argument("--batch_size", type=positive_int, default=32)
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.1, help="dropout before every task head")
-    ap.add_argument("--lr", type=positive_float, default=1e-4)
+    ap.add_argument("--lr", type=positive_float, default=None,
+                    help="default 1e-4; 1e-3 when only adapters (lora, dora) or PALs and heads train")
     # ours
     ap.add_argument("--pretrained", default="bert-base-uncased")
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--max_length", type=positive_int, default=128,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
+    add_adapter_flags(ap)
+    ap.add_argument("--pals", action="store_true",
+                    help="projected attention layers per task beside every BERT layer (Stickland & Murray 2019); "
+                         "the backbone trains with full-model and stays frozen with last-linear-layer")
+    ap.add_argument("--pals_dim", type=positive_int, default=None,
+                    help="the PALs' width d_s (default: 204 scaled from BERT-base to the checkpoint's hidden size)")
     # the best recipe measured on MiniLM (README, "Training recipe"); --recipe handout restores the plain one
     add_recipe_flags(ap, smart_weight=1.0)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
@@ -222,6 +245,11 @@ def get_args(argv=None):
     ap.add_argument("--results", default="predictions/multitask-results.csv",
                     help="every run appends a row here")
     args = parse_with_recipe(ap, argv, HANDOUT_DEFAULTS)
+    if args.lr is None:
+        only_new = args.fine_tune_mode in ("lora", "dora") or (args.pals and args.fine_tune_mode == "last-linear-layer")
+        args.lr = 1e-3 if only_new else 1e-4
+    if args.merge and not args.eval_only and args.fine_tune_mode not in ("lora", "dora"):
+        raise MinbertError("--merge folds LoRA/DoRA adapters into the weights: it needs --fine-tune-mode lora or dora")
     if args.pcgrad and args.sampler != "all":
         raise MinbertError("--pcgrad needs the gradients of every task in one step: add --sampler all")
     if args.pcgrad and args.sequential:
@@ -241,7 +269,9 @@ def model_config(args):
     drop = args.task_dropout or [args.hidden_dropout_prob] * 3
     return SimpleNamespace(pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode, pooling=args.pooling,
                            pair_encoding=args.pair_encoding, task_dropout=dict(zip(MULTITASK, drop)),
-                           bert_overrides={"attn_impl": args.attn})
+                           bert_overrides={"attn_impl": args.attn}, lora_rank=args.lora_rank,
+                           lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, lora_targets=args.lora_targets,
+                           pals=args.pals, pals_dim=args.pals_dim)
 
 
 def load_data(args, splits):
@@ -291,12 +321,33 @@ def check_arch(saved, args, source):
         setattr(args, k, saved.get(k, getattr(args, k)))
 
 
-def eval_only(args, device):
-    state = load_checkpoint(args.eval_only)
-    check_arch(state["args"], args, args.eval_only)
-    data = load_data(args, ("dev", "test"))
+def load_multitask(path, args, device):
+    """The model saved in checkpoint `path`, built with its own architecture flags (which `args` takes
+    on; contradicting ones that were given explicitly are an error). Returns (model, checkpoint)."""
+    state = load_checkpoint(path)
+    saved = state.get("args")
+    if not isinstance(saved, dict) or "pair_encoding" not in saved or "model" not in state:
+        raise MinbertError(f"{path}: not a multitask_classifier.py checkpoint (no multitask model and flags in it)")
+    check_arch(saved, args, path)
     model = MultitaskBERT(model_config(args)).to(device)
-    load_trainable_state(model, state["model"], args.eval_only)
+    load_trainable_state(model, state["model"], path)
+    return model, state
+
+
+def merge_if_asked(model, args):
+    """--merge: fold LoRA/DoRA adapters into BERT's weights before predicting."""
+    if not args.merge:
+        return
+    if args.fine_tune_mode not in ("lora", "dora"):
+        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights, but this model is "
+                           f"{args.fine_tune_mode}: drop --merge")
+    main_print(f"merged {merge_adapters(model.bert)} adapters into BERT's weights")
+
+
+def eval_only(args, device):
+    model, state = load_multitask(args.eval_only, args, device)
+    merge_if_asked(model, args)
+    data = load_data(args, ("dev", "test"))
     args.run_name = state["args"].get("run_name") or Path(args.eval_only).parent.name
     scores = write_outputs(args, data, model, device, Path(args.eval_only).parent)
     print(f"{args.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}")
@@ -326,7 +377,7 @@ def train_multitask(args, device, on_epoch=None):
     set_interrupt_hint(None)
     stopper, best_scores = EarlyStopping(args.patience), None
     main_print(f"multitask: {mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
-          f"{args.fine_tune_mode}, {args.pretrained} on {device}" + (f", {world} processes" if world > 1 else "")
+          f"{args.fine_tune_mode}{' + PALs' if args.pals else ''}, lr {args.lr:g}, {args.pretrained} on {device}" + (f", {world} processes" if world > 1 else "")
                + f"; train sizes {sizes}")
     for d in train.values():
         main_print(d.describe_batches(args.batch_size, args.bucket))
@@ -375,6 +426,7 @@ def train_multitask(args, device, on_epoch=None):
     minutes = (time.perf_counter() - t_start) / 60
     state = load_checkpoint(args.checkpoint)
     load_trainable_state(model, state["model"], args.checkpoint)
+    merge_if_asked(model, args)
     write_outputs(args, data, model, device, Path(args.checkpoint).parent)
     append_result(args, mode, best_scores, best_epoch, minutes)
     print(f"best epoch {best_epoch}: dev {format_scores(best_scores)}; run folder {Path(args.checkpoint).parent} "

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from pcgrad import pcgrad_backward
 from precision import autocast, grad_scaler
-from utils import MinbertError, distributed, to_device
+from utils import MinbertError, distributed, main_print, to_device
 
 
 def count_tokens(batch):
@@ -168,11 +168,24 @@ def build_trainer(model, args, device, steps_per_epoch, pcgrad=False):
     from optimizer import AdamW
     from schedule import make_scheduler, param_groups
     groups = param_groups(model, args.lr, args.llrd, args.head_lr, args.weight_decay)
+    describe_trainable(model)
     optimizer = AdamW(groups, lr=args.lr, weight_decay=args.weight_decay, foreach=args.foreach)
     total = args.epochs * -(-steps_per_epoch // args.grad_accum)
     scheduler = make_scheduler(optimizer, args.scheduler, args.warmup_ratio, total)
     return Trainer(model, optimizer, device, args.amp, args.grad_accum, scheduler=scheduler,
                    max_grad_norm=args.max_grad_norm, pcgrad=pcgrad, seed=args.seed)
+
+
+def describe_trainable(model, log=None):
+    """Print (and return) how many parameters train and what AdamW's state for them costs: two fp32-sized
+    tensors (exp_avg, exp_avg_sq) per trainable parameter, in its own dtype."""
+    params = list(model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    n, total = sum(p.numel() for p in trainable), sum(p.numel() for p in params)
+    state_bytes = 2 * sum(p.numel() * p.element_size() for p in trainable)
+    (log or main_print)(f"trainable parameters: {n:,} of {total:,} ({100 * n / max(total, 1):.2f}%); "
+                        f"AdamW state {state_bytes / 2**20:.1f} MiB")
+    return {"trainable": n, "total": total, "optimizer_state_bytes": state_bytes}
 
 
 def stop_signal(stop):

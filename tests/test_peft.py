@@ -1,0 +1,200 @@
+"""--fine-tune-mode lora|dora in both pipelines, --pals, the trainable-parameter line, and ensemble.py."""
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import classifier
+import ensemble
+import multitask_classifier as mt
+from bert import BertModel
+from conftest import ROOT, tiny_config
+from pals import PALs, default_dim
+from test_multitask import OUTS, _args as mt_args
+from trainer import describe_trainable
+from utils import MinbertError
+
+
+def _files(folder):
+    return {p.name: p.read_text() for p in sorted(folder.glob("*-output.csv"))}
+
+
+def _config(model, mode="full-model", **kw):
+    base = dict(pretrained=str(model), fine_tune_mode=mode, pooling="mean", pair_encoding="cross",
+                task_dropout={"sst": 0.0, "quora": 0.0, "sts": 0.0}, lora_rank=4, lora_alpha=8.0, lora_dropout=0.0,
+                lora_targets=["query", "value"], pals=False, pals_dim=None)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def _batch():
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(5, 40, (2, 7), generator=g)
+    return ids, torch.ones_like(ids), torch.zeros_like(ids)
+
+
+@pytest.mark.parametrize("mode", ["lora", "dora"])
+def test_only_adapters_and_heads_get_gradients(tiny_model, mode):
+    model = mt.MultitaskBERT(_config(tiny_model, mode))
+    ids, mask, types = _batch()
+    (model.predict_sentiment(ids, mask).sum() + model.predict_paraphrase(ids, mask, token_type_ids=types).sum()
+     + model.predict_similarity(ids, mask, token_type_ids=types).sum()).backward()
+    with_grad = {n for n, p in model.named_parameters() if p.grad is not None}
+    allowed = ("lora_A", "lora_B") + (("magnitude",) if mode == "dora" else ())
+    assert with_grad == {n for n, p in model.named_parameters() if p.requires_grad}
+    assert all(n.startswith(("sst_head", "para_head", "sts_head")) or n.split(".")[-1] in allowed for n in with_grad)
+    assert any("lora_B" in n for n in with_grad) and any(n.startswith("sst_head") for n in with_grad)
+
+
+def test_trainable_line_counts_by_hand(capsys):
+    lin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    lin[0].weight.requires_grad = False
+    info = describe_trainable(lin)
+    # trainable: bias 4 + weight 8 + bias 2 = 14 of 12 + 4 + 8 + 2 = 26; AdamW keeps two fp32 tensors of each
+    assert info == {"trainable": 14, "total": 26, "optimizer_state_bytes": 2 * 14 * 4}
+    assert "trainable parameters: 14 of 26 (53.85%)" in capsys.readouterr().out
+
+
+def test_pals_default_dim():
+    assert default_dim(768, 12) == 204  # the paper's BERT-base setting
+    assert default_dim(384, 12) == 96 and default_dim(32, 4) == 8
+
+
+def test_pal_with_zero_output_projection_leaves_bert_unchanged():
+    torch.manual_seed(0)
+    bert = BertModel(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
+    ids, mask, _ = _batch()
+    mask[1, 5:] = 0
+    before = bert(ids, mask)["last_hidden_state"]
+    pals = PALs(bert.config, ("sst", "sts"))
+    pals.attach(bert)
+    pals.task = "sst"
+    torch.testing.assert_close(bert(ids, mask)["last_hidden_state"], before, rtol=0, atol=0)
+    with torch.no_grad():
+        for d in pals.decoder.values():
+            d.weight.normal_(0, 0.5)
+    pals.task = "sst"
+    sst = bert(ids, mask)["last_hidden_state"]
+    pals.task = "sts"
+    assert not torch.allclose(sst, before) and not torch.allclose(sst, bert(ids, mask)["last_hidden_state"])
+
+
+def test_pals_on_a_frozen_backbone_train_alone(tiny_model):
+    model = mt.MultitaskBERT(_config(tiny_model, "last-linear-layer", pals=True))
+    ids, mask, _ = _batch()
+    model.predict_sentiment(ids, mask).sum().backward()
+    with_grad = {n.split(".")[0] for n, p in model.named_parameters() if p.grad is not None}
+    assert with_grad == {"pals", "sst_head"}
+    assert all(p.grad is None for p in model.bert.parameters())
+    # only SST's branch took part in an SST batch
+    assert all(p.grad is None for n, p in model.pals.named_parameters() if "sst" not in n)
+
+
+@pytest.mark.parametrize("mode", ["lora", "dora"])
+def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_data, tiny_model, mode, capsys):
+    plain = mt_args(tmp_path, course_data, tiny_model, "--epochs", "1")
+    mt.main(plain + ["--lora_rank", "2", "--fine-tune-mode", mode])
+    out = capsys.readouterr().out
+    assert "trainable parameters: " in out and "AdamW state" in out
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=False)
+    assert saved["args"]["fine_tune_mode"] == mode
+    bert_keys = [k for k in saved["model"] if k.startswith("bert.")]
+    assert bert_keys and all(k.split(".")[-1] in ("lora_A", "lora_B", "magnitude") for k in bert_keys)
+    before = _files(tmp_path / "pred")
+    for p in (tmp_path / "pred").glob("*-output.csv"):
+        p.unlink()
+    # the mode and the rank come from the checkpoint (plain's --fine-tune-mode full-model is overridden below)
+    plain = [a for a in plain if a not in ("--fine-tune-mode", "full-model")]
+    mt.main(plain + ["--merge", "--eval_only", str(tmp_path / "ck" / "mt.pt")])
+    assert "merged 4 adapters" in capsys.readouterr().out  # 2 layers x (query, value)
+    merged = _files(tmp_path / "pred")
+    assert merged.keys() == before.keys()
+    for name in before:  # the merged weights predict what the adapters did (STS to 4 decimals)
+        a, b = before[name].splitlines(), merged[name].splitlines()
+        if name.startswith("sts"):
+            assert np.allclose([float(l.split(" , ")[1]) for l in a[1:]], [float(l.split(" , ")[1]) for l in b[1:]],
+                               atol=2e-4)
+        else:
+            assert a == b
+    wrong = subprocess.run([sys.executable, "multitask_classifier.py", *plain, "--fine-tune-mode", "full-model",
+                            "--eval_only", str(tmp_path / "ck" / "mt.pt")], cwd=ROOT, capture_output=True, text=True)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+    assert f"--fine-tune-mode '{mode}' in the checkpoint, 'full-model' given" in wrong.stderr
+
+
+def test_merge_needs_adapters(tmp_path, course_data, tiny_model):
+    with pytest.raises(MinbertError, match="--merge folds LoRA/DoRA"):
+        mt.main(mt_args(tmp_path, course_data, tiny_model, "--merge"))
+
+
+def test_multitask_pals_end_to_end(tmp_path, course_data, tiny_model, capsys):
+    mt.main(mt_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--pals", "--pals_dim", "8",
+                    "--fine-tune-mode", "last-linear-layer"))
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=False)["model"]
+    assert any(k.startswith("pals.") for k in saved) and not any(k.startswith("bert.") for k in saved)
+    assert "last-linear-layer + PALs" in capsys.readouterr().out
+    with pytest.raises(MinbertError, match="--pals_dim 8 in the checkpoint, 16 given"):
+        mt.main(mt_args(tmp_path, course_data, tiny_model, "--pals_dim", "16",
+                        "--eval_only", str(tmp_path / "ck" / "mt.pt")))
+
+
+@pytest.mark.parametrize("mode", ["lora", "dora"])
+def test_classifier_adapters_with_merge(tmp_path, course_data, tiny_model, mode, capsys):
+    results = classifier.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1",
+                               "--batch_size", "8", "--checkpoint_dir", str(tmp_path / "ck"), "--predictions_dir",
+                               str(tmp_path / "pred"), "--datasets", "sst", "--fine-tune-mode", mode, "--merge"])
+    out = capsys.readouterr().out
+    assert "merged 4 adapters" in out and "trainable parameters" in out
+    assert (tmp_path / "pred" / f"{mode}-sst-dev-out.csv").is_file() and 0 <= results[0]["dev_acc"] <= 1
+    saved = torch.load(tmp_path / "ck" / f"{mode}-sst.pt", weights_only=False)["model"]
+    assert all(k.startswith("classifier.") or k.split(".")[-1] in ("lora_A", "lora_B", "magnitude") for k in saved)
+
+
+# ----------------------------------------------------------------------------- ensemble.py
+
+@pytest.fixture
+def trained(tmp_path, course_data, tiny_model):
+    """One trained multitask checkpoint and its six files."""
+    mt.main(mt_args(tmp_path, course_data, tiny_model, "--epochs", "1"))
+    return tmp_path / "ck" / "mt.pt", tmp_path / "pred"
+
+
+def test_ensemble_of_two_copies_reproduces_the_model(tmp_path, course_data, trained, capsys):
+    ckpt, pred = trained
+    scores = ensemble.main([str(ckpt), str(ckpt), "--data_dir", str(course_data), "--out", str(tmp_path / "ens")])
+    assert _files(tmp_path / "ens") == _files(pred)
+    assert f"six files in {tmp_path / 'ens'}/" in capsys.readouterr().out
+    # folders of prediction files: a vote of two copies is the copy
+    folder = tmp_path / "copy"
+    shutil.copytree(pred, folder)
+    again = ensemble.main([str(pred), str(folder), "--data_dir", str(course_data), "--out", str(tmp_path / "vote")])
+    assert _files(tmp_path / "vote") == _files(pred)
+    assert again == pytest.approx(scores, abs=1e-3)  # files hold STS to 4 decimals
+
+
+def test_ensemble_averages_probabilities(tmp_path):
+    a, b = np.array([[2.0, 0, 0, 0, 0]]), np.array([[0.0, 3, 0, 0, 0]])
+    mean = (ensemble.as_probabilities("sst", a) + ensemble.as_probabilities("sst", b)) / 2
+    assert ensemble.decide("sst", mean)[0] == 1  # class 1 wins on probability, though logits 2 vs 3 tie per-model
+    q = (ensemble.as_probabilities("quora", np.array([4.0])) + ensemble.as_probabilities("quora", np.array([-1.0]))) / 2
+    assert ensemble.decide("quora", q)[0] == 1
+
+
+def test_ensemble_refuses_mismatched_members(tmp_path, course_data, trained, tiny_model):
+    ckpt, pred = trained
+    bad = tmp_path / "bad"
+    shutil.copytree(pred, bad)
+    lines = (bad / "sts-dev-output.csv").read_text().splitlines()
+    (bad / "sts-dev-output.csv").write_text("\n".join(lines[:1] + ["deadbeef , 3.0"] + lines[2:]) + "\n")
+    with pytest.raises(MinbertError, match=r"sts-dev-output.csv: its ids are not those of sts dev: id deadbeef"):
+        ensemble.main([str(ckpt), str(bad), "--data_dir", str(course_data), "--out", str(tmp_path / "e")])
+    classifier.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1",
+                     "--checkpoint_dir", str(tmp_path / "cls"), "--predictions_dir", str(tmp_path / "cp"),
+                     "--datasets", "cfimdb"])
+    with pytest.raises(MinbertError, match="not a multitask_classifier.py checkpoint"):
+        ensemble.main([str(ckpt), str(tmp_path / "cls" / "last-linear-layer-cfimdb.pt"), "--data_dir",
+                       str(course_data), "--out", str(tmp_path / "e")])
+    assert not (tmp_path / "e").exists()  # refused before anything was written
