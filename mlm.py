@@ -1,0 +1,97 @@
+"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), for pretrain.py.
+
+Masking rule: each non-special token is chosen with probability p (0.15); a chosen token is replaced by
+[MASK] 80% of the time, by a random vocabulary token 10%, and kept 10%; the loss is cross-entropy on the
+chosen positions only (labels are -100 everywhere else).
+
+The head is BERT's: logits = LN(GELU(W h + b)) E^T + c, with E the word embeddings (the decoder is tied
+to them, so it adds only a bias). It is loaded from the checkpoint's `cls.predictions.*` tensors when the
+checkpoint has them (bert-base-uncased does), and starts fresh otherwise (all-minilm-l6-v2 has none).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from base_bert import read_state_dict
+from bert import BertModel
+from hub import resolve_pretrained
+from utils import MinbertError
+
+IGNORE = -100
+
+# Our head's tensors -> their names in an HF BertForMaskedLM / BertForPreTraining checkpoint.
+HEAD_NAMES = {"dense.weight": "cls.predictions.transform.dense.weight",
+              "dense.bias": "cls.predictions.transform.dense.bias",
+              "layer_norm.weight": "cls.predictions.transform.LayerNorm.weight",
+              "layer_norm.bias": "cls.predictions.transform.LayerNorm.bias",
+              "bias": "cls.predictions.bias"}
+
+
+def mask_tokens(input_ids, special, vocab_size, mask_id, mask_prob=0.15, generator=None):
+    """(inputs, labels): BERT's 80/10/10 corruption of `input_ids` [B, T]. `special` is a bool tensor of
+    the same shape marking positions never chosen ([CLS], [SEP], padding)."""
+    def coin(p):
+        return torch.rand(input_ids.shape, generator=generator) < p
+    chosen = coin(mask_prob) & ~special
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE))
+    to_mask = chosen & coin(0.8)
+    to_random = chosen & ~to_mask & coin(0.5)  # half of the remaining 20%
+    inputs = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator)
+    inputs = torch.where(to_random, random_ids, inputs)
+    return inputs, labels
+
+
+class BertMLMHead(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden, word_embeddings):
+        return F.linear(self.layer_norm(F.gelu(self.dense(hidden))), word_embeddings, self.bias)
+
+
+class BertForMaskedLM(nn.Module):
+    def __init__(self, bert):
+        super().__init__()
+        self.bert, self.config = bert, bert.config
+        self.head = BertMLMHead(bert.config)
+        std = bert.config.initializer_range
+        nn.init.normal_(self.head.dense.weight, std=std)
+        nn.init.zeros_(self.head.dense.bias)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, **overrides):
+        """BERT from any --pretrained value; the head from its checkpoint when it has one. Returns
+        (model, whether the head was loaded)."""
+        model = cls(BertModel.from_pretrained(name_or_path, **overrides))
+        ckpt = resolve_pretrained(name_or_path).require("weights")
+        state = {k.removeprefix("bert."): v for k, v in read_state_dict(ckpt.weights).items()}
+        for legacy, new in ((".gamma", ".weight"), (".beta", ".bias")):  # old TF-converted names
+            state = {k.replace("LayerNorm" + legacy, "LayerNorm" + new): v for k, v in state.items()}
+        found = {ours: state[theirs] for ours, theirs in HEAD_NAMES.items() if theirs in state}
+        complete = len(found) == len(HEAD_NAMES)  # a lone decoder bias (some exports keep one) is no head
+        if complete:
+            try:
+                model.head.load_state_dict(found)
+            except RuntimeError as e:
+                raise MinbertError(f"{ckpt.weights}: its MLM head does not fit the model ({str(e)[:200]})") from None
+        return model, complete
+
+    def forward(self, input_ids, attention_mask, labels):
+        """(mean cross-entropy over the chosen tokens, their logits, their labels). Only chosen positions
+        reach the vocabulary-sized decoder: with 15% chosen that is most of the head's cost saved."""
+        hidden = self.bert(input_ids, attention_mask)["last_hidden_state"]
+        chosen = labels != IGNORE
+        logits = self.head(hidden[chosen], self.bert.word_embedding.weight)
+        gold = labels[chosen]
+        return F.cross_entropy(logits.float(), gold), logits, gold
+
+    def checkpoint_tensors(self):
+        """Every tensor to write: the encoder under our own names (which --pretrained loads as they are)
+        and the head under HF's (which the encoder loader skips and from_pretrained above picks up)."""
+        out = {k: v.detach().contiguous() for k, v in self.bert.state_dict().items()}
+        out.update({HEAD_NAMES[k]: v.detach().contiguous() for k, v in self.head.state_dict().items()})
+        return out
