@@ -24,11 +24,12 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from datasets import TaskData, data_file, read_examples
-from evaluation import (MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, write_dev_scores,
-                        write_predictions)
+from evaluation import (MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, pair_inputs,
+                        write_dev_scores, write_predictions)
 from tokenizer import BertTokenizer
-from flags import (ADAPTER_FLAGS, Parser, add_adapter_flags, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, positive_float, positive_int,
+from flags import (ADAPTER_FLAGS, Parser, add_adapter_flags, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, nonneg_int, positive_float, positive_int,
                    probability)
+from losses import CoSENTLoss, CosineSimilarityLoss, MultipleNegativesRankingLoss, SimCSELoss
 from lora import FINE_TUNE_MODES, merge_adapters, prepare_backbone
 from pals import PALs
 from precision import setup_precision
@@ -56,7 +57,10 @@ class MultitaskBERT(nn.Module):
         H = self.bert.config.hidden_size
         drop = config.task_dropout
         self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(H, N_SENTIMENT))
-        pair_width = H if self.pair_encoding == "cross" else 4 * H
+        # --siamese_proj: one linear map shared by both sentences, before the cosine and the pair features
+        proj = getattr(config, "siamese_proj", 0)
+        self.proj = nn.Linear(H, proj) if proj else None
+        pair_width = H if self.pair_encoding == "cross" else 4 * (proj or H)
         self.para_head = nn.Sequential(nn.Dropout(drop["quora"]), nn.Linear(pair_width, 1))
         # Siamese similarity is the embeddings' cosine itself (no parameters), as Sentence-BERT does it.
         self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(H, 1)) if self.pair_encoding == "cross" else None
@@ -89,22 +93,37 @@ class MultitaskBERT(nn.Module):
         self.task("quora")
         if self.pair_encoding == "cross":
             return self.para_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1)
-        u, v = self._two(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2)
-        return self.para_head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1)).squeeze(-1)
+        return self.paraphrase_logit(*self.embed_pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2))
 
     def predict_similarity(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
                            token_type_ids=None):
         """Similarity on the STS scale 0..5."""
+        return 5.0 * F.relu(self.similarity_score(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2,
+                                                  token_type_ids))
+
+    def similarity_score(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
+                         token_type_ids=None):
+        """The score the similarity losses train: cos(u, v) for siamese pairs, in (0, 1) for cross ones."""
         self.task("sts")
         if self.pair_encoding == "cross":
-            return 5.0 * torch.sigmoid(self.sts_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1))
-        u, v = self._two(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2)
-        return 5.0 * F.relu(F.cosine_similarity(u, v, dim=-1))
+            return torch.sigmoid(self.sts_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1))
+        return F.cosine_similarity(*self.embed_pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2), dim=-1)
 
-    def _two(self, ids1, mask1, ids2, mask2):
+    # siamese pieces, also used by the sentence-embedding losses (losses.py)
+    def project(self, pooled):
+        return pooled if self.proj is None else self.proj(pooled)
+
+    def embed_sentence(self, input_ids, attention_mask):
+        """A sentence's embedding for cosine and pair features: pooled, then --siamese_proj."""
+        return self.project(self(input_ids, attention_mask))
+
+    def embed_pair(self, ids1, mask1, ids2, mask2):
         if ids2 is None:
             raise ValueError("siamese pair encoding needs both sentences (input_ids_2, attention_mask_2)")
-        return self(ids1, mask1), self(ids2, mask2)
+        return self.embed_sentence(ids1, mask1), self.embed_sentence(ids2, mask2)
+
+    def paraphrase_logit(self, u, v):
+        return self.para_head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1)).squeeze(-1)
 
 
 # ----------------------------------------------------------------------------- training
@@ -113,21 +132,46 @@ class MultitaskBERT(nn.Module):
 OUTPUT_KIND = {"sst": "multiclass", "quora": "binary", "sts": "regression"}
 
 
-def task_loss(weights, smart=None):
-    """The weighted loss of a one-task batch, or {task: loss} for a batch holding every task (--sampler all);
-    SMART's smoothness term is added to each task's loss when a SmartRegularizer is given."""
+def task_loss(weights, smart=None, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0):
+    """The weighted loss of a one-task batch, or {task: loss} for a batch holding every task (--sampler all).
+    Added to a task's own loss when asked: SMART's smoothness term (a SmartRegularizer), MNRL on the batch's
+    positive pairs and SimCSE on its first sentences (siamese only; losses.py)."""
+    similarity = {"cosine": CosineSimilarityLoss(), "cosent": CoSENTLoss()}.get(sts_loss)
+    mnrl, simcse = MultipleNegativesRankingLoss(mnrl_scale), SimCSELoss()
+
     def one(model, batch):
         task, y = batch["task"], batch["labels"]
-        out = multitask_outputs(model, task, batch)
+        siamese = task != "sst" and model.pair_encoding == "siamese"
+        extra = 0.0
+        if siamese:  # the two embeddings once, for the task output and the embedding losses alike
+            p = pair_inputs(batch)
+            model.task(task)
+            u, v = model.embed_pair(p["input_ids_1"], p["attention_mask_1"], p["input_ids_2"], p["attention_mask_2"])
+            first = u
+            score = F.cosine_similarity(u, v, dim=-1)
+            out = model.paraphrase_logit(u, v) if task == "quora" else 5.0 * F.relu(score)
+            positive = (y == 1) if task == "quora" else (y >= 4.0)
+            if mnrl_weight and int(positive.sum()) >= 2:  # one positive alone has no in-batch negative
+                extra = extra + mnrl_weight * mnrl(u[positive], v[positive])
+        elif task == "sst" and simcse_weight:
+            model.task(task)
+            pooled = model(**batch["x"])
+            out, first = model.sst_head(pooled), model.project(pooled)
+        else:
+            out = multitask_outputs(model, task, batch)
+            score = out / 5.0 if task == "sts" else None
+        if simcse_weight:  # a second pass over the same first sentences: only dropout differs
+            ids = batch["a"] if siamese else batch["x"]
+            extra = extra + simcse_weight * simcse(first, model.embed_sentence(ids["input_ids"], ids["attention_mask"]))
         if task == "sst":
             loss = F.cross_entropy(out, y)
         elif task == "quora":
             loss = F.binary_cross_entropy_with_logits(out, y.float())
         else:
-            loss = F.mse_loss(out, y)
+            loss = F.mse_loss(out, y) if similarity is None else similarity(score, y)
         if smart is not None:
             loss = loss + smart(model.bert, lambda: multitask_outputs(model, task, batch), out, OUTPUT_KIND[task])
-        return weights[task] * loss
+        return weights[task] * (loss + extra)
 
     def loss_fn(model, batch):
         if "parts" in batch:
@@ -178,7 +222,8 @@ class BatchStream:
 # ----------------------------------------------------------------------------- flags
 
 ARCH_FLAGS = {"pretrained": "--pretrained", "pair_encoding": "--pair_encoding", "pooling": "--pooling",
-              "fine_tune_mode": "--fine-tune-mode", "pals": "--pals", "pals_dim": "--pals_dim", **ADAPTER_FLAGS}
+              "fine_tune_mode": "--fine-tune-mode", "pals": "--pals", "pals_dim": "--pals_dim",
+              "siamese_proj": "--siamese_proj", **ADAPTER_FLAGS}
 
 
 # The handout's flag prefix of each task: --para_train, --para_dev_out, ... are Quora's.
@@ -225,6 +270,16 @@ def get_args(argv=None):
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
     ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
+    g = ap.add_argument_group("sentence embeddings (losses.py; MNRL, SimCSE and the projection need --pair_encoding siamese)")
+    g.add_argument("--sts_loss", choices=["mse", "cosine", "cosent"], default="mse",
+                   help="STS objective: MSE on 0-5, cosine regression to score/5, or CoSENT's ranking loss")
+    g.add_argument("--mnrl_weight", type=nonneg_float, default=0.0,
+                   help="multiple negatives ranking loss on Quora duplicates and STS pairs with gold >= 4 (0: off)")
+    g.add_argument("--mnrl_scale", type=positive_float, default=20.0, help="MNRL's scale on the cosine")
+    g.add_argument("--simcse_weight", type=nonneg_float, default=0.0,
+                   help="unsupervised SimCSE on each batch's sentences, temperature 0.05 (0: off)")
+    g.add_argument("--siamese_proj", type=nonneg_int, default=0,
+                   help="a shared linear projection to this many dimensions before cosine and pair features (0: off)")
     ap.add_argument("--sequential", action="store_true", help="train the tasks one after another each epoch")
     ap.add_argument("--sampler", choices=["annealed", "proportional", "round-robin", "all"], default="annealed",
                     help="all: one batch of every task in each optimizer step (losses summed, or PCGrad)")
@@ -248,6 +303,11 @@ def get_args(argv=None):
     if args.lr is None:
         only_new = args.fine_tune_mode in ("lora", "dora") or (args.pals and args.fine_tune_mode == "last-linear-layer")
         args.lr = 1e-3 if only_new else 1e-4
+    if args.pair_encoding == "cross" and not args.eval_only:
+        needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if getattr(args, f)]
+        if needs:
+            raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not have: "
+                               f"add --pair_encoding siamese")
     if args.merge and not args.eval_only and args.fine_tune_mode not in ("lora", "dora"):
         raise MinbertError("--merge folds LoRA/DoRA adapters into the weights: it needs --fine-tune-mode lora or dora")
     if args.pcgrad and args.sampler != "all":
@@ -271,7 +331,7 @@ def model_config(args):
                            pair_encoding=args.pair_encoding, task_dropout=dict(zip(MULTITASK, drop)),
                            bert_overrides={"attn_impl": args.attn}, lora_rank=args.lora_rank,
                            lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, lora_targets=args.lora_targets,
-                           pals=args.pals, pals_dim=args.pals_dim)
+                           pals=args.pals, pals_dim=args.pals_dim, siamese_proj=args.siamese_proj)
 
 
 def load_data(args, splits):
@@ -372,7 +432,8 @@ def train_multitask(args, device, on_epoch=None):
     trainer = build_trainer(model, args, device, steps_per_epoch, pcgrad=args.pcgrad)
     smart = SmartRegularizer(args.smart_weight, args.smart_eps, args.smart_step, args.smart_steps) \
         if args.smart_weight else None
-    loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)), smart)
+    loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)), smart, args.sts_loss, args.mnrl_weight,
+                        args.mnrl_scale, args.simcse_weight)
     log_path = Path(args.checkpoint).with_suffix(".jsonl")
     set_interrupt_hint(None)
     stopper, best_scores = EarlyStopping(args.patience), None
