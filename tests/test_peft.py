@@ -14,7 +14,7 @@ import multitask_classifier as mt
 from bert import BertModel
 from conftest import ROOT, tiny_config
 from pals import PALs, default_dim
-from test_multitask import OUTS, _args as mt_args
+from test_multitask import _args as mt_args
 from trainer import describe_trainable
 from utils import MinbertError
 

@@ -9,7 +9,10 @@ import multitask_classifier as mt
 import pretrain
 from bert import BertModel
 from mlm import IGNORE, BertForMaskedLM, mask_tokens
-from conftest import interrupt_second_epoch
+import subprocess
+import sys
+
+from conftest import ROOT, interrupt_second_epoch, needs_minilm
 from test_multitask import _args as mt_args
 from utils import MinbertError
 
@@ -102,3 +105,14 @@ def test_max_steps_and_bad_input(tmp_path, tiny_model):
     assert log[-1]["steps"] == 5 and log[-1]["epoch"] == 0
     with pytest.raises(MinbertError, match="--texts file not found"):
         pretrain.main(["--pretrained", str(tiny_model), "--texts", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "x")])
+
+
+@needs_minilm
+def test_pretrained_minilm_passes_sanity_check(tmp_path):
+    """A few MLM steps on MiniLM (fresh head): the folder loads in sanity_check.py, checked against its own
+    weights in NumPy."""
+    out = _run(tmp_path, "all-minilm-l6-v2", tmp_path / "mini", "--epochs", "1", "--max_steps", "2")
+    done = subprocess.run([sys.executable, "sanity_check.py", "--pretrained", str(out)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Your BERT implementation is correct!" in done.stdout
