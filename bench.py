@@ -2,6 +2,7 @@
 
     python bench.py --pretrained all-minilm-l6-v2 --data sst --batch_size 32 --compare
     python bench.py --config base --data synthetic --seq_len 128
+    python bench.py --pretrained all-minilm-l6-v2 --fine-tune-mode lora   # or dora, last-linear-layer; --pals
 
 Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak
 measured on the same device, with the same thread count, in the same run (the best of several timed
@@ -10,7 +11,9 @@ emulated bf16 peak is meaningless), and peak memory (on a GPU the allocator's pe
 run; on the CPU the process's resident-set high-water mark, which only grows across runs). Warm-up steps are excluded; every
 figure is the median over --repeats passes over the same batches. --compare runs the model twice,
 every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop) and with
-the chosen fast paths, and prints the ratios.
+the chosen fast paths, and prints the ratios. --fine-tune-mode and --pals time our model the way
+those pipelines train it (adapters or PALs, only trainable tensors in AdamW), with the optimizer state's
+measured size.
 """
 import json
 import resource
@@ -125,9 +128,23 @@ def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
         model = BertModel.from_pretrained(args.pretrained, attn_impl=cfg.attn_impl)
     else:
         model = BertModel(cfg)
+    extra = torch.nn.ModuleList()
+    if not hf:  # what trains: --fine-tune-mode and --pals, set up as the pipelines do it
+        from types import SimpleNamespace
+        from lora import prepare_backbone
+        prepare_backbone(model, SimpleNamespace(fine_tune_mode=args.fine_tune_mode, lora_rank=args.lora_rank,
+                                                lora_alpha=2.0 * args.lora_rank, lora_dropout=0.0,
+                                                lora_targets=["query", "value"]))
+        if args.pals:
+            from pals import PALs
+            pals = PALs(model.config, ("sst",))
+            pals.attach(model)
+            pals.task = "sst"
+            extra.append(pals)
     model.to(device)
     head = torch.nn.Linear(cfg.hidden_size, 5).to(device)
-    params = list(model.parameters()) + list(head.parameters())
+    extra.to(device)
+    params = [p for p in [*model.parameters(), *extra.parameters(), *head.parameters()] if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5) if hf else AdamW(params, lr=1e-5, foreach=fast)
     fwd = model
     if fast and args.compile:
@@ -153,7 +170,8 @@ def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
         with torch.inference_mode(), autocast(device, amp):
             fwd(**b["x"])
 
-    results = {"label": label, "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl, "bucket": fast,
+    results = {"label": label, "fine_tune_mode": "full-model" if hf else args.fine_tune_mode,
+               "pals": bool(args.pals and not hf), "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl, "bucket": fast,
                "foreach": fast or hf, "compile": bool(fast and args.compile)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -174,6 +192,9 @@ def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
         results[name] = {"tokens_per_s": sum(real[timed]) / sec, "padded_tokens_per_s": sum(padded[timed]) / sec,
                          "ms_per_step": 1000 * sec / n, "flop_per_s": mult * sum(flops[timed]) / sec,
                          "padding_fraction": 1 - sum(real[timed]) / sum(padded[timed])}
+    results["trainable_params"] = sum(p.numel() for p in params)
+    results["optimizer_state_mb"] = sum(t.numel() * t.element_size() for st in opt.state.values()
+                                        for t in st.values() if torch.is_tensor(t)) / 2 ** 20
     results["peak_memory_mb"] = (torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda"
                                  else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return results
@@ -202,6 +223,10 @@ def main():
     ap.add_argument("--hf", action="store_true",
                     help="also time HF transformers' BertModel on the same weights (needs transformers installed)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["full-model", "last-linear-layer", "lora", "dora"],
+                    default="full-model", help="what trains (adapters on query and value, as the pipelines' default)")
+    ap.add_argument("--lora_rank", type=positive_int, default=8)
+    ap.add_argument("--pals", action="store_true", help="with one task's PALs beside every layer")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -241,6 +266,8 @@ def main():
                   f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
                   f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
                   f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, foreach {r['foreach']}, compile {r['compile']}]")
+        print(f"{r['label']:>8} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
+              f"trainable parameters, AdamW state {r['optimizer_state_mb']:.1f} MiB")
         print(f"{r['label']:>8} peak memory {r['peak_memory_mb']:.0f} MB"
               + ("" if device.type == "cuda" else " (the process's RSS high-water mark so far, CPU)"))
     out = {"args": vars(args), "device": str(device), "device_kind": kind, "cpu_capability": cpu_capability(),

@@ -198,3 +198,21 @@ def test_ensemble_refuses_mismatched_members(tmp_path, course_data, trained, tin
         ensemble.main([str(ckpt), str(tmp_path / "cls" / "last-linear-layer-cfimdb.pt"), "--data_dir",
                        str(course_data), "--out", str(tmp_path / "e")])
     assert not (tmp_path / "e").exists()  # refused before anything was written
+
+
+def test_bench_times_adapters_and_measures_their_optimizer_state(tmp_path, course_data, tiny_model):
+    figures = {}
+    for mode in ("full-model", "lora"):
+        out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
+                              "--data_dir", str(course_data), "--steps", "2", "--warmup", "1", "--repeats", "1",
+                              "--batch_size", "8", "--peak_repeats", "1", "--fine-tune-mode", mode, "--lora_rank", "2",
+                              "--json", str(tmp_path / f"{mode}.json")], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        run = __import__("json").loads((tmp_path / f"{mode}.json").read_text())["runs"][0]
+        assert run["fine_tune_mode"] == mode and f"{run['trainable_params']:,} trainable parameters" in out.stdout
+        # AdamW's measured state: exp_avg and exp_avg_sq in fp32 for each trainable parameter (+ step counts)
+        assert run["optimizer_state_mb"] * 2 ** 20 >= 8 * run["trainable_params"]
+        assert run["optimizer_state_mb"] * 2 ** 20 <= 8 * run["trainable_params"] + 8 * 1000
+        figures[mode] = run["trainable_params"]
+    # rank-2 adapters on query and value of 2 layers: 2 x 2 x (2 x 32 + 32 x 2), plus the 5-way head
+    assert figures["lora"] == 2 * 2 * (2 * 32 + 32 * 2) + 32 * 5 + 5 < figures["full-model"]
