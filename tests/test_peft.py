@@ -216,3 +216,13 @@ def test_bench_times_adapters_and_measures_their_optimizer_state(tmp_path, cours
         figures[mode] = run["trainable_params"]
     # rank-2 adapters on query and value of 2 layers: 2 x 2 x (2 x 32 + 32 x 2), plus the 5-way head
     assert figures["lora"] == 2 * 2 * (2 * 32 + 32 * 2) + 32 * 5 + 5 < figures["full-model"]
+
+
+def test_adapter_state_into_a_plain_model_names_the_mode(tiny_model):
+    from utils import load_trainable_state, trainable_state
+    lora = mt.MultitaskBERT(_config(tiny_model, "lora"))
+    plain = mt.MultitaskBERT(_config(tiny_model, "full-model"))
+    with pytest.raises(MinbertError, match="holds LoRA/DoRA adapters and this model has none"):
+        load_trainable_state(plain, trainable_state(lora), "ck.pt")
+    with pytest.raises(MinbertError, match="this model has adapters and the checkpoint none"):
+        load_trainable_state(lora, trainable_state(plain), "ck.pt")
