@@ -16,9 +16,9 @@ from bert import BertModel
 from datasets import TASKS, TaskData, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from tokenizer import BertTokenizer
-from flags import (ADAPTER_FLAGS, Parser, add_adapter_flags, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, parse_with_recipe,
+from flags import (ADAPTER_FLAGS, Parser, adapter_settings, add_adapter_flags, add_recipe_flags, add_speed_flags, check_max_length, nonneg_float, parse_with_recipe,
                    positive_float, positive_int, probability)
-from lora import FINE_TUNE_MODES, merge_adapters, prepare_backbone
+from lora import ADAPTER_LR, FINE_TUNE_MODES, check_merge, merge_for_inference, prepare_backbone
 from precision import setup_precision
 from runs import check_outputs, publish, run_folder
 from smart import SmartRegularizer
@@ -68,8 +68,6 @@ def classification_loss(smart=None):
 
 # full-model's default learning rate: the best measured on MiniLM (README), and the handout's.
 FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
-# Where only a head or adapters train, a larger rate (Hu et al. 2022 train LoRA at 10x full fine-tuning's).
-FROZEN_LR = {"last-linear-layer": 1e-3, "lora": 1e-3, "dora": 1e-3}
 
 
 def get_args(argv=None):
@@ -104,14 +102,14 @@ def get_args(argv=None):
                     help="continue from the last completed epoch's checkpoint (of --run_name, else the newest run)")
     args = parse_with_recipe(ap, argv, {})
     if args.lr is None:
-        args.lr = FROZEN_LR.get(args.fine_tune_mode) or FULL_MODEL_LR[args.recipe]
+        args.lr = FULL_MODEL_LR[args.recipe] if args.fine_tune_mode == "full-model" else ADAPTER_LR
     if args.smart_weight is None:  # SMART needs BERT in the graph: on by default for full-model only
         args.smart_weight = 1.0 if args.fine_tune_mode == "full-model" else 0.0
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")
-    if args.merge and args.fine_tune_mode not in ("lora", "dora"):
-        raise MinbertError("--merge folds LoRA/DoRA adapters into the weights: it needs --fine-tune-mode lora or dora")
+    if args.merge:
+        check_merge(args.fine_tune_mode)
     return args
 
 
@@ -139,8 +137,7 @@ def run_dataset(args, name, device, on_epoch=None):
     data = {s: load_split(args, name, s, tokenizer) for s in ("train", "dev", "test")}
     config = SimpleNamespace(pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
                              hidden_dropout_prob=args.hidden_dropout_prob, num_labels=TASKS[name].num_labels,
-                             bert_overrides={"attn_impl": args.attn}, lora_rank=args.lora_rank,
-                             lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, lora_targets=args.lora_targets)
+                             bert_overrides={"attn_impl": args.attn}, **adapter_settings(args))
     model = BertSentimentClassifier(config).to(device)
     frozen = args.fine_tune_mode == "last-linear-layer"
     if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
@@ -211,8 +208,7 @@ def run_dataset(args, name, device, on_epoch=None):
         return None
     best = load_checkpoint(paths.best)
     load_trainable_state(model, best["model"], paths.best)
-    if args.merge:
-        main_print(f"merged {merge_adapters(model.bert)} adapters into BERT's weights")
+    merge_for_inference(model.bert, args, main_print)
     dev_pred, test_pred = evaluate("dev", keep_scores=True), evaluate("test")
     dev_acc = accuracy(dev_pred, data["dev"].labels.numpy())
     write_predictions(paths.dev, name, data["dev"].ids, dev_pred)

@@ -16,10 +16,12 @@ import numpy as np
 import torch
 
 from datasets import read_examples
-from evaluation import MULTITASK, read_predictions, score, write_predictions
+from evaluation import MULTITASK, model_eval_multitask, read_predictions, score, write_predictions
 from flags import Parser, add_speed_flags, positive_int
 from precision import setup_precision
 from runs import check_outputs
+from multitask_classifier import (FLAG_PREFIX, format_scores, get_args as multitask_args, load_data, load_multitask,
+                                  output_name)
 from utils import MinbertError, get_device, main_guard
 
 N_SST = 5
@@ -37,15 +39,9 @@ def get_args(argv=None):
     return ap.parse_args(argv)
 
 
-def file_name(task, split):
-    from multitask_classifier import FLAG_PREFIX
-    return f"{FLAG_PREFIX[task]}-{split}-output.csv"
-
-
 def reference(data_dir):
     """{(task, split): (ids, gold)}: the ids every member must predict, in file order, and the gold labels
     (None where a row has none, and on test)."""
-    from multitask_classifier import FLAG_PREFIX, get_args as multitask_args
     paths = multitask_args(["--data_dir", data_dir])
     ref = {}
     for task in MULTITASK:
@@ -70,17 +66,19 @@ def decide(task, mean):
     return (mean > 0.5).astype(np.int64) if task == "quora" else mean
 
 
-def checkpoint_member(path, args, device, ref):
-    """{(task, split): outputs to average} of one multitask checkpoint."""
-    from evaluation import model_eval_multitask
-    from multitask_classifier import get_args as multitask_args, load_data, load_multitask
+def checkpoint_member(path, args, device, ref, cache):
+    """{(task, split): outputs to average} of one multitask checkpoint. `cache` keeps the tokenised data
+    between members that share a tokenizer, length and pair encoding (the usual case)."""
     margs = multitask_args(["--data_dir", args.data_dir])
     margs.amp = args.amp
     model, _ = load_multitask(path, margs, device)
     classes = model.sst_head[-1].out_features
     if classes != N_SST:
         raise MinbertError(f"{path}: its SST head has {classes} classes, the ensemble's task has {N_SST}")
-    data = load_data(margs, SPLITS)
+    key = (margs.pretrained, margs.max_length, margs.pair_encoding)
+    if key not in cache:
+        cache[key] = load_data(margs, SPLITS)
+    data = cache[key]
     outputs = {}
     for split in SPLITS:
         raw = {}
@@ -96,7 +94,7 @@ def folder_member(folder, ref):
     """The six prediction files of `folder` as one-hot probabilities (SST, Quora) and scores (STS)."""
     outputs = {}
     for (task, split), (ids, _) in ref.items():
-        path = Path(folder) / file_name(task, split)
+        path = Path(folder) / output_name(task, split)
         preds, duplicated = read_predictions(path)
         if duplicated:
             raise MinbertError(f"{path}: id {duplicated[0]} appears more than once")
@@ -126,25 +124,24 @@ def dev_scores(outputs, ref):
 
 
 def main(argv=None):
-    from multitask_classifier import format_scores
     args = get_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device)
     out = Path(args.out)
-    check_outputs(dirs=[out], files=[out / file_name(t, s) for t in MULTITASK for s in SPLITS])
+    check_outputs(dirs=[out], files=[out / output_name(t, s) for t in MULTITASK for s in SPLITS])
     ref = reference(args.data_dir)
-    members = []
+    members, cache = [], {}
     for m in args.members:
         if Path(m).is_dir():
             members.append(folder_member(m, ref))
         elif Path(m).is_file():
-            members.append(checkpoint_member(m, args, device, ref))
+            members.append(checkpoint_member(m, args, device, ref, cache))
         else:
             raise MinbertError(f"{m}: no such checkpoint or prediction folder")
         print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
     mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
     for (task, split), (ids, _) in ref.items():
-        write_predictions(out / file_name(task, split), task, ids, decide(task, mean[task, split]))
+        write_predictions(out / output_name(task, split), task, ids, decide(task, mean[task, split]))
     scores = dev_scores(mean, ref)
     print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {out}/")
     return scores

@@ -83,6 +83,11 @@ def add_adapter_flags(ap):
 ADAPTER_FLAGS = {k: "--" + k for k in ("lora_rank", "lora_alpha", "lora_targets")}
 
 
+def adapter_settings(args):
+    """The --lora_* values a model config carries to lora.prepare_backbone."""
+    return {k: getattr(args, k) for k in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")}
+
+
 # The handout's plain training: a constant learning rate, no warm-up, no clipping, no SMART.
 HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0}
 

@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from utils import MinbertError
+
 
 class LoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank=8, alpha=16.0, dropout=0.0, dora=False):
@@ -92,13 +94,31 @@ def merge_adapters(module):
 
 
 FINE_TUNE_MODES = ["last-linear-layer", "full-model", "lora", "dora"]
+ADAPTER_MODES = ("lora", "dora")
+# Where only adapters (or other new modules) and heads train, a larger default rate than full fine-tuning's
+# (Hu et al. 2022 train LoRA at about 10x).
+ADAPTER_LR = 1e-3
+
+
+def check_merge(mode):
+    """--merge folds adapters: refused, in one line, for a mode that has none."""
+    if mode not in ADAPTER_MODES:
+        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights, but this model is {mode}: "
+                           f"it needs --fine-tune-mode lora or dora")
+
+
+def merge_for_inference(bert, args, log=print):
+    """--merge, in both pipelines: fold the adapters into BERT's weights before the final predictions."""
+    if args.merge:
+        check_merge(args.fine_tune_mode)
+        log(f"merged {merge_adapters(bert)} adapters into BERT's weights")
 
 
 def prepare_backbone(bert, config):
     """Set what of `bert` trains under config.fine_tune_mode: nothing (last-linear-layer), everything
     (full-model), or only adapters on config.lora_targets (lora, dora). Both pipelines call this."""
     mode = config.fine_tune_mode
-    if mode in ("lora", "dora"):
+    if mode in ADAPTER_MODES:
         return add_adapters(bert, config.lora_targets, config.lora_rank, config.lora_alpha, config.lora_dropout,
                             dora=mode == "dora")
     if mode not in FINE_TUNE_MODES:

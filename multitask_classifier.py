@@ -27,10 +27,10 @@ from datasets import TaskData, data_file, read_examples
 from evaluation import (MULTITASK, model_eval_multitask, multitask_mean, multitask_outputs, pair_inputs,
                         write_dev_scores, write_predictions)
 from tokenizer import BertTokenizer
-from flags import (ADAPTER_FLAGS, Parser, add_adapter_flags, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, nonneg_int, positive_float, positive_int,
+from flags import (ADAPTER_FLAGS, Parser, adapter_settings, add_adapter_flags, add_recipe_flags, add_speed_flags, parse_with_recipe, check_max_length, nonneg_float, nonneg_int, positive_float, positive_int,
                    probability)
 from losses import CoSENTLoss, CosineSimilarityLoss, MultipleNegativesRankingLoss, SimCSELoss
-from lora import FINE_TUNE_MODES, merge_adapters, prepare_backbone
+from lora import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, check_merge, merge_for_inference, prepare_backbone
 from pals import PALs
 from precision import setup_precision
 from runs import check_outputs, publish, run_folder
@@ -301,15 +301,15 @@ def get_args(argv=None):
                     help="every run appends a row here")
     args = parse_with_recipe(ap, argv, HANDOUT_DEFAULTS)
     if args.lr is None:
-        only_new = args.fine_tune_mode in ("lora", "dora") or (args.pals and args.fine_tune_mode == "last-linear-layer")
-        args.lr = 1e-3 if only_new else 1e-4
+        only_new = args.fine_tune_mode in ADAPTER_MODES or (args.pals and args.fine_tune_mode == "last-linear-layer")
+        args.lr = ADAPTER_LR if only_new else 1e-4
     if args.pair_encoding == "cross" and not args.eval_only:
         needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if getattr(args, f)]
         if needs:
             raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not have: "
                                f"add --pair_encoding siamese")
-    if args.merge and not args.eval_only and args.fine_tune_mode not in ("lora", "dora"):
-        raise MinbertError("--merge folds LoRA/DoRA adapters into the weights: it needs --fine-tune-mode lora or dora")
+    if args.merge and not args.eval_only:  # in --eval_only the mode comes from the checkpoint
+        check_merge(args.fine_tune_mode)
     if args.pcgrad and args.sampler != "all":
         raise MinbertError("--pcgrad needs the gradients of every task in one step: add --sampler all")
     if args.pcgrad and args.sequential:
@@ -329,9 +329,7 @@ def model_config(args):
     drop = args.task_dropout or [args.hidden_dropout_prob] * 3
     return SimpleNamespace(pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode, pooling=args.pooling,
                            pair_encoding=args.pair_encoding, task_dropout=dict(zip(MULTITASK, drop)),
-                           bert_overrides={"attn_impl": args.attn}, lora_rank=args.lora_rank,
-                           lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, lora_targets=args.lora_targets,
-                           pals=args.pals, pals_dim=args.pals_dim, siamese_proj=args.siamese_proj)
+                           bert_overrides={"attn_impl": args.attn}, **adapter_settings(args), pals=args.pals, pals_dim=args.pals_dim, siamese_proj=args.siamese_proj)
 
 
 def load_data(args, splits):
@@ -345,10 +343,15 @@ def load_data(args, splits):
     return data
 
 
+def output_name(task, split):
+    """A leaderboard file's name in a run folder (and in ensemble.py's --out)."""
+    return f"{FLAG_PREFIX[task]}-{split}-output.csv"
+
+
 def published_paths(args):
     """{run-folder file name: the handout's path it is copied to} for the six leaderboard files."""
-    return {f"{prefix}-{split}-output.csv": Path(getattr(args, f"{prefix}_{split}_out"))
-            for prefix in FLAG_PREFIX.values() for split in ("dev", "test")}
+    return {output_name(task, split): Path(getattr(args, f"{prefix}_{split}_out"))
+            for task, prefix in FLAG_PREFIX.items() for split in ("dev", "test")}
 
 
 def write_outputs(args, data, model, device, folder):
@@ -361,7 +364,7 @@ def write_outputs(args, data, model, device, folder):
         # raw dev outputs for report.py: in the run folder only, never published to the zip
         write_dev_scores(Path(folder) / f"{prefix}-dev-scores.npz", task, data["dev"][task], raw[task], dev_preds[task])
         for split, preds in (("dev", dev_preds), ("test", test_preds)):
-            write_predictions(Path(folder) / f"{prefix}-{split}-output.csv", task, data[split][task].ids, preds[task])
+            write_predictions(Path(folder) / output_name(task, split), task, data[split][task].ids, preds[task])
     publish([(Path(folder) / name, dest) for name, dest in published_paths(args).items()], args.run_name, folder)
     return scores
 
@@ -394,19 +397,9 @@ def load_multitask(path, args, device):
     return model, state
 
 
-def merge_if_asked(model, args):
-    """--merge: fold LoRA/DoRA adapters into BERT's weights before predicting."""
-    if not args.merge:
-        return
-    if args.fine_tune_mode not in ("lora", "dora"):
-        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights, but this model is "
-                           f"{args.fine_tune_mode}: drop --merge")
-    main_print(f"merged {merge_adapters(model.bert)} adapters into BERT's weights")
-
-
 def eval_only(args, device):
     model, state = load_multitask(args.eval_only, args, device)
-    merge_if_asked(model, args)
+    merge_for_inference(model.bert, args, main_print)
     data = load_data(args, ("dev", "test"))
     args.run_name = state["args"].get("run_name") or Path(args.eval_only).parent.name
     scores = write_outputs(args, data, model, device, Path(args.eval_only).parent)
@@ -487,7 +480,7 @@ def train_multitask(args, device, on_epoch=None):
     minutes = (time.perf_counter() - t_start) / 60
     state = load_checkpoint(args.checkpoint)
     load_trainable_state(model, state["model"], args.checkpoint)
-    merge_if_asked(model, args)
+    merge_for_inference(model.bert, args, main_print)
     write_outputs(args, data, model, device, Path(args.checkpoint).parent)
     append_result(args, mode, best_scores, best_epoch, minutes)
     print(f"best epoch {best_epoch}: dev {format_scores(best_scores)}; run folder {Path(args.checkpoint).parent} "

@@ -176,14 +176,14 @@ def build_trainer(model, args, device, steps_per_epoch, pcgrad=False):
                    max_grad_norm=args.max_grad_norm, pcgrad=pcgrad, seed=args.seed)
 
 
-def describe_trainable(model, log=None):
-    """Print (and return) how many parameters train and what AdamW's state for them costs: two fp32-sized
-    tensors (exp_avg, exp_avg_sq) per trainable parameter, in its own dtype."""
+def describe_trainable(model):
+    """Print (and return) how many parameters train and what AdamW's state for them costs: exp_avg and
+    exp_avg_sq, each the size of its parameter."""
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     n, total = sum(p.numel() for p in trainable), sum(p.numel() for p in params)
     state_bytes = 2 * sum(p.numel() * p.element_size() for p in trainable)
-    (log or main_print)(f"trainable parameters: {n:,} of {total:,} ({100 * n / max(total, 1):.2f}%); "
+    main_print(f"trainable parameters: {n:,} of {total:,} ({100 * n / max(total, 1):.2f}%); "
                         f"AdamW state {state_bytes / 2**20:.1f} MiB")
     return {"trainable": n, "total": total, "optimizer_state_bytes": state_bytes}
 

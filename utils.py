@@ -175,10 +175,10 @@ def load_trainable_state(model, state, source):
     bad = [k for k in state if k not in own or own[k].shape != state[k].shape]
     missing = [n for n, p in own.items() if p.requires_grad and n not in state]
     if bad or missing:
-        adapters = [any(".lora_" in k for k in names) for names in (state, own)]
-        hint = ("; the checkpoint holds LoRA/DoRA adapters and this model has none (give its --fine-tune-mode)"
-                if adapters == [True, False] else "; this model has adapters and the checkpoint none (give its "
-                "--fine-tune-mode)" if adapters == [False, True] else "")
+        saved_lora, own_lora = (any(".lora_" in k for k in names) for names in (state, own))
+        hint = "" if saved_lora == own_lora else (
+            "; the checkpoint holds LoRA/DoRA adapters and this model has none" if saved_lora
+            else "; this model has adapters and the checkpoint none") + " (give its --fine-tune-mode)"
         raise MinbertError(f"{source}: checkpoint does not fit this model: "
                            + (f"unknown or mis-shaped {bad[:5]} " if bad else "")
                            + (f"missing {missing[:5]}" if missing else "") + hint)
