@@ -7,7 +7,8 @@ adapters on a frozen BERT (lora.py); --pals adds task-specific projected attenti
 either a trained or a frozen backbone.
 
 Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]') by default, or siamese (--pair_encoding siamese:
-paraphrase from [u, v, |u-v|, u*v], similarity as 5 * ReLU(cos(u, v))). Tasks are trained jointly
+paraphrase from [u, v, |u-v|, u*v], similarity as 5 * ReLU(cos(u, v))), or each task the way it does best
+(--pair_encoding mixed: Quora cross-encoded, STS siamese). Tasks are trained jointly
 with a batch sampler (annealed by default: p_i ~ N_i^alpha, alpha = 1 - 0.8 (e-1)/(E-1)), or one
 after another with --sequential.
 """
@@ -42,6 +43,16 @@ from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, barr
 
 N_SENTIMENT = 5
 
+PAIR_ENCODINGS = ("cross", "siamese", "mixed")
+
+
+def task_encoding(pair_encoding, task):
+    """'cross' or 'siamese' for one pair task. 'mixed' cross-encodes Quora, where reading both questions at
+    once wins, and keeps STS siamese, where the cosine of two sentence embeddings wins (README, Results)."""
+    if pair_encoding == "mixed":
+        return "cross" if task == "quora" else "siamese"
+    return pair_encoding
+
 
 class MultitaskBERT(nn.Module):
     """One shared BERT, a head per task."""
@@ -54,16 +65,17 @@ class MultitaskBERT(nn.Module):
         if self.pals is not None:
             self.pals.attach(self.bert)
         self.pooling, self.pair_encoding = config.pooling, config.pair_encoding
+        self.encoding = {t: task_encoding(config.pair_encoding, t) for t in ("quora", "sts")}
         H = self.bert.config.hidden_size
         drop = config.task_dropout
         self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(H, N_SENTIMENT))
         # --siamese_proj: one linear map shared by both sentences, before the cosine and the pair features
         proj = getattr(config, "siamese_proj", 0)
         self.proj = nn.Linear(H, proj) if proj else None
-        pair_width = H if self.pair_encoding == "cross" else 4 * (proj or H)
+        pair_width = H if self.encoding["quora"] == "cross" else 4 * (proj or H)
         self.para_head = nn.Sequential(nn.Dropout(drop["quora"]), nn.Linear(pair_width, 1))
         # Siamese similarity is the embeddings' cosine itself (no parameters), as Sentence-BERT does it.
-        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(H, 1)) if self.pair_encoding == "cross" else None
+        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(H, 1)) if self.encoding["sts"] == "cross" else None
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         """A sentence (or cross-encoded pair) embedding: [CLS] state, pooler output, or masked mean."""
@@ -91,7 +103,7 @@ class MultitaskBERT(nn.Module):
         """One logit per pair (> 0 means paraphrase). Siamese: the handout's two inputs; cross: the pair
         as one input in input_ids_1 with its token_type_ids."""
         self.task("quora")
-        if self.pair_encoding == "cross":
+        if self.encoding["quora"] == "cross":
             return self.para_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1)
         return self.paraphrase_logit(*self.embed_pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2))
 
@@ -105,7 +117,7 @@ class MultitaskBERT(nn.Module):
                          token_type_ids=None):
         """The score the similarity losses train: cos(u, v) for siamese pairs, in (0, 1) for cross ones."""
         self.task("sts")
-        if self.pair_encoding == "cross":
+        if self.encoding["sts"] == "cross":
             return torch.sigmoid(self.sts_head(self(input_ids_1, attention_mask_1, token_type_ids)).squeeze(-1))
         return F.cosine_similarity(*self.embed_pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2), dim=-1)
 
@@ -135,13 +147,14 @@ OUTPUT_KIND = {"sst": "multiclass", "quora": "binary", "sts": "regression"}
 def task_loss(weights, smart=None, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0):
     """The weighted loss of a one-task batch, or {task: loss} for a batch holding every task (--sampler all).
     Added to a task's own loss when asked: SMART's smoothness term (a SmartRegularizer), MNRL on the batch's
-    positive pairs and SimCSE on its first sentences (siamese only; losses.py)."""
+    positive pairs and SimCSE on its first sentences (sentence embeddings only: not on cross-encoded pairs;
+    losses.py)."""
     similarity = {"cosine": CosineSimilarityLoss(), "cosent": CoSENTLoss()}.get(sts_loss)
     mnrl, simcse = MultipleNegativesRankingLoss(mnrl_scale), SimCSELoss()
 
     def one(model, batch):
         task, y = batch["task"], batch["labels"]
-        siamese = task != "sst" and model.pair_encoding == "siamese"
+        siamese = task != "sst" and model.encoding[task] == "siamese"
         extra = 0.0
         if siamese:  # the two embeddings once, for the task output and the embedding losses alike
             p = pair_inputs(batch)
@@ -160,7 +173,7 @@ def task_loss(weights, smart=None, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=2
         else:
             out = multitask_outputs(model, task, batch)
             score = out / 5.0 if task == "sts" else None
-        if simcse_weight:  # a second pass over the same first sentences: only dropout differs
+        if simcse_weight and (siamese or task == "sst"):  # the same first sentences again: only dropout differs
             ids = batch["a"] if siamese else batch["x"]
             extra = extra + simcse_weight * simcse(first, model.embed_sentence(ids["input_ids"], ids["attention_mask"]))
         if task == "sst":
@@ -268,9 +281,10 @@ def get_args(argv=None):
     # the best recipe measured on MiniLM (README, "Training recipe"); --recipe handout restores the plain one
     add_recipe_flags(ap, smart_weight=1.0)
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.0)
-    ap.add_argument("--pair_encoding", choices=["cross", "siamese"], default="cross")
+    ap.add_argument("--pair_encoding", choices=PAIR_ENCODINGS, default="cross",
+                    help="cross: '[CLS] a [SEP] b [SEP]'; siamese: two sentence embeddings; mixed: Quora cross, STS siamese")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
-    g = ap.add_argument_group("sentence embeddings (losses.py; MNRL, SimCSE and the projection need --pair_encoding siamese)")
+    g = ap.add_argument_group("sentence embeddings (losses.py; MNRL, SimCSE and the projection need siamese pairs: --pair_encoding siamese or mixed)")
     g.add_argument("--sts_loss", choices=["mse", "cosine", "cosent"], default="mse",
                    help="STS objective: MSE on 0-5, cosine regression to score/5, or CoSENT's ranking loss")
     g.add_argument("--mnrl_weight", type=nonneg_float, default=0.0,
@@ -307,7 +321,7 @@ def get_args(argv=None):
         needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if getattr(args, f)]
         if needs:
             raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not have: "
-                               f"add --pair_encoding siamese")
+                               f"add --pair_encoding siamese (or mixed)")
     if args.merge and not args.eval_only:  # in --eval_only the mode comes from the checkpoint
         check_merge(args.fine_tune_mode)
     if args.pcgrad and args.sampler != "all":
@@ -339,7 +353,7 @@ def load_data(args, splits):
         data[split] = {}
         for task in MULTITASK:
             examples = read_examples(getattr(args, f"{FLAG_PREFIX[task]}_{split}"), task, split)
-            data[split][task] = TaskData(examples, task, tokenizer, args.max_length, args.pair_encoding)
+            data[split][task] = TaskData(examples, task, tokenizer, args.max_length, task_encoding(args.pair_encoding, task))
     return data
 
 

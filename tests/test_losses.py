@@ -48,11 +48,14 @@ def test_cosine_loss_on_hand_made_scores():
     assert loss.item() == pytest.approx((0.0 ** 2 + 0.5 ** 2) / 2)
 
 
+def _cfg(tiny_model, dropout=0.0, pair_encoding="siamese", **kw):
+    return SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", pooling="mean",
+                           pair_encoding=pair_encoding, task_dropout={"sst": 0.0, "quora": 0.0, "sts": 0.0},
+                           bert_overrides={"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}, **kw)
+
+
 def _model(tiny_model, dropout, **kw):
-    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", pooling="mean",
-                          pair_encoding="siamese", task_dropout={"sst": 0.0, "quora": 0.0, "sts": 0.0},
-                          bert_overrides={"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}, **kw)
-    return mt.MultitaskBERT(cfg)
+    return mt.MultitaskBERT(_cfg(tiny_model, dropout, **kw))
 
 
 def test_simcse_passes_differ_only_by_dropout(tiny_model):
@@ -100,4 +103,25 @@ def test_cross_pairs_refuse_embedding_losses_in_one_line(tmp_path, course_data, 
                           *mt_args(tmp_path, course_data, tiny_model, "--mnrl_weight", "1")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
-    assert "--mnrl_weight works on sentence embeddings" in out.stderr and "--pair_encoding siamese" in out.stderr
+    assert "--mnrl_weight works on sentence embeddings" in out.stderr and "--pair_encoding siamese (or mixed)" in out.stderr
+
+
+def test_mixed_pairs_cross_encode_quora_and_embed_sts(tmp_path, course_data, tiny_model):
+    model = _model(tiny_model, 0.0, pair_encoding="mixed", siamese_proj=6).eval()
+    assert model.encoding == {"quora": "cross", "sts": "siamese"}
+    assert model.para_head[-1].in_features == 32 and model.sts_head is None  # [CLS]-side head; cosine for STS
+    ids = torch.randint(5, 40, (3, 7))
+    mask = torch.ones_like(ids)
+    u, v = model.embed_pair(ids, mask, ids.flip(0), mask)
+    torch.testing.assert_close(model.predict_similarity(ids, mask, ids.flip(0), mask),
+                               5 * F.relu(F.cosine_similarity(u, v, dim=-1)))
+    assert model.predict_paraphrase(ids, mask, token_type_ids=torch.zeros_like(ids)).shape == (3,)
+    # every embedding loss trains with it (MNRL and SimCSE only where there are sentence embeddings),
+    # and --eval_only takes the encoding back from the checkpoint
+    args = mt_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--pair_encoding", "mixed", "--sts_loss", "cosent",
+                   "--mnrl_weight", "0.5", "--simcse_weight", "0.1", "--siamese_proj", "16")
+    trained = mt.main(args)
+    rescored = mt.main(mt_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
+    assert rescored == pytest.approx(trained)
+    data = mt.load_data(mt.get_args(args), ["dev"])["dev"]
+    assert set(data["quora"].inputs) == {"x"} and set(data["sts"].inputs) == {"a", "b"}
