@@ -125,3 +125,14 @@ def test_mixed_pairs_cross_encode_quora_and_embed_sts(tmp_path, course_data, tin
     assert rescored == pytest.approx(trained)
     data = mt.load_data(mt.get_args(args), ["dev"])["dev"]
     assert set(data["quora"].inputs) == {"x"} and set(data["sts"].inputs) == {"a", "b"}
+
+
+def test_grad_norms_tool_measures_each_task(tmp_path, course_data, tiny_model, capsys):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grad_norms
+    args = mt.get_args(mt_args(tmp_path, course_data, tiny_model, "--pair_encoding", "siamese", "--loss_weights", "1", "1", "0"))
+    norms = grad_norms.grad_norms(args, batches=2)
+    assert set(norms) == {"sst", "quora", "sts"}
+    assert norms["sst"][1] > 0 and norms["quora"][1] > 0 and norms["sts"] == (0.0, 0.0)  # weight 0: no pull
+    grad_norms.main(mt_args(tmp_path, course_data, tiny_model, "--sts_loss", "cosent"))
+    assert capsys.readouterr().out.count("encoder gradient norm") == 3

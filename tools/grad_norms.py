@@ -1,0 +1,49 @@
+"""How hard each Part 2 task pulls on the shared encoder: the loss and the encoder's gradient norm of a few
+training batches per task, at the starting weights, with any multitask_classifier.py flags.
+
+    python tools/grad_norms.py --pretrained all-minilm-l6-v2 --pair_encoding siamese --sts_loss cosent
+
+One AdamW serves all tasks, so a task whose gradients are far larger than the others' fills the second
+moments: the other tasks' steps shrink by about the same factor and they stop learning. This is why
+`--sts_loss cosent` needs `--max_grad_norm` (README, "Better sentence embeddings").
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import multitask_classifier as mt  # noqa: E402
+from utils import main_guard, seed_everything  # noqa: E402
+
+
+def grad_norms(args, batches=3):
+    """{task: (mean loss, mean encoder gradient norm)} over the first `batches` shuffled training batches."""
+    seed_everything(args.seed)
+    data = mt.load_data(args, ["train"])["train"]
+    model = mt.MultitaskBERT(mt.model_config(args)).train()
+    loss_fn = mt.task_loss(dict(zip(mt.MULTITASK, args.loss_weights)), None, args.sts_loss, args.mnrl_weight,
+                           args.mnrl_scale, args.simcse_weight)
+    encoder = [p for p in model.bert.parameters() if p.requires_grad]
+    out = {}
+    for task in mt.MULTITASK:
+        losses, norms = [], []
+        for i, batch in zip(range(batches), data[task].batches(args.batch_size, True, args.seed)):
+            model.zero_grad(set_to_none=True)
+            loss = loss_fn(model, {**batch, "task": task})
+            loss.backward()
+            losses.append(loss.item())
+            norms.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in encoder if p.grad is not None])).item())
+        out[task] = (float(np.mean(losses)), float(np.mean(norms)))
+    return out
+
+
+def main(argv=None):
+    args = mt.get_args(argv)
+    for task, (loss, norm) in grad_norms(args).items():
+        print(f"{task}: loss {loss:.3f}, encoder gradient norm {norm:.3f}")
+
+
+if __name__ == "__main__":
+    main_guard(main)
