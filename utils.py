@@ -1,4 +1,5 @@
 """Shared helpers: errors, seeding and device, masks, checkpoint I/O, batches to the device, run flags."""
+import atexit
 import hashlib
 import json
 import os
@@ -56,6 +57,9 @@ def distributed():
             dist.init_process_group("cpu:gloo,cuda:nccl")
         else:
             dist.init_process_group("gloo")
+        # Tear the group down before the interpreter does: gloo's threads left alive at exit can abort the
+        # process ("terminate called without an active exception") after all its work is done.
+        atexit.register(dist.destroy_process_group)
     return dist.get_rank(), world
 
 
