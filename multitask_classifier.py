@@ -64,7 +64,7 @@ class MultitaskBERT(nn.Module):
         self.pals = PALs(self.bert.config, MULTITASK, config.pals_dim) if getattr(config, "pals", False) else None
         if self.pals is not None:
             self.pals.attach(self.bert)
-        self.pooling, self.pair_encoding = config.pooling, config.pair_encoding
+        self.pooling = config.pooling
         self.encoding = {t: task_encoding(config.pair_encoding, t) for t in ("quora", "sts")}
         H = self.bert.config.hidden_size
         drop = config.task_dropout
@@ -155,7 +155,7 @@ def task_loss(weights, smart=None, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=2
     def one(model, batch):
         task, y = batch["task"], batch["labels"]
         siamese = task != "sst" and model.encoding[task] == "siamese"
-        extra = 0.0
+        extra, first = 0.0, None  # first: the first sentences' embeddings, where the batch has any
         if siamese:  # the two embeddings once, for the task output and the embedding losses alike
             p = pair_inputs(batch)
             model.task(task)
@@ -173,7 +173,7 @@ def task_loss(weights, smart=None, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=2
         else:
             out = multitask_outputs(model, task, batch)
             score = out / 5.0 if task == "sts" else None
-        if simcse_weight and (siamese or task == "sst"):  # the same first sentences again: only dropout differs
+        if simcse_weight and first is not None:  # the same first sentences again: only dropout differs
             ids = batch["a"] if siamese else batch["x"]
             extra = extra + simcse_weight * simcse(first, model.embed_sentence(ids["input_ids"], ids["attention_mask"]))
         if task == "sst":
@@ -191,6 +191,12 @@ def task_loss(weights, smart=None, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=2
             return {task: one(model, part) for task, part in batch["parts"].items()}
         return one(model, batch)
     return loss_fn
+
+
+def task_loss_from_args(args, smart=None):
+    """task_loss with the run's --loss_weights, --sts_loss, --mnrl_* and --simcse_weight."""
+    return task_loss(dict(zip(MULTITASK, args.loss_weights)), smart, args.sts_loss, args.mnrl_weight,
+                     args.mnrl_scale, args.simcse_weight)
 
 
 def annealed_alpha(epoch, epochs):
@@ -439,8 +445,7 @@ def train_multitask(args, device, on_epoch=None):
     trainer = build_trainer(model, args, device, steps_per_epoch, pcgrad=args.pcgrad)
     smart = SmartRegularizer(args.smart_weight, args.smart_eps, args.smart_step, args.smart_steps) \
         if args.smart_weight else None
-    loss_fn = task_loss(dict(zip(MULTITASK, args.loss_weights)), smart, args.sts_loss, args.mnrl_weight,
-                        args.mnrl_scale, args.simcse_weight)
+    loss_fn = task_loss_from_args(args, smart)
     log_path = Path(args.checkpoint).with_suffix(".jsonl")
     set_interrupt_hint(None)
     stopper, best_scores = EarlyStopping(args.patience), None

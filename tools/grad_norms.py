@@ -23,8 +23,7 @@ def grad_norms(args, batches=3):
     seed_everything(args.seed)
     data = mt.load_data(args, ["train"])["train"]
     model = mt.MultitaskBERT(mt.model_config(args)).train()
-    loss_fn = mt.task_loss(dict(zip(mt.MULTITASK, args.loss_weights)), None, args.sts_loss, args.mnrl_weight,
-                           args.mnrl_scale, args.simcse_weight)
+    loss_fn = mt.task_loss_from_args(args)  # SMART left out: the task losses' own pull
     encoder = [p for p in model.bert.parameters() if p.requires_grad]
     out = {}
     for task in mt.MULTITASK:
@@ -34,7 +33,7 @@ def grad_norms(args, batches=3):
             loss = loss_fn(model, {**batch, "task": task})
             loss.backward()
             losses.append(loss.item())
-            norms.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in encoder if p.grad is not None])).item())
+            norms.append(torch.nn.utils.get_total_norm([p.grad for p in encoder if p.grad is not None]).item())
         out[task] = (float(np.mean(losses)), float(np.mean(norms)))
     return out
 
