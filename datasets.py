@@ -44,6 +44,11 @@ TASKS = {
 }
 
 
+# Part 2's tasks, and the handout's prefix of each in flag and file names (--para_dev_out, para-dev-output.csv).
+MULTITASK = ("sst", "quora", "sts")
+TASK_PREFIX = {"sst": "sst", "quora": "para", "sts": "sts"}
+
+
 @dataclass
 class Example:
     id: str
@@ -222,11 +227,15 @@ class TaskData:
         """Yield batches. See `batch_indices` for the order; with world_size > 1 each rank gets its
         slice of every global batch, so N ranks together see exactly what one process would."""
         for idx in batch_indices(self.lengths, batch_size, shuffle, seed, bucket):
-            part = idx[rank::world_size] if world_size > 1 else idx
-            # A rank left without examples still takes the step (DDP needs every rank), with weight 0.
-            b = self.batch(part if len(part) else idx[:1])
-            b["global_size"], b["ghost"] = len(idx), not len(part)
-            yield b
+            yield self.rank_batch(idx, rank, world_size)
+
+    def rank_batch(self, idx, rank=0, world_size=1):
+        """Rank `rank`'s share of the global batch `idx`, as `batch` builds it."""
+        part = idx[rank::world_size] if world_size > 1 else idx
+        # A rank left without examples still takes the step (DDP needs every rank), with weight 0.
+        b = self.batch(part if len(part) else idx[:1])
+        b["global_size"], b["ghost"] = len(idx), not len(part)
+        return b
 
     def padding_fraction(self, batch_size, bucket, seed=0):
         """The share of padded positions in one epoch's training batches."""
@@ -237,6 +246,49 @@ class TaskData:
         with_, without = self.padding_fraction(batch_size, True), self.padding_fraction(batch_size, False)
         return (f"{self.task.name} train: {len(self)} examples, padding {with_ if bucket else without:.0%} of positions "
                 + (f"with length bucketing ({without:.0%} without)" if bucket else f"(--no_bucket; {with_:.0%} with bucketing)"))
+
+
+class SentenceClassificationDataset(TaskData):
+    """One split of a single-sentence task (SST, CFIMDB), tokenized once (handout 5.2)."""
+
+    def __init__(self, examples, task, tokenizer, max_length=512):
+        super().__init__(examples, task, tokenizer, max_length)
+        if self.task.is_pair:
+            raise ValueError(f"{self.task.name} is a sentence-pair task: use SentencePairDataset")
+
+
+class SentencePairDataset(TaskData):
+    """One split of a sentence-pair task (Quora, STS), tokenized once (handout 5.2): cross-encoded as
+    '[CLS] a [SEP] b [SEP]' (pair_mode 'cross') or the two sentences apart ('siamese')."""
+
+    def __init__(self, examples, task, tokenizer, max_length=512, pair_mode="cross"):
+        super().__init__(examples, task, tokenizer, max_length, pair_mode)
+        if not self.task.is_pair:
+            raise ValueError(f"{self.task.name} is a single-sentence task: use SentenceClassificationDataset")
+
+
+def task_dataset(examples, task, tokenizer, max_length=512, pair_mode="cross"):
+    """The handout's dataset class for `task`: SentencePairDataset for pairs, else SentenceClassificationDataset."""
+    task = TASKS[task] if isinstance(task, str) else task
+    if task.is_pair:
+        return SentencePairDataset(examples, task, tokenizer, max_length, pair_mode)
+    return SentenceClassificationDataset(examples, task, tokenizer, max_length)
+
+
+def task_encoding(pair_encoding, task):
+    """'cross' or 'siamese' for one pair task. 'mixed' cross-encodes Quora, where reading both questions at
+    once wins, and keeps STS siamese, where the cosine of two sentence embeddings wins (RESULTS.md)."""
+    if pair_encoding == "mixed":
+        return "cross" if task == "quora" else "siamese"
+    return pair_encoding
+
+
+def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("train", "dev", "test")):
+    """{split: {task: dataset}} for SST, Quora and STS; `paths[task][split]` is each CSV."""
+    return {split: {task: task_dataset(read_examples(paths[task][split], task, split), task, tokenizer, max_length,
+                                       task_encoding(pair_encoding, task))
+                    for task in MULTITASK}
+            for split in splits}
 
 
 def batch_indices(lengths, batch_size, shuffle, seed=0, bucket=True, chunk_batches=50):

@@ -1,54 +1,57 @@
 """Combine K multitask models into one set of leaderboard files (handout 5.3: ensembling "almost always
 boosts performance").
 
-    python ensemble.py runs/a/multitask.pt runs/b/multitask.pt runs/c/multitask.pt [--out predictions]
+    python ensemble.py runs/a/multitask.pt runs/b/multitask.pt runs/c/multitask.pt [--run_name NAME]
 
-A member is a multitask_classifier.py checkpoint (rebuilt with its own architecture flags and run on dev
-and test), or a folder holding the six prediction files of a run when only predictions are left.
-Checkpoints are combined on their outputs: SST by averaging the five class probabilities, Quora by
-averaging P(paraphrase), STS by averaging the 0-5 score. A folder contributes its labels as one-hot
-probabilities, so folders alone make a majority vote (a tie goes to the lower SST class and to "not a
-paraphrase") and the average of the STS scores.
+A member is a multitask_classifier.py checkpoint (rebuilt from its own spec and run on dev and test), or a
+folder holding the six prediction files of a run when only predictions are left. Every member is checked
+before any of them runs. Checkpoints are combined on their outputs: SST by averaging the five class
+probabilities, Quora by averaging P(paraphrase), STS by averaging the 0-5 score. A folder contributes its
+labels as one-hot probabilities, so folders alone make a majority vote (a tie goes to the lower SST class
+and to "not a paraphrase") and the average of the STS scores.
+
+The ensemble is a run like any other: its six files go into its own folder (runs/ensemble-TIMESTAMP, or
+--run_name / --run_dir), with members.txt naming its members, and are then copied to --out
+(predictions/ by default), with one line naming whose files they replace.
 """
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from datasets import read_examples
-from evaluation import MULTITASK, model_eval_multitask, read_predictions, score, write_predictions
+from checkpoint import load_checkpoint, read_spec
+from datasets import MULTITASK, data_file, load_multitask_data, read_examples
+from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
 from flags import Parser, add_speed_flags, positive_int
+from multitask import load_multitask
 from precision import setup_precision
-from runs import check_outputs
-from multitask_classifier import (FLAG_PREFIX, format_scores, get_args as multitask_args, load_data, load_multitask,
-                                  output_name)
+from runs import check_outputs, open_run, publish
+from tokenizer import BertTokenizer
 from utils import MinbertError, get_device, main_guard
 
 N_SST = 5
 SPLITS = ("dev", "test")
 
 
-def get_args(argv=None):
-    ap = Parser(description=__doc__)
+def build_parser():
+    ap = Parser(prog="ensemble.py", description="Average K multitask models into one set of leaderboard files.")
     ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints, or folders of prediction files")
     ap.add_argument("--data_dir", default="data")
-    ap.add_argument("--out", default="predictions", help="where the six ensembled leaderboard files go")
+    ap.add_argument("--out", default="predictions", help="where the six ensembled leaderboard files are copied")
+    ap.add_argument("--run_name", default="", help="the ensemble's run folder under runs/ (default: ensemble-TIMESTAMP)")
+    ap.add_argument("--run_dir", default=None, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
     ap.add_argument("--use_gpu", action="store_true")
     ap.add_argument("--batch_size", type=positive_int, default=64)
     add_speed_flags(ap)
-    return ap.parse_args(argv)
+    return ap
 
 
 def reference(data_dir):
     """{(task, split): (ids, gold)}: the ids every member must predict, in file order, and the gold labels
     (None where a row has none, and on test)."""
-    paths = multitask_args(["--data_dir", data_dir])
-    ref = {}
-    for task in MULTITASK:
-        for split in SPLITS:
-            examples = read_examples(getattr(paths, f"{FLAG_PREFIX[task]}_{split}"), task, split, log=lambda *_: None)
-            ref[task, split] = ([e.id for e in examples], [e.label for e in examples])
-    return ref
+    return {(task, split): tuple(zip(*[(e.id, e.label) for e in read_examples(data_file(data_dir, task, split), task,
+                                                                                split, log=lambda *_: None)]))
+            for task in MULTITASK for split in SPLITS}
 
 
 def as_probabilities(task, outputs):
@@ -66,25 +69,40 @@ def decide(task, mean):
     return (mean > 0.5).astype(np.int64) if task == "quora" else mean
 
 
+def check_members(members):
+    """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs."""
+    seen = {}
+    for m in members:
+        p = Path(m)
+        if not p.exists():
+            raise MinbertError(f"{m}: no such checkpoint or prediction folder")
+        key = p.resolve()
+        if key in seen:
+            raise MinbertError(f"{m}: the same member as {seen[key]}; an ensemble of one model twice is that model")
+        seen[key] = m
+        if p.is_file():
+            read_spec(load_checkpoint(p), p, "multitask")
+
+
 def checkpoint_member(path, args, device, ref, cache):
     """{(task, split): outputs to average} of one multitask checkpoint. `cache` keeps the tokenised data
     between members that share a tokenizer, length and pair encoding (the usual case)."""
-    margs = multitask_args(["--data_dir", args.data_dir])
-    margs.amp = args.amp
-    model, _ = load_multitask(path, margs, device)
+    model, _, spec = load_multitask(path, device, args.attn)
     classes = model.sst_head[-1].out_features
     if classes != N_SST:
         raise MinbertError(f"{path}: its SST head has {classes} classes, the ensemble's task has {N_SST}")
-    key = (margs.pretrained, margs.max_length, margs.pair_encoding)
+    key = (spec.pretrained, spec.max_length, spec.pair_encoding)
     if key not in cache:
-        cache[key] = load_data(margs, SPLITS)
+        paths = {t: {s: data_file(args.data_dir, t, s) for s in SPLITS} for t in MULTITASK}
+        cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
+                                         spec.pair_encoding, SPLITS)
     data = cache[key]
     outputs = {}
     for split in SPLITS:
         raw = {}
         model_eval_multitask(model, data[split], args.batch_size, device, args.amp, raw=raw)
         for task in MULTITASK:
-            if data[split][task].ids != ref[task, split][0]:
+            if data[split][task].ids != list(ref[task, split][0]):
                 raise MinbertError(f"{path}: its {task} {split} ids differ from {args.data_dir}'s")
             outputs[task, split] = as_probabilities(task, raw[task])
     return outputs
@@ -98,7 +116,7 @@ def folder_member(folder, ref):
         preds, duplicated = read_predictions(path)
         if duplicated:
             raise MinbertError(f"{path}: id {duplicated[0]} appears more than once")
-        if list(preds) != ids:
+        if list(preds) != list(ids):
             stray = [i for i in preds if i not in set(ids)] + [i for i in ids if i not in preds]
             raise MinbertError(f"{path}: its ids are not those of {task} {split}: "
                                + (f"id {stray[0]} is in one and not the other" if stray else "they come in another order"))
@@ -124,26 +142,27 @@ def dev_scores(outputs, ref):
 
 
 def main(argv=None):
-    args = get_args(argv)
+    args = build_parser().parse_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device)
     out = Path(args.out)
     check_outputs(dirs=[out], files=[out / output_name(t, s) for t in MULTITASK for s in SPLITS])
+    check_members(args.members)
     ref = reference(args.data_dir)
+    folders = {m: folder_member(m, ref) for m in args.members if Path(m).is_dir()}  # cheap: checked up front too
+    run = open_run("ensemble", None, args.run_name, args.run_dir)
     members, cache = [], {}
     for m in args.members:
-        if Path(m).is_dir():
-            members.append(folder_member(m, ref))
-        elif Path(m).is_file():
-            members.append(checkpoint_member(m, args, device, ref, cache))
-        else:
-            raise MinbertError(f"{m}: no such checkpoint or prediction folder")
+        members.append(folders[m] if m in folders else checkpoint_member(m, args, device, ref, cache))
         print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
     mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
-    for (task, split), (ids, _) in ref.items():
-        write_predictions(out / output_name(task, split), task, ids, decide(task, mean[task, split]))
+    run.folder.mkdir(parents=True, exist_ok=True)
+    files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
+             for (task, split), (ids, _) in ref.items()]
+    (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in args.members))
     scores = dev_scores(mean, ref)
-    print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {out}/")
+    print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
+    publish([(f, out / f.name) for f in files], run.name, run.folder)
     return scores
 
 

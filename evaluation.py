@@ -7,7 +7,7 @@ import torch
 from sklearn.metrics import f1_score
 from tqdm.auto import tqdm
 
-from datasets import TASKS, read_examples
+from datasets import MULTITASK, TASK_PREFIX, TASKS, read_examples
 from precision import autocast
 from utils import MinbertError, atomic_write, main_guard, to_device
 
@@ -142,32 +142,13 @@ def main():
     print(f"{r['task']} {r['metric']}: {r[r['metric']]:.4f} over {r['n']} ids")
 
 
-if __name__ == "__main__":
-    main_guard(main)
-
 
 # ----------------------------------------------------------------------------- multitask
 
-MULTITASK = ("sst", "quora", "sts")
-
-
 def multitask_outputs(model, task, batch):
-    """The raw output a task is scored on: SST logits, Quora logit, STS similarity on 0-5."""
-    if task == "sst":
-        return model.predict_sentiment(**batch["x"])
-    fn = model.predict_paraphrase if task == "quora" else model.predict_similarity
-    return fn(**pair_inputs(batch))
-
-
-def pair_inputs(batch):
-    """A pair batch as keyword arguments of predict_paraphrase / predict_similarity: the handout's
-    (input_ids_1, attention_mask_1, input_ids_2, attention_mask_2) for siamese pairs, or one
-    cross-encoded input with its token_type_ids."""
-    if "a" in batch:
-        return {"input_ids_1": batch["a"]["input_ids"], "attention_mask_1": batch["a"]["attention_mask"],
-                "input_ids_2": batch["b"]["input_ids"], "attention_mask_2": batch["b"]["attention_mask"]}
-    return {"input_ids_1": batch["x"]["input_ids"], "attention_mask_1": batch["x"]["attention_mask"],
-            "token_type_ids": batch["x"]["token_type_ids"]}
+    """The raw output a task is scored on (SST logits, Quora logit, STS similarity on 0-5): the model's
+    own forward path for the task, the one training uses."""
+    return model.task_forward(task, batch).output
 
 
 def to_predictions(task, outputs):
@@ -179,7 +160,7 @@ def to_predictions(task, outputs):
 
 
 def model_eval_multitask(model, data, batch_size, device, amp="none", raw=None):
-    """Score `model` on {task: TaskData} (labelled or not). Returns ({task: metric}, {task: predictions});
+    """Score `model` on {task: dataset} (labelled or not). Returns ({task: metric}, {task: predictions});
     a dict given as `raw` receives each task's raw outputs."""
     model.eval()
     scores, preds = {}, {}
@@ -196,3 +177,30 @@ def model_eval_multitask(model, data, batch_size, device, amp="none", raw=None):
 def multitask_mean(scores):
     """The leaderboard's overall score: mean of SST acc, Quora acc and (STS r + 1) / 2."""
     return (scores["sst"] + scores["quora"] + (scores["sts"] + 1) / 2) / 3
+
+
+def format_scores(s):
+    return (f"SST acc {s['sst']:.3f}, Quora acc {s['quora']:.3f}, STS r {s['sts']:.3f}, "
+            f"mean {multitask_mean(s):.3f}")
+
+
+def output_name(task, split):
+    """A Part 2 leaderboard file's name (in a run folder, in predictions/, in ensemble.py's output)."""
+    return f"{TASK_PREFIX[task]}-{split}-output.csv"
+
+
+def write_multitask_outputs(model, dev, test, folder, device, amp="none", batch_size=64):
+    """Score dev, predict test and write the six leaderboard files into `folder`, with each task's raw dev
+    outputs beside them for report.py. Returns (dev scores, [the six files])."""
+    folder, raw, files = Path(folder), {}, []
+    scores, dev_preds = model_eval_multitask(model, dev, batch_size, device, amp, raw=raw)
+    _, test_preds = model_eval_multitask(model, test, batch_size, device, amp)
+    for task in MULTITASK:
+        write_dev_scores(folder / f"{TASK_PREFIX[task]}-dev-scores.npz", task, dev[task], raw[task], dev_preds[task])
+        for split, data, preds in (("dev", dev, dev_preds), ("test", test, test_preds)):
+            files.append(write_predictions(folder / output_name(task, split), task, data[task].ids, preds[task]))
+    return scores, files
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,9 +1,18 @@
-"""Command-line flags every script shares: a parser whose errors are one line, checked numeric types,
-and the speed switches of both pipelines."""
-import argparse
+"""Every pipeline's command-line flags, declared once: a parser whose errors are one line, checked numeric
+types, the groups the pipelines share, and the three pipeline parsers (classifier.py, multitask_classifier.py,
+pretrain.py). They live here, not in the scripts, so that sweep.py, tools/ and the generated docs/flags.md
+read the same declarations the scripts parse.
 
+Which flags define a run (and must agree when it is resumed) is declared once, as the complement of
+RUN_FREE: the flags that only say where files go or how fast the same computation runs.
+"""
+import argparse
+import sys
+
+from datasets import TASK_PREFIX, data_file
+from lora import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, TARGETS, check_merge
 from precision import AMP_CHOICES
-from utils import MinbertError
+from utils import MinbertError, distributed
 
 
 class Parser(argparse.ArgumentParser):
@@ -37,10 +46,48 @@ nonneg_float = _number(float, lambda v: v >= 0, "a number >= 0")
 probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
 llrd_factor = _number(float, lambda v: 0 < v <= 1, "a factor in (0, 1]")
+momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
 
+
+def given_flags(parser, argv):
+    """The destinations of the flags actually typed in `argv` (not those left at their defaults)."""
+    saved = {a.dest: a.default for a in parser._actions}
+    try:
+        for a in parser._actions:
+            a.default = argparse.SUPPRESS
+        return set(vars(parser.parse_args(list(argv))))
+    finally:
+        for a in parser._actions:
+            a.default = saved[a.dest]
+
+
+# Flags that may differ between an interrupted run and its resumption: where files go, which device, and
+# how fast the same computation runs. Every other flag defines the run.
+RUN_FREE = {"use_gpu", "amp", "attn", "compile", "foreach", "resume", "run_name", "run_dir", "checkpoint",
+            "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "progress_every", "tensorboard",
+            "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
+
+
+def run_defining(args):
+    """{flag: value} of the flags that define `args`' run, as plain values."""
+    from checkpoint import plain
+    return {k: plain(v) for k, v in sorted(vars(args).items()) if k not in RUN_FREE}
+
+
+def check_same_run(saved, now, source):
+    """Refuse to resume a run whose run-defining flags (`saved`) differ from this one's (`now`), naming each
+    difference."""
+    diff = [f"--{k.replace('fine_tune_mode', 'fine-tune-mode')} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
+            for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    if diff:
+        raise MinbertError(f"{source}: cannot resume, the checkpoint comes from another configuration: "
+                           + "; ".join(diff))
+
+
+# ----------------------------------------------------------------------------- groups both pipelines share
 
 def add_speed_flags(ap):
-    """The fast-path switches both pipelines share; each fast path is on by default where it is safe."""
+    """The fast-path switches; each fast path is on by default where it is safe."""
     g = ap.add_argument_group("speed")
     g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
@@ -56,7 +103,6 @@ def add_speed_flags(ap):
 
 
 def lora_targets(text):
-    from lora import TARGETS
     names = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in names if t not in TARGETS]
     if not names or unknown:
@@ -79,27 +125,19 @@ def add_adapter_flags(ap):
     return g
 
 
-# Flags that shape the model's parameters: a checkpoint only fits a model built with the same values.
-ADAPTER_FLAGS = {k: "--" + k for k in ("lora_rank", "lora_alpha", "lora_targets")}
-
-
-def adapter_settings(args):
-    """The --lora_* values a model config carries to lora.prepare_backbone."""
-    return {k: getattr(args, k) for k in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")}
-
-
-# The handout's plain training: a constant learning rate, no warm-up, no clipping, no SMART.
-HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0}
+# The handout's plain training: a constant learning rate, no warm-up, no clipping, no regulariser.
+HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0,
+                  "rdrop_weight": 0.0, "smart_bregman_weight": 0.0}
 
 
 def add_recipe_flags(ap, smart_weight=0.0):
     """The training-recipe levers both pipelines share (schedule.py, trainer.py, smart.py), defaulting to
-    the recipe measured best on MiniLM (README), and `--recipe handout`, which puts every default back to
-    the handout's plain values. Only SMART's default differs between the pipelines."""
+    the recipe measured best on MiniLM (RESULTS.md), and `--recipe handout`, which puts every default back
+    to the handout's plain values."""
     from schedule import SCHEDULES
     g = ap.add_argument_group("training recipe")
     g.add_argument("--recipe", choices=["best", "handout"], default="best",
-                   help="defaults: best (the recipe measured best, see README) or handout (its plain values: "
+                   help="defaults: best (the recipe measured best, see RESULTS.md) or handout (its plain values: "
                         "constant lr, no warm-up or clipping, its lr, batch size, dropout and fine-tune mode); "
                         "flags given explicitly win either way")
     g.add_argument("--scheduler", choices=SCHEDULES, default="linear",
@@ -113,18 +151,61 @@ def add_recipe_flags(ap, smart_weight=0.0):
     g.add_argument("--llrd", type=llrd_factor, default=1.0,
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
+    g.add_argument("--weight_decay", type=nonneg_float, default=0.0)
+    g.add_argument("--rdrop_weight", type=nonneg_float, default=0.0,
+                   help="R-Drop (rdrop.py): each batch twice, the task loss averaged over both passes plus this "
+                        "weight times their symmetric KL (squared error for STS) (0: off)")
     g.add_argument("--smart_weight", type=nonneg_float, default=smart_weight,
-                   help="SMART adversarial smoothness regulariser weight lambda_s (0: off; default "
+                   help="SMART's adversarial smoothness term lambda_s (smart.py) (0: off; default "
                         + ("1.0 for full-model, 0 otherwise" if smart_weight is None else f"{smart_weight:g}") + ")")
-    g.add_argument("--smart_eps", type=nonneg_float, default=1e-5, help="SMART's perturbation radius (inf-norm)")
-    g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size")
-    g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's projected ascent steps")
+    g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size eta")
+    g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's ascent steps")
+    g.add_argument("--smart_noise", type=nonneg_float, default=1e-5, help="sigma of SMART's initial Gaussian perturbation")
+    g.add_argument("--smart_projection", choices=["reference", "ball"], default="reference",
+                   help="reference: as the authors' code, each token's perturbation scaled to infinity norm ~1 after "
+                        "the step; ball: the paper's Algorithm 1, projected onto the --smart_eps ball")
+    g.add_argument("--smart_eps", type=nonneg_float, default=1e-5,
+                   help="the infinity-norm radius of --smart_projection ball")
+    g.add_argument("--smart_dropout", action="store_true",
+                   help="keep dropout on in SMART's perturbed passes (default off: the term then measures "
+                        "smoothness only, not the difference between two dropout masks)")
+    g.add_argument("--smart_bregman_weight", type=nonneg_float, default=0.0,
+                   help="mu of SMART's Bregman proximal point step: a symmetric-KL trust region around a momentum "
+                        "teacher (0: off; the paper's mu is 1)")
+    g.add_argument("--smart_momentum", type=momentum, default=None,
+                   help="the teacher's EMA momentum beta (default: the paper's 0.99 for the first 10%% of the "
+                        "updates, 0.999 after)")
     return g
+
+
+def add_run_flags(ap, prefix, checkpoint_alias):
+    """Where a run's files go (one spelling in both pipelines: --run_name or --run_dir) and --resume."""
+    g = ap.add_argument_group("run folder")
+    g.add_argument("--run_name", default="",
+                   help=f"the run's folder under runs/ (default: {prefix}-TIMESTAMP); an existing one is refused "
+                        f"unless --resume")
+    g.add_argument("--run_dir", default=None,
+                   help="the run's folder anywhere (instead of runs/RUN_NAME): checkpoints, log and predictions")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the last completed epoch (of --run_name / --run_dir, else the newest run)")
+    if checkpoint_alias == "--checkpoint_dir":
+        g.add_argument("--checkpoint_dir", dest="run_dir", help=argparse.SUPPRESS)  # the earlier spelling
+    else:
+        g.add_argument("--checkpoint", action=_CheckpointPath, help=argparse.SUPPRESS)  # the earlier spelling
+    ap.set_defaults(checkpoint_name=None)
+    return g
+
+
+class _CheckpointPath(argparse.Action):
+    """Part 2's earlier --checkpoint PATH: the run folder is PATH's folder, the best checkpoint PATH itself."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        from pathlib import Path
+        namespace.run_dir, namespace.checkpoint_name = str(Path(value).parent), Path(value).stem
 
 
 def parse_with_recipe(ap, argv, handout_defaults):
     """parse_args, with the handout's defaults in force when `--recipe handout` is given."""
-    import sys
     given = list(sys.argv[1:] if argv is None else argv)
     if "--recipe=handout" in given or any(a == "--recipe" and b == "handout" for a, b in zip(given, given[1:])):
         ap.set_defaults(**HANDOUT_RECIPE, **handout_defaults)
@@ -147,3 +228,218 @@ def check_max_length(max_length, pretrained):
         raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
                            f"so at most --max_length {limit}")
     return limit
+
+
+def hidden_size(pretrained):
+    """The checkpoint's hidden size, from its config.json."""
+    from config import BertConfig
+    from hub import resolve_pretrained
+    return BertConfig.from_json_file(resolve_pretrained(pretrained).require("config").config).hidden_size
+
+
+# ----------------------------------------------------------------------------- the learning rate's default
+
+# full-model's default learning rate: the best measured on MiniLM (RESULTS.md), and the handout's.
+FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
+# For checkpoints as wide as bert-base or wider, fine-tuning the whole model: the middle of the range the BERT
+# paper gives (Devlin et al. 2019, appendix A.3: 2e-5 to 5e-5); 1e-4 was measured on the 384-wide MiniLM only.
+WIDE, WIDE_LR = 768, 3e-5
+
+
+def resolve_lr(args, hidden_size):
+    """Fill in --lr when it was not given, by what trains and how wide the checkpoint is; returns the reason
+    for the start line."""
+    if args.lr is not None:
+        return f"lr {args.lr:g}"
+    only_new = args.fine_tune_mode in ADAPTER_MODES or args.fine_tune_mode == "last-linear-layer"
+    if only_new:  # adapters, heads on a frozen BERT (with or without PALs): new weights only
+        args.lr = ADAPTER_LR
+        return f"lr {args.lr:g} (default when only new weights train: adapters, PALs or heads)"
+    if hidden_size >= WIDE:
+        args.lr = WIDE_LR
+        return (f"lr {args.lr:g} (default for a checkpoint of hidden size {hidden_size} >= {WIDE}: the middle of the "
+                f"BERT paper's fine-tuning range 2e-5 to 5e-5; 1e-4 was measured best on the 384-wide MiniLM only)")
+    args.lr = FULL_MODEL_LR["best"]
+    return (f"lr {args.lr:g} (default for a checkpoint of hidden size {hidden_size} < {WIDE}: the best measured on "
+            f"the 384-wide MiniLM, see RESULTS.md)")
+
+
+# ----------------------------------------------------------------------------- Part 1: classifier.py
+
+
+def classifier_parser():
+    ap = Parser(prog="classifier.py", description="Part 1: fine-tune BERT for sentiment on SST and CFIMDB.")
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="last-linear-layer")
+    ap.add_argument("--lr", type=positive_float, default=None,
+                    help=f"default 1e-3 for last-linear-layer, lora and dora; for full-model {FULL_MODEL_LR['best']:g} "
+                         f"below hidden size {WIDE}, {WIDE_LR:g} from {WIDE} up (--recipe handout: "
+                         f"{FULL_MODEL_LR['handout']:g})")
+    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--batch_size", type=positive_int, default=8)
+    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3)
+    ap.add_argument("--epochs", type=positive_int, default=10)
+    ap.add_argument("--seed", type=int, default=11711)
+    ap.add_argument("--pretrained", default="bert-base-uncased",
+                    help="bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), or a local folder")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"])
+    ap.add_argument("--max_length", type=positive_int, default=512,
+                    help="tokens per input, at most the checkpoint's max_position_embeddings")
+    add_speed_flags(ap)
+    add_adapter_flags(ap)
+    add_recipe_flags(ap, smart_weight=None)  # SMART: on for full-model only (resolved below)
+    add_run_flags(ap, "classifier", "--checkpoint_dir")
+    ap.add_argument("--predictions_dir", default="predictions",
+                    help="where the leaderboard files of this run are copied (the run folder keeps its own)")
+    return ap
+
+
+def parse_classifier(argv=None):
+    args = parse_with_recipe(classifier_parser(), argv, {})
+    if args.lr is None and args.fine_tune_mode == "full-model" and args.recipe == "handout":
+        args.lr = FULL_MODEL_LR["handout"]
+    if args.smart_weight is None:  # SMART needs BERT in the graph: on by default for full-model only
+        args.smart_weight = 1.0 if args.fine_tune_mode == "full-model" else 0.0
+    if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
+        raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
+                           "features of a frozen BERT: use --fine-tune-mode full-model")
+    if args.merge:
+        check_merge(args.fine_tune_mode)
+    return args
+
+
+# ----------------------------------------------------------------------------- Part 2: multitask_classifier.py
+
+# The handout's flag prefix of each task: --para_train, --para_dev_out, ... are Quora's.
+FLAG_PREFIX = TASK_PREFIX
+PAIR_ENCODINGS = ("cross", "siamese", "mixed")
+# The handout's defaults, for --recipe handout (ours are the recipe measured best on MiniLM, see RESULTS.md).
+MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hidden_dropout_prob": 0.3, "lr": 1e-5}
+# The flags that shape a multitask model (checkpoint.ModelSpec): --eval_only takes them from the checkpoint.
+ARCHITECTURE = ("pretrained", "fine_tune_mode", "lora_rank", "lora_alpha", "lora_targets", "pair_encoding", "pooling",
+                "pals", "pals_dim", "siamese_proj")
+
+
+def multitask_parser():
+    ap = Parser(prog="multitask_classifier.py",
+                description="Part 2: one BERT for sentiment (SST), paraphrase (Quora) and similarity (STS).")
+    for task, prefix in FLAG_PREFIX.items():
+        for split in ("train", "dev", "test"):
+            ap.add_argument(f"--{prefix}_{split}", default=None, help=f"default: {data_file('DATA_DIR', task, split)}")
+    ap.add_argument("--seed", type=int, default=11711)
+    ap.add_argument("--epochs", type=positive_int, default=10)
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="full-model",
+                    help="full-model, last-linear-layer (frozen BERT), or lora / dora (adapters on a frozen BERT)")
+    ap.add_argument("--use_gpu", action="store_true")
+    for prefix in FLAG_PREFIX.values():
+        for split in ("dev", "test"):
+            ap.add_argument(f"--{prefix}_{split}_out", default=f"predictions/{prefix}-{split}-output.csv",
+                            help="where this run's file is copied (the run folder keeps its own)")
+    ap.add_argument("--batch_size", type=positive_int, default=32)
+    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.1, help="dropout before every task head")
+    ap.add_argument("--lr", type=positive_float, default=None,
+                    help=f"default {FULL_MODEL_LR['best']:g} below hidden size {WIDE}, {WIDE_LR:g} from {WIDE} up; 1e-3 "
+                         f"when only adapters (lora, dora) or PALs and heads train")
+    ap.add_argument("--pretrained", default="bert-base-uncased")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--max_length", type=positive_int, default=128,
+                    help="tokens per input, at most the checkpoint's max_position_embeddings")
+    add_speed_flags(ap)
+    add_adapter_flags(ap)
+    ap.add_argument("--pals", action="store_true",
+                    help="projected attention layers per task beside every BERT layer (Stickland & Murray 2019); "
+                         "the backbone trains with full-model and stays frozen with last-linear-layer")
+    ap.add_argument("--pals_dim", type=positive_int, default=None,
+                    help="the PALs' width d_s (default: 204 scaled from BERT-base to the checkpoint's hidden size)")
+    add_recipe_flags(ap, smart_weight=1.0)
+    ap.add_argument("--pair_encoding", choices=PAIR_ENCODINGS, default="cross",
+                    help="cross: '[CLS] a [SEP] b [SEP]'; siamese: two sentence embeddings; mixed: Quora cross, STS siamese")
+    ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
+    g = ap.add_argument_group("sentence embeddings (losses.py; MNRL, SimCSE and the projection need siamese pairs: "
+                              "--pair_encoding siamese or mixed)")
+    g.add_argument("--sts_loss", choices=["mse", "cosine", "cosent"], default="mse",
+                   help="STS objective: MSE on 0-5, cosine regression to score/5, or CoSENT's ranking loss")
+    g.add_argument("--mnrl_weight", type=nonneg_float, default=0.0,
+                   help="multiple negatives ranking loss on Quora duplicates and STS pairs with gold >= 4 (0: off)")
+    g.add_argument("--mnrl_scale", type=positive_float, default=20.0, help="MNRL's scale on the cosine")
+    g.add_argument("--simcse_weight", type=nonneg_float, default=0.0,
+                   help="unsupervised SimCSE on each batch's sentences, temperature 0.05 (0: off)")
+    g.add_argument("--siamese_proj", type=nonneg_int, default=0,
+                   help="a shared linear projection to this many dimensions before cosine and pair features (0: off)")
+    ap.add_argument("--sequential", action="store_true", help="train the tasks one after another each epoch")
+    ap.add_argument("--sampler", choices=["annealed", "proportional", "round-robin", "all"], default="annealed",
+                    help="all: one batch of every task in each optimizer step (losses summed, or PCGrad)")
+    ap.add_argument("--pcgrad", action="store_true",
+                    help="gradient surgery (Yu et al. 2020) on the per-task gradients; needs --sampler all")
+    ap.add_argument("--steps_per_epoch", type=positive_int, default=None,
+                    help="joint training steps per epoch (default: one pass's worth of batches over all tasks)")
+    ap.add_argument("--loss_weights", type=nonneg_float, nargs=3, default=[1.0, 1.0, 1.0],
+                    metavar=("SST", "QUORA", "STS"))
+    ap.add_argument("--task_dropout", type=probability, nargs=3, default=None, metavar=("SST", "QUORA", "STS"),
+                    help="per-head dropout (default: --hidden_dropout_prob for all three)")
+    add_run_flags(ap, "multitask", "--checkpoint")
+    ap.add_argument("--eval_only", metavar="CHECKPOINT", help="re-score a saved model and rewrite the six files")
+    ap.add_argument("--results", default="predictions/multitask-results.csv", help="every run appends a row here")
+    return ap
+
+
+def parse_multitask(argv=None):
+    args = parse_with_recipe(multitask_parser(), argv, MULTITASK_HANDOUT)
+    if args.task_dropout is None:
+        args.task_dropout = [args.hidden_dropout_prob] * 3
+    if not args.eval_only:
+        check_multitask_combination(args)
+    if args.sampler == "all" and distributed()[1] > 1:
+        raise MinbertError("--sampler all (and --pcgrad) run in one process only; drop torchrun or pick another sampler")
+    for task, prefix in FLAG_PREFIX.items():
+        for split in ("train", "dev", "test"):
+            if getattr(args, f"{prefix}_{split}") is None:
+                setattr(args, f"{prefix}_{split}", str(data_file(args.data_dir, task, split)))
+    return args
+
+
+def check_multitask_combination(args):
+    """Flags that cannot work together, each refused in one line naming the fix."""
+    if args.pair_encoding == "cross":
+        needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if getattr(args, f)]
+        if needs:
+            raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not have: "
+                               f"add --pair_encoding siamese (or mixed)")
+    if args.merge:
+        check_merge(args.fine_tune_mode)
+    if args.pcgrad and args.sampler != "all":
+        raise MinbertError("--pcgrad needs the gradients of every task in one step: add --sampler all")
+    if args.pcgrad and args.sequential:
+        raise MinbertError("--pcgrad cannot be combined with --sequential (one task at a time)")
+    if not any(args.loss_weights):
+        raise MinbertError("--loss_weights 0 0 0: every task's loss is switched off, so nothing would train; "
+                           "give at least one task a weight above 0")
+
+
+# ----------------------------------------------------------------------------- pretrain.py
+
+def pretrain_parser():
+    ap = Parser(prog="pretrain.py", description="Further masked-LM pretraining on the task text.")
+    ap.add_argument("--pretrained", default="bert-base-uncased")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--texts", default=None, help="one sentence per line, instead of the task training text")
+    ap.add_argument("--out", required=True, help="the checkpoint folder to write (loadable with --pretrained OUT)")
+    ap.add_argument("--epochs", type=positive_int, default=3)
+    ap.add_argument("--max_steps", type=nonneg_int, default=0, help="stop after this many optimizer steps (0: no limit)")
+    ap.add_argument("--lr", type=positive_float, default=5e-5)
+    ap.add_argument("--batch_size", type=positive_int, default=32)
+    ap.add_argument("--max_length", type=positive_int, default=128)
+    ap.add_argument("--mask_prob", type=fraction, default=0.15, help="share of tokens chosen for prediction")
+    ap.add_argument("--weight_decay", type=nonneg_float, default=0.01)
+    ap.add_argument("--warmup_ratio", type=fraction, default=0.06)
+    ap.add_argument("--seed", type=int, default=11711)
+    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    add_speed_flags(ap)
+    # the shared trainer's other levers, at their plain values (not flags of this script)
+    ap.set_defaults(scheduler="linear", max_grad_norm=1.0, llrd=1.0, head_lr=None, patience=0)
+    return ap
+
+
+def parse_pretrain(argv=None):
+    return pretrain_parser().parse_args(argv)

@@ -107,19 +107,20 @@ def check_merge(mode):
                            f"it needs --fine-tune-mode lora or dora")
 
 
-def merge_for_inference(bert, args, log=print):
-    """--merge, in both pipelines: fold the adapters into BERT's weights before the final predictions."""
-    if args.merge:
-        check_merge(args.fine_tune_mode)
+def merge_for_inference(bert, merge, mode, log=print):
+    """--merge, in every pipeline: fold the adapters into BERT's weights before the final predictions."""
+    if merge:
+        check_merge(mode)
         log(f"merged {merge_adapters(bert)} adapters into BERT's weights")
 
 
-def prepare_backbone(bert, config):
-    """Set what of `bert` trains under config.fine_tune_mode: nothing (last-linear-layer), everything
-    (full-model), or only adapters on config.lora_targets (lora, dora). Both pipelines call this."""
-    mode = config.fine_tune_mode
+def prepare_backbone(bert, spec):
+    """Set what of `bert` trains under spec.fine_tune_mode (a checkpoint.ModelSpec): nothing
+    (last-linear-layer), everything (full-model), or only adapters on spec.lora_targets (lora, dora).
+    Both pipelines call this."""
+    mode = spec.fine_tune_mode
     if mode in ADAPTER_MODES:
-        return add_adapters(bert, config.lora_targets, config.lora_rank, config.lora_alpha, config.lora_dropout,
+        return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout,
                             dora=mode == "dora")
     if mode not in FINE_TUNE_MODES:
         raise ValueError(f"unknown fine-tune mode {mode!r}; choose from {', '.join(FINE_TUNE_MODES)}")

@@ -84,10 +84,9 @@ def resolve_amp(requested, device):
 
 
 def setup_precision(args, device, log=print):
-    """Resolve `args.amp` in place (keeping what was asked in `args.amp_requested`) and say in one line
-    what was picked and why; an explicit choice the hardware runs badly also warns once."""
-    args.amp_requested = getattr(args, "amp_requested", None) or args.amp
-    args.amp, why = resolve_amp(args.amp_requested, device)
+    """Resolve `args.amp` ('auto' to what this hardware runs natively) in place and say in one line what
+    was picked and why; an explicit choice the hardware runs badly also warns once."""
+    args.amp, why = resolve_amp(args.amp, device)
     log(f"precision: {why}")
     return args.amp
 

@@ -6,14 +6,15 @@ Pretraining"; the masking and head are in mlm.py).
 
 The text is every training sentence of SST, CFIMDB, Quora and STS (both sentences of a pair), without
 repeats, or one sentence per line of --texts FILE. A random 5% is held out: masked-token accuracy and
-loss on it (masked the same way every time) are printed before training and after each epoch. Each epoch
-rewrites --out as a checkpoint folder (config.json, vocab.txt, model.safetensors, with the MLM head
-beside the encoder) and saves the optimizer there, so --resume continues an interrupted run.
+loss on it (masked the same way every time) are printed before training and after each epoch. --out is
+the run folder: the epoch protocol (trainer.fit) keeps its checkpoints and log there, so --resume
+continues an interrupted run exactly, and at the end it becomes a checkpoint folder (config.json,
+vocab.txt, model.safetensors, with the MLM head beside the encoder) holding the epoch with the best
+held-out masked-token accuracy. The flags are declared in flags.py (pretrain_parser).
 """
 import itertools
 import json
 import shutil
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,45 +22,18 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from checkpoint import ModelSpec
 from datasets import Example, TaskData, data_file, read_examples
-from flags import Parser, add_speed_flags, check_max_length, fraction, nonneg_float, nonneg_int, positive_float, positive_int
+from flags import check_max_length, parse_pretrain, run_defining
 from hub import resolve_pretrained
 from mlm import BertForMaskedLM, mask_tokens
 from precision import autocast, setup_precision
+from runs import Run
 from tokenizer import BertTokenizer
-from trainer import build_trainer
-from utils import (MinbertError, append_jsonl, get_device, load_checkpoint, main_guard, require_same_flags, rng_state,
-                   save_checkpoint, seed_everything, set_rng_state, to_device)
+from trainer import Pipeline, build_trainer, fit
+from utils import MinbertError, append_jsonl, get_device, main_guard, seed_everything, to_device
 
 TEXT_TASKS = ("sst", "cfimdb", "quora", "sts")
-STATE = "pretrain-state.pt"
-# Flags that must agree between an interrupted run and its resumption.
-RUN_DEFINING = {k: "--" + k for k in ("pretrained", "texts", "epochs", "max_steps", "lr", "batch_size", "max_length",
-                                      "mask_prob", "seed", "weight_decay", "warmup_ratio", "data_dir")}
-
-
-def get_args(argv=None):
-    ap = Parser(description=__doc__)
-    ap.add_argument("--pretrained", default="bert-base-uncased")
-    ap.add_argument("--data_dir", default="data")
-    ap.add_argument("--texts", default=None, help="one sentence per line, instead of the task training text")
-    ap.add_argument("--out", required=True, help="the checkpoint folder to write (loadable with --pretrained OUT)")
-    ap.add_argument("--epochs", type=positive_int, default=3)
-    ap.add_argument("--max_steps", type=nonneg_int, default=0, help="stop after this many optimizer steps (0: no limit)")
-    ap.add_argument("--lr", type=positive_float, default=5e-5)
-    ap.add_argument("--batch_size", type=positive_int, default=32)
-    ap.add_argument("--max_length", type=positive_int, default=128)
-    ap.add_argument("--mask_prob", type=fraction, default=0.15, help="share of tokens chosen for prediction")
-    ap.add_argument("--weight_decay", type=nonneg_float, default=0.01)
-    ap.add_argument("--warmup_ratio", type=fraction, default=0.06)
-    ap.add_argument("--seed", type=int, default=11711)
-    ap.add_argument("--use_gpu", action="store_true")
-    ap.add_argument("--resume", action="store_true", help="continue the run saved in --out")
-    add_speed_flags(ap)
-    args = ap.parse_args(argv)
-    # the shared trainer's other levers, at their plain values
-    args.scheduler, args.max_grad_norm, args.llrd, args.head_lr = "linear", 1.0, 1.0, None
-    return args
 
 
 def read_texts(args):
@@ -68,7 +42,14 @@ def read_texts(args):
         path = Path(args.texts)
         if not path.is_file():
             raise MinbertError(f"{path}: --texts file not found")
-        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[:e.start].count(b"\n") + 1
+            raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not "
+                               f"UTF-8 text (--texts takes a text file, one sentence per line)") from None
+        texts = [line.strip() for line in text.splitlines()]
     else:
         texts = [t.strip() for task in TEXT_TASKS
                  for e in read_examples(data_file(args.data_dir, task, "train"), task, "train")
@@ -138,68 +119,83 @@ def write_folder(model, args, source):
     tmp.replace(out / "model.safetensors")
 
 
+class PretrainPipeline(Pipeline):
+    """Masked-LM pretraining for trainer.fit: the held-out masked-token accuracy is its dev score."""
+    kind, score_name = "pretrain", "held-out masked-token accuracy"
+
+    def __init__(self, args, device):
+        self.args, self.device = args, device
+        self.source = resolve_pretrained(args.pretrained).require("config", "vocab", "weights")
+        self.tokenizer = BertTokenizer.from_pretrained(args.pretrained)
+        if "[MASK]" not in self.tokenizer.vocab:
+            raise MinbertError(f"{self.source.vocab}: the vocabulary has no [MASK] token")
+        train_texts, dev_texts = split_texts(read_texts(args), args.seed)
+        self.train = as_data(train_texts, self.tokenizer, args.max_length)
+        self.dev = as_data(dev_texts, self.tokenizer, args.max_length)
+        self.model, self.had_head = BertForMaskedLM.from_pretrained(args.pretrained, attn_impl=args.attn)
+        self.model.to(device)
+        self.spec = ModelSpec(pipeline="pretrain", pretrained=str(args.pretrained), fine_tune_mode="full-model",
+                              max_length=args.max_length)
+        self.per_epoch = -(-len(self.train) // args.batch_size)
+        self.total = min(args.epochs * self.per_epoch, args.max_steps or float("inf"))
+        self.done = 0  # optimizer steps planned so far (a resumed run takes it from the checkpoint)
+        self.loss = mlm_loss
+
+    def batches(self, epoch):
+        a = self.args
+        n = min(self.per_epoch, self.total - self.done)
+        g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
+        batches = masked(self.train.batches(a.batch_size, True, a.seed * 1000 + epoch, a.bucket),
+                         self.tokenizer, self.model.config.vocab_size, a.mask_prob, g)
+        self.done += n
+        return itertools.islice(batches, n), n, {"total_steps": self.done}
+
+    def evaluate(self):
+        scores = evaluate(self.model, self.dev, self.tokenizer, self.args, self.device)
+        return scores, scores["masked_acc"]
+
+    def describe(self, s):
+        return f"held-out masked-token accuracy {s['masked_acc']:.4f}, loss {s['masked_loss']:.4f}"
+
+    def state_dict(self):
+        return {"done": self.done}
+
+    def load_state_dict(self, state):
+        self.done = state["done"]
+
+    def write_outputs(self, files, best):
+        write_folder(self.model, self.args, self.source)
+        print(f"pretrained checkpoint: {files.folder} (config.json, vocab.txt, model.safetensors from epoch "
+              f"{best['epoch']}; log {files.log.name}); use it with --pretrained {files.folder}")
+        return files.folder, []
+
+
 def main(argv=None):
-    args = get_args(argv)
+    args = parse_pretrain(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device)
     check_max_length(args.max_length, args.pretrained)
-    out, state_path = Path(args.out), Path(args.out) / STATE
+    out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise MinbertError(f"--out {out}: is a file; pretrain.py writes a checkpoint folder there")
-    if args.resume and not state_path.is_file():
-        raise MinbertError(f"--resume: {state_path} not found; no interrupted pretraining run in --out {out}")
     if not args.resume and out.is_dir() and any(out.iterdir()):
         raise MinbertError(f"--out {out}: the folder is not empty; pick another, or add --resume to continue it")
+    run = Run(out.name, out, f"--out {out}")
+    files = run.files("pretrain")
     seed_everything(args.seed)
-    source = resolve_pretrained(args.pretrained).require("config", "vocab", "weights")
-    tokenizer = BertTokenizer.from_pretrained(args.pretrained)
-    if "[MASK]" not in tokenizer.vocab:
-        raise MinbertError(f"{source.vocab}: the vocabulary has no [MASK] token")
-    train_texts, dev_texts = split_texts(read_texts(args), args.seed)
-    train, dev = as_data(train_texts, tokenizer, args.max_length), as_data(dev_texts, tokenizer, args.max_length)
-    model, had_head = BertForMaskedLM.from_pretrained(out if args.resume else args.pretrained, attn_impl=args.attn)
-    model.to(device)
-    per_epoch = -(-len(train) // args.batch_size)
-    steps = min(args.epochs * per_epoch, args.max_steps or float("inf"))
-    trainer = build_trainer(model, SimpleNamespace(**{**vars(args), "epochs": 1}), device, steps)
-    print(f"pretrain: {len(train)} sentences ({len(dev)} held out), {per_epoch} batches an epoch, {steps} steps; "
-          f"MLM head {'from the checkpoint' if had_head else 'fresh (the checkpoint has none)'}; {args.pretrained} "
-          f"on {device}")
-    log = out / "pretrain-log.jsonl"
-    start, done = 0, 0
-    if args.resume:
-        state = load_checkpoint(state_path)
-        require_same_flags(state["args"], args, RUN_DEFINING, state_path, "cannot resume")
-        trainer.optimizer.load_state_dict(state["optimizer"])
-        trainer.scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(state["rng"])
-        start, done = state["epoch"] + 1, state["steps"]
-        print(f"resumed after epoch {state['epoch']} ({done} steps) from {out}")
-    else:
-        before = evaluate(model, dev, tokenizer, args, device)
+    pipeline = PretrainPipeline(args, device)
+    trainer = build_trainer(pipeline.model, args, device, pipeline.total, epochs=1)
+    print(f"pretrain: {len(pipeline.train)} sentences ({len(pipeline.dev)} held out), {pipeline.per_epoch} batches an "
+          f"epoch, {pipeline.total} steps; MLM head {'from the checkpoint' if pipeline.had_head else 'fresh (the checkpoint has none)'}; "
+          f"{args.pretrained} on {device}")
+    if not files.last.exists():  # a new run (or one killed before its first epoch ended): start its log afresh
+        files.log.unlink(missing_ok=True)
+        before, _ = pipeline.evaluate()
         print(f"before training: held-out masked-token accuracy {before['masked_acc']:.4f}, loss {before['masked_loss']:.4f}")
-        append_jsonl(log, {"epoch": -1, "steps": 0, **before})
-    for epoch in range(start, args.epochs):
-        if done >= steps:
-            break
-        n = min(per_epoch, steps - done)
-        g = torch.Generator().manual_seed(args.seed * 1000 + epoch)
-        batches = masked(train.batches(args.batch_size, True, args.seed * 1000 + epoch, args.bucket),
-                         tokenizer, model.config.vocab_size, args.mask_prob, g)
-        t0 = time.perf_counter()
-        stats = trainer.run_epoch(itertools.islice(batches, n), mlm_loss, n, desc=f"pretrain epoch {epoch}")
-        done += stats["steps"]
-        scores = evaluate(model, dev, tokenizer, args, device)
-        write_folder(model, args, source)
-        save_checkpoint(state_path, {"optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
-                                     "epoch": epoch, "steps": done, "rng": rng_state(), "args": vars(args)})
-        append_jsonl(log, {"epoch": epoch, "steps": done, **stats, **scores})
-        print(f"epoch {epoch}: train loss {stats['train_loss']:.4f}, held-out masked-token accuracy "
-              f"{scores['masked_acc']:.4f}, loss {scores['masked_loss']:.4f}, {(time.perf_counter() - t0) / 60:.1f} min, "
-              f"{stats['tokens_per_s']:.0f} tokens/s; checkpoint in {out}")
-    print(f"pretrained checkpoint: {out} (config.json, vocab.txt, model.safetensors; log {log.name}); "
-          f"use it with --pretrained {out}")
-    return out
+        append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
+                                 "dev": before, "dev_score": before["masked_acc"], "score_name": pipeline.score_name})
+    return fit(pipeline, trainer, files, run.name, args.epochs, resume=args.resume, flags=run_defining(args),
+               continue_hint=f"the same command plus --resume")
 
 
 if __name__ == "__main__":

@@ -22,40 +22,48 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.metrics import f1_score, precision_recall_curve  # noqa: E402
 
+from checkpoint import load_checkpoint  # noqa: E402
 from evaluation import pearson  # noqa: E402
 from flags import Parser  # noqa: E402
 from utils import MinbertError, main_guard  # noqa: E402
 
 DPI = 150
-# What each multitask log field is, for titles and axis labels.
-MT_PANELS = [("train_loss", "train loss", "loss (sum of task losses)"), ("sst", "SST dev accuracy", "accuracy"),
-             ("quora", "Quora dev accuracy", "accuracy"), ("sts", "STS dev Pearson r", "Pearson r"),
-             ("dev_mean", "dev mean (leaderboard)", "mean of SST, Quora, (r + 1) / 2")]
-P1_PANELS = [("train_loss", "train loss", "cross-entropy"), ("train_acc", "train accuracy", "accuracy"),
-             ("dev_acc", "dev accuracy", "accuracy")]
+# The panels of each pipeline's learning curves: (record field or dev metric, title, axis label).
+PANELS = {
+    "multitask": [("train_loss", "train loss", "loss (sum of task losses)"), ("sst", "SST dev accuracy", "accuracy"),
+                  ("quora", "Quora dev accuracy", "accuracy"), ("sts", "STS dev Pearson r", "Pearson r"),
+                  ("dev_score", "dev mean (leaderboard)", "mean of SST, Quora, (r + 1) / 2")],
+    "classifier": [("train_loss", "train loss", "cross-entropy"), ("train_accuracy", "train accuracy", "accuracy"),
+                   ("accuracy", "dev accuracy", "accuracy")],
+    "pretrain": [("train_loss", "train loss", "masked-LM cross-entropy"),
+                 ("masked_acc", "held-out masked-token accuracy", "accuracy"),
+                 ("masked_loss", "held-out masked-LM loss", "cross-entropy")],
+}
+TITLES = {"multitask": "Multitask", "classifier": "Part 1", "pretrain": "Pretraining"}
 SCORE_FILES = {"sst": "sst-dev-scores.npz", "quora": "para-dev-scores.npz", "sts": "sts-dev-scores.npz"}
 
 
 # ----------------------------------------------------------------------------- reading runs
 
 class Run:
-    """One run's log records (one series per dataset for Part 1) and its dev score files."""
+    """One model's log records (the epoch protocol's schema, trainer.fit) and its dev score files."""
 
     def __init__(self, log_path, records):
         self.log, self.records = Path(log_path), records
         self.folder = self.log.parent
-        self.kind = "part1" if "dataset" in records[0] else "multitask"
+        self.kind = records[-1]["pipeline"]
         self.name = records[-1].get("run") or self.folder.name
-        if self.kind == "part1":
-            self.dataset = records[0]["dataset"]
+        stem = self.log.name[:-len("-log.jsonl")] if self.log.name.endswith("-log.jsonl") else self.log.stem
+        if self.kind == "classifier":
+            self.dataset = records[-1].get("dataset") or stem.rsplit("-", 1)[-1]
             self.name = f"{self.name} ({self.dataset})"
-            stem = self.log.name[:-len("-log.jsonl")]
             self.scores = {self.dataset: self.folder / f"{stem}-dev-scores.npz"}
-            self.metric_key = "dev_acc"
-        else:
+        elif self.kind == "multitask":
             self.scores = {t: self.folder / f for t, f in SCORE_FILES.items()}
-            self.metric_key = "dev_mean"
+        else:
+            self.scores = {}
         self.scores = {t: p for t, p in self.scores.items() if p.is_file()}
+        self.trained = [r for r in records if r["epoch"] >= 0]  # pretraining logs its starting point as epoch -1
 
     def series(self, key):
         vals = [r.get(key, r.get("dev", {}).get(key)) for r in self.records]
@@ -64,8 +72,31 @@ class Run:
     @property
     def best(self):
         """(epoch, record) of the best dev score, the epoch the pipelines keep."""
-        i = int(np.nanargmax([r[self.metric_key] for r in self.records]))
-        return self.records[i]["epoch"], self.records[i]
+        rows = self.trained or self.records
+        i = int(np.nanargmax([r["dev_score"] for r in rows]))
+        return rows[i]["epoch"], rows[i]
+
+
+def _legacy(rec):
+    """A record of the earlier per-pipeline log formats, in the current schema."""
+    if "dev_mean" in rec:
+        return {**rec, "pipeline": "multitask", "dev_score": rec["dev_mean"]}
+    if "dev_acc" in rec:
+        return {**rec, "pipeline": "classifier", "dev_score": rec["dev_acc"],
+                "dev": {"accuracy": rec["dev_acc"], "f1": rec.get("dev_f1"), "train_accuracy": rec.get("train_acc")}}
+    if "masked_acc" in rec:
+        return {**rec, "pipeline": "pretrain", "dev_score": rec["masked_acc"],
+                "dev": {k: rec[k] for k in ("masked_acc", "masked_loss") if k in rec}}
+    return rec
+
+
+def read_text(path, what):
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise MinbertError(f"{path}: not a text file, so not a {what}") from None
+    except IsADirectoryError:
+        raise MinbertError(f"{path}: is a folder, not a {what}") from None
 
 
 def read_log(path):
@@ -73,7 +104,7 @@ def read_log(path):
     if not path.is_file():
         raise MinbertError(f"{path}: log not found")
     records = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(read_text(path, "run log").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -81,8 +112,12 @@ def read_log(path):
         except json.JSONDecodeError:
             raise MinbertError(f"{path}: line {n}: truncated or not JSON; the run was probably cut off while "
                                f"writing it: delete that line and report again") from None
-        if not isinstance(rec, dict) or "epoch" not in rec or not ({"dev_acc", "dev_mean"} & set(rec)):
-            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py or multitask_classifier.py")
+        if isinstance(rec, dict) and "stopped" in rec:
+            continue  # the line saying why the run stopped early
+        rec = _legacy(rec) if isinstance(rec, dict) else rec
+        if not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec or rec.get("pipeline") not in PANELS:
+            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py "
+                               f"or pretrain.py")
         records.append(rec)
     if not records:
         raise MinbertError(f"{path}: the log is empty (no epoch finished)")
@@ -98,10 +133,12 @@ def logs_of(target):
             raise MinbertError(f"{p}: no run log (*.jsonl) in this folder")
         return logs
     if p.suffix == ".pt":
-        for log in (p.with_suffix(".jsonl"), p.with_name(p.stem + "-log.jsonl")):
+        state = load_checkpoint(p)  # read safely: a crafted file is refused here, in one line
+        stem = state.get("model_name") or p.stem.removesuffix("-last")
+        for log in (p.with_name(f"{stem}-log.jsonl"), p.with_name(f"{stem}.jsonl")):
             if log.is_file():
                 return [log]
-        raise MinbertError(f"{p}: no log beside this checkpoint ({p.with_suffix('.jsonl').name} or {p.stem}-log.jsonl)")
+        raise MinbertError(f"{p}: no log beside this checkpoint ({stem}-log.jsonl)")
     if p.suffix == ".jsonl" or not p.exists():
         return [p]
     raise MinbertError(f"{p}: not a run folder, a checkpoint (.pt) or a log (.jsonl)")
@@ -109,7 +146,7 @@ def logs_of(target):
 
 def load_scores(path):
     try:
-        with np.load(path) as z:
+        with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     except Exception as e:
         raise MinbertError(f"{path}: cannot read dev scores ({type(e).__name__}: {e})") from None
@@ -126,7 +163,7 @@ def _save(fig, path, rect=(0, 0, 1, 1)):
 
 def plot_curves(runs, path, title):
     """One panel per metric, every run overlaid, the best epoch of each marked with a star."""
-    panels = MT_PANELS if runs[0].kind == "multitask" else P1_PANELS
+    panels = PANELS[runs[0].kind]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.4), squeeze=False)
     for ax, (key, name, unit) in zip(axes[0], panels):
         for i, run in enumerate(runs):
@@ -281,28 +318,29 @@ def _md_escape(text, limit=160):
 
 def report(targets, out):
     runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out(out)
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
     md += ["| run | kind | best epoch | epochs | dev scores | training minutes |", "|---|---|---|---|---|---|"]
     for r in runs:
         epoch, rec = r.best
+        d = rec["dev"]
         if r.kind == "multitask":
-            d = rec["dev"]
-            scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_mean']:.3f}"
+            scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_score']:.3f}"
+        elif r.kind == "classifier":
+            scores = f"{r.dataset} accuracy {d['accuracy']:.3f}, macro-F1 {d.get('f1') or float('nan'):.3f}"
         else:
-            scores = f"{r.dataset} accuracy {rec['dev_acc']:.3f}, macro-F1 {rec.get('dev_f1', float('nan')):.3f}"
+            scores = f"held-out masked-token accuracy {d['masked_acc']:.3f}"
         minutes = sum(x.get("seconds", 0) for x in r.records) / 60
-        md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.records)} | {scores} | {minutes:.1f} |")
+        md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)} | {scores} | {minutes:.1f} |")
     md += [""]
-    for kind in ("multitask", "part1"):
+    for kind in PANELS:
         group = [r for r in runs if r.kind == kind]
         if not group:
             continue
         name = f"curves-{kind}.png"
-        title = ("Multitask learning curves" if kind == "multitask" else "Part 1 learning curves")
+        title = f"{TITLES[kind]} learning curves"
         if len(group) == 1:
             title += f": {group[0].name}"
         written.append(plot_curves(group, out / name, title))
@@ -315,7 +353,12 @@ def report(targets, out):
         slug = f"run{i + 1}"
         md += [f"## {r.name}: dev diagnostics", ""]
         for task, path in r.scores.items():
-            s = load_scores(path)
+            try:
+                s = load_scores(path)
+            except MinbertError as e:  # one damaged file costs its own section, not the report
+                print(f"warning: {e}; its figures are left out")
+                md += [f"### {task.upper()}: left out", "", f"{e}", ""]
+                continue
             if task == "sts":
                 fig, stats = plot_sts(s, r.name, out / f"{slug}-sts.png")
                 md += [f"### STS: Pearson r {stats['pearson']:.3f}", "", f"![STS scatter]({fig.name})", ""]
@@ -338,12 +381,21 @@ def report(targets, out):
 
 # ----------------------------------------------------------------------------- the results table
 
+def check_out(out):
+    """The output folder, made; a file in its place is one line."""
+    out = Path(out)
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise MinbertError(f"--out {out}: {p} is a file; report.py writes a folder of figures there")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def read_results(path):
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: results table not found")
-    with open(path, newline="") as fp:
-        rows = list(csv.DictReader(fp))
+    rows = list(csv.DictReader(read_text(path, "results table (CSV)").splitlines()))
     if not rows:
         raise MinbertError(f"{path}: no runs in the results table")
     for n, row in enumerate(rows, start=2):
@@ -355,7 +407,8 @@ def read_results(path):
 
 
 def ranked(rows):
-    return sorted(rows, key=lambda r: -r["mean"])
+    """Best mean first; a row whose mean is not a number (nan: a run that diverged) goes last."""
+    return sorted(rows, key=lambda r: (math.isnan(r["mean"]), -r["mean"] if not math.isnan(r["mean"]) else 0))
 
 
 def results_view(path, out):
@@ -370,8 +423,7 @@ def results_view(path, out):
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out(out)
     names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
     fig, ax = plt.subplots(figsize=(7, max(2.4, 0.9 + 0.35 * len(rows))))
     y = np.arange(len(rows))[::-1]
@@ -380,8 +432,8 @@ def results_view(path, out):
         ax.text(r["mean"], yi, f" {r['mean']:.3f}", va="center", fontsize=8)
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=8)
-    lo = min(r["mean"] for r in rows)
-    ax.set_xlim(max(0.0, lo - 0.05), min(1.0, max(r["mean"] for r in rows) + 0.04))
+    finite = [r["mean"] for r in rows if not math.isnan(r["mean"])] or [0.0]
+    ax.set_xlim(max(0.0, min(finite) - 0.05), min(1.0, max(finite) + 0.04))
     ax.set_xlabel("dev mean (SST acc, Quora acc, (STS r + 1) / 2)")
     ax.set_title(f"Runs in {Path(path).name}, best first", fontsize=10)
     ax.grid(alpha=0.3, axis="x")

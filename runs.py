@@ -6,8 +6,10 @@ Every training run writes its checkpoints, per-epoch log and prediction files in
 finished, and one line says which run's files they replaced; those stay in that run's folder.
 `predictions/.sources.json` remembers which run each published file came from.
 """
+import csv
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from utils import MinbertError, atomic_write
@@ -20,37 +22,82 @@ def new_run_name(prefix):
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def open_run(args, prefix, root=RUNS_ROOT, resumable=lambda d: True):
-    """The run folder for `args` (sets args.run_name). A new run gets a new folder; an existing folder is
-    refused unless the run resumes it. `--resume` without `--run_name` takes the newest resumable run."""
-    root = Path(root)
-    if getattr(args, "resume", False) and not args.run_name:
-        found = sorted((d for d in root.glob("*") if d.is_dir() and resumable(d)),
+@dataclass
+class RunFiles:
+    """One trained model's files in a run folder: best and last checkpoints and the per-epoch log."""
+    folder: Path
+    stem: str
+
+    @property
+    def best(self):
+        return self.folder / f"{self.stem}.pt"
+
+    @property
+    def last(self):
+        return self.folder / f"{self.stem}-last.pt"
+
+    @property
+    def log(self):
+        return self.folder / f"{self.stem}-log.jsonl"
+
+    def exist(self):
+        return [p for p in (self.log, self.best, self.last) if p.exists()]
+
+
+@dataclass
+class Run:
+    """A run's name and folder; `files(stem)` names what one trained model writes there. `how` is the flag
+    that names it again (for the --resume hint)."""
+    name: str
+    folder: Path
+    how: str = ""
+
+    def files(self, stem):
+        return RunFiles(self.folder, stem)
+
+
+def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_ROOT):
+    """The run folder a run writes into, refusing to write over another run's files.
+
+    --run_dir DIR is that folder; otherwise runs/RUN_NAME (a new timestamped name by default). A folder
+    already holding this pipeline's files (one of `stems`' log or checkpoints; any file when `stems` is
+    None) is refused unless the run resumes it. --resume without a name takes the newest folder under `root` holding one of `stems`' runs."""
+    flag = "--run_dir" if run_dir else "--run_name"
+    if run_dir:
+        folder = Path(run_dir)
+    elif run_name:
+        folder = Path(root) / run_name
+    elif resume:
+        found = sorted((d for d in Path(root).glob("*") if d.is_dir() and any(RunFiles(d, s).exist() for s in stems or ())),
                        key=lambda d: d.stat().st_mtime)
         if not found:
-            raise MinbertError(f"--resume: no {prefix} run to resume in {root}/ (give --run_name NAME)")
-        args.run_name = found[-1].name
-        return found[-1]
-    if not args.run_name:
-        args.run_name = new_run_name(prefix)
-        n = 2
-        while (root / args.run_name).exists():  # two runs started in the same second
-            args.run_name = f"{new_run_name(prefix)}-{n}"
-            n += 1
-    folder = root / args.run_name
-    if folder.exists() and any(folder.iterdir()) and not getattr(args, "resume", False):
-        raise MinbertError(f"--run_name {args.run_name}: {folder} already holds a run; choose another name, "
-                           f"or add --resume to continue it")
-    return folder
+            raise MinbertError(f"--resume: no {prefix} run to resume in {root}/ (give --run_name NAME or --run_dir DIR)")
+        folder = found[-1]
+    else:
+        name, n = new_run_name(prefix), 2
+        while (Path(root) / name).exists():  # two runs started in the same second
+            name, n = f"{new_run_name(prefix)}-{n}", n + 1
+        folder = Path(root) / name
+    if folder.exists() and not folder.is_dir():
+        raise MinbertError(f"{flag} {folder}: is a file, but a run folder goes there; move it or pick another name")
+    held = ([p for s in stems for p in RunFiles(folder, s).exist()] if stems is not None
+            else sorted(folder.iterdir()) if folder.is_dir() else [])
+    if held and not resume:
+        raise MinbertError(f"{flag} {folder}: already holds a run ({held[0].name}); choose another"
+                           + (", or add --resume to continue it" if stems is not None else ""))
+    return Run(run_name or folder.name, folder, f"--run_dir {folder}" if run_dir else f"--run_name {folder.name}")
 
 
-def run_folder(args, prefix, explicit=None, resumable=lambda d: True):
-    """The folder a run writes into: an explicit folder the user named is used as it is (as before run
-    folders existed); otherwise a new (or resumed) one under runs/ from open_run."""
-    if explicit:
-        args.run_name = args.run_name or Path(explicit).name
-        return Path(explicit)
-    return open_run(args, prefix, resumable=resumable)
+def append_row(path, fields, row):
+    """Append `row` to the CSV table at `path` (its header first if the file is new)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as fp:
+        w = csv.DictWriter(fp, fields)
+        if new:
+            w.writeheader()
+        w.writerow(row)
 
 
 def check_outputs(dirs=(), files=()):

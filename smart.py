@@ -1,16 +1,35 @@
-"""SMART's smoothness-inducing adversarial regulariser (Jiang et al. 2019, "SMART: Robust and Efficient
-Fine-Tuning for Pre-trained Natural Language Models through Principled Regularized Optimization";
-handout equations 7-10).
+"""SMART (Jiang et al. 2020, "SMART: Robust and Efficient Fine-Tuning for Pre-trained Natural Language Models
+through Principled Regularized Optimization"; handout equations 7-12): its two parts, each one module.
 
-    min_theta  L(theta) + lambda_s R_s(theta),
-    R_s(theta) = 1/n sum_i  max_{||x~_i - x_i||_inf <= eps}  l_s(f(x~_i; theta), f(x_i; theta))
+1. SmartRegularizer, smoothness-inducing adversarial regularisation (eq. 7-10):
 
-x_i is the output of BERT's embedding layer. The inner max is approximated as in the paper: start from
-x_i plus small Gaussian noise (sigma 1e-5), take `steps` projected ascent steps of size `step_size` along
-the gradient of l_s normalised per token (infinity norm), and project back into the eps-ball. l_s is the
-symmetric KL divergence (eq. 10) for classifiers (softmax over SST's classes, a Bernoulli for Quora's
-logit) and the squared error for regression (STS). The Bregman proximal point step (eq. 11-12, a
-momentum teacher) is not implemented.
+       min_theta  L(theta) + lambda_s R_s(theta),
+       R_s(theta) = 1/n sum_i  max_{x~_i near x_i}  l_s(f(x~_i; theta), f(x_i; theta))
+
+   x_i is the output of BERT's embedding layer. The inner max is approximated as the authors' reference
+   code (mt-dnn, mt_dnn/perturbation.py) does it: delta starts as Gaussian noise (sigma 1e-5); each ascent
+   step adds `step_size` times the gradient of l_s with respect to delta, then divides delta per token by
+   its largest coordinate (a 1e-6 guard in the division), so every token's perturbation ends with an
+   infinity norm of about 1. `projection="ball"` takes the paper's Algorithm 1 instead: a step along the
+   gradient normalised per token, then projection onto the infinity-norm ball of radius eps. l_s is the
+   symmetric KL divergence (eq. 10) for classifiers (softmax over classes, a Bernoulli for a logit) and
+   the squared error for regression.
+
+   By default the perturbed passes and the clean output they are compared with run with dropout off, so
+   the term measures how smooth the model is around x_i and nothing else; the clean side is a fixed
+   target (no gradient), as in virtual adversarial training. With `keep_dropout` the passes keep dropout
+   and compare with the training pass itself, as the reference code does; the term then also holds the
+   difference between two dropout masks, which is R-Drop's (rdrop.py).
+
+2. BregmanProximal, the momentum Bregman proximal point step (eq. 11-12 and the paper's Algorithm 1):
+
+       theta_{t+1} = argmin_theta  F(theta) + mu D_Breg(theta, theta~_t),
+       D_Breg(theta, theta~) = 1/n sum_i l_s(f(x_i; theta), f(x_i; theta~)),
+       theta~_t = (1 - beta) theta_t + beta theta~_{t-1}
+
+   a trust region around a momentum teacher theta~: the teacher's outputs on the clean batch (no gradient,
+   dropout off) against the model's training outputs, the teacher updated as an exponential moving average
+   after every optimizer step. The paper's beta is 0.99 for the first 10% of the updates and 0.999 after.
 """
 import contextlib
 
@@ -25,27 +44,40 @@ def symmetric_kl(p_logits, q_logits):
     return ((lp.exp() - lq.exp()) * (lp - lq)).sum(-1).mean()
 
 
-def divergence(adv, clean, kind):
-    """l_s between perturbed and clean outputs: 'multiclass' logits [B, C], 'binary' logits [B], or
-    'regression' scores [B]."""
+def divergence(a, b, kind):
+    """l_s between two outputs of one batch: 'multiclass' logits [B, C], 'binary' logits [B], or
+    'regression' scores [B] (squared error)."""
     if kind == "regression":
-        return F.mse_loss(adv.float(), clean.float())
+        return F.mse_loss(a.float(), b.float())
     if kind == "binary":  # a Bernoulli as two-class logits [0, z]
-        adv, clean = (torch.stack([torch.zeros_like(x), x], -1) for x in (adv, clean))
-    return symmetric_kl(adv, clean)
+        a, b = (torch.stack([torch.zeros_like(x), x], -1) for x in (a, b))
+    return symmetric_kl(a, b)
 
 
 @contextlib.contextmanager
-def perturbed(bert, deltas, noise_std, eps):
+def dropout_off(model, off=True):
+    """Within the block every module of `model` is in eval mode (dropout off); each module's own mode is
+    put back after."""
+    modes = [(m, m.training) for m in model.modules()] if off else []
+    for m, _ in modes:
+        m.training = False
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
+
+
+@contextlib.contextmanager
+def perturbed(bert, deltas, noise_std):
     """Within the block, the i-th BERT call adds deltas[i] to its embedding output; a call without a delta
-    yet creates one (Gaussian, sigma noise_std, inside the eps-ball), so siamese pairs (two BERT calls)
-    get one each."""
+    yet creates one (Gaussian, sigma noise_std), so siamese pairs (two BERT calls) get one each."""
     calls = iter(range(10 ** 9))
 
     def add(x):
         i = next(calls)
         if i == len(deltas):
-            deltas.append((torch.randn_like(x, dtype=torch.float32) * noise_std).clamp_(-eps, eps).requires_grad_())
+            deltas.append((torch.randn_like(x, dtype=torch.float32) * noise_std).requires_grad_())
         return x + deltas[i].to(x.dtype)
     bert.perturb = add
     try:
@@ -55,25 +87,87 @@ def perturbed(bert, deltas, noise_std, eps):
 
 
 class SmartRegularizer(nn.Module):
-    """lambda_s R_s for one batch. `run()` recomputes the task output of the batch with the model (so the
-    perturbation enters through `bert.perturb`); `clean` is that output without perturbation."""
+    """lambda_s R_s for one batch. `run()` recomputes the batch's output with the model (the perturbation
+    enters through `bert.perturb`); `clean` is the training pass's output."""
 
-    def __init__(self, weight, eps=1e-5, step_size=1e-3, steps=1, noise_std=1e-5):
+    def __init__(self, weight, step_size=1e-3, steps=1, noise_std=1e-5, projection="reference", eps=1e-5,
+                 keep_dropout=False):
         super().__init__()
-        self.weight, self.eps, self.step_size, self.steps, self.noise_std = weight, eps, step_size, steps, noise_std
+        if projection not in ("reference", "ball"):
+            raise ValueError(f"unknown SMART projection {projection!r} (reference or ball)")
+        self.weight, self.step_size, self.steps, self.noise_std = weight, step_size, steps, noise_std
+        self.projection, self.eps, self.keep_dropout = projection, eps, keep_dropout
 
-    def forward(self, bert, run, clean, kind):
-        deltas, target = [], clean.detach()
-        for _ in range(self.steps):  # projected ascent on l_s, with respect to the perturbations only
-            with perturbed(bert, deltas, self.noise_std, self.eps):
+    def ascend(self, delta, grad):
+        """One ascent step on the perturbation of one BERT call."""
+        if self.projection == "reference":  # mt-dnn: step, then scale each token to infinity norm ~1
+            delta = delta + self.step_size * grad
+            return delta / (delta.abs().amax(-1, keepdim=True) + 1e-6)
+        step = grad / grad.abs().amax(-1, keepdim=True).clamp_min(1e-12)  # Algorithm 1: normalised step
+        return (delta + self.step_size * step).clamp(-self.eps, self.eps)  # and projection onto the eps-ball
+
+    def forward(self, model, bert, run, clean, kind):
+        with dropout_off(model, not self.keep_dropout):
+            if self.keep_dropout:
+                target = clean
+            else:
+                with torch.no_grad():
+                    target = run()
+            deltas = []
+            for _ in range(self.steps):  # ascent on l_s, with respect to the perturbations only
+                with perturbed(bert, deltas, self.noise_std):
+                    adv = run()
+                grads = torch.autograd.grad(divergence(adv, target.detach(), kind), deltas, allow_unused=True)
+                deltas = [d.detach() if g is None else self.ascend(d.detach(), g).requires_grad_()
+                          for d, g in zip(deltas, grads)]
+            fixed = [d.detach() for d in deltas]
+            with perturbed(bert, fixed, self.noise_std):
                 adv = run()
-            grads = torch.autograd.grad(divergence(adv, target, kind), deltas, allow_unused=True)
-            with torch.no_grad():
-                for d, g in zip(deltas, grads):
-                    if g is not None:
-                        d += self.step_size * g / g.abs().amax(-1, keepdim=True).clamp_min(1e-12)
-                        d.clamp_(-self.eps, self.eps)  # the projection onto the eps-ball (infinity norm)
-        fixed = [d.detach() for d in deltas]
-        with perturbed(bert, fixed, self.noise_std, self.eps):
-            adv = run()
-        return self.weight * divergence(adv, clean, kind)
+        return self.weight * divergence(adv, target, kind)
+
+
+class BregmanProximal(nn.Module):
+    """mu D_Breg(theta, theta~) for one batch, and the momentum teacher theta~ (buffers, so that the loss
+    module's state_dict, saved by --resume, holds it). `update()` follows each optimizer step."""
+
+    def __init__(self, model, weight=1.0, momentum=None, total_steps=1):
+        super().__init__()
+        self.weight, self.momentum, self.total_steps = weight, momentum, max(1, total_steps)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        for i, p in enumerate(self.params):  # theta~_0 = theta_0: the teacher starts as the model
+            self.register_buffer(f"teacher_{i}", p.detach().clone())
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))
+
+    def teacher(self):
+        return [getattr(self, f"teacher_{i}") for i in range(len(self.params))]
+
+    def beta(self):
+        """The EMA's momentum at this update: --smart_momentum, or the paper's 0.99 for the first 10% of
+        the updates and 0.999 after."""
+        if self.momentum is not None:
+            return self.momentum
+        return 0.99 if int(self.updates) < 0.1 * self.total_steps else 0.999
+
+    @torch.no_grad()
+    def update(self):
+        """theta~ <- beta theta~ + (1 - beta) theta, after an optimizer step."""
+        beta = self.beta()
+        torch._foreach_lerp_(self.teacher(), [p.detach() for p in self.params], 1.0 - beta)
+        self.updates += 1
+
+    @contextlib.contextmanager
+    def as_teacher(self):
+        """Within the block the model's trainable parameters hold the teacher's values (swapped, not copied)."""
+        teacher = self.teacher()
+        for p, t in zip(self.params, teacher):
+            p.data, t.data = t.data, p.data
+        try:
+            yield
+        finally:
+            for p, t in zip(self.params, teacher):
+                p.data, t.data = t.data, p.data
+
+    def forward(self, model, run, out, kind):
+        with torch.no_grad(), self.as_teacher(), dropout_off(model):
+            target = run()
+        return self.weight * divergence(out, target, kind)

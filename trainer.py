@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from pcgrad import pcgrad_backward
 from precision import autocast, grad_scaler
-from utils import MinbertError, distributed, main_print, to_device
+from utils import MinbertError, distributed, is_main, main_print, to_device
 
 
 def count_tokens(batch):
@@ -59,6 +59,8 @@ class Trainer:
         self.loss_module = _LossModule(model)
         self.world_size = distributed()[1]
         self.generator = torch.Generator().manual_seed(seed)  # PCGrad's task order, repeatable
+        self.progress_every = 60.0  # seconds between plain progress lines when there is no terminal
+        self.on_step, self.log_every = None, 20  # on_step(loss, lr) every log_every steps (TensorBoard)
         if pcgrad and self.world_size > 1:
             raise MinbertError("--pcgrad under DDP is not supported: per-task gradients would each need their "
                                "own all-reduce; run PCGrad in one process")
@@ -75,10 +77,12 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.after_step = getattr(loss_fn, "after_step", None)  # e.g. the Bregman teacher's update
         self.conflicts = 0
         loss_sum = torch.zeros((), device=self.device)
         tokens, steps, t0 = 0, 0, time.perf_counter()
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
+        progress = Progress(desc, total, self.progress_every, terminal=not bar.disable)
         for i, batch in enumerate(bar):
             tokens += count_tokens(batch)
             batch = to_device(batch, self.device)
@@ -104,6 +108,9 @@ class Trainer:
                 self.step()
             if steps % 50 == 0:  # a host sync, so not every step
                 bar.set_postfix(loss=f"{loss_sum.item() / steps:.4f}")
+            if self.on_step is not None and steps % self.log_every == 0:
+                self.on_step(loss.detach().float().item(), self.optimizer.param_groups[0]["lr"])
+            progress.update(steps, lambda: loss_sum.item() / steps, tokens)
         if steps and pending:  # the epoch ended inside an accumulation group
             self.step()
         seconds = time.perf_counter() - t0
@@ -114,6 +121,21 @@ class Trainer:
             stats["pcgrad_conflicts"] = self.conflicts
         return stats
 
+    def state_dict(self):
+        """Everything of the optimisation a resumed run needs: optimizer, schedule, fp16 grad scaler, and the
+        generator PCGrad draws its task order from."""
+        return {"optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+                "scaler": self.scaler.state_dict(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state):
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        if state["scaler"]:
+            self.scaler.load_state_dict(state["scaler"])
+        self.generator.set_state(state["generator"])
+
     def step(self):
         if self.max_grad_norm:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
@@ -123,6 +145,35 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.scheduler is not None:
             self.scheduler.step()
+        if getattr(self, "after_step", None) is not None:
+            self.after_step()
+
+
+class Progress:
+    """Without a terminal (output to a file, nohup, a batch system) tqdm draws nothing, so a plain line goes
+    out instead: after the first `first` seconds, then every `every` seconds (step/total, mean loss,
+    tokens/s and the time left)."""
+
+    def __init__(self, desc, total, every, terminal, first=10.0):
+        self.desc, self.total, self.every = desc, total, every
+        self.on = bool(every) and not terminal and is_main()
+        self.t0 = self.last = time.perf_counter()
+        self.wait = min(first, every)
+
+    def update(self, steps, mean_loss, tokens):
+        now = time.perf_counter()
+        if not self.on or now - self.last < self.wait:
+            return
+        self.wait = self.every
+        self.last, elapsed = now, now - self.t0
+        eta = elapsed / steps * (self.total - steps) if self.total else 0.0
+        print(f"{self.desc}: step {steps}/{self.total}, loss {mean_loss():.4f}, {tokens / elapsed:.0f} tokens/s, "
+              f"{_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)
+
+
+def _clock(seconds):
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
 class EarlyStopping:
@@ -150,6 +201,9 @@ class EarlyStopping:
     def state_dict(self):
         return {"best": self.best, "best_epoch": self.best_epoch, "waited": self.waited}
 
+    def load_state_dict(self, state):
+        self.best, self.best_epoch, self.waited = state["best"], state["best_epoch"], state["waited"]
+
 
 class _LossModule(torch.nn.Module):
     """model + loss function as one module, so DistributedDataParallel sees the whole step."""
@@ -162,15 +216,16 @@ class _LossModule(torch.nn.Module):
         return loss_fn(self.model, batch)
 
 
-def build_trainer(model, args, device, steps_per_epoch, pcgrad=False):
+def build_trainer(model, args, device, steps_per_epoch, pcgrad=False, epochs=None):
     """AdamW over `model`'s trainable parameters (grouped by layer-wise rate when --llrd < 1), the
-    --scheduler over all of the run's optimizer steps, and the Trainer that steps them."""
+    --scheduler over all of the run's optimizer steps (`epochs`, default --epochs, of `steps_per_epoch`
+    batches), and the Trainer that steps them."""
     from optimizer import AdamW
     from schedule import make_scheduler, param_groups
     groups = param_groups(model, args.lr, args.llrd, args.head_lr, args.weight_decay)
     describe_trainable(model)
     optimizer = AdamW(groups, lr=args.lr, weight_decay=args.weight_decay, foreach=args.foreach)
-    total = args.epochs * -(-steps_per_epoch // args.grad_accum)
+    total = (epochs or args.epochs) * -(-steps_per_epoch // args.grad_accum)
     scheduler = make_scheduler(optimizer, args.scheduler, args.warmup_ratio, total)
     return Trainer(model, optimizer, device, args.amp, args.grad_accum, scheduler=scheduler,
                    max_grad_norm=args.max_grad_norm, pcgrad=pcgrad, seed=args.seed)
@@ -196,3 +251,142 @@ def stop_signal(stop):
     flag = torch.tensor([int(stop)])
     torch.distributed.broadcast(flag, src=0)
     return bool(flag.item())
+
+
+# ----------------------------------------------------------------------------- the epoch protocol
+
+class Pipeline:
+    """What a pipeline gives `fit`: its model and loss, its data, how it scores an epoch and what it writes
+    at the end. Everything else (ranks, checkpoints, resuming, early stopping, the log, publishing) is
+    `fit`'s, the same for classifier.py, multitask_classifier.py and pretrain.py.
+
+    Attributes: `kind` ('classifier', 'multitask', 'pretrain'), `model`, `loss` (a losses.TermLoss or any
+    callable(model, batch)), `spec` (checkpoint.ModelSpec, or None), `score_name` (what the dev score is),
+    `merge` (fold adapters before the final predictions)."""
+    kind, spec, score_name, merge = "train", None, "dev score", False
+
+    def batches(self, epoch):
+        """(iterable of host batches, number of steps, {extra log fields}) of one epoch."""
+        raise NotImplementedError
+
+    def evaluate(self):
+        """({metric: value} on dev, the dev score early stopping and the best checkpoint follow)."""
+        raise NotImplementedError
+
+    def describe(self, metrics):
+        """The dev part of an epoch's printed line."""
+        return ", ".join(f"dev {k} {v:.3f}" for k, v in metrics.items())
+
+    def write_outputs(self, files, best):
+        """After the best epoch is reloaded: write the run's outputs; returns (result, [(file, published path)])."""
+        raise NotImplementedError
+
+    def state_dict(self):
+        """The data order's state at an epoch's end (what a resumed run must continue from)."""
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def loss_state(loss):
+    """The loss's own state (a Bregman teacher's weights), for the resumable checkpoint."""
+    return {k: v.detach().clone() for k, v in loss.state_dict().items()} if isinstance(loss, torch.nn.Module) else {}
+
+
+def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
+    """The fields every checkpoint of a run carries beside its tensors (checkpoint.py)."""
+    from checkpoint import FORMAT, VERSION, trainable_state
+    return {"format": FORMAT, "version": VERSION, "pipeline": pipeline.kind,
+            "spec": pipeline.spec.to_dict() if pipeline.spec is not None else None,
+            "model": trainable_state(pipeline.model), "epoch": epoch, "scores": metrics, "run": run_name,
+            "model_name": files.stem, "flags": flags}
+
+
+def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, flags=None, on_epoch=None,
+        continue_hint="", monitor=None):
+    """Train `pipeline` for `epochs`, keep its best dev epoch, and write its outputs from that epoch.
+
+    After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping,
+    the best checkpoint (files.best) and the resumable one (files.last: model, optimizer, schedule, grad
+    scaler, random states, the pipeline's data order, early stopping), a line in the log (files.log, one
+    schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)` (sweep.py's pruner may
+    raise there). `resume` continues from files.last when there is one; `flags` are the run-defining flags,
+    which must agree with the checkpoint's. At the end: the best epoch reloaded, adapters merged (--merge),
+    outputs written and published. Returns the pipeline's result (rank 0) or None (other ranks)."""
+    from checkpoint import load_checkpoint, load_trainable_state, plain, rng_state, save_checkpoint, set_rng_state
+    from flags import check_same_run
+    from lora import merge_for_inference
+    from runs import publish
+    from utils import append_jsonl, barrier, set_interrupt_hint
+    model, stopper, start = pipeline.model, EarlyStopping(patience), 0
+    if resume and files.last.exists():
+        state = load_checkpoint(files.last)
+        if "trainer" not in state:
+            raise MinbertError(f"{files.last}: not a resumable checkpoint (no optimizer state in it)")
+        check_same_run(state["flags"], flags or {}, files.last)
+        load_trainable_state(model, state["model"], files.last)
+        trainer.load_state_dict(state["trainer"])
+        pipeline.load_state_dict(state["pipeline_state"])
+        if isinstance(pipeline.loss, torch.nn.Module):  # e.g. the Bregman step's teacher
+            pipeline.loss.load_state_dict(state["loss_state"])
+        stopper.load_state_dict(state["stopper"])
+        set_rng_state(state["rng"])
+        start = state["epoch"] + 1
+        main_print(f"resumed {files.stem} from {files.last} after epoch {state['epoch']}")
+        if stopper.should_stop:
+            start = epochs  # the run had stopped early: nothing left to train
+    elif resume:
+        main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
+    set_interrupt_hint(f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} starts it again")
+    for epoch in range(start, epochs):
+        batches, steps, info = pipeline.batches(epoch)
+        if not steps:
+            break
+        stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}")
+        terms = pipeline.loss.pop_terms() if hasattr(pipeline.loss, "pop_terms") else {}
+        if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
+            barrier()
+            if stop_signal(False):
+                break
+            continue
+        metrics, score = pipeline.evaluate()
+        best = stopper.update(score, epoch)
+        record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
+        if best:
+            save_checkpoint(files.best, record)
+        save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
+                                     "stopper": stopper.state_dict(), "pipeline_state": pipeline.state_dict(),
+                                     "loss_state": loss_state(pipeline.loss)})
+        entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
+                 "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
+                 "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
+                 "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
+                 **{k: v for k, v in stats.items() if k == "pcgrad_conflicts"}, **info}
+        append_jsonl(files.log, plain(entry))
+        if monitor is not None:
+            monitor.epoch(epoch, entry)
+        speed = f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"] else "head on cached features"
+        print(f"{files.stem} epoch {epoch}: train loss {stats['train_loss']:.3f}, {pipeline.describe(metrics)}, "
+              f"{stats['seconds']:.0f}s, {speed}" + ("" if best else f" (best so far: epoch {stopper.best_epoch})"))
+        set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there")
+        if on_epoch is not None:
+            on_epoch(epoch, score)
+        barrier()
+        if stop_signal(stopper.should_stop):
+            print(f"{files.stem}: {stopper.reason(pipeline.score_name)}")
+            append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem,
+                                     "epoch": epoch, "stopped": stopper.reason(pipeline.score_name)})
+            break
+    if not is_main():
+        return None
+    if not files.best.exists():
+        raise MinbertError(f"{files.best}: no epoch was trained, so there is no best model to write outputs from")
+    best = load_checkpoint(files.best)
+    load_trainable_state(model, best["model"], files.best)
+    if pipeline.merge:
+        merge_for_inference(model.bert, True, pipeline.spec.fine_tune_mode, main_print)
+    result, published = pipeline.write_outputs(files, best)
+    publish(published, run_name, files.folder)
+    set_interrupt_hint(f"{files.stem} is complete in {files.folder}")
+    return result

@@ -1,4 +1,5 @@
-"""Shared helpers: errors, seeding and device, masks, checkpoint I/O, batches to the device, run flags."""
+"""Shared helpers: errors and the scripts' entry guard, seeding, ranks and device, masks, atomic files,
+batches to the device."""
 import atexit
 import hashlib
 import json
@@ -25,14 +26,22 @@ def set_interrupt_hint(text):
 
 def main_guard(main):
     """Run a script's main(): a MinbertError becomes one line on stderr and exit code 2; Ctrl-C becomes
-    one line saying where the last completed checkpoint is and how to resume (exit code 130)."""
+    one line saying where the last completed checkpoint is and how to resume (exit code 130). Under
+    torchrun only rank 0 says it (every rank meets the same bad flag or file). Output is line-buffered, so
+    a log file or a batch system shows each line as it is printed."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    rank0 = os.environ.get("RANK", "0") == "0"
     try:
         return main()
     except MinbertError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if rank0:
+            print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+        if rank0:
+            print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
         sys.exit(130)
 
 
@@ -111,20 +120,6 @@ def atomic_write(path, write_fn, mode="wb"):
     return path
 
 
-def save_checkpoint(path, obj):
-    return atomic_write(path, lambda fp: torch.save(obj, fp))
-
-
-def load_checkpoint(path, map_location="cpu"):
-    path = Path(path)
-    if not path.is_file():
-        raise MinbertError(f"{path}: checkpoint not found")
-    try:
-        return torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # torch raises many kinds for a damaged file
-        raise MinbertError(f"{path}: cannot read checkpoint ({type(e).__name__}: {e})") from None
-
-
 def append_jsonl(path, record):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,48 +142,6 @@ def to_device(batch, device):
     if torch.is_tensor(batch):
         return batch.to(device, non_blocking=True)
     return batch
-
-
-def rng_state():
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def set_rng_state(state):
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-
-
-def require_same_flags(saved, args, flags, source, why):
-    """Refuse a checkpoint whose run used other values for `flags` ({attribute: flag as typed}),
-    naming each difference."""
-    diff = [f"{flag} {saved.get(k)!r} in the checkpoint, {getattr(args, k)!r} given" for k, flag in flags.items()
-            if saved.get(k) != getattr(args, k)]
-    if diff:
-        raise MinbertError(f"{source}: {why}, the checkpoint comes from another configuration: " + "; ".join(diff))
-
-
-def trainable_state(model):
-    """The tensors a fine-tuning run changes: all parameters that require grad (a frozen backbone is
-    rebuilt from its pretrained checkpoint, so it need not be saved every epoch)."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def load_trainable_state(model, state, source):
-    own = dict(model.named_parameters())
-    bad = [k for k in state if k not in own or own[k].shape != state[k].shape]
-    missing = [n for n, p in own.items() if p.requires_grad and n not in state]
-    if bad or missing:
-        saved_lora, own_lora = (any(".lora_" in k for k in names) for names in (state, own))
-        hint = "" if saved_lora == own_lora else (
-            "; the checkpoint holds LoRA/DoRA adapters and this model has none" if saved_lora
-            else "; this model has adapters and the checkpoint none") + " (give its --fine-tune-mode)"
-        raise MinbertError(f"{source}: checkpoint does not fit this model: "
-                           + (f"unknown or mis-shaped {bad[:5]} " if bad else "")
-                           + (f"missing {missing[:5]}" if missing else "") + hint)
-    with torch.no_grad():
-        for k, v in state.items():
-            own[k].copy_(v)
 
 
 def maybe_compile(model, enabled):

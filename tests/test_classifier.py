@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -6,14 +7,9 @@ import torch
 
 import classifier
 import evaluation
-from conftest import ROOT, interrupt_second_epoch
+from conftest import ROOT, interrupt_second_epoch, part1_args as _args
 from datasets import read_examples
 from utils import MinbertError
-
-
-def _args(tmp_path, data, model, *extra):
-    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--checkpoint_dir", str(tmp_path / "ck"), "--predictions_dir", str(tmp_path / "pred"), *extra]
 
 
 @pytest.mark.parametrize("mode", ["last-linear-layer", "full-model"])
@@ -32,21 +28,22 @@ def test_both_modes_end_to_end(tmp_path, course_data, tiny_model, mode, capsys):
             n_labels = 5 if ds == "sst" else 2
             assert all(0 <= int(l.split(" , ")[1]) < n_labels for l in lines[1:])
         log = (tmp_path / "ck" / f"{mode}-{ds}-log.jsonl").read_text().splitlines()
-        assert len(log) == 2 and '"dev_f1"' in log[0] and '"tokens_per_s"' in log[0]
+        records = [json.loads(l) for l in log]
+        assert len(records) == 2 and {"f1", "accuracy", "train_accuracy"} <= set(records[0]["dev"])
+        assert records[0]["dev_score"] == records[0]["dev"]["accuracy"] and "tokens_per_s" in records[0]
     # the dev accuracy the run reports is what the scorer finds in the file it wrote
     r = evaluation.score_file(tmp_path / "pred" / f"{mode}-sst-dev-out.csv", course_data / "ids-sst-dev.csv")
     assert r["accuracy"] == pytest.approx(results[0]["dev_acc"]) and not r["missing"]
 
 
 def test_last_linear_layer_keeps_bert_frozen(tmp_path, course_data, tiny_model):
-    from types import SimpleNamespace
-    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="last-linear-layer", hidden_dropout_prob=0.3,
-                          num_labels=5)
-    m = classifier.BertSentimentClassifier(cfg)
+    from checkpoint import ModelSpec
+    m = classifier.BertSentimentClassifier(ModelSpec(pipeline="classifier", pretrained=str(tiny_model),
+                                                     fine_tune_mode="last-linear-layer", dropout=[0.3]))
     assert not any(p.requires_grad for p in m.bert.parameters())
     assert all(p.requires_grad for p in m.classifier.parameters())
     classifier.main(_args(tmp_path, course_data, tiny_model, "--datasets", "sst"))
-    saved = torch.load(tmp_path / "ck" / "last-linear-layer-sst.pt", weights_only=False)["model"]
+    saved = torch.load(tmp_path / "ck" / "last-linear-layer-sst.pt", weights_only=True)["model"]
     assert set(saved) == {"classifier.weight", "classifier.bias"}  # the frozen backbone is not re-saved
 
 
@@ -77,7 +74,7 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, t
     with pytest.raises(KeyboardInterrupt):
         classifier.main(args)
     last = tmp_path / "resumed" / "ck" / "full-model-sst-last.pt"
-    assert torch.load(last, weights_only=False)["epoch"] == 0
+    assert torch.load(last, weights_only=True)["epoch"] == 0
     assert not list((tmp_path / "resumed" / "ck").glob("*.tmp"))
     restore()
     classifier.main(args)
@@ -89,18 +86,19 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, t
 
 
 def test_interrupted_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypatch):
-    from utils import load_checkpoint, save_checkpoint
+    from checkpoint import FORMAT, VERSION, load_checkpoint, save_checkpoint
     path = tmp_path / "x.pt"
-    save_checkpoint(path, {"epoch": 1})
+    first = {"format": FORMAT, "version": VERSION, "epoch": 1}
+    save_checkpoint(path, first)
 
     def broken_save(obj, fp):
         fp.write(b"half a checkpoint")
         raise KeyboardInterrupt
     monkeypatch.setattr(torch, "save", broken_save)
     with pytest.raises(KeyboardInterrupt):
-        save_checkpoint(path, {"epoch": 2})
+        save_checkpoint(path, {**first, "epoch": 2})
     monkeypatch.undo()
-    assert load_checkpoint(path) == {"epoch": 1}
+    assert load_checkpoint(path) == first
 
 
 def _cli(*args):

@@ -2,16 +2,18 @@
 import math
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import multitask_classifier as mt
-from conftest import ROOT
+from checkpoint import ModelSpec
+from conftest import part2_args as mt_args, ROOT
+from datasets import load_multitask_data
 from losses import CoSENTLoss, CosineSimilarityLoss, MultipleNegativesRankingLoss, SimCSELoss
-from test_multitask import _args as mt_args
+from multitask import MultitaskBERT, data_paths
+from tokenizer import BertTokenizer
 
 
 def test_mnrl_is_cross_entropy_over_a_3x3_score_matrix():
@@ -48,14 +50,13 @@ def test_cosine_loss_on_hand_made_scores():
     assert loss.item() == pytest.approx((0.0 ** 2 + 0.5 ** 2) / 2)
 
 
-def _cfg(tiny_model, dropout=0.0, pair_encoding="siamese", **kw):
-    return SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", pooling="mean",
-                           pair_encoding=pair_encoding, task_dropout={"sst": 0.0, "quora": 0.0, "sts": 0.0},
-                           bert_overrides={"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}, **kw)
-
-
-def _model(tiny_model, dropout, **kw):
-    return mt.MultitaskBERT(_cfg(tiny_model, dropout, **kw))
+def _model(tiny_model, dropout, pair_encoding="siamese", **kw):
+    """A multitask model whose BERT dropout is `dropout` (heads: none)."""
+    model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding=pair_encoding, dropout=[0.0] * 3, **kw))
+    for m in model.bert.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = dropout
+    return model
 
 
 def test_simcse_passes_differ_only_by_dropout(tiny_model):
@@ -76,7 +77,7 @@ def test_projection_feeds_cosine_and_pair_features(tiny_model):
     model = _model(tiny_model, 0.0, siamese_proj=6).eval()
     ids = torch.randint(5, 40, (3, 7))
     mask = torch.ones_like(ids)
-    u, v = model.embed_pair(ids, mask, ids.flip(0), mask)
+    u, v = model.embed_sentence(ids, mask), model.embed_sentence(ids.flip(0), mask)
     assert u.shape == (3, 6) and model.para_head[-1].in_features == 24
     torch.testing.assert_close(model.predict_similarity(ids, mask, ids.flip(0), mask),
                                5 * F.relu(F.cosine_similarity(u, v, dim=-1)))
@@ -86,7 +87,7 @@ def test_every_embedding_option_end_to_end(tmp_path, course_data, tiny_model):
     args = mt_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--pair_encoding", "siamese",
                    "--sts_loss", "cosent", "--mnrl_weight", "0.5", "--simcse_weight", "0.1", "--siamese_proj", "16")
     trained = mt.main(args)
-    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=False)["model"]
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)["model"]
     assert saved["proj.weight"].shape == (16, 32)
     rescored = mt.main(mt_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
     assert rescored == pytest.approx(trained)  # the projection comes back from the checkpoint
@@ -112,7 +113,7 @@ def test_mixed_pairs_cross_encode_quora_and_embed_sts(tmp_path, course_data, tin
     assert model.para_head[-1].in_features == 32 and model.sts_head is None  # [CLS]-side head; cosine for STS
     ids = torch.randint(5, 40, (3, 7))
     mask = torch.ones_like(ids)
-    u, v = model.embed_pair(ids, mask, ids.flip(0), mask)
+    u, v = model.embed_sentence(ids, mask), model.embed_sentence(ids.flip(0), mask)
     torch.testing.assert_close(model.predict_similarity(ids, mask, ids.flip(0), mask),
                                5 * F.relu(F.cosine_similarity(u, v, dim=-1)))
     assert model.predict_paraphrase(ids, mask, token_type_ids=torch.zeros_like(ids)).shape == (3,)
@@ -123,7 +124,9 @@ def test_mixed_pairs_cross_encode_quora_and_embed_sts(tmp_path, course_data, tin
     trained = mt.main(args)
     rescored = mt.main(mt_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
     assert rescored == pytest.approx(trained)
-    data = mt.load_data(mt.get_args(args), ["dev"])["dev"]
+    a = mt.get_args(args)
+    data = load_multitask_data(data_paths(a), BertTokenizer.from_pretrained(a.pretrained), a.max_length,
+                               a.pair_encoding, ["dev"])["dev"]
     assert set(data["quora"].inputs) == {"x"} and set(data["sts"].inputs) == {"a", "b"}
 
 

@@ -7,21 +7,11 @@ import pytest
 import torch
 
 import multitask_classifier as mt
-from conftest import ROOT
+from conftest import ROOT, part2_args as _args
 from datasets import read_examples
 
 OUTS = {"sst": ("sst", "ids-sst", "Predicted_Sentiment"), "para": ("quora", "quora", "Predicted_Is_Paraphrase"),
         "sts": ("sts", "sts", "Predicted_Similarity")}
-
-
-def _args(tmp_path, data, model, *extra):
-    out = []
-    for t in OUTS:
-        for s in ("dev", "test"):
-            out += [f"--{t}_{s}_out", str(tmp_path / "pred" / f"{t}-{s}-output.csv")]
-    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--fine-tune-mode", "full-model", "--lr", "1e-3", "--checkpoint", str(tmp_path / "ck" / "mt.pt"),
-            "--results", str(tmp_path / "pred" / "results.csv"), *out, *extra]
 
 
 def _check_outputs(tmp_path, data):
@@ -60,7 +50,7 @@ def test_poolings_and_last_linear_layer(tmp_path, course_data, tiny_model, pooli
     mt.main(_args(tmp_path, course_data, tiny_model, "--pooling", pooling, "--fine-tune-mode", "last-linear-layer",
                   "--epochs", "1"))
     _check_outputs(tmp_path, course_data)
-    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=False)["model"]
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)["model"]
     assert not any(k.startswith("bert.") for k in saved)
 
 
@@ -127,32 +117,31 @@ def test_bad_pair_labels(tmp_path, course_data, tiny_model, fname, col, value, m
 
 
 def test_samplers():
+    from sampling import annealed_alpha, task_schedule
     sizes = {"sst": 8000, "quora": 14000, "sts": 6000}
     rng = np.random.default_rng(0)
-    rr = mt.task_schedule(sizes, "round-robin", 9, 0, 3, rng, 32)
+    rr = task_schedule(sizes, "round-robin", 9, 0, 3, rng, 32)
     assert rr == ["sst", "quora", "sts"] * 3
-    prop = mt.task_schedule(sizes, "proportional", 28000, 0, 3, rng, 32)
+    prop = task_schedule(sizes, "proportional", 28000, 0, 3, rng, 32)
     assert abs(prop.count("quora") / 28000 - 0.5) < 0.02
-    assert mt.annealed_alpha(0, 5) == 1.0 and mt.annealed_alpha(4, 5) == pytest.approx(0.2)
-    last = mt.task_schedule(sizes, "annealed", 28000, 4, 5, rng, 32)
+    assert annealed_alpha(0, 5) == 1.0 and annealed_alpha(4, 5) == pytest.approx(0.2)
+    last = task_schedule(sizes, "annealed", 28000, 4, 5, rng, 32)
     p = np.array([8000, 14000, 6000]) ** 0.2
     assert abs(last.count("quora") / 28000 - p[1] / p.sum()) < 0.02
-    seq = mt.task_schedule(sizes, "sequential", 28, 0, 3, rng, 1000)
+    seq = task_schedule(sizes, "sequential", 28, 0, 3, rng, 1000)
     assert seq == ["sst"] * 8 + ["quora"] * 14 + ["sts"] * 6
-    half = mt.task_schedule(sizes, "sequential", 14, 0, 3, rng, 1000)  # a step budget, shared alike
+    half = task_schedule(sizes, "sequential", 14, 0, 3, rng, 1000)  # a step budget, shared alike
     assert half == ["sst"] * 4 + ["quora"] * 7 + ["sts"] * 3
 
 
 def test_siamese_heads(tiny_model):
-    from types import SimpleNamespace
-    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", pooling="mean",
-                          pair_encoding="siamese", task_dropout={"sst": 0.0, "quora": 0.0, "sts": 0.0})
-    m = mt.MultitaskBERT(cfg).eval()
+    from checkpoint import ModelSpec
+    m = mt.MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding="siamese", dropout=[0.0] * 3)).eval()
     a = torch.tensor([[2, 7, 9, 3, 0], [2, 10, 11, 12, 3]])
     b = torch.tensor([[2, 7, 9, 3], [2, 20, 21, 3]])
     ma, mb = (a != 0).long(), (b != 0).long()
     with torch.no_grad():
-        u, v = m(a, ma), m(b, mb)
+        u, v = m(a, ma), m(b, mb)  # forward: the sentence embeddings (mean pooling)
         sim = m.predict_similarity(a, ma, b, mb)
     torch.testing.assert_close(sim, 5 * torch.relu(torch.cosine_similarity(u, v)))
     assert sim[0].item() == pytest.approx(5.0, abs=1e-4)  # the same sentence, padded differently

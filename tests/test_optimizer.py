@@ -22,17 +22,55 @@ def test_reference_file_matches_its_generator():
     np.testing.assert_allclose(np.load(ROOT / "optimizer_test.npy"), reference_weights(), rtol=0, atol=1e-12)
 
 
+class _Variant(AdamW):
+    """AdamW with one mistake, `mistake(group, p)` applied to every parameter before the (decay-free) step."""
+    mistake = None
+
+    def step(self, closure=None):
+        saved = [g["weight_decay"] for g in self.param_groups]
+        with torch.no_grad():
+            for g in self.param_groups:
+                for p in g["params"]:
+                    if p.grad is not None:
+                        type(self).mistake(g, p)
+                g["weight_decay"] = 0.0
+        try:
+            return super().step(closure)
+        finally:
+            for g, w in zip(self.param_groups, saved):
+                g["weight_decay"] = w
+
+
+class DecayBeforeStep(_Variant):
+    mistake = staticmethod(lambda g, p: p.mul_(1 - g["lr"] * g["weight_decay"]))
+
+
+class DecayInTheGradient(_Variant):  # Adam with L2, not AdamW: the decay goes through the moments
+    mistake = staticmethod(lambda g, p: p.grad.add_(p, alpha=g["weight_decay"]))
+
+
+class NoDecay(_Variant):
+    mistake = staticmethod(lambda g, p: None)
+
+
+class NoCorrection(AdamW):
+    def __init__(self, params, correct_bias, **kw):
+        super().__init__(params, correct_bias=False, **kw)
+
+
 def test_a_wrong_optimizer_fails_the_handout_test():
-    """The reference catches mistakes: weight decay before the step, or no bias correction, must fail."""
+    """The handout's reference catches a missing bias correction, weight decay coupled into the gradient, and
+    no weight decay. It cannot see decay applied before the step instead of after it: at its lr 1e-3 and
+    weight decay 1e-4 the two orders differ by about 1e-10 per step; test_matches_algorithm_1_by_hand
+    (weight decay 0.5) catches that one."""
     from optimizer_test import test_optimizer
     ref = np.load(ROOT / "optimizer_test.npy")
-    no_bias = test_optimizer(AdamW, foreach=False).numpy()
-    assert np.allclose(ref, no_bias, atol=1e-6, rtol=1e-4)
-
-    class NoCorrection(AdamW):
-        def __init__(self, params, correct_bias, **kw):
-            super().__init__(params, correct_bias=False, **kw)
-    assert not np.allclose(ref, test_optimizer(NoCorrection).numpy(), atol=1e-6, rtol=1e-4)
+    assert np.allclose(ref, test_optimizer(AdamW, foreach=False).numpy(), atol=1e-6, rtol=1e-4)
+    for wrong in (NoCorrection, DecayInTheGradient, NoDecay):
+        assert not np.allclose(ref, test_optimizer(wrong).numpy(), atol=1e-6, rtol=1e-4), wrong.__name__
+    assert np.allclose(ref, test_optimizer(DecayBeforeStep).numpy(), atol=1e-6, rtol=1e-4)  # blind to the order
+    with pytest.raises(AssertionError):
+        test_matches_algorithm_1_by_hand(DecayBeforeStep)
 
 
 def _model(seed=0):
@@ -58,9 +96,9 @@ def test_foreach_equals_reference_loop():
         torch.testing.assert_close(pa, pb, atol=1e-6, rtol=0)
 
 
-def test_matches_algorithm_1_by_hand():
+def test_matches_algorithm_1_by_hand(opt_class=AdamW):
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
-    opt = AdamW([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.999), eps=1e-6)
+    opt = opt_class([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.999), eps=1e-6)
     m = v = np.zeros(2)
     theta = np.array([1.0, -2.0])
     for t in range(1, 4):

@@ -1,8 +1,8 @@
 """--fine-tune-mode lora|dora in both pipelines, --pals, the trainable-parameter line, and ensemble.py."""
+import json
 import shutil
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,9 +12,9 @@ import classifier
 import ensemble
 import multitask_classifier as mt
 from bert import BertModel
-from conftest import ROOT, tiny_config
+from checkpoint import ModelSpec
+from conftest import ROOT, part1_args, part2_args as mt_args, tiny_config
 from pals import PALs, default_dim
-from test_multitask import _args as mt_args
 from trainer import describe_trainable
 from utils import MinbertError
 
@@ -24,10 +24,8 @@ def _files(folder):
 
 
 def _config(model, mode="full-model", **kw):
-    base = dict(pretrained=str(model), fine_tune_mode=mode, pooling="mean", pair_encoding="cross",
-                task_dropout={"sst": 0.0, "quora": 0.0, "sts": 0.0}, lora_rank=4, lora_alpha=8.0, lora_dropout=0.0,
-                lora_targets=["query", "value"], pals=False, pals_dim=None)
-    return SimpleNamespace(**{**base, **kw})
+    return ModelSpec(**{**dict(pretrained=str(model), fine_tune_mode=mode, dropout=[0.0] * 3, lora_rank=4,
+                               lora_alpha=8.0), **kw})
 
 
 def _batch():
@@ -99,8 +97,8 @@ def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_dat
     mt.main(plain + ["--lora_rank", "2", "--fine-tune-mode", mode])
     out = capsys.readouterr().out
     assert "trainable parameters: " in out and "AdamW state" in out
-    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=False)
-    assert saved["args"]["fine_tune_mode"] == mode
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)
+    assert saved["spec"]["fine_tune_mode"] == mode
     bert_keys = [k for k in saved["model"] if k.startswith("bert.")]
     assert bert_keys and all(k.split(".")[-1] in ("lora_A", "lora_B", "magnitude") for k in bert_keys)
     before = _files(tmp_path / "pred")
@@ -133,7 +131,7 @@ def test_merge_needs_adapters(tmp_path, course_data, tiny_model):
 def test_multitask_pals_end_to_end(tmp_path, course_data, tiny_model, capsys):
     mt.main(mt_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--pals", "--pals_dim", "8",
                     "--fine-tune-mode", "last-linear-layer"))
-    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=False)["model"]
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)["model"]
     assert any(k.startswith("pals.") for k in saved) and not any(k.startswith("bert.") for k in saved)
     assert "last-linear-layer + PALs" in capsys.readouterr().out
     with pytest.raises(MinbertError, match="--pals_dim 8 in the checkpoint, 16 given"):
@@ -143,13 +141,12 @@ def test_multitask_pals_end_to_end(tmp_path, course_data, tiny_model, capsys):
 
 @pytest.mark.parametrize("mode", ["lora", "dora"])
 def test_classifier_adapters_with_merge(tmp_path, course_data, tiny_model, mode, capsys):
-    results = classifier.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1",
-                               "--batch_size", "8", "--checkpoint_dir", str(tmp_path / "ck"), "--predictions_dir",
-                               str(tmp_path / "pred"), "--datasets", "sst", "--fine-tune-mode", mode, "--merge"])
+    results = classifier.main(part1_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--datasets", "sst",
+                                         "--fine-tune-mode", mode, "--merge"))
     out = capsys.readouterr().out
     assert "merged 4 adapters" in out and "trainable parameters" in out
     assert (tmp_path / "pred" / f"{mode}-sst-dev-out.csv").is_file() and 0 <= results[0]["dev_acc"] <= 1
-    saved = torch.load(tmp_path / "ck" / f"{mode}-sst.pt", weights_only=False)["model"]
+    saved = torch.load(tmp_path / "ck" / f"{mode}-sst.pt", weights_only=True)["model"]
     assert all(k.startswith("classifier.") or k.split(".")[-1] in ("lora_A", "lora_B", "magnitude") for k in saved)
 
 
@@ -162,17 +159,37 @@ def trained(tmp_path, course_data, tiny_model):
     return tmp_path / "ck" / "mt.pt", tmp_path / "pred"
 
 
-def test_ensemble_of_two_copies_reproduces_the_model(tmp_path, course_data, trained, capsys):
+def test_ensemble_of_two_copies_reproduces_the_model(tmp_path, course_data, trained, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     ckpt, pred = trained
-    scores = ensemble.main([str(ckpt), str(ckpt), "--data_dir", str(course_data), "--out", str(tmp_path / "ens")])
+    copy = tmp_path / "copy.pt"
+    shutil.copyfile(ckpt, copy)
+    scores = ensemble.main([str(ckpt), str(copy), "--data_dir", str(course_data), "--out", str(tmp_path / "ens")])
     assert _files(tmp_path / "ens") == _files(pred)
-    assert f"six files in {tmp_path / 'ens'}/" in capsys.readouterr().out
-    # folders of prediction files: a vote of two copies is the copy
+    out = capsys.readouterr().out
+    assert "six files in runs/ensemble-" in out and f"predictions copied to {tmp_path / 'ens'}" in out
+    # folders of prediction files: a vote of two copies is the copy; published over the first ensemble's
+    # files, which the line names (they stay in the first ensemble's run folder)
     folder = tmp_path / "copy"
     shutil.copytree(pred, folder)
-    again = ensemble.main([str(pred), str(folder), "--data_dir", str(course_data), "--out", str(tmp_path / "vote")])
-    assert _files(tmp_path / "vote") == _files(pred)
+    again = ensemble.main([str(pred), str(folder), "--data_dir", str(course_data), "--out", str(tmp_path / "ens"),
+                           "--run_name", "vote"])
+    assert _files(tmp_path / "runs" / "vote") == _files(pred)
     assert again == pytest.approx(scores, abs=1e-3)  # files hold STS to 4 decimals
+    sources = json.loads((tmp_path / "ens" / ".sources.json").read_text())
+    assert {v["run"] for v in sources.values()} == {"vote"}
+
+
+def test_ensemble_refuses_a_member_twice_and_a_bad_one_before_running_any(tmp_path, course_data, trained, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ckpt, pred = trained
+    with pytest.raises(MinbertError, match="the same member as"):
+        ensemble.main([str(pred), str(pred) + "/", "--data_dir", str(course_data)])
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    monkeypatch.setattr(ensemble, "checkpoint_member", lambda *a: pytest.fail("a member ran before all were checked"))
+    with pytest.raises(MinbertError, match="junk.pt: cannot read checkpoint"):
+        ensemble.main([str(ckpt), str(tmp_path / "junk.pt"), "--data_dir", str(course_data)])
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "predictions").exists()
 
 
 def test_ensemble_averages_probabilities(tmp_path):
@@ -191,11 +208,9 @@ def test_ensemble_refuses_mismatched_members(tmp_path, course_data, trained, tin
     (bad / "sts-dev-output.csv").write_text("\n".join(lines[:1] + ["deadbeef , 3.0"] + lines[2:]) + "\n")
     with pytest.raises(MinbertError, match=r"sts-dev-output.csv: its ids are not those of sts dev: id deadbeef"):
         ensemble.main([str(ckpt), str(bad), "--data_dir", str(course_data), "--out", str(tmp_path / "e")])
-    classifier.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1",
-                     "--checkpoint_dir", str(tmp_path / "cls"), "--predictions_dir", str(tmp_path / "cp"),
-                     "--datasets", "cfimdb"])
-    with pytest.raises(MinbertError, match="not a multitask_classifier.py checkpoint"):
-        ensemble.main([str(ckpt), str(tmp_path / "cls" / "last-linear-layer-cfimdb.pt"), "--data_dir",
+    classifier.main(part1_args(tmp_path / "cls", course_data, tiny_model, "--epochs", "1", "--datasets", "cfimdb"))
+    with pytest.raises(MinbertError, match="not a multitask_classifier.py checkpoint \\(it was written by classifier.py\\)"):
+        ensemble.main([str(ckpt), str(tmp_path / "cls" / "ck" / "last-linear-layer-cfimdb.pt"), "--data_dir",
                        str(course_data), "--out", str(tmp_path / "e")])
     assert not (tmp_path / "e").exists()  # refused before anything was written
 
@@ -219,7 +234,7 @@ def test_bench_times_adapters_and_measures_their_optimizer_state(tmp_path, cours
 
 
 def test_adapter_state_into_a_plain_model_names_the_mode(tiny_model):
-    from utils import load_trainable_state, trainable_state
+    from checkpoint import load_trainable_state, trainable_state
     lora = mt.MultitaskBERT(_config(tiny_model, "lora"))
     plain = mt.MultitaskBERT(_config(tiny_model, "full-model"))
     with pytest.raises(MinbertError, match="holds LoRA/DoRA adapters and this model has none"):

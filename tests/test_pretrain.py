@@ -12,8 +12,7 @@ from mlm import IGNORE, BertForMaskedLM, mask_tokens
 import subprocess
 import sys
 
-from conftest import ROOT, interrupt_second_epoch, needs_minilm
-from test_multitask import _args as mt_args
+from conftest import ROOT, interrupt_second_epoch, needs_minilm, part1_args, part2_args as mt_args
 from utils import MinbertError
 
 
@@ -58,7 +57,7 @@ def _run(tmp_path, model, out, *extra):
 def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_data, capsys):
     out = _run(tmp_path, tiny_model, tmp_path / "mlm", "--epochs", "4")
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
-    accs = [r["masked_acc"] for r in log]
+    accs = [r["dev"]["masked_acc"] for r in log]
     assert [r["epoch"] for r in log] == [-1, 0, 1, 2, 3] and accs[-1] > accs[0] + 0.1  # a random model learns
     printed = capsys.readouterr().out
     assert "MLM head fresh" in printed and f"use it with --pretrained {out}" in printed
@@ -78,8 +77,7 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     again.eval()
     torch.testing.assert_close(trained(ids, mask, labels)[1], again(ids, mask, labels)[1], rtol=0, atol=0)
     # every script loads it as --pretrained
-    classifier.main(["--pretrained", str(out), "--data_dir", str(course_data), "--epochs", "1", "--datasets", "sst",
-                     "--checkpoint_dir", str(tmp_path / "ck"), "--predictions_dir", str(tmp_path / "pred")])
+    classifier.main(part1_args(tmp_path, course_data, out, "--epochs", "1", "--datasets", "sst"))
     mt.main(mt_args(tmp_path, course_data, out, "--epochs", "1"))
 
 
@@ -102,7 +100,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch):
 def test_max_steps_and_bad_input(tmp_path, tiny_model):
     out = _run(tmp_path, tiny_model, tmp_path / "short", "--epochs", "3", "--max_steps", "5")
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
-    assert log[-1]["steps"] == 5 and log[-1]["epoch"] == 0
+    assert log[-1]["total_steps"] == 5 and log[-1]["epoch"] == 0
     with pytest.raises(MinbertError, match="--texts file not found"):
         pretrain.main(["--pretrained", str(tiny_model), "--texts", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "x")])
 

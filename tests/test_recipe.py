@@ -1,18 +1,18 @@
 """The training-recipe levers: schedules, clipping, early stopping, layer-wise lr decay, SMART, PCGrad."""
 import json
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 import classifier
-from conftest import interrupt_second_epoch
+from checkpoint import ModelSpec
+from conftest import interrupt_second_epoch, part1_args
+from flags import FULL_MODEL_LR, WIDE_LR, resolve_lr
 import multitask_classifier as mt
 from optimizer import AdamW
 from pcgrad import project_conflicting
 from schedule import layer_depth, lr_factor, make_scheduler, param_groups
-from smart import SmartRegularizer, divergence, symmetric_kl
 from trainer import EarlyStopping, Trainer
 from utils import MinbertError
 
@@ -47,9 +47,7 @@ def test_lambda_lr_on_our_adamw_steps_per_optimizer_step():
 
 
 def test_llrd_groups(tiny_model):
-    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", hidden_dropout_prob=0.0,
-                          num_labels=5)
-    model = classifier.BertSentimentClassifier(cfg)  # 2 layers
+    model = classifier.BertSentimentClassifier(ModelSpec(pretrained=str(tiny_model), dropout=[0.0]))  # 2 layers
     assert layer_depth("bert.bert_layers.1.interm_dense.weight", 2) == 0
     assert layer_depth("bert.bert_layers.0.interm_dense.weight", 2) == 1
     assert layer_depth("bert.word_embedding.weight", 2) == 2
@@ -79,12 +77,10 @@ def test_clipping_bounds_the_global_gradient_norm():
 
 
 def test_resume_with_a_scheduler_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model, monkeypatch):
-    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--batch_size", "8",
-              "--fine-tune-mode", "full-model", "--datasets", "sst", "--epochs", "3", "--lr", "1e-3",
-              "--scheduler", "cosine", "--warmup_ratio", "0.2", "--max_grad_norm", "1.0"]
-
     def args(d):
-        return common + ["--checkpoint_dir", str(tmp_path / d / "ck"), "--predictions_dir", str(tmp_path / d / "pred")]
+        return part1_args(tmp_path / d, course_data, tiny_model, "--fine-tune-mode", "full-model", "--datasets", "sst",
+                          "--epochs", "3", "--lr", "1e-3", "--scheduler", "cosine", "--warmup_ratio", "0.2",
+                          "--max_grad_norm", "1.0")
     classifier.main(args("straight"))
     restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
@@ -137,60 +133,9 @@ def test_multitask_stops_early_and_keeps_the_best_epoch(tmp_path, course_data, t
              "--patience", "2", "--checkpoint", str(ck), "--results", str(tmp_path / "r.csv"), *outs])
     out = capsys.readouterr().out
     assert "stopping early: the dev mean has not improved for 2 epoch(s) since epoch 1" in out
-    log = [json.loads(l) for l in ck.with_suffix(".jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in log if "epoch" in r] == [0, 1, 2, 3] and "stopped" in log[-1]
-    assert torch.load(ck, weights_only=False)["epoch"] == 1
-
-
-# ----------------------------------------------------------------------------- SMART
-
-def _sst_model(tiny_model):
-    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", hidden_dropout_prob=0.0,
-                          num_labels=5)
-    return classifier.BertSentimentClassifier(cfg).eval()  # no dropout: the only noise is SMART's
-
-
-def test_smart_is_zero_at_eps_0_and_positive_otherwise(tiny_model):
-    model = _sst_model(tiny_model)
-    ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
-    mask = (ids != 0).long()
-    run = lambda: model(ids, mask)  # noqa: E731
-    clean = run()
-    zero = SmartRegularizer(1.0, eps=0.0, step_size=1e-3, steps=2)(model.bert, run, clean, "multiclass")
-    assert zero.item() == pytest.approx(0.0, abs=1e-10)
-    reg = SmartRegularizer(1.0, eps=0.5, step_size=0.5, steps=2)(model.bert, run, clean, "multiclass")
-    assert reg.item() > 1e-6
-    assert model.bert.perturb is None  # the hook is removed after use
-    model.zero_grad()
-    reg.backward()
-    g = model.bert.word_embedding.weight.grad
-    assert g is not None and g.abs().sum() > 0  # the regulariser's gradient reaches the embeddings
-
-
-def test_smart_ascent_increases_the_divergence(tiny_model):
-    model = _sst_model(tiny_model)
-    ids = torch.tensor([[2, 7, 9, 11, 3]])
-    run = lambda: model(ids, torch.ones_like(ids))  # noqa: E731
-    clean = run()
-    torch.manual_seed(0)
-    random_only = SmartRegularizer(1.0, eps=0.3, step_size=0.0, steps=1, noise_std=0.3)(model.bert, run, clean,
-                                                                                         "multiclass")
-    torch.manual_seed(0)
-    ascended = SmartRegularizer(1.0, eps=0.3, step_size=0.3, steps=3, noise_std=0.3)(model.bert, run, clean,
-                                                                                     "multiclass")
-    assert ascended.item() > random_only.item()
-
-
-def test_divergences():
-    p, q = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([[0.0, 1.0, 0.5]])
-    P, Q = p.softmax(-1), q.softmax(-1)
-    expected = (P * (P / Q).log()).sum() + (Q * (Q / P).log()).sum()
-    assert symmetric_kl(p, q).item() == pytest.approx(expected.item(), rel=1e-5)
-    zp, zq = torch.tensor([1.5]), torch.tensor([-0.5])
-    a, b = torch.sigmoid(zp), torch.sigmoid(zq)
-    bern = a * (a / b).log() + (1 - a) * ((1 - a) / (1 - b)).log() + b * (b / a).log() + (1 - b) * ((1 - b) / (1 - a)).log()
-    assert divergence(zp, zq, "binary").item() == pytest.approx(bern.item(), rel=1e-5)
-    assert divergence(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0]), "regression").item() == pytest.approx(2.5)
+    log = [json.loads(l) for l in (ck.parent / "mt-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if "stopped" not in r] == [0, 1, 2, 3] and "stopped" in log[-1]
+    assert torch.load(ck, weights_only=True)["epoch"] == 1
 
 
 # ----------------------------------------------------------------------------- PCGrad
@@ -210,20 +155,30 @@ def test_pcgrad_leaves_non_conflicting_gradients_unchanged():
 
 
 @pytest.mark.parametrize("extra", [["--sampler", "all"], ["--sampler", "all", "--pcgrad"],
-                                   ["--smart_weight", "1.0", "--smart_eps", "1e-3"],
-                                   ["--pair_encoding", "siamese", "--smart_weight", "1.0"]])
+                                   ["--smart_weight", "1.0"], ["--rdrop_weight", "1.0"],
+                                   ["--smart_bregman_weight", "1.0"],
+                                   ["--pair_encoding", "siamese", "--smart_weight", "1.0", "--rdrop_weight", "1.0"]])
 def test_multitask_runs_with_every_lever(tmp_path, course_data, tiny_model, extra):
+    """Each lever alone (the others off), and each one shows that it acted."""
     outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
     scores = mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
                       "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--llrd", "0.8",
-                      "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results", str(tmp_path / "r.csv"),
-                      *outs, *extra])
+                      "--smart_weight", "0", "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results",
+                      str(tmp_path / "r.csv"), *outs, *extra])
     assert set(scores) == {"sst", "quora", "sts"} and all(math.isfinite(v) for v in scores.values())
-    log = [json.loads(l) for l in (tmp_path / "ck" / "mt.jsonl").read_text().splitlines()]
-    if "--pcgrad" in extra:
-        assert all("pcgrad_conflicts" in r for r in log)
+    log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
+    terms = log[0]["loss_terms"]
+    for flag, term in (("--smart_weight", "smart"), ("--rdrop_weight", "rdrop"), ("--smart_bregman_weight", "bregman")):
+        assert (term in terms and terms[term] > 0) == (flag in extra), (flag, terms)
+    assert ("pcgrad_conflicts" in log[0]) == ("--pcgrad" in extra)
+    if "--pcgrad" in extra:  # three tasks' gradients, compared pairwise every step: some pairs conflict
+        assert sum(r["pcgrad_conflicts"] for r in log) > 0
     if "all" in extra:
         assert log[0]["batches"]["sst"] == log[0]["batches"]["quora"] == log[0]["batches"]["sts"]
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)
+    siamese = "siamese" in extra  # the siamese path: [u, v, |u-v|, u*v] into the paraphrase head, no STS head
+    assert (saved["model"]["para_head.1.weight"].shape[1] == 4 * 32) == siamese
+    assert ("sts_head.1.weight" in saved["model"]) != siamese
 
 
 def test_pcgrad_needs_the_all_sampler():
@@ -238,6 +193,7 @@ def test_smart_refuses_cached_features():
 
 def test_handout_recipe_is_one_flag_away():
     best, plain = mt.get_args([]), mt.get_args(["--recipe", "handout"])
+    resolve_lr(best, 384)
     assert (best.fine_tune_mode, best.batch_size, best.lr, best.hidden_dropout_prob) == ("full-model", 32, 1e-4, 0.1)
     assert (best.scheduler, best.warmup_ratio, best.max_grad_norm, best.smart_weight) == ("linear", 0.1, 0.0, 1.0)
     assert (plain.fine_tune_mode, plain.batch_size, plain.lr, plain.hidden_dropout_prob) == \
@@ -246,8 +202,21 @@ def test_handout_recipe_is_one_flag_away():
     assert mt.get_args(["--recipe=handout", "--lr", "3e-5"]).lr == 3e-5  # explicit flags win
     p1, h1 = classifier.get_args(["--fine-tune-mode", "full-model"]), \
         classifier.get_args(["--fine-tune-mode", "full-model", "--recipe", "handout"])
-    assert p1.lr == classifier.FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm, p1.smart_weight) == \
+    resolve_lr(p1, 384)
+    assert p1.lr == FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm, p1.smart_weight) == \
         ("linear", 0.0, 1.0)
     assert classifier.get_args([]).smart_weight == 0.0  # last-linear-layer trains on cached features: no SMART
     assert h1.lr == 1e-5 and (h1.scheduler, h1.warmup_ratio, h1.max_grad_norm, h1.smart_weight) == \
         ("constant", 0.0, 0.0, 0.0)
+
+
+def test_default_lr_follows_the_checkpoints_width():
+    """MiniLM's measured 1e-4 for narrow checkpoints; the BERT paper's range from bert-base's 768 up."""
+    narrow, wide = mt.get_args([]), mt.get_args([])
+    assert "384 < 768: the best measured" in resolve_lr(narrow, 384) and narrow.lr == 1e-4
+    assert "768 >= 768" in resolve_lr(wide, 768) and wide.lr == WIDE_LR
+    lora = mt.get_args(["--fine-tune-mode", "lora"])
+    resolve_lr(lora, 768)
+    assert lora.lr == 1e-3  # only new weights train
+    given = mt.get_args(["--lr", "7e-5"])
+    assert resolve_lr(given, 768) == "lr 7e-05" and given.lr == 7e-5

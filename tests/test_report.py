@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import report
-from conftest import ROOT
+from conftest import ROOT, part1_args
 from evaluation import pearson, write_dev_scores
 from utils import MinbertError
 
@@ -138,11 +138,9 @@ def test_missing_or_truncated_log_is_one_line(tmp_path):
 def test_a_real_part1_run_reports(tmp_path, course_data, tiny_model):
     """classifier.py writes the log and dev scores report.py reads; its confusion matrix is 2x2 for CFIMDB."""
     import classifier
-    classifier.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
-                     "--batch_size", "8", "--datasets", "cfimdb", "--checkpoint_dir", str(tmp_path / "run"),
-                     "--predictions_dir", str(tmp_path / "pred")])
+    classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "cfimdb"))
     assert not list((tmp_path / "pred").glob("*.npz"))  # scores stay in the run folder, out of the zip
-    md, figs = report.report([tmp_path / "run"], tmp_path / "out")
-    assert sorted(p.name for p in figs) == ["curves-part1.png", "run1-cfimdb-confusion.png"]
-    s = report.load_scores(tmp_path / "run" / "last-linear-layer-cfimdb-dev-scores.npz")
+    md, figs = report.report([tmp_path / "ck"], tmp_path / "out")
+    assert sorted(p.name for p in figs) == ["curves-classifier.png", "run1-cfimdb-confusion.png"]
+    s = report.load_scores(tmp_path / "ck" / "last-linear-layer-cfimdb-dev-scores.npz")
     assert s["output"].shape == (16, 2)

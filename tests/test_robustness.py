@@ -11,7 +11,7 @@ import torch
 import classifier
 import multitask_classifier as mt
 import precision
-from conftest import ROOT, interrupt_second_epoch
+from conftest import ROOT, interrupt_second_epoch, part1_args as _part1
 from utils import MinbertError, main_guard, set_interrupt_hint
 
 CPU = torch.device("cpu")
@@ -58,11 +58,6 @@ def test_auto_is_every_scripts_default_and_says_what_it_picked(tmp_path, course_
 
 # ----------------------------------------------------------------------------- runs never overwrite runs
 
-def _part1(tmp_path, data, model, *extra):
-    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--checkpoint_dir", str(tmp_path / "ck"), "--predictions_dir", str(tmp_path / "pred"), *extra]
-
-
 def _part1_default_paths(data, model, *extra):
     return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "1", "--batch_size", "8",
             "--datasets", "sst", "--fine-tune-mode", "full-model", *extra]
@@ -88,7 +83,7 @@ def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_mod
     sources = json.loads((tmp_path / "predictions" / ".sources.json").read_text())
     assert sources["full-model-sst-dev-out.csv"]["run"] == second[0].name
     # the same run name again is refused, in one line, before anything is written
-    with pytest.raises(MinbertError, match=r"--run_name first: runs/first already holds a run"):
+    with pytest.raises(MinbertError, match=r"--run_name runs/first: already holds a run"):
         classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "first"))
     assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir()} == first
 
@@ -99,7 +94,7 @@ def test_multitask_runs_get_their_own_folders(tmp_path, course_data, tiny_model,
               "--fine-tune-mode", "full-model"]
     mt.main(common + ["--run_name", "a", "--lr", "1e-3"])
     a_files = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir()}
-    assert {"multitask.pt", "multitask.jsonl", "sst-dev-output.csv", "para-test-output.csv"} <= set(a_files)
+    assert {"multitask.pt", "multitask-log.jsonl", "sst-dev-output.csv", "para-test-output.csv"} <= set(a_files)
     mt.main(common + ["--run_name", "b", "--lr", "5e-2", "--seed", "3"])
     out = capsys.readouterr().out
     assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir()} == a_files
@@ -122,7 +117,7 @@ def test_resume_without_a_name_takes_the_newest_run(tmp_path, course_data, tiny_
     restore()
     capsys.readouterr()
     classifier.main(_part1_default_paths(course_data, tiny_model, "--resume", "--epochs", "2"))
-    assert "resumed sst from runs/r1/full-model-sst-last.pt after epoch 0" in capsys.readouterr().out
+    assert "resumed full-model-sst from runs/r1/full-model-sst-last.pt after epoch 0" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- bad flags: one line each
@@ -203,7 +198,7 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_how_to_resume(tmp_path, co
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0]
     assert f"sst epoch 0 is saved in {tmp_path / 'ck' / 'full-model-sst-last.pt'}" in err[0]
-    assert "--resume --run_name ck" in err[0]
+    assert f"the same command plus --resume --run_dir {tmp_path / 'ck'} continues from there" in err[0]
 
 
 def test_ctrl_c_before_any_checkpoint_says_so(capsys):

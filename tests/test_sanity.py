@@ -10,7 +10,8 @@ from conftest import ROOT, make_hf_checkpoint, needs_minilm, tiny_config
 
 
 @pytest.fixture
-def hf_checkpoint(tmp_path):
+def wide_vocab_checkpoint(tmp_path):
+    """The tiny checkpoint with bert-base-uncased's vocabulary size (the handout's inputs use its ids)."""
     # the handout's example ids go up to 17953: a tiny model with a full-size vocabulary
     return make_hf_checkpoint(tmp_path / "tiny-bert", config=tiny_config(vocab_size=20000))
 
@@ -19,18 +20,18 @@ def _run(*args):
     return subprocess.run([sys.executable, "sanity_check.py", *args], cwd=ROOT, capture_output=True, text=True)
 
 
-def test_passes_on_a_hub_layout_checkpoint(hf_checkpoint):
-    folder, _ = hf_checkpoint
+def test_passes_on_a_hub_layout_checkpoint(wide_vocab_checkpoint):
+    folder, _ = wide_vocab_checkpoint
     out = _run("--pretrained", str(folder))
     assert out.returncode == 0, out.stderr
     assert "Your BERT implementation is correct!" in out.stdout
 
 
-def test_numpy_reference_catches_a_wrong_model(hf_checkpoint, monkeypatch):
+def test_numpy_reference_catches_a_wrong_model(wide_vocab_checkpoint, monkeypatch):
     """Break one thing in our model (ReLU for GELU in one layer); the independent NumPy pass must notice."""
     import sanity_check
     from bert import BertModel
-    folder, _ = hf_checkpoint
+    folder, _ = wide_vocab_checkpoint
     model = BertModel.from_pretrained(folder).eval()
     model.bert_layers[1].interm_af = torch.nn.ReLU()
     ids = torch.tensor(sanity_check.INPUT_IDS)
@@ -45,10 +46,10 @@ def test_numpy_reference_catches_a_wrong_model(hf_checkpoint, monkeypatch):
     assert problems and problems[0].startswith("last_hidden_state")
 
 
-def test_reference_file_in_course_format(hf_checkpoint, tmp_path):
+def test_reference_file_in_course_format(wide_vocab_checkpoint, tmp_path):
     from bert import BertModel
     import sanity_check
-    folder, _ = hf_checkpoint
+    folder, _ = wide_vocab_checkpoint
     model = BertModel.from_pretrained(folder).eval()
     ids = torch.tensor(sanity_check.INPUT_IDS)
     with torch.no_grad():

@@ -101,9 +101,9 @@ def test_padding_report(course_data, tiny_model):
 
 def test_compiled_model_matches_eager(tiny_model):
     """--compile: torch.compile of the BERT forward (dynamic shapes) gives the eager outputs."""
-    from types import SimpleNamespace
     from utils import maybe_compile
-    cfg = SimpleNamespace(pretrained=str(tiny_model), fine_tune_mode="full-model", hidden_dropout_prob=0.0, num_labels=5)
+    from checkpoint import ModelSpec
+    cfg = ModelSpec(pipeline="classifier", pretrained=str(tiny_model), dropout=[0.0])
     model = classifier.BertSentimentClassifier(cfg).eval()
     ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
     mask = (ids != 0).long()

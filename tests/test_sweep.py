@@ -1,78 +1,122 @@
-"""sweep.py: trials run the pipelines in-process, a killed sweep resumes without re-running finished trials,
-the median pruner stops a trial after the epoch it rejects, and bad input is one line before training."""
+"""sweep.py: trials run the pipeline scripts in their own processes; a sweep stopped by Ctrl-C or killed
+outright continues where it stopped, evaluating each configuration once; the median pruner stops a trial
+after the epoch it rejects; a trial whose flags cannot work together fails alone; bad input is one line."""
 import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
-import classifier
 import sweep
+from conftest import ROOT
 from utils import MinbertError
 
 
 def _base(course_data, tiny_model, epochs=1):
     return ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--datasets", "sst",
-            "--fine-tune-mode", "full-model", "--batch_size", "8", "--epochs", str(epochs)]
+            "--fine-tune-mode", "full-model", "--batch_size", "8", "--epochs", str(epochs), "--smart_weight", "0"]
 
 
-def test_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, course_data, tiny_model, monkeypatch,
-                                                                 capsys):
-    monkeypatch.chdir(tmp_path)
-    real, calls = classifier.main, []
+def _trials(tmp_path, study):
+    import optuna
+    return optuna.load_study(study_name=study, storage=f"sqlite:///{tmp_path / 'runs' / 'sweeps' / (study + '.db')}").trials
 
-    def counted(argv, on_epoch=None):
-        calls.append(argv[argv.index("--run_name") + 1])
-        if len(calls) == 5:  # the machine goes away during the third trial's first seed
-            raise KeyboardInterrupt
-        return real(argv, on_epoch=on_epoch)
-    monkeypatch.setattr(classifier, "main", counted)
-    argv = ["classifier", "--trials", "3", "--space", "lr=log:1e-4:1e-2", "hidden_dropout_prob=0.0,0.2",
-            "--seeds", "1", "2", "--study", "s", "--", *_base(course_data, tiny_model)]
-    with pytest.raises(KeyboardInterrupt):
-        sweep.main(argv)
-    assert calls == ["s-t0-s1", "s-t0-s2", "s-t1-s1", "s-t1-s2", "s-t2-s1"]
-    calls.clear()
-    result = sweep.main(argv)
-    out = capsys.readouterr().out
-    assert "2 trial(s) finished before, 1 to run" in out
-    assert calls == ["s-t3-s1", "s-t3-s2"]  # only the missing trial ran; the killed one (t2) is marked failed
-    assert result["trials"] == 3
-    rows = list(csv.DictReader(open(tmp_path / "runs" / "sweeps" / "s" / "trials.csv")))
-    assert [r["trial"] for r in rows] == ["0", "1", "3"] and all(r["state"] == "complete" for r in rows)
-    for r in rows:
-        scores = [float(x) for x in r["scores"].split()]
-        assert float(r["mean"]) == pytest.approx(sum(scores) / 2, abs=1e-4)
-    lines = out.splitlines()
-    ranks = [l for l in lines if l[:1].isdigit()]
-    means = [float(l.split()[2]) for l in ranks]
-    assert means == sorted(means, reverse=True)
-    assert any(l.startswith("winning command: python classifier.py") and "--lr" in l for l in lines)
+
+def _start(tmp_path, argv):
+    return subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _stop_during_trial(proc, number, sig):
+    """Send `sig` to the sweep once it has started trial `number`'s training; returns its output."""
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if line.startswith(f"trial {number}: --"):
+            import time
+            time.sleep(2.0)  # the trial's process is training
+            os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+            break
+    rest, err = proc.communicate(timeout=120)
+    return "".join(out) + rest, err
+
+
+def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, course_data, tiny_model):
+    argv = ["classifier", "--trials", "3", "--space", "lr=log:1e-4:1e-2", "--study", "s", "--no_prune", "--",
+            *_base(course_data, tiny_model)]
+    out, err = _stop_during_trial(_start(tmp_path, argv), 2, signal.SIGINT)
+    assert "Traceback" not in err
+    line = [l for l in err.splitlines() if l.startswith("interrupted:")]
+    assert line and "continue the sweep with: python sweep.py classifier --trials 3" in line[0]
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    trials = _trials(tmp_path, "s")
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 3 and len({t.params["lr"] for t in complete}) == 3  # no configuration twice
+    interrupted = [t for t in trials if t.state.name == "FAIL" and t.user_attrs.get("interrupted")]
+    assert len(interrupted) == 1 and interrupted[0].params in [t.params for t in complete]  # it ran again
+    assert "winning command: python classifier.py" in done.stdout
     assert not (tmp_path / "predictions").exists()  # trials never touch the user's predictions/
+
+
+def test_grid_point_of_a_killed_worker_runs_again(tmp_path, course_data, tiny_model):
+    argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,3e-3", "--trials", "2", "--study", "g", "--no_prune", "--",
+            *_base(course_data, tiny_model)]
+    _stop_during_trial(_start(tmp_path, argv), 1, signal.SIGKILL)  # kill -9: no chance to clean up
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "its worker (process" in done.stdout and "queued to run again" in done.stdout
+    complete = [t for t in _trials(tmp_path, "g") if t.state.name == "COMPLETE"]
+    assert sorted(t.params["lr"] for t in complete) == ["1e-3", "3e-3"]
+
+
+FAKE_PIPELINE = textwrap.dedent('''
+    import json, sys, time
+    from pathlib import Path
+    a = sys.argv
+    folder = Path(a[a.index("--run_dir") + 1])
+    trial = int(folder.name.split("-")[0][1:])  # runs/sweeps/STUDY/tN-sSEED: the third trial does badly
+    scripted = [[0.8, 0.85, 0.9], [0.8, 0.86, 0.9], [0.2, 0.3, 0.4]][trial]
+    folder.mkdir(parents=True)
+    for epoch, score in enumerate(scripted):
+        with open(folder / "fake-log.jsonl", "a") as fp:
+            fp.write(json.dumps({"epoch": epoch, "dev_score": score}) + "\\n")
+        time.sleep(4 if trial == 2 else 0)
+''')
 
 
 def test_a_pruned_trial_stops_after_the_epoch_the_pruner_rejects(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    scripted = iter([[0.8, 0.85, 0.9], [0.8, 0.86, 0.9], [0.2, 0.3, 0.4]])
-    epochs_run = []
-
-    def fake_main(argv, on_epoch=None):
-        seen = []
-        for epoch, score in enumerate(next(scripted)):
-            seen.append(epoch)
-            try:
-                on_epoch(epoch, score)
-            finally:
-                epochs_run.append(list(seen))
-        return [{"dev_acc": score}]
-    monkeypatch.setattr(classifier, "main", fake_main)
-    monkeypatch.setattr(classifier, "get_args", lambda argv: None)  # flags are not the point here
+    fake = tmp_path / "fake.py"
+    fake.write_text(FAKE_PIPELINE)
+    monkeypatch.setitem(sweep.PIPELINES, "classifier", fake)
     result = sweep.main(["classifier", "--trials", "3", "--space", "lr=1e-4,2e-4,3e-4", "--sampler", "grid",
                          "--prune_startup", "2", "--study", "p", "--", "--datasets", "sst"])
     out = capsys.readouterr().out
     assert "trial 2: pruned after epoch 0" in out
-    assert epochs_run[-1] == [0]  # the third trial ran one epoch, then stopped
-    assert result["trials"] == 2
+    log = (tmp_path / "runs" / "sweeps" / "p" / "t2-s11711" / "fake-log.jsonl").read_text().splitlines()
+    assert len(log) == 1  # its process was stopped after the first epoch
+    assert result["trials"] == 2 and result["best_value"] == pytest.approx(0.9)
     rows = list(csv.DictReader(open(tmp_path / "runs" / "sweeps" / "p" / "trials.csv")))
-    assert [r["state"] for r in rows] == ["complete", "complete", "pruned"]
+    assert sorted(r["state"] for r in rows) == ["complete", "complete", "pruned"]
+
+
+def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, course_data, tiny_model):
+    """siamese_proj needs sentence embeddings: with cross pairs that trial fails in one line; the others run."""
+    base = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--batch_size", "8",
+            "--steps_per_epoch", "2", "--smart_weight", "0", "--max_length", "16"]
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), "multitask", "--sampler", "grid", "--trials", "4",
+                           "--space", "pair_encoding=cross,siamese", "siamese_proj=0,8", "--study", "m", "--no_prune", "--",
+                           *base],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    failed = [l for l in done.stdout.splitlines() if " failed: " in l and l.startswith("trial")]
+    assert len(failed) == 1 and "--siamese_proj works on sentence embeddings" in failed[0]
+    assert "3 complete, 0 pruned, 1 failed on their flags" in done.stdout
 
 
 @pytest.mark.parametrize("argv, match", [
@@ -83,12 +127,32 @@ def test_a_pruned_trial_stops_after_the_epoch_the_pruner_rejects(tmp_path, monke
     (["--space", "lernrate=1e-3,1e-4"], r"unrecognized arguments: --lernrate"),
     (["--space", "lr=-1,1e-4"], r"argument --lr: -1 must be a number > 0"),
     (["--space", "lr=log:1e-5:1e-3", "--sampler", "grid"], r"--sampler grid takes comma lists only"),
+    (["--space", "lr=1e-3", "--seeds", "5", "5"], r"--seeds 5 5: a seed given twice"),
+    (["--space", "lr=1e-3", "--prune_warmup", "-1"], r"--prune_warmup: -1 must be an integer >= 0"),
+    (["--space", "lr=1e-3", "--storage", "notaurl"], r"--storage notaurl: not a database URL"),
+    (["--space", "seed=1,2"], r"--seed is set by the sweep"),
 ])
-def test_bad_space_is_one_line_before_anything_trains(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
+def test_bad_input_is_one_line_before_anything_trains(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(classifier, "main", lambda *a, **k: pytest.fail("trained despite a bad space"))
     with pytest.raises(MinbertError, match=match):
         sweep.main(["classifier", *argv, "--", *_base(course_data, tiny_model)])
+    assert not list(tmp_path.glob("runs/sweeps/*/t*"))
+
+
+def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_model):
+    monkeypatch.chdir(tmp_path)
+    base = ["classifier", "--space", "lr=1e-3", "--"] + _base(course_data, tiny_model)
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    with pytest.raises(MinbertError, match="is not an SQLite database"):
+        sweep.main(base[:3] + ["--storage", f"sqlite:///{junk}"] + base[3:])
+    import importlib.util
+    if importlib.util.find_spec("psycopg2") is None:
+        with pytest.raises(MinbertError, match="driver psycopg2 is not installed"):
+            sweep.main(base[:3] + ["--storage", "postgresql://u@127.0.0.1:1/db"] + base[3:])
+    else:
+        with pytest.raises(MinbertError, match="cannot open the study database"):
+            sweep.main(base[:3] + ["--storage", "postgresql://u@127.0.0.1:1/db"] + base[3:])
 
 
 def test_unknown_trial_flag_and_missing_dataset(tmp_path, monkeypatch, course_data, tiny_model):

@@ -14,19 +14,24 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import multitask_classifier as mt  # noqa: E402
+from datasets import MULTITASK, load_multitask_data  # noqa: E402
+from flags import parse_multitask  # noqa: E402
+from losses import MultitaskLoss  # noqa: E402
+from multitask import MultitaskBERT, data_paths, spec_from_args  # noqa: E402
+from tokenizer import BertTokenizer  # noqa: E402
 from utils import main_guard, seed_everything  # noqa: E402
 
 
 def grad_norms(args, batches=3):
     """{task: (mean loss, mean encoder gradient norm)} over the first `batches` shuffled training batches."""
     seed_everything(args.seed)
-    data = mt.load_data(args, ["train"])["train"]
-    model = mt.MultitaskBERT(mt.model_config(args)).train()
-    loss_fn = mt.task_loss_from_args(args)  # SMART left out: the task losses' own pull
+    data = load_multitask_data(data_paths(args), BertTokenizer.from_pretrained(args.pretrained), args.max_length,
+                               args.pair_encoding, ["train"])["train"]
+    model = MultitaskBERT(spec_from_args(args)).train()
+    loss_fn = MultitaskLoss.from_args(args)  # SMART left out: the task losses' own pull
     encoder = [p for p in model.bert.parameters() if p.requires_grad]
     out = {}
-    for task in mt.MULTITASK:
+    for task in MULTITASK:
         losses, norms = [], []
         for i, batch in zip(range(batches), data[task].batches(args.batch_size, True, args.seed)):
             model.zero_grad(set_to_none=True)
@@ -39,7 +44,7 @@ def grad_norms(args, batches=3):
 
 
 def main(argv=None):
-    args = mt.get_args(argv)
+    args = parse_multitask(argv)
     for task, (loss, norm) in grad_norms(args).items():
         print(f"{task}: loss {loss:.3f}, encoder gradient norm {norm:.3f}")
 

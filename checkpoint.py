@@ -1,0 +1,260 @@
+"""What a checkpoint holds, and reading it without running code.
+
+A checkpoint is a dict of tensors and plain values (str, int, float, bool, None, lists and dicts of
+them), written atomically with torch.save and read with `torch.load(..., weights_only=True)`, so a
+file from a teammate or the internet can hold weights and nothing that executes on load:
+
+    format     "minbert-checkpoint", version 2
+    pipeline   "classifier", "multitask" or "pretrain"
+    spec       the model's architecture (ModelSpec below): everything needed to rebuild it
+    model      the trained tensors (a frozen backbone is rebuilt from `spec.pretrained`)
+    flags      the run-defining flags (flags.run_defining): a resumption must agree with them
+    epoch, scores, run
+    and, in the '-last' checkpoint a run resumes from: trainer (optimizer, scheduler, grad scaler),
+    rng (python, numpy, torch), stopper (early stopping), pipeline_state (data order)
+
+Checkpoints of the earlier format (the whole `args` namespace pickled, `pathlib` paths among them) are
+read through the same restricted loader with only `pathlib`'s path classes allowed, and converted in
+memory; `python checkpoint.py --convert OLD.pt NEW.pt` writes the new format to disk.
+"""
+import pathlib
+import pickle
+import random
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from utils import MinbertError, atomic_write, main_guard
+
+FORMAT, VERSION = "minbert-checkpoint", 2
+
+
+@dataclass
+class ModelSpec:
+    """A pipeline model's architecture: the values that decide its parameters and what its forward does.
+    Part 1 (classifier) uses the first block; Part 2 (multitask) all but num_labels."""
+    pipeline: str = "multitask"
+    pretrained: str = "bert-base-uncased"
+    fine_tune_mode: str = "full-model"
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.0
+    lora_targets: list = None            # default: ["query", "value"]
+    dropout: list = None                 # head dropout: one value (Part 1), or SST, Quora, STS (Part 2)
+    max_length: int = 128                # how inputs were tokenized
+    num_labels: int = 5                  # Part 1: 5 (SST) or 2 (CFIMDB)
+    pair_encoding: str = "cross"         # Part 2 from here on
+    pooling: str = "mean"
+    pals: bool = False
+    pals_dim: int = None
+    siamese_proj: int = 0
+
+    def __post_init__(self):
+        self.lora_targets = list(self.lora_targets or ["query", "value"])
+        self.dropout = [float(d) for d in (self.dropout if self.dropout is not None else [0.1])]
+
+    def to_dict(self):
+        return plain(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d, source="checkpoint"):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise MinbertError(f"{source}: the model spec has fields this minbert does not know ({', '.join(unknown)}); "
+                               f"it was written by a newer version")
+        return cls(**d)
+
+    def differences(self, given):
+        """[(field, saved value, given value)] for the fields in `given` ({field: value}) that differ."""
+        return [(k, getattr(self, k), v) for k, v in given.items() if plain(getattr(self, k)) != plain(v)]
+
+
+def plain(value):
+    """`value` as plain data (what weights_only loading accepts and a JSON log can hold): paths become
+    strings, tuples and sets lists, numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [plain(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (str, int, float, bool)) or torch.is_tensor(value):
+        return value
+    raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
+
+
+# ----------------------------------------------------------------------------- reading and writing
+
+def save_checkpoint(path, obj):
+    """Write `obj` (tensors and plain values) atomically: an interruption leaves the previous file."""
+    return atomic_write(path, lambda fp: torch.save(obj, fp))
+
+
+class _Legacy(Exception):
+    pass
+
+
+def load_checkpoint(path, map_location="cpu"):
+    """The checkpoint at `path`, read without executing anything it holds; the earlier format is converted.
+    Every problem is one MinbertError line naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"{path}: checkpoint not found")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        culprit = _unsupported_global(str(e))
+        if culprit is None:
+            import re
+            why = re.search(r"WeightsUnpickler error: ([^\n]+)", str(e))
+            raise MinbertError(f"{path}: cannot read checkpoint (damaged, or not a file torch.save wrote"
+                               + (f": {why.group(1).strip()[:200]}" if why else "") + ")") from None
+        if not culprit.startswith("pathlib."):
+            raise MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
+                               f"({culprit}); a minbert checkpoint holds only tensors and plain values, so this "
+                               f"file was not written by minbert or was altered") from None
+        state = _load_with_paths(path, map_location)  # the earlier format: its flags held pathlib paths
+    except Exception as e:  # torch raises many kinds for a damaged file
+        raise MinbertError(f"{path}: cannot read checkpoint ({type(e).__name__}: {_first_line(e)})") from None
+    if not isinstance(state, dict):
+        raise MinbertError(f"{path}: not a minbert checkpoint (it holds a {type(state).__name__})")
+    if state.get("format") == FORMAT:
+        if state.get("version", 0) > VERSION:
+            raise MinbertError(f"{path}: checkpoint version {state['version']} is newer than this minbert's {VERSION}")
+        return state
+    if "args" in state and "model" in state:
+        return convert_legacy(state, path)
+    if "args" in state and "optimizer" in state:  # the earlier pretrain.py state file
+        raise MinbertError(f"{path}: an interrupted pretraining run of an earlier minbert; it cannot be resumed "
+                           f"by this one: start it again with a new --out")
+    raise MinbertError(f"{path}: not a minbert checkpoint (no model and spec in it)")
+
+
+def _first_line(e):
+    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+    return lines[0][:200] if lines else type(e).__name__
+
+
+def _unsupported_global(message):
+    """The 'module.name' torch's restricted unpickler refused, from its error message."""
+    import re
+    m = re.search(r"Unsupported global: GLOBAL ([\w.]+)", message)
+    return m.group(1) if m else None
+
+
+def _load_with_paths(path, map_location):
+    """The earlier format, read by the same restricted unpickler with pathlib's path classes allowed (building
+    a path runs no code of the file's choosing)."""
+    allowed = [pathlib.PosixPath, pathlib.WindowsPath, pathlib.PurePosixPath, pathlib.PureWindowsPath]
+    try:
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        culprit = _unsupported_global(str(e))
+        if culprit and culprit.startswith("numpy"):
+            raise MinbertError(f"{path}: the resumable checkpoint of an earlier minbert (its random state is "
+                               f"pickled NumPy); it cannot be resumed by this one: score its best checkpoint, "
+                               f"or start the run again") from None
+        raise MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
+                           f"({culprit or 'not tensors and plain values'})") from None
+
+
+def convert_legacy(state, source):
+    """An earlier-format checkpoint ({'model', 'args': the whole namespace, 'epoch', ...}) in the new format."""
+    args = state["args"]
+    if not isinstance(args, dict):
+        raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(args).__name__})")
+    multitask = "pair_encoding" in args
+    task_dropout = args.get("task_dropout")
+    dropout = (task_dropout or [args.get("hidden_dropout_prob", 0.1)] * 3) if multitask else [args.get("hidden_dropout_prob", 0.3)]
+    head = state["model"].get("classifier.weight")
+    spec = ModelSpec(pipeline="multitask" if multitask else "classifier", pretrained=str(args.get("pretrained")),
+                     fine_tune_mode=args.get("fine_tune_mode", "full-model"), lora_rank=args.get("lora_rank", 8),
+                     lora_alpha=args.get("lora_alpha", 16.0), lora_dropout=args.get("lora_dropout", 0.0),
+                     lora_targets=args.get("lora_targets"), dropout=dropout, max_length=args.get("max_length", 128),
+                     num_labels=int(head.shape[0]) if head is not None else 5,
+                     pair_encoding=args.get("pair_encoding", "cross"), pooling=args.get("pooling", "mean"),
+                     pals=bool(args.get("pals", False)), pals_dim=args.get("pals_dim"),
+                     siamese_proj=args.get("siamese_proj", 0) or 0)
+    return {"format": FORMAT, "version": VERSION, "pipeline": spec.pipeline, "spec": spec.to_dict(),
+            "model": state["model"], "epoch": state.get("epoch", 0), "scores": plain(state.get("scores") or {}),
+            "run": str(args.get("run_name") or Path(source).parent.name), "flags": {}, "converted_from": str(source)}
+
+
+def read_spec(state, source, pipeline=None):
+    """The ModelSpec of a loaded checkpoint, refusing one of another pipeline in one line."""
+    if pipeline and state.get("pipeline") != pipeline:
+        script = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py"}
+        raise MinbertError(f"{source}: not a {script[pipeline]} checkpoint (it was written by "
+                           f"{script.get(state.get('pipeline'), 'something else')})")
+    return ModelSpec.from_dict(state["spec"], source)
+
+
+# ----------------------------------------------------------------------------- model tensors
+
+def trainable_state(model):
+    """The tensors a fine-tuning run changes: all parameters that require grad (a frozen backbone is
+    rebuilt from its pretrained checkpoint, so it need not be saved every epoch)."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def load_trainable_state(model, state, source):
+    own = dict(model.named_parameters())
+    bad = [k for k in state if k not in own or own[k].shape != state[k].shape]
+    missing = [n for n, p in own.items() if p.requires_grad and n not in state]
+    if bad or missing:
+        saved_lora, own_lora = (any(".lora_" in k for k in names) for names in (state, own))
+        hint = "" if saved_lora == own_lora else (
+            "; the checkpoint holds LoRA/DoRA adapters and this model has none" if saved_lora
+            else "; this model has adapters and the checkpoint none") + " (give its --fine-tune-mode)"
+        raise MinbertError(f"{source}: checkpoint does not fit this model: "
+                           + (f"unknown or mis-shaped {bad[:5]} " if bad else "")
+                           + (f"missing {missing[:5]}" if missing else "") + hint)
+    with torch.no_grad():
+        for k, v in state.items():
+            own[k].copy_(v)
+
+
+# ----------------------------------------------------------------------------- random state
+
+def rng_state():
+    """Python's, NumPy's global and torch's CPU random state, as tensors and plain values."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"python": [version, list(internal), gauss],
+            "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+            "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state):
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+
+
+# ----------------------------------------------------------------------------- converting files
+
+def main(argv=None):
+    from flags import Parser
+    ap = Parser(description="Convert a checkpoint of the earlier format into the current one.")
+    ap.add_argument("--convert", nargs=2, metavar=("OLD.pt", "NEW.pt"), required=True)
+    args = ap.parse_args(argv)
+    src, dest = args.convert
+    state = load_checkpoint(src)
+    if Path(dest).exists():
+        raise MinbertError(f"{dest}: exists; the converter does not overwrite files")
+    state.pop("converted_from", None)
+    save_checkpoint(dest, state)
+    print(f"{dest}: {state['pipeline']} checkpoint (epoch {state['epoch']}) in format version {VERSION}")
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,154 @@
+"""The Part 2 model: one shared BERT, a head per task (handout section 5.2's MultitaskBERT).
+
+multitask_classifier.py trains and tests it; it lives in this library module so that ensemble.py,
+tools/ and the tests can rebuild a saved model without importing a script.
+
+Every task has one forward path, `task_forward(task, batch)`, which training (losses.MultitaskLoss),
+evaluation (evaluation.model_eval_multitask) and the handout's `predict_sentiment`, `predict_paraphrase`
+and `predict_similarity` all call. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]' in one input) or
+siamese (two sentence embeddings u, v: paraphrase from [u, v, |u-v|, u*v], similarity 5 ReLU(cos(u, v))),
+per task as spec.pair_encoding says (datasets.task_encoding).
+"""
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bert import BertModel
+from checkpoint import ModelSpec, load_checkpoint, load_trainable_state, read_spec
+from datasets import task_encoding
+from lora import prepare_backbone
+from pals import PALs
+from utils import MinbertError
+
+MULTITASK = ("sst", "quora", "sts")
+N_SENTIMENT = 5
+
+
+@dataclass
+class TaskOutput:
+    output: torch.Tensor        # what the task is scored on: SST logits [B, 5], Quora logit [B], STS 0..5 [B]
+    score: torch.Tensor = None  # STS: what the similarity losses train, cos(u, v) (siamese) or in (0, 1) (cross)
+    u: torch.Tensor = None      # sentence embeddings where the batch has them: SST's sentence, a siamese pair's first
+    v: torch.Tensor = None      # and a siamese pair's second
+
+
+class MultitaskBERT(nn.Module):
+    """One shared BERT, a head per task, built from a checkpoint.ModelSpec."""
+
+    def __init__(self, spec: ModelSpec, attn="sdpa"):
+        super().__init__()
+        self.spec = spec
+        self.bert = BertModel.from_pretrained(spec.pretrained, attn_impl=attn)
+        prepare_backbone(self.bert, spec)
+        self.pals = PALs(self.bert.config, MULTITASK, spec.pals_dim) if spec.pals else None
+        if self.pals is not None:
+            self.pals.attach(self.bert)
+        self.encoding = {t: task_encoding(spec.pair_encoding, t) for t in ("quora", "sts")}
+        H = self.bert.config.hidden_size
+        drop = dict(zip(MULTITASK, spec.dropout))
+        self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(H, N_SENTIMENT))
+        # --siamese_proj: one linear map shared by both sentences, before the cosine and the pair features
+        self.proj = nn.Linear(H, spec.siamese_proj) if spec.siamese_proj else None
+        pair_width = H if self.encoding["quora"] == "cross" else 4 * (spec.siamese_proj or H)
+        self.para_head = nn.Sequential(nn.Dropout(drop["quora"]), nn.Linear(pair_width, 1))
+        # Siamese similarity is the embeddings' cosine itself (no parameters), as Sentence-BERT does it.
+        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(H, 1)) if self.encoding["sts"] == "cross" else None
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        """A sentence (or cross-encoded pair) embedding: [CLS] state, pooler output, or masked mean."""
+        out = self.bert(input_ids, attention_mask, token_type_ids)
+        if self.spec.pooling == "pooler":
+            return out["pooler_output"]
+        hidden = out["last_hidden_state"]
+        if self.spec.pooling == "cls":
+            return hidden[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def embed_sentence(self, input_ids, attention_mask):
+        """A sentence's embedding for cosine and pair features: pooled, then --siamese_proj."""
+        pooled = self(input_ids, attention_mask)
+        return pooled if self.proj is None else self.proj(pooled)
+
+    def task_forward(self, task, batch):
+        """The one forward path of `task` on a batch ({'x': inputs} or siamese {'a': ..., 'b': ...})."""
+        if self.pals is not None:
+            self.pals.task = task  # route this forward through the task's PALs
+        if task == "sst":
+            pooled = self(**batch["x"])
+            return TaskOutput(self.sst_head(pooled), u=pooled if self.proj is None else self.proj(pooled))
+        if self.encoding[task] == "cross":
+            pooled = self(**batch["x"])
+            if task == "quora":
+                return TaskOutput(self.para_head(pooled).squeeze(-1))
+            score = torch.sigmoid(self.sts_head(pooled).squeeze(-1))
+            return TaskOutput(5.0 * score, score=score)
+        if "b" not in batch:
+            raise ValueError("siamese pair encoding needs both sentences (input_ids_2, attention_mask_2)")
+        u = self.embed_sentence(batch["a"]["input_ids"], batch["a"]["attention_mask"])
+        v = self.embed_sentence(batch["b"]["input_ids"], batch["b"]["attention_mask"])
+        if task == "quora":
+            return TaskOutput(self.para_head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1)).squeeze(-1), u=u, v=v)
+        score = F.cosine_similarity(u, v, dim=-1)
+        return TaskOutput(5.0 * F.relu(score), score=score, u=u, v=v)
+
+    # the handout's methods: its argument names, the same path as training
+    def predict_sentiment(self, input_ids, attention_mask, token_type_ids=None):
+        """Logits over the five SST classes."""
+        return self.task_forward("sst", {"x": _inputs(input_ids, attention_mask, token_type_ids)}).output
+
+    def predict_paraphrase(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
+                           token_type_ids=None):
+        """One logit per pair (> 0 means paraphrase). Siamese: the handout's two inputs; cross: the pair
+        as one input in input_ids_1 with its token_type_ids."""
+        return self.task_forward("quora", self._pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2,
+                                                     token_type_ids)).output
+
+    def predict_similarity(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
+                           token_type_ids=None):
+        """Similarity on the STS scale 0..5."""
+        return self.task_forward("sts", self._pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2,
+                                                   token_type_ids)).output
+
+    @staticmethod
+    def _pair(ids1, mask1, ids2, mask2, token_type_ids):
+        batch = {"x" if ids2 is None else "a": _inputs(ids1, mask1, token_type_ids)}
+        if ids2 is not None:
+            batch["b"] = _inputs(ids2, mask2, None)
+        return batch
+
+
+def _inputs(input_ids, attention_mask, token_type_ids):
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+
+
+def load_multitask(path, device="cpu", attn="sdpa", given=None):
+    """The model saved in multitask checkpoint `path`, rebuilt from its own spec. `given` ({spec field:
+    value}, the architecture flags the user typed) must agree with it. Returns (model, checkpoint, spec)."""
+    state = load_checkpoint(path)
+    spec = read_spec(state, path, "multitask")
+    diff = spec.differences(given or {})
+    if diff:
+        flag = lambda k: "--fine-tune-mode" if k == "fine_tune_mode" else f"--{k}"  # noqa: E731
+        raise MinbertError(f"{path}: cannot evaluate, the checkpoint comes from another configuration: "
+                           + "; ".join(f"{flag(k)} {s!r} in the checkpoint, {g!r} given" for k, s, g in diff))
+    model = MultitaskBERT(spec, attn).to(device)
+    load_trainable_state(model, state["model"], path)
+    return model, state, spec
+
+
+def spec_from_args(args):
+    """The ModelSpec of a multitask_classifier.py run (flags.parse_multitask's arguments)."""
+    return ModelSpec(pipeline="multitask", pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
+                     lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+                     lora_targets=args.lora_targets, dropout=args.task_dropout, max_length=args.max_length,
+                     pair_encoding=args.pair_encoding, pooling=args.pooling, pals=args.pals, pals_dim=args.pals_dim,
+                     siamese_proj=args.siamese_proj)
+
+
+def data_paths(args):
+    """{task: {split: the CSV}} from the handout's --sst_train, --para_dev, ... flags."""
+    from datasets import TASK_PREFIX
+    return {t: {s: getattr(args, f"{TASK_PREFIX[t]}_{s}") for s in ("train", "dev", "test")} for t in MULTITASK}

