@@ -64,7 +64,7 @@ def given_flags(parser, argv):
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.
 RUN_FREE = {"use_gpu", "amp", "attn", "compile", "foreach", "resume", "run_name", "run_dir", "checkpoint",
-            "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "progress_every", "tensorboard",
+            "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard",
             "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
 
 
@@ -188,12 +188,18 @@ def add_run_flags(ap, prefix, checkpoint_alias):
                    help="the run's folder anywhere (instead of runs/RUN_NAME): checkpoints, log and predictions")
     g.add_argument("--resume", action="store_true",
                    help="continue from the last completed epoch (of --run_name / --run_dir, else the newest run)")
+    add_tensorboard_flag(g)
     if checkpoint_alias == "--checkpoint_dir":
         g.add_argument("--checkpoint_dir", dest="run_dir", help=argparse.SUPPRESS)  # the earlier spelling
     else:
         g.add_argument("--checkpoint", action=_CheckpointPath, help=argparse.SUPPRESS)  # the earlier spelling
     ap.set_defaults(checkpoint_name=None)
     return g
+
+
+def add_tensorboard_flag(ap):
+    ap.add_argument("--no_tensorboard", dest="tensorboard", action="store_false",
+                    help="write no TensorBoard event files into the run folder (default: written, monitor.py)")
 
 
 class _CheckpointPath(argparse.Action):
@@ -435,6 +441,7 @@ def pretrain_parser():
     ap.add_argument("--seed", type=int, default=11711)
     ap.add_argument("--use_gpu", action="store_true")
     ap.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    add_tensorboard_flag(ap)
     add_speed_flags(ap)
     # the shared trainer's other levers, at their plain values (not flags of this script)
     ap.set_defaults(scheduler="linear", max_grad_norm=1.0, llrd=1.0, head_lr=None, patience=0)

@@ -101,7 +101,8 @@ def train_multitask(args, run, device, on_epoch=None, lr_why=""):
     for d in pipeline.data["train"].values():
         main_print(d.describe_batches(args.batch_size, args.bucket))
     return fit(pipeline, trainer, run.files(args.checkpoint_name or "multitask"), run.name, args.epochs,
-               args.patience, args.resume, run_defining(args), on_epoch, f"the same command plus --resume {run.how}")
+               args.patience, args.resume, run_defining(args), on_epoch, f"the same command plus --resume {run.how}",
+               args.tensorboard)
 
 
 def test_multitask(args, device, argv=None):

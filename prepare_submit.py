@@ -1,6 +1,7 @@
 """Zip the code and predictions for Gradescope: cs224n_default_final_project_submission.zip holds every
 top-level *.py file and predictions/*, nothing else. Refuses, naming them, if required prediction files
-are missing or empty.
+are missing or empty, or if a file's ids are not exactly those of the split it belongs to (a run on a
+subset of the data, or another split's file under this name).
 
     python prepare_submit.py            # Part 1 and/or Part 2, whichever predictions are there
     python prepare_submit.py --part 1   # insist on the eight Part 1 files
@@ -18,7 +19,36 @@ PART2 = [f"{t}-{s}-output.csv" for t in ("sst", "para", "sts") for s in ("dev", 
 PART1_CODE = ["bert.py", "classifier.py", "optimizer.py"]
 
 
-def problems_with(root, names):
+def split_of(name):
+    """(task, split) a leaderboard file's name says it holds."""
+    parts = name.rsplit("-out", 1)[0].split("-")  # ...-sst-dev-out.csv, para-dev-output.csv
+    task, split = parts[-2], parts[-1]
+    return {"para": "quora"}.get(task, task), split
+
+
+def id_problem(path, data_dir):
+    """Why the ids in prediction file `path` are not those of its split, or None. The course CSV of the split
+    is the reference; without it the check is refused rather than skipped."""
+    from datasets import data_file, read_examples
+    from evaluation import read_predictions
+    task, split = split_of(path.name)
+    gold = data_file(data_dir, task, split)
+    if not gold.is_file():
+        raise MinbertError(f"{gold}: not found, so the ids of {path} cannot be checked (pass --data_dir)")
+    ids = [e.id for e in read_examples(gold, task, split, log=lambda *_: None)]
+    preds, duplicated = read_predictions(path)
+    missing = [i for i in ids if i not in preds]
+    unknown = [i for i in preds if i not in set(ids)]
+    if missing or unknown or duplicated:
+        parts = [f"{len(preds)} ids where {gold.name} has {len(ids)}"]
+        parts += [f"{len(missing)} missing (e.g. {missing[0]})"] if missing else []
+        parts += [f"{len(unknown)} not in {split} (e.g. {unknown[0]})"] if unknown else []
+        parts += [f"{len(duplicated)} repeated"] if duplicated else []
+        return ", ".join(parts)
+    return None
+
+
+def problems_with(root, names, data_dir):
     bad = []
     for n in names:
         p = root / "predictions" / n
@@ -26,11 +56,14 @@ def problems_with(root, names):
             bad.append(f"predictions/{n} (missing)")
         elif len(p.read_text().strip().splitlines()) < 2:
             bad.append(f"predictions/{n} (empty)")
+        elif (why := id_problem(p, data_dir)) is not None:
+            bad.append(f"predictions/{n} ({why})")
     return bad
 
 
-def build(root=".", part="auto", out=None):
+def build(root=".", part="auto", out=None, data_dir=None):
     root = Path(root)
+    data_dir = Path(data_dir) if data_dir else root / "data"
     parts = {"1": PART1, "2": PART2}
     if part == "auto":
         chosen = [k for k, names in parts.items() if any((root / "predictions" / n).exists() for n in names)]
@@ -39,7 +72,7 @@ def build(root=".", part="auto", out=None):
                                f"or multitask_classifier.py (Part 2) first")
     else:
         chosen = [part]
-    bad = [b for k in chosen for b in problems_with(root, parts[k])]
+    bad = [b for k in chosen for b in problems_with(root, parts[k], data_dir)]
     bad += [f"{c} (missing)" for c in PART1_CODE if "1" in chosen and not (root / c).is_file()]
     if bad:
         raise MinbertError(f"not zipping, Part {' and '.join(chosen)} needs: " + ", ".join(bad))
@@ -53,16 +86,23 @@ def build(root=".", part="auto", out=None):
             for p in files:
                 z.write(p, p.relative_to(root).as_posix())
     atomic_write(out, write)
-    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)})")
+    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}; every prediction file's ids checked "
+          f"against {data_dir})")
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser():
+    ap = argparse.ArgumentParser(prog="prepare_submit.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=["auto", "1", "2"], default="auto")
     ap.add_argument("--root", default=str(Path(__file__).resolve().parent))
-    args = ap.parse_args()
-    build(args.root, args.part)
+    ap.add_argument("--data_dir", default=None, help="the course CSVs the ids are checked against (default: ROOT/data)")
+    return ap
+
+
+def main():
+    args = build_parser().parse_args()
+    build(args.root, args.part, data_dir=args.data_dir)
 
 
 if __name__ == "__main__":

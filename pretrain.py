@@ -195,7 +195,7 @@ def main(argv=None):
         append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
                                  "dev": before, "dev_score": before["masked_acc"], "score_name": pipeline.score_name})
     return fit(pipeline, trainer, files, run.name, args.epochs, resume=args.resume, flags=run_defining(args),
-               continue_hint=f"the same command plus --resume")
+               continue_hint="the same command plus --resume", tensorboard=args.tensorboard)
 
 
 if __name__ == "__main__":

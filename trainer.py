@@ -8,6 +8,7 @@ import time
 import torch
 from tqdm.auto import tqdm
 
+from monitor import TensorBoard
 from pcgrad import pcgrad_backward
 from precision import autocast, grad_scaler
 from utils import MinbertError, distributed, is_main, main_print, to_device
@@ -60,7 +61,8 @@ class Trainer:
         self.world_size = distributed()[1]
         self.generator = torch.Generator().manual_seed(seed)  # PCGrad's task order, repeatable
         self.progress_every = 60.0  # seconds between plain progress lines when there is no terminal
-        self.on_step, self.log_every = None, 20  # on_step(loss, lr) every log_every steps (TensorBoard)
+        self.on_step, self.log_every = None, 20  # on_step(batches, loss, lr) every log_every batches (TensorBoard)
+        self.batches = 0  # training batches since the run started (saved with the state, so a resumed run goes on)
         if pcgrad and self.world_size > 1:
             raise MinbertError("--pcgrad under DDP is not supported: per-task gradients would each need their "
                                "own all-reduce; run PCGrad in one process")
@@ -108,8 +110,9 @@ class Trainer:
                 self.step()
             if steps % 50 == 0:  # a host sync, so not every step
                 bar.set_postfix(loss=f"{loss_sum.item() / steps:.4f}")
-            if self.on_step is not None and steps % self.log_every == 0:
-                self.on_step(loss.detach().float().item(), self.optimizer.param_groups[0]["lr"])
+            self.batches += 1
+            if self.on_step is not None and self.batches % self.log_every == 0:
+                self.on_step(self.batches, loss.detach().float().item(), self.optimizer.param_groups[0]["lr"])
             progress.update(steps, lambda: loss_sum.item() / steps, tokens)
         if steps and pending:  # the epoch ended inside an accumulation group
             self.step()
@@ -126,7 +129,7 @@ class Trainer:
         generator PCGrad draws its task order from."""
         return {"optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-                "scaler": self.scaler.state_dict(), "generator": self.generator.get_state()}
+                "scaler": self.scaler.state_dict(), "generator": self.generator.get_state(), "batches": self.batches}
 
     def load_state_dict(self, state):
         self.optimizer.load_state_dict(state["optimizer"])
@@ -135,6 +138,7 @@ class Trainer:
         if state["scaler"]:
             self.scaler.load_state_dict(state["scaler"])
         self.generator.set_state(state["generator"])
+        self.batches = state["batches"]
 
     def step(self):
         if self.max_grad_norm:
@@ -304,7 +308,7 @@ def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
 
 
 def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, flags=None, on_epoch=None,
-        continue_hint="", monitor=None):
+        continue_hint="", tensorboard=True):
     """Train `pipeline` for `epochs`, keep its best dev epoch, and write its outputs from that epoch.
 
     After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping,
@@ -312,8 +316,9 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
     scaler, random states, the pipeline's data order, early stopping), a line in the log (files.log, one
     schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)` (sweep.py's pruner may
     raise there). `resume` continues from files.last when there is one; `flags` are the run-defining flags,
-    which must agree with the checkpoint's. At the end: the best epoch reloaded, adapters merged (--merge),
-    outputs written and published. Returns the pipeline's result (rank 0) or None (other ranks)."""
+    which must agree with the checkpoint's. With `tensorboard`, rank 0 also writes event files into the run
+    folder (monitor.py). At the end: the best epoch reloaded, adapters merged (--merge), outputs written and
+    published. Returns the pipeline's result (rank 0) or None (other ranks)."""
     from checkpoint import load_checkpoint, load_trainable_state, plain, rng_state, save_checkpoint, set_rng_state
     from flags import check_same_run
     from lora import merge_for_inference
@@ -339,6 +344,9 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
     elif resume:
         main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
     set_interrupt_hint(f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} starts it again")
+    monitor = TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs else None
+    if monitor is not None:
+        trainer.on_step = monitor.step
     for epoch in range(start, epochs):
         batches, steps, info = pipeline.batches(epoch)
         if not steps:
@@ -365,7 +373,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                  **{k: v for k, v in stats.items() if k == "pcgrad_conflicts"}, **info}
         append_jsonl(files.log, plain(entry))
         if monitor is not None:
-            monitor.epoch(epoch, entry)
+            monitor.epoch(trainer.batches, entry)
         speed = f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"] else "head on cached features"
         print(f"{files.stem} epoch {epoch}: train loss {stats['train_loss']:.3f}, {pipeline.describe(metrics)}, "
               f"{stats['seconds']:.0f}s, {speed}" + ("" if best else f" (best so far: epoch {stopper.best_epoch})"))
@@ -378,6 +386,8 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
             append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem,
                                      "epoch": epoch, "stopped": stopper.reason(pipeline.score_name)})
             break
+    if monitor is not None:
+        monitor.close()
     if not is_main():
         return None
     if not files.best.exists():

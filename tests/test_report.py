@@ -144,3 +144,32 @@ def test_a_real_part1_run_reports(tmp_path, course_data, tiny_model):
     assert sorted(p.name for p in figs) == ["curves-classifier.png", "run1-cfimdb-confusion.png"]
     s = report.load_scores(tmp_path / "ck" / "last-linear-layer-cfimdb-dev-scores.npz")
     assert s["output"].shape == (16, 2)
+
+
+def test_early_stopped_runs_and_bad_inputs_are_read_or_refused_in_one_line(tmp_path, capsys):
+    run, _ = make_multitask_run(tmp_path / "r")
+    with open(run / "multitask.jsonl", "a") as fp:  # the line a run that stopped early ends its log with
+        fp.write(json.dumps({"run": "tiny", "stopped": "stopping early: ..."}) + "\n")
+    (run / "sts-dev-scores.npz").write_bytes(b"not an npz")
+    md, figs = report.report([run], tmp_path / "out")
+    text = md.read_text()
+    assert "### STS: left out" in text and "cannot read dev scores" in text  # the rest of the report is there
+    assert "run1-sst-confusion.png" in text and "warning:" in capsys.readouterr().out
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(MinbertError, match="binary.jsonl: not a text file, so not a run log"):
+        report.report([binary], tmp_path / "out2")
+    (tmp_path / "file").write_text("a file")
+    with pytest.raises(MinbertError, match=r"--out .*file/inside: .*file is a file; report.py writes a folder"):
+        report.report([run], tmp_path / "file" / "inside")
+    results = tmp_path / "results.csv"
+    results.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(MinbertError, match="results.csv: not a text file"):
+        report.results_view(results, tmp_path / "res")
+
+
+def test_a_nan_row_ranks_last(tmp_path):
+    p = tmp_path / "results.csv"
+    p.write_text("run,mean\nok,0.60\ndiverged,nan\nbest,0.74\n")
+    rows, _ = report.results_view(p, tmp_path / "res")
+    assert [r["run"] for r in rows] == ["best", "ok", "diverged"]

@@ -71,6 +71,21 @@ def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model):
     for pipeline, path in logs.items():
         record = [json.loads(l) for l in path.read_text().splitlines()][-1]
         assert keys <= set(record) and record["pipeline"] == pipeline, (pipeline, sorted(record))
+    import report  # reads all three, one figure of curves per pipeline
+    md, figs = report.report(list(logs.values()), tmp_path / "report")
+    assert {p.name for p in figs} >= {"curves-classifier.png", "curves-multitask.png", "curves-pretrain.png"}
+
+
+def test_tensorboard_event_files_hold_the_runs_curves(tmp_path, course_data, tiny_model):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    mt.main(part2_args(tmp_path, course_data, tiny_model, "--steps_per_epoch", "20"))
+    events = EventAccumulator(str(tmp_path / "ck" / "tb-mt"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "dev/sst", "dev/quora", "dev/sts", "train/epoch_loss"} <= tags
+    assert [e.step for e in events.Scalars("dev/sst")] == [20, 40]  # batches since the start, after each epoch
+    mt.main(part2_args(tmp_path / "off", course_data, tiny_model, "--epochs", "1", "--no_tensorboard"))
+    assert not list((tmp_path / "off" / "ck").glob("tb-*"))
 
 
 def test_the_handouts_names_are_where_it_says():
