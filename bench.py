@@ -1,19 +1,24 @@
-"""Throughput of our BertModel: a training step (forward, backward, AdamW step) and inference.
+"""Throughput of our BertModel: the training step the default recipe runs, a plain training step (forward,
+backward, AdamW step) and inference.
 
-    python bench.py --pretrained all-minilm-l6-v2 --data sst --batch_size 32 --compare
+    python bench.py --pretrained all-minilm-l6-v2 --data sst --batch_size 32 --compare --hf
+    python bench.py --pretrained all-minilm-l6-v2 --smart_weight 0 --rdrop_weight 1   # any recipe's step
     python bench.py --config base --data synthetic --seq_len 128
     python bench.py --pretrained all-minilm-l6-v2 --fine-tune-mode lora   # or dora, last-linear-layer; --pals
 
-Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak
-measured on the same device, with the same thread count, in the same run (the best of several timed
-matmuls after a warm-up, with its spread; only for precisions the hardware runs natively, since an
-emulated bf16 peak is meaningless), and peak memory (on a GPU the allocator's peak for each
-run; on the CPU the process's resident-set high-water mark, which only grows across runs). Warm-up steps are excluded; every
-figure is the median over --repeats passes over the same batches. --compare runs the model twice,
-every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop) and with
-the chosen fast paths, and prints the ratios. --fine-tune-mode and --pals time our model the way
-those pipelines train it (adapters or PALs, only trainable tensors in AdamW), with the optimizer state's
-measured size.
+Rows: `recipe` trains Part 1's classifier with the regularisers the flags ask for, taken as the pipelines
+take them (default: the default recipe's); `plain` is the same step without them; `baseline` (--compare)
+has every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop); with --hf,
+HF transformers' BertModel on the same weights, on the same length-bucketed batches as ours (`hf-bucketed`,
+what its Trainer's group_by_length gives) and on batches in random order (`hf-random`, its default, so
+that row's ratio includes bucketing's gain). Reports non-pad and padded tokens/s, ms per step, achieved
+FLOP/s and MFU against the matmul peak measured on the same device, with the same thread count, in the same
+run (the best of several timed matmuls after a warm-up, with its spread; only for precisions the hardware
+runs natively, since an emulated bf16 peak is meaningless), and peak memory (on a GPU the allocator's peak
+for each run; on the CPU the process's resident-set high-water mark, which only grows across runs).
+Warm-up steps are excluded; every figure is the median over --repeats passes over the same batches.
+--fine-tune-mode and --pals time our model the way those pipelines train it (adapters or PALs, only
+trainable tensors in AdamW), with the optimizer state's measured size.
 """
 import json
 import resource
@@ -30,7 +35,7 @@ from config import BertConfig
 from datasets import TaskData, batch_indices, data_file, read_examples
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from flags import Parser, nonneg_int, positive_int
+from flags import DEFAULT_SMART, Parser, add_regularizer_flags, nonneg_int, positive_int
 from precision import AMP_CHOICES, autocast, cpu_capability, device_kind, native_precisions, resolve_amp
 from hub import resolve_pretrained
 from utils import MinbertError, get_device, main_guard, to_device
@@ -104,8 +109,9 @@ def flops_per_batch(cfg, batch):
 
 def hf_model(args, cfg):
     """The usual alternative, for reference: HF transformers' BertModel on the same weights, as most
-    fine-tuning scripts run it (fp32, its default attention, batches padded in random order,
-    torch.optim.AdamW). Only bench.py touches transformers, and only with --hf."""
+    fine-tuning scripts run it (fp32, its default attention, torch.optim.AdamW), on our length-bucketed
+    batches (what its Trainer's group_by_length gives) or on batches padded in random order. Only bench.py
+    touches transformers, and only with --hf."""
     try:
         import transformers
     except ImportError:
@@ -117,9 +123,24 @@ def hf_model(args, cfg):
     return transformers.BertModel(transformers.BertConfig(**cfg.to_dict()))
 
 
-def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
-    """Time the training step and inference for one set of switches; returns a dict of medians."""
+class SentimentModel(torch.nn.Module):
+    """BERT, pooler output, dropout, a linear head: Part 1's classifier, with its `logits(batch)`, so that the
+    training loss (losses.ClassificationLoss, with the recipe's regularisers) runs on it as in the pipeline."""
+
+    def __init__(self, bert, hidden, labels=5, dropout=0.3):
+        super().__init__()
+        self.bert, self.dropout, self.classifier = bert, torch.nn.Dropout(dropout), torch.nn.Linear(hidden, labels)
+
+    def logits(self, batch):
+        return self.classifier(self.dropout(self.bert(**batch["x"])["pooler_output"]))
+
+
+def run(args, device, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None, recipe=False):
+    """Time the training step and inference for one set of switches; returns a dict of medians. `recipe`
+    trains with the regularisers the flags ask for (the pipelines' default recipe unless told otherwise)."""
+    from losses import ClassificationLoss
     amp = amp or (args.amp if fast else "none")
+    bucket = fast if bucket is None else bucket
     cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=args.attn if fast else "explicit")
     torch.manual_seed(0)
     if hf:
@@ -130,11 +151,10 @@ def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
         model = BertModel(cfg)
     extra = torch.nn.ModuleList()
     if not hf:  # what trains: --fine-tune-mode and --pals, set up as the pipelines do it
-        from types import SimpleNamespace
+        from checkpoint import ModelSpec
         from lora import prepare_backbone
-        prepare_backbone(model, SimpleNamespace(fine_tune_mode=args.fine_tune_mode, lora_rank=args.lora_rank,
-                                                lora_alpha=2.0 * args.lora_rank, lora_dropout=0.0,
-                                                lora_targets=["query", "value"]))
+        prepare_backbone(model, ModelSpec(fine_tune_mode=args.fine_tune_mode, lora_rank=args.lora_rank,
+                                          lora_alpha=2.0 * args.lora_rank))
         if args.pals:
             from pals import PALs
             pals = PALs(model.config, ("sst",))
@@ -151,32 +171,47 @@ def run(args, device, fast, tokenizer, cfg, label, hf=False, amp=None):
         fwd = torch.compile(model, dynamic=True)
     if hf:
         fwd = lambda **x: {"pooler_output": model(**x).pooler_output}  # noqa: E731
-    batches = make_batches(args, tokenizer, bucket=fast)
+    batches = make_batches(args, tokenizer, bucket=bucket)
     batches = [to_device(b, device) for b in batches]
     real = [int(b["x"]["attention_mask"].sum()) for b in batches]
     padded = [b["x"]["input_ids"].numel() for b in batches]
     flops = [flops_per_batch(cfg, b) for b in batches]
     timed = slice(args.warmup, None)
+    classifier = SentimentModel(model, cfg.hidden_size)
+    classifier.classifier = head
+    if fast and args.compile:
+        classifier.bert = fwd
+    regs = {}
+    if recipe:
+        from losses import TermLoss
+        regs = TermLoss.regularizers(args, classifier, args.warmup + args.steps * args.repeats)
+    loss_fn = ClassificationLoss(**regs)
 
     def train_step(b):
         with autocast(device, amp):
-            out = fwd(**b["x"])["pooler_output"]
-            loss = F.cross_entropy(head(out), b["labels"])
+            if hf:
+                loss = F.cross_entropy(head(fwd(**b["x"])["pooler_output"]), b["labels"])
+            else:  # Part 1's training loss, with the recipe's regularisers when asked
+                loss = loss_fn(classifier, b)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        loss_fn.after_step()
 
     def infer_step(b):
         with torch.inference_mode(), autocast(device, amp):
             fwd(**b["x"])
 
+    terms = {k: v for k, v in (("rdrop", args.rdrop_weight), ("smart", args.smart_weight),
+                               ("bregman", args.smart_bregman_weight)) if v and recipe}
     results = {"label": label, "fine_tune_mode": "full-model" if hf else args.fine_tune_mode,
-               "pals": bool(args.pals and not hf), "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl, "bucket": fast,
-               "foreach": fast or hf, "compile": bool(fast and args.compile)}
+               "pals": bool(args.pals and not hf), "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl,
+               "bucket": bucket, "foreach": fast or hf, "compile": bool(fast and args.compile), "regularizers": terms}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     for name, step, mult in (("train", train_step, 3), ("infer", infer_step, 1)):
         model.train(name == "train")
+        head.train(name == "train")
         for b in batches[:args.warmup]:
             step(b)
         sync(device)
@@ -227,6 +262,8 @@ def main():
                     default="full-model", help="what trains (adapters on query and value, as the pipelines' default)")
     ap.add_argument("--lora_rank", type=positive_int, default=8)
     ap.add_argument("--pals", action="store_true", help="with one task's PALs beside every layer")
+    add_regularizer_flags(ap.add_argument_group("regularisers, as the pipelines take them (default: Part 1 "
+                                                "full-model's default recipe)"), smart_weight=DEFAULT_SMART)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -243,13 +280,16 @@ def main():
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     peaks = {p: matmul_peak(device, dtypes[p], repeats=args.peak_repeats)
              for p in ["fp32"] + [a for a in native_precisions(device) if a == args.amp]}
-    runs = [run(args, device, True, tokenizer, cfg, "fast")]
+    regularized = bool(args.rdrop_weight or args.smart_weight or args.smart_bregman_weight)
+    runs = ([run(args, device, tokenizer, cfg, "recipe", recipe=True)] if regularized else []) + \
+        [run(args, device, tokenizer, cfg, "plain")]
     if args.compare:
-        runs.append(run(args, device, False, tokenizer, cfg, "baseline"))
-    if args.hf:
-        runs.append(run(args, device, False, tokenizer, cfg, "hf", hf=True))
-        if args.amp != "none":  # HF as its Trainer runs it with --bf16/--fp16: same autocast as ours
-            runs.append(run(args, device, False, tokenizer, cfg, "hf-amp", hf=True, amp=args.amp))
+        runs.append(run(args, device, tokenizer, cfg, "baseline", fast=False))
+    if args.hf:  # HF on our length-bucketed batches (its group_by_length), and on random ones (its default)
+        runs.append(run(args, device, tokenizer, cfg, "hf-bucketed", fast=False, bucket=True, hf=True))
+        runs.append(run(args, device, tokenizer, cfg, "hf-random", fast=False, bucket=False, hf=True))
+        if args.amp != "none":  # HF as its Trainer runs it with --bf16/--fp16: same autocast and batches as ours
+            runs.append(run(args, device, tokenizer, cfg, "hf-amp", fast=False, bucket=True, hf=True, amp=args.amp))
     model_name = args.pretrained or f"random {args.config}"
     kind = device_kind(device)
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
@@ -262,22 +302,31 @@ def main():
             m = r[name]
             m["mfu"], m["mfu_note"] = mfu(m["flop_per_s"], peaks.get(precision))
             shown = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU n/a ({m['mfu_note']})"
-            print(f"{r['label']:>8} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
+            print(f"{r['label']:>11} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
                   f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
                   f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
                   f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, foreach {r['foreach']}, compile {r['compile']}]")
-        print(f"{r['label']:>8} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
+        if r["regularizers"]:
+            print(f"{r['label']:>11} training loss with " + ", ".join(f"{k} {v:g}" for k, v in r["regularizers"].items()))
+        print(f"{r['label']:>11} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
               f"trainable parameters, AdamW state {r['optimizer_state_mb']:.1f} MiB")
-        print(f"{r['label']:>8} peak memory {r['peak_memory_mb']:.0f} MB"
+        print(f"{r['label']:>11} peak memory {r['peak_memory_mb']:.0f} MB"
               + ("" if device.type == "cuda" else " (the process's RSS high-water mark so far, CPU)"))
     out = {"args": vars(args), "device": str(device), "device_kind": kind, "cpu_capability": cpu_capability(),
            "precision": "fp32" if args.amp == "none" else args.amp, "precision_why": why,
            "torch_threads": torch.get_num_threads(), "matmul_peak_flop_per_s": peaks, "runs": runs}
     by = {r["label"]: r for r in runs}
-    for other, what in (("baseline", "all fast paths vs all off"), ("hf", "all fast paths vs HF transformers"),
-                        ("hf-amp", "all fast paths vs HF transformers in the same precision")):
+    if "recipe" in by:
+        cost = by["recipe"]["train"]["ms_per_step"] / by["plain"]["train"]["ms_per_step"]
+        out["recipe_step_cost"] = cost
+        print(f"the recipe's training step costs {cost:.2f}x a plain one ({by['recipe']['train']['ms_per_step']:.0f} "
+              f"against {by['plain']['train']['ms_per_step']:.0f} ms)")
+    for other, what in (("baseline", "all fast paths vs all off"),
+                        ("hf-bucketed", "ours vs HF transformers on the same length-bucketed batches"),
+                        ("hf-random", "ours (bucketed) vs HF transformers on random batches (bucketing's gain included)"),
+                        ("hf-amp", "ours vs HF transformers in the same precision, same batches")):
         if other in by:
-            ratio = {n: by["fast"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train", "infer")}
+            ratio = {n: by["plain"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train", "infer")}
             out[f"speedup_vs_{other}"] = ratio
             print(f"speed-up, {what}: training {ratio['train']:.2f}x, inference {ratio['infer']:.2f}x (non-pad tokens/s)")
     if args.json:

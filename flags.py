@@ -152,6 +152,16 @@ def add_recipe_flags(ap, smart_weight=0.0):
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
     g.add_argument("--weight_decay", type=nonneg_float, default=0.0)
+    add_regularizer_flags(g, smart_weight)
+    return g
+
+
+# SMART's default weight in the default recipe (Part 1: full-model only).
+DEFAULT_SMART = 1.0
+
+
+def add_regularizer_flags(g, smart_weight=0.0):
+    """R-Drop and SMART (rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times their step."""
     g.add_argument("--rdrop_weight", type=nonneg_float, default=0.0,
                    help="R-Drop (rdrop.py): each batch twice, the task loss averaged over both passes plus this "
                         "weight times their symmetric KL (squared error for STS) (0: off)")
@@ -305,7 +315,7 @@ def parse_classifier(argv=None):
     if args.lr is None and args.fine_tune_mode == "full-model" and args.recipe == "handout":
         args.lr = FULL_MODEL_LR["handout"]
     if args.smart_weight is None:  # SMART needs BERT in the graph: on by default for full-model only
-        args.smart_weight = 1.0 if args.fine_tune_mode == "full-model" else 0.0
+        args.smart_weight = DEFAULT_SMART if args.fine_tune_mode == "full-model" else 0.0
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")
@@ -357,7 +367,7 @@ def multitask_parser():
                          "the backbone trains with full-model and stays frozen with last-linear-layer")
     ap.add_argument("--pals_dim", type=positive_int, default=None,
                     help="the PALs' width d_s (default: 204 scaled from BERT-base to the checkpoint's hidden size)")
-    add_recipe_flags(ap, smart_weight=1.0)
+    add_recipe_flags(ap, smart_weight=DEFAULT_SMART)
     ap.add_argument("--pair_encoding", choices=PAIR_ENCODINGS, default="cross",
                     help="cross: '[CLS] a [SEP] b [SEP]'; siamese: two sentence embeddings; mixed: Quora cross, STS siamese")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")

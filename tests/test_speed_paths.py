@@ -64,11 +64,14 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
     assert set(r["matmul_peak_flop_per_s"]) == {"fp32", *native[:1]}
     for peak in r["matmul_peak_flop_per_s"].values():
         assert peak["best"] >= peak["median"] >= peak["worst"] > 0
-    fast, base = r["runs"]
+    recipe, fast, base = r["runs"]
+    assert [x["label"] for x in r["runs"]] == ["recipe", "plain", "baseline"]
+    assert recipe["regularizers"] == {"smart": 1.0} and fast["regularizers"] == {}  # the default recipe: SMART
+    assert r["recipe_step_cost"] > 1.5  # its ascent and perturbed passes
     assert (fast["amp"], fast["attn"], fast["bucket"], fast["foreach"]) == (native[0] if native else "none", "sdpa",
                                                                             True, True)
     assert (base["amp"], base["attn"], base["bucket"], base["foreach"]) == ("none", "explicit", False, False)
-    for run in (fast, base):
+    for run in (recipe, fast, base):
         for phase in ("train", "infer"):
             m = run[phase]
             assert m["tokens_per_s"] > 0 and m["padded_tokens_per_s"] >= m["tokens_per_s"]
