@@ -146,19 +146,25 @@ def open_storage(url, default):
         if path.is_file() and path.stat().st_size and path.read_bytes()[:16] != b"SQLite format 3\0":
             raise MinbertError(f"--storage {url}: {path} is not an SQLite database; name a new file or an existing study")
         path.parent.mkdir(parents=True, exist_ok=True)
-    driver = {"postgresql": "psycopg2", "postgresql+psycopg2": "psycopg2", "postgresql+psycopg": "psycopg",
+    # SQLAlchemy's driver for each scheme (postgresql:// means psycopg 3 since SQLAlchemy 2.1)
+    driver = {"postgresql": "psycopg", "postgresql+psycopg": "psycopg", "postgresql+psycopg2": "psycopg2",
               "mysql": "MySQLdb", "mysql+pymysql": "pymysql"}.get(scheme)
     if driver is not None and importlib.util.find_spec(driver) is None:
-        package = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg", "MySQLdb": "mysqlclient"}.get(driver, driver)
+        package = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient"}.get(driver, driver)
         raise MinbertError(f"--storage {url}: its database driver {driver} is not installed (pip install {package})")
     kwargs = {"connect_args": {"timeout": 60}} if scheme == "sqlite" else {"pool_pre_ping": True}
-    try:
-        return optuna.storages.RDBStorage(
-            url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT, grace_period=GRACE,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3))
-    except Exception as e:  # sqlalchemy's connection and schema errors
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        raise MinbertError(f"--storage {url}: cannot open the study database ({first})") from None
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT, grace_period=GRACE,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3))
+        except Exception as e:  # sqlalchemy's connection and schema errors
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            # Workers started together on an empty database race to create its tables: the loser tries again.
+            if attempt < 4 and ("UniqueViolation" in first or "already exists" in first or "locked" in first):
+                time.sleep(1 + attempt)
+                continue
+            raise MinbertError(f"--storage {url}: cannot open the study database ({first})") from None
 
 
 def reclaim_dead_workers(study):

@@ -253,3 +253,46 @@ def interrupt_second_epoch(monkeypatch):
         return real(self, *a, **kw)
     monkeypatch.setattr(Trainer, "run_epoch", interrupted)
     return lambda: monkeypatch.setattr(Trainer, "run_epoch", real)
+
+
+# ----------------------------------------------------------------------------- a PostgreSQL server of the test's own
+
+def _postgres_bin(name):
+    import glob
+    import shutil
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))), None)
+    return found
+
+
+@pytest.fixture
+def postgres_url():
+    """A PostgreSQL server started for the test on 127.0.0.1 (Debian's postgresql package, which .ci/run
+    installs), with an empty database; its URL. As root, the server runs as the postgres user."""
+    import os
+    import socket
+    import subprocess
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL's server programs are not installed (apt-get install postgresql)")
+    import shutil
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="minbert-pg-"))  # outside pytest's folders, which only their owner enters
+    as_user = []
+    if os.geteuid() == 0:  # the server refuses to run as root
+        import pwd
+        user = pwd.getpwnam("postgres")
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True)  # noqa: E731
+    run(initdb, "-D", str(folder / "data"), "-U", "postgres", "--auth=trust")
+    run(pg_ctl, "-D", str(folder / "data"), "-l", str(folder / "log"), "-w", "start", "-o",
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1")
+    try:
+        run(_postgres_bin("createdb") or "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "minbert")
+        yield f"postgresql://postgres@127.0.0.1:{port}/minbert"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(folder / "data"), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)

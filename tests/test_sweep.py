@@ -147,8 +147,8 @@ def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_
     with pytest.raises(MinbertError, match="is not an SQLite database"):
         sweep.main(base[:3] + ["--storage", f"sqlite:///{junk}"] + base[3:])
     import importlib.util
-    if importlib.util.find_spec("psycopg2") is None:
-        with pytest.raises(MinbertError, match="driver psycopg2 is not installed"):
+    if importlib.util.find_spec("psycopg") is None:
+        with pytest.raises(MinbertError, match="driver psycopg is not installed"):
             sweep.main(base[:3] + ["--storage", "postgresql://u@127.0.0.1:1/db"] + base[3:])
     else:
         with pytest.raises(MinbertError, match="cannot open the study database"):
@@ -161,3 +161,27 @@ def test_unknown_trial_flag_and_missing_dataset(tmp_path, monkeypatch, course_da
         sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", *_base(course_data, tiny_model), "--bogus"])
     with pytest.raises(MinbertError, match="a classifier sweep scores one dataset"):
         sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", "--epochs", "1"])
+
+
+def _two_workers(tmp_path, course_data, tiny_model, storage):
+    """Two sweep processes started together on one study: four grid points, each evaluated once."""
+    argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3,3e-3,4e-3", "--trials", "4", "--study", "w",
+            "--no_prune", *(["--storage", storage] if storage else []), "--", *_base(course_data, tiny_model)]
+    workers = [_start(tmp_path, argv) for _ in range(2)]
+    outs = [w.communicate(timeout=600) for w in workers]
+    for w, (out, err) in zip(workers, outs):
+        assert w.returncode == 0 and "Traceback" not in err, err[-2000:]
+    import optuna
+    study = optuna.load_study(study_name="w", storage=storage or f"sqlite:///{tmp_path / 'runs' / 'sweeps' / 'w.db'}")
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert sorted(t.params["lr"] for t in complete) == ["1e-3", "2e-3", "3e-3", "4e-3"]
+    assert not [t for t in study.trials if t.state.name == "FAIL"]
+    assert len({t.user_attrs["worker"] for t in complete}) == 2  # both workers took trials
+
+
+def test_two_workers_share_a_study_on_sqlite(tmp_path, course_data, tiny_model):
+    _two_workers(tmp_path, course_data, tiny_model, None)
+
+
+def test_two_workers_share_a_study_on_postgresql(tmp_path, course_data, tiny_model, postgres_url):
+    _two_workers(tmp_path, course_data, tiny_model, postgres_url)
