@@ -70,3 +70,14 @@ def test_multitask_ddp_equals_single_process(setup):
     assert out.count("predictions copied to") == 1
     _same_weights(tmp / "one" / "mt.pt", tmp / "two" / "mt.pt")
     assert len((tmp / "two" / "r.csv").read_text().splitlines()) == 2
+
+
+def test_an_error_under_torchrun_is_said_once(setup):
+    tmp, data, model = setup
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                          str(ROOT / "multitask_classifier.py"), "--pretrained", str(model), "--data_dir",
+                          str(data / "absent")], cwd=tmp, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode != 0
+    errors = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
+    assert len(errors) == 1 and "data file not found" in errors[0], out.stderr[-3000:]

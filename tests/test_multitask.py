@@ -148,3 +148,19 @@ def test_siamese_heads(tiny_model):
     assert m.predict_paraphrase(a, ma, b, mb).shape == (2,)
     with pytest.raises(ValueError, match="needs both sentences"):
         m.predict_paraphrase(a, ma)
+
+
+def test_eval_only_says_which_max_length_it_uses(tmp_path, course_data, tiny_model, capsys):
+    args = _args(tmp_path, course_data, tiny_model, "--epochs", "1", "--max_length", "32")
+    mt.main(args)
+    capsys.readouterr()
+    mt.main(_args(tmp_path / "e", course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
+    assert "tokenizing at" not in capsys.readouterr().out  # the checkpoint's own 32, as trained
+    mt.main(_args(tmp_path / "e", course_data, tiny_model, "--max_length", "8", "--eval_only", str(tmp_path / "ck" / "mt.pt")))
+    assert "tokenizing at --max_length 8 (the model was trained at 32)" in capsys.readouterr().out
+
+
+def test_all_loss_weights_zero_is_refused(tmp_path, course_data, tiny_model):
+    from utils import MinbertError
+    with pytest.raises(MinbertError, match=r"--loss_weights 0 0 0: every task's loss is switched off"):
+        mt.main(_args(tmp_path, course_data, tiny_model, "--loss_weights", "0", "0", "0"))

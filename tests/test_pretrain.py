@@ -114,3 +114,30 @@ def test_pretrained_minilm_passes_sanity_check(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "Your BERT implementation is correct!" in done.stdout
+
+
+def test_an_interrupted_or_killed_first_epoch_is_no_dead_end(tmp_path, tiny_model, monkeypatch, capsys):
+    from utils import main_guard
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(SystemExit):  # Ctrl-C in epoch 1: epoch 0 is saved, and the line says so
+        main_guard(lambda: _run(tmp_path, tiny_model, tmp_path / "a", "--epochs", "2"))
+    restore()
+    err = capsys.readouterr().err
+    assert f"pretrain epoch 0 is saved in {tmp_path / 'a' / 'pretrain-last.pt'}" in err and "--resume" in err
+    # killed during epoch 0 (kill -9: nothing saved but the starting point's log line): --resume starts again
+    killed = tmp_path / "b"
+    killed.mkdir()
+    (killed / "pretrain-log.jsonl").write_text('{"epoch": -1}\n')
+    with pytest.raises(MinbertError, match="not empty.*--resume"):
+        _run(tmp_path, tiny_model, killed, "--epochs", "1")
+    out = _run(tmp_path, tiny_model, killed, "--epochs", "1", "--resume")
+    assert "no completed epoch of pretrain" in capsys.readouterr().out
+    log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [-1, 0]
+
+
+def test_a_binary_texts_file_is_one_line(tmp_path, tiny_model):
+    binary = tmp_path / "texts.bin"
+    binary.write_bytes(b"good movie\n\xff\xfe\x00\x01 bytes")
+    with pytest.raises(MinbertError, match=r"texts.bin: line 2: byte 0xFF is not UTF-8 text"):
+        pretrain.main(["--pretrained", str(tiny_model), "--texts", str(binary), "--out", str(tmp_path / "x")])
