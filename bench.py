@@ -235,22 +235,24 @@ def run(args, device, tokenizer, cfg, label, fast=True, bucket=None, hf=False, a
     return results
 
 
-def main():
-    ap = Parser(description=__doc__)
+def build_parser():
+    ap = Parser(prog="bench.py", description=__doc__)
     ap.add_argument("--pretrained", default=None, help="a checkpoint (default: random weights of --config)")
-    ap.add_argument("--config", choices=sorted(CONFIGS), default="minilm")
-    ap.add_argument("--data", choices=["sst", "quora", "synthetic"], default="sst")
-    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="minilm",
+                    help="the shape of the random model when no --pretrained is given")
+    ap.add_argument("--data", choices=["sst", "quora", "synthetic"], default="sst",
+                    help="real training batches of a task, or random token ids of --seq_len")
+    ap.add_argument("--data_dir", default="data", help="the folder of the course CSVs")
     ap.add_argument("--seq_len", type=positive_int, default=128, help="max_length (real data) or the length (synthetic)")
-    ap.add_argument("--batch_size", type=positive_int, default=32)
-    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--batch_size", type=positive_int, default=32, help="examples per step")
+    ap.add_argument("--use_gpu", action="store_true", help="time the GPU")
     ap.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                     help="auto: bf16/fp16 only where the hardware runs it natively, else fp32")
-    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa")
-    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path of the fast runs")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model in the fast runs")
     ap.add_argument("--steps", type=positive_int, default=20, help="timed batches per pass")
-    ap.add_argument("--warmup", type=nonneg_int, default=3)
-    ap.add_argument("--repeats", type=positive_int, default=3)
+    ap.add_argument("--warmup", type=nonneg_int, default=3, help="untimed batches first")
+    ap.add_argument("--repeats", type=positive_int, default=3, help="timed passes over the batches; the median counts")
     ap.add_argument("--threads", type=positive_int, default=None,
                     help="torch CPU threads for the model and the peak alike (default: torch's choice)")
     ap.add_argument("--peak_repeats", type=positive_int, default=10, help="timed matmuls per size for the peak")
@@ -260,11 +262,15 @@ def main():
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["full-model", "last-linear-layer", "lora", "dora"],
                     default="full-model", help="what trains (adapters on query and value, as the pipelines' default)")
-    ap.add_argument("--lora_rank", type=positive_int, default=8)
+    ap.add_argument("--lora_rank", type=positive_int, default=8, help="the adapters' rank (lora, dora)")
     ap.add_argument("--pals", action="store_true", help="with one task's PALs beside every layer")
     add_regularizer_flags(ap.add_argument_group("regularisers, as the pipelines take them (default: Part 1 "
                                                 "full-model's default recipe)"), smart_weight=DEFAULT_SMART)
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = build_parser().parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = get_device(args.use_gpu)

@@ -242,11 +242,16 @@ def set_rng_state(state):
 
 # ----------------------------------------------------------------------------- converting files
 
-def main(argv=None):
+def build_parser():
     from flags import Parser
-    ap = Parser(description="Convert a checkpoint of the earlier format into the current one.")
-    ap.add_argument("--convert", nargs=2, metavar=("OLD.pt", "NEW.pt"), required=True)
-    args = ap.parse_args(argv)
+    ap = Parser(prog="checkpoint.py", description="Convert a checkpoint of the earlier format into the current one.")
+    ap.add_argument("--convert", nargs=2, metavar=("OLD.pt", "NEW.pt"), required=True,
+                    help="read OLD.pt (the earlier format) and write it as NEW.pt in the current one")
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     src, dest = args.convert
     state = load_checkpoint(src)
     if Path(dest).exists():

@@ -371,13 +371,19 @@ def fetch_data(dest="data", source=None, log=print):
     return dest
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Fill data/ with the course CSVs.")
+def build_parser():
+    ap = argparse.ArgumentParser(prog="datasets.py", description="Fill data/ with the course CSVs.")
     ap.add_argument("--fetch", action="store_true", help="copy or download the course files into --dest")
     ap.add_argument("--from", dest="source", default=os.environ.get("MINBERT_DATA") or None,
                     help="a local folder holding the course CSVs (default: $MINBERT_DATA, else download)")
-    ap.add_argument("--dest", default=str(Path(__file__).resolve().parent / "data"))
+    ap.add_argument("--dest", default="data", help="relative to the project folder (where datasets.py is)")
+    return ap
+
+
+def main():
+    ap = build_parser()
     args = ap.parse_args()
+    args.dest = Path(__file__).resolve().parent / args.dest
     if not args.fetch:
         ap.print_help()
         return

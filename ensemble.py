@@ -36,12 +36,12 @@ SPLITS = ("dev", "test")
 def build_parser():
     ap = Parser(prog="ensemble.py", description="Average K multitask models into one set of leaderboard files.")
     ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints, or folders of prediction files")
-    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--data_dir", default="data", help="the course CSVs whose ids every member must predict")
     ap.add_argument("--out", default="predictions", help="where the six ensembled leaderboard files are copied")
     ap.add_argument("--run_name", default="", help="the ensemble's run folder under runs/ (default: ensemble-TIMESTAMP)")
     ap.add_argument("--run_dir", default=None, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
-    ap.add_argument("--use_gpu", action="store_true")
-    ap.add_argument("--batch_size", type=positive_int, default=64)
+    ap.add_argument("--use_gpu", action="store_true", help="run the members on the GPU")
+    ap.add_argument("--batch_size", type=positive_int, default=64, help="examples per inference batch")
     add_speed_flags(ap)
     return ap
 

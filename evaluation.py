@@ -129,11 +129,16 @@ def guess_task(path):
     raise MinbertError(f"{path}: cannot tell the task from the file name; pass --task")
 
 
+def build_parser():
+    ap = argparse.ArgumentParser(prog="evaluation.py", description="Score a leaderboard prediction file against a labelled CSV.")
+    ap.add_argument("--score", nargs=2, metavar=("PRED.csv", "GOLD.csv"), required=True,
+                    help="a leaderboard file and the labelled course CSV of its split")
+    ap.add_argument("--task", choices=sorted(TASKS), help="the task (default: from the gold file's name)")
+    return ap
+
+
 def main():
-    ap = argparse.ArgumentParser(description="Score a leaderboard prediction file against a labelled CSV.")
-    ap.add_argument("--score", nargs=2, metavar=("PRED.csv", "GOLD.csv"), required=True)
-    ap.add_argument("--task", choices=sorted(TASKS))
-    args = ap.parse_args()
+    args = build_parser().parse_args()
     r = score_file(*args.score, task=args.task)
     bad = [f"{len(r[w])} {w} id(s) ({', '.join(r[w][:5])}{' ...' if len(r[w]) > 5 else ''})"
            for w in ("missing", "duplicated", "unknown") if r[w]]

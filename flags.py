@@ -151,7 +151,7 @@ def add_recipe_flags(ap, smart_weight=0.0):
     g.add_argument("--llrd", type=llrd_factor, default=1.0,
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
-    g.add_argument("--weight_decay", type=nonneg_float, default=0.0)
+    g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="AdamW's decoupled weight decay")
     add_regularizer_flags(g, smart_weight)
     return g
 
@@ -285,20 +285,23 @@ def resolve_lr(args, hidden_size):
 
 def classifier_parser():
     ap = Parser(prog="classifier.py", description="Part 1: fine-tune BERT for sentiment on SST and CFIMDB.")
-    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="last-linear-layer")
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="last-linear-layer",
+                    help="what trains: the head on a frozen BERT (the handout's default), the whole model, or "
+                         "LoRA / DoRA adapters on a frozen BERT")
     ap.add_argument("--lr", type=positive_float, default=None,
                     help=f"default 1e-3 for last-linear-layer, lora and dora; for full-model {FULL_MODEL_LR['best']:g} "
                          f"below hidden size {WIDE}, {WIDE_LR:g} from {WIDE} up (--recipe handout: "
                          f"{FULL_MODEL_LR['handout']:g})")
-    ap.add_argument("--use_gpu", action="store_true")
-    ap.add_argument("--batch_size", type=positive_int, default=8)
-    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3)
-    ap.add_argument("--epochs", type=positive_int, default=10)
-    ap.add_argument("--seed", type=int, default=11711)
+    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
+    ap.add_argument("--batch_size", type=positive_int, default=8, help="examples per optimizer step (all ranks together)")
+    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before the classifier head")
+    ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
+    ap.add_argument("--seed", type=int, default=11711, help="seeds every random draw: a run is repeatable")
     ap.add_argument("--pretrained", default="bert-base-uncased",
                     help="bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), or a local folder")
-    ap.add_argument("--data_dir", default="data")
-    ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"])
+    ap.add_argument("--data_dir", default="data", help="the folder of the course CSVs")
+    ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
+                    help="which datasets to train on, one after the other")
     ap.add_argument("--max_length", type=positive_int, default=512,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
@@ -342,22 +345,23 @@ def multitask_parser():
     for task, prefix in FLAG_PREFIX.items():
         for split in ("train", "dev", "test"):
             ap.add_argument(f"--{prefix}_{split}", default=None, help=f"default: {data_file('DATA_DIR', task, split)}")
-    ap.add_argument("--seed", type=int, default=11711)
-    ap.add_argument("--epochs", type=positive_int, default=10)
+    ap.add_argument("--seed", type=int, default=11711, help="seeds every random draw: a run is repeatable")
+    ap.add_argument("--epochs", type=positive_int, default=10, help="epochs of --steps_per_epoch steps")
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="full-model",
                     help="full-model, last-linear-layer (frozen BERT), or lora / dora (adapters on a frozen BERT)")
-    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
     for prefix in FLAG_PREFIX.values():
         for split in ("dev", "test"):
             ap.add_argument(f"--{prefix}_{split}_out", default=f"predictions/{prefix}-{split}-output.csv",
                             help="where this run's file is copied (the run folder keeps its own)")
-    ap.add_argument("--batch_size", type=positive_int, default=32)
+    ap.add_argument("--batch_size", type=positive_int, default=32, help="examples per step (all ranks together)")
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.1, help="dropout before every task head")
     ap.add_argument("--lr", type=positive_float, default=None,
                     help=f"default {FULL_MODEL_LR['best']:g} below hidden size {WIDE}, {WIDE_LR:g} from {WIDE} up; 1e-3 "
                          f"when only adapters (lora, dora) or PALs and heads train")
-    ap.add_argument("--pretrained", default="bert-base-uncased")
-    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--pretrained", default="bert-base-uncased",
+                    help="bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), a hub id, or a local folder")
+    ap.add_argument("--data_dir", default="data", help="the folder of the course CSVs (each --*_train/dev/test overrides one)")
     ap.add_argument("--max_length", type=positive_int, default=128,
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
@@ -370,7 +374,8 @@ def multitask_parser():
     add_recipe_flags(ap, smart_weight=DEFAULT_SMART)
     ap.add_argument("--pair_encoding", choices=PAIR_ENCODINGS, default="cross",
                     help="cross: '[CLS] a [SEP] b [SEP]'; siamese: two sentence embeddings; mixed: Quora cross, STS siamese")
-    ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean")
+    ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean",
+                    help="the sentence embedding: masked mean of the last layer, its [CLS] state, or the pooler output")
     g = ap.add_argument_group("sentence embeddings (losses.py; MNRL, SimCSE and the projection need siamese pairs: "
                               "--pair_encoding siamese or mixed)")
     g.add_argument("--sts_loss", choices=["mse", "cosine", "cosent"], default="mse",
@@ -390,7 +395,7 @@ def multitask_parser():
     ap.add_argument("--steps_per_epoch", type=positive_int, default=None,
                     help="joint training steps per epoch (default: one pass's worth of batches over all tasks)")
     ap.add_argument("--loss_weights", type=nonneg_float, nargs=3, default=[1.0, 1.0, 1.0],
-                    metavar=("SST", "QUORA", "STS"))
+                    metavar=("SST", "QUORA", "STS"), help="each task's weight in the training loss")
     ap.add_argument("--task_dropout", type=probability, nargs=3, default=None, metavar=("SST", "QUORA", "STS"),
                     help="per-head dropout (default: --hidden_dropout_prob for all three)")
     add_run_flags(ap, "multitask", "--checkpoint")
@@ -436,20 +441,20 @@ def check_multitask_combination(args):
 
 def pretrain_parser():
     ap = Parser(prog="pretrain.py", description="Further masked-LM pretraining on the task text.")
-    ap.add_argument("--pretrained", default="bert-base-uncased")
-    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--pretrained", default="bert-base-uncased", help="the checkpoint to pretrain further")
+    ap.add_argument("--data_dir", default="data", help="the course CSVs whose training sentences are the text")
     ap.add_argument("--texts", default=None, help="one sentence per line, instead of the task training text")
     ap.add_argument("--out", required=True, help="the checkpoint folder to write (loadable with --pretrained OUT)")
-    ap.add_argument("--epochs", type=positive_int, default=3)
+    ap.add_argument("--epochs", type=positive_int, default=3, help="passes over the text")
     ap.add_argument("--max_steps", type=nonneg_int, default=0, help="stop after this many optimizer steps (0: no limit)")
-    ap.add_argument("--lr", type=positive_float, default=5e-5)
-    ap.add_argument("--batch_size", type=positive_int, default=32)
-    ap.add_argument("--max_length", type=positive_int, default=128)
+    ap.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate (linear warm-up, then decay)")
+    ap.add_argument("--batch_size", type=positive_int, default=32, help="sentences per step")
+    ap.add_argument("--max_length", type=positive_int, default=128, help="tokens per sentence")
     ap.add_argument("--mask_prob", type=fraction, default=0.15, help="share of tokens chosen for prediction")
-    ap.add_argument("--weight_decay", type=nonneg_float, default=0.01)
-    ap.add_argument("--warmup_ratio", type=fraction, default=0.06)
-    ap.add_argument("--seed", type=int, default=11711)
-    ap.add_argument("--use_gpu", action="store_true")
+    ap.add_argument("--weight_decay", type=nonneg_float, default=0.01, help="AdamW's decoupled weight decay")
+    ap.add_argument("--warmup_ratio", type=fraction, default=0.06, help="share of the steps spent warming up")
+    ap.add_argument("--seed", type=int, default=11711, help="seeds every random draw: a run is repeatable")
+    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
     ap.add_argument("--resume", action="store_true", help="continue the run saved in --out")
     add_tensorboard_flag(ap)
     add_speed_flags(ap)

@@ -94,15 +94,16 @@ def build(root=".", part="auto", out=None, data_dir=None):
 def build_parser():
     ap = argparse.ArgumentParser(prog="prepare_submit.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["auto", "1", "2"], default="auto")
-    ap.add_argument("--root", default=str(Path(__file__).resolve().parent))
+    ap.add_argument("--part", choices=["auto", "1", "2"], default="auto",
+                    help="which part's files must be there (auto: whichever part has predictions)")
+    ap.add_argument("--root", default=None, help="the project folder to zip (default: where prepare_submit.py is)")
     ap.add_argument("--data_dir", default=None, help="the course CSVs the ids are checked against (default: ROOT/data)")
     return ap
 
 
 def main():
     args = build_parser().parse_args()
-    build(args.root, args.part, data_dir=args.data_dir)
+    build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir)
 
 
 if __name__ == "__main__":

@@ -442,13 +442,17 @@ def results_view(path, out):
     return rows, fig_path
 
 
-def main(argv=None):
-    ap = Parser(description=__doc__)
+def build_parser():
+    ap = Parser(prog="report.py", description=__doc__)
     ap.add_argument("runs", nargs="*", metavar="CHECKPOINT_OR_LOG", help="run folders, checkpoints or logs")
     ap.add_argument("--results", metavar="CSV", help="rank every run of a results table and chart it")
     ap.add_argument("--out", default=None, help="output folder (default: reports/NAME of the first run, or "
                                                 "reports/results)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     if not args.runs and not args.results:
         raise MinbertError("report.py: give run folders, checkpoints or logs, or --results CSV")
     if args.results:

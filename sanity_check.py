@@ -72,11 +72,16 @@ def compare(ours, ref, mask):
     return problems
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pretrained", default="bert-base-uncased")
+def build_parser():
+    ap = argparse.ArgumentParser(prog="sanity_check.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pretrained", default="bert-base-uncased", help="the checkpoint whose forward pass is checked")
     ap.add_argument("--reference", help="torch-saved dict with last_hidden_state and pooler_output")
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = build_parser().parse_args()
 
     model = BertModel.from_pretrained(args.pretrained).eval()
     ids = torch.tensor(INPUT_IDS)
@@ -85,7 +90,7 @@ def main():
         out = {k: v.numpy() for k, v in model(ids, mask).items()}
     if args.reference:
         try:
-            ref = torch.load(args.reference, map_location="cpu", weights_only=False)
+            ref = torch.load(args.reference, map_location="cpu", weights_only=True)  # tensors only: no code runs
         except Exception as e:
             raise MinbertError(f"{args.reference}: cannot read the reference ({type(e).__name__}: {e})") from None
         ref = {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}

@@ -480,11 +480,13 @@ def summarize(study, args, base):
 
 def build_parser():
     ap = Parser(prog="sweep.py", description="Optuna search over a pipeline's flags; workers share a study.")
-    ap.add_argument("pipeline", choices=sorted(PIPELINES))
+    ap.add_argument("pipeline", choices=sorted(PIPELINES), help="classifier.py or multitask_classifier.py")
     ap.add_argument("--trials", type=positive_int, default=8, help="finished trials wanted in the study (all workers)")
-    ap.add_argument("--space", nargs="+", default=[], metavar="FLAG=SPEC")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[11711])
-    ap.add_argument("--sampler", choices=["tpe", "grid"], default="tpe")
+    ap.add_argument("--space", nargs="+", default=[], metavar="FLAG=SPEC",
+                    help="the flags searched: FLAG=log:LO:HI, float:LO:HI, int:LO:HI, or a comma list of choices")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[11711], help="every trial runs once per seed")
+    ap.add_argument("--sampler", choices=["tpe", "grid"], default="tpe",
+                    help="Optuna's TPE, or every combination of the comma lists")
     ap.add_argument("--sampler_seed", type=int, default=None,
                     help="make TPE's suggestions repeatable (default: fresh each start, so workers and restarts differ)")
     ap.add_argument("--study", default=None, help="study name (default: PIPELINE-sweep)")

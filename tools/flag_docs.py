@@ -1,0 +1,98 @@
+"""docs/flags.md, generated from the scripts' own parsers so that it cannot go stale.
+
+    python tools/flag_docs.py            # rewrite docs/flags.md
+    python tools/flag_docs.py --check    # exit 1 if docs/flags.md differs from what the parsers say
+
+tests/test_docs.py fails when the page and the parsers disagree.
+"""
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PAGE = ROOT / "docs" / "flags.md"
+# (script, module holding its parser, the parser's builder), in the order a user meets them.
+SCRIPTS = [("classifier.py", "flags", "classifier_parser"), ("multitask_classifier.py", "flags", "multitask_parser"),
+           ("pretrain.py", "flags", "pretrain_parser"), ("sweep.py", "sweep", "build_parser"),
+           ("ensemble.py", "ensemble", "build_parser"), ("report.py", "report", "build_parser"),
+           ("bench.py", "bench", "build_parser"), ("prepare_submit.py", "prepare_submit", "build_parser"),
+           ("evaluation.py", "evaluation", "build_parser"), ("sanity_check.py", "sanity_check", "build_parser"),
+           ("datasets.py", "datasets", "build_parser"), ("checkpoint.py", "checkpoint", "build_parser")]
+# Earlier spellings, still accepted and hidden from --help.
+ALIASES = {"classifier.py": "`--checkpoint_dir DIR` is `--run_dir DIR`.",
+           "multitask_classifier.py": "`--checkpoint PATH` is `--run_dir` PATH's folder, with the best checkpoint "
+                                      "saved as PATH itself."}
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _default(action):
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        return "not given"
+    d = action.default
+    if d is None or d == argparse.SUPPRESS:
+        return ""
+    if isinstance(d, (list, tuple)):
+        return " ".join(str(x) for x in d)
+    return str(d)
+
+
+def _values(action):
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        return "a switch"
+    if action.choices:
+        return ", ".join(str(c) for c in action.choices)
+    if action.nargs in ("+", "*") or isinstance(action.nargs, int):
+        return f"{action.nargs} value(s)" if action.nargs not in ("+", "*") else "one or more" if action.nargs == "+" else "any number"
+    kind = getattr(action.type, "__name__", None)
+    return kind if kind and kind not in ("str", "<lambda>") else ""
+
+
+def render():
+    lines = ["# Flags", "",
+             "Every script's command-line flags with their defaults, generated from the parsers by "
+             "`python tools/flag_docs.py` (a test fails when this page and the parsers disagree). "
+             "A flag given explicitly always wins over a default; `--recipe handout` changes some defaults "
+             "of the two pipelines (see the training recipe in RESULTS.md).", ""]
+    for script, module, builder in SCRIPTS:
+        parser = getattr(importlib.import_module(module), builder)()
+        lines += [f"## {script}", ""]
+        for group in parser._action_groups:
+            actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS
+                       and not isinstance(a, argparse._HelpAction)]
+            if not actions:
+                continue
+            title = {"options": "options", "optional arguments": "options", "positional arguments": "arguments"}.get(
+                group.title, group.title)
+            lines += [f"{title}:", "", "| flag | default | values | what it does |", "|---|---|---|---|"]
+            for a in actions:
+                name = ", ".join(f"`{s}`" for s in a.option_strings) or f"`{a.metavar or a.dest}`"
+                help_text = (a.help or "").replace("%%", "%")
+                lines.append(f"| {name} | {_cell(_default(a))} | {_cell(_values(a))} | {_cell(help_text)} |")
+            lines.append("")
+        if script in ALIASES:
+            lines += [f"Earlier spelling, still accepted: {ALIASES[script]}", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    text = render()
+    if args.check:
+        if not PAGE.is_file() or PAGE.read_text() != text:
+            sys.exit(f"{PAGE} differs from the parsers: run python tools/flag_docs.py")
+        print(f"{PAGE} matches the parsers")
+        return
+    PAGE.write_text(text)
+    print(f"wrote {PAGE}")
+
+
+if __name__ == "__main__":
+    main()
