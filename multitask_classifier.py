@@ -84,7 +84,7 @@ class MultitaskPipeline(Pipeline):
         minutes = (time.perf_counter() - self.started) / 60
         append_row(a.results, RESULT_FIELDS, result_row(a, files.folder.name, self.mode, scores, best["epoch"], minutes))
         print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} (checkpoint, "
-              f"log {files.log.name}, predictions); results table {a.results}; {minutes:.1f} minutes this session")
+              f"log {files.log.name}, predictions); results table {a.results}; {minutes:.1f} minutes")
         return scores, published_paths(a, files.folder)
 
 

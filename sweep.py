@@ -256,7 +256,7 @@ class TrialProcess:
 
 
 def _child_setup():
-    """In a trial's process: its own session (Ctrl-C reaches the sweep, which stops the trial itself), and
+    """In a trial's process: a process group of its own (Ctrl-C reaches the sweep, which stops the trial itself), and
     on Linux a SIGTERM when the sweep dies, so a killed worker leaves no trial training on its own."""
     os.setsid()
     try:

@@ -5,7 +5,7 @@ training batches per task, at the starting weights, with any multitask_classifie
 
 One AdamW serves all tasks, so a task whose gradients are far larger than the others' fills the second
 moments: the other tasks' steps shrink by about the same factor and they stop learning. This is why
-`--sts_loss cosent` needs `--max_grad_norm` (README, "Better sentence embeddings").
+`--sts_loss cosent` needs `--max_grad_norm` (RESULTS.md, "Part 2: sentence embeddings").
 """
 import sys
 from pathlib import Path

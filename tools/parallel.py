@@ -1,4 +1,4 @@
-"""Run a plan of measurement commands N at a time (how the README's GPU tables were produced).
+"""Run a plan of measurement commands N at a time (how the tables of RESULTS.md were produced).
 
     python tools/parallel.py PLAN --jobs 6 --logs DIR [--deadline SECONDS] [--set KEY=VALUE ...]
 
