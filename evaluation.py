@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from datasets import MULTITASK, TASK_PREFIX, TASKS, read_examples
 from precision import autocast
-from utils import MinbertError, atomic_write, main_guard, to_device
+from utils import MinbertError, Progress, atomic_write, main_guard, to_device
 
 
 @torch.inference_mode()
@@ -19,8 +19,10 @@ def predict(fn, data, batch_size, device, amp="none", desc="eval"):
     device until the end: one copy to the host, not a sync per batch."""
     outputs, order = [], []
     total = -(-len(data) // batch_size)
-    for batch in tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc,
-                      disable=None, leave=False):
+    bar = tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc, disable=None, leave=False)
+    progress = Progress(desc, total, 60.0, terminal=not bar.disable)
+    for i, batch in enumerate(bar, start=1):
+        progress.update(i)
         order.append(batch["index"])
         with autocast(device, amp):
             outputs.append(fn(to_device(batch, device)).float())

@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 from monitor import TensorBoard
 from pcgrad import pcgrad_backward
 from precision import autocast, grad_scaler
-from utils import MinbertError, distributed, is_main, main_print, to_device
+from utils import MinbertError, Progress, distributed, is_main, main_print, to_device
 
 
 def count_tokens(batch):
@@ -113,7 +113,7 @@ class Trainer:
             self.batches += 1
             if self.on_step is not None and self.batches % self.log_every == 0:
                 self.on_step(self.batches, loss.detach().float().item(), self.optimizer.param_groups[0]["lr"])
-            progress.update(steps, lambda: loss_sum.item() / steps, tokens)
+            progress.update(steps, tokens, lambda: loss_sum.item() / steps)
         if steps and pending:  # the epoch ended inside an accumulation group
             self.step()
         seconds = time.perf_counter() - t0
@@ -151,33 +151,6 @@ class Trainer:
             self.scheduler.step()
         if getattr(self, "after_step", None) is not None:
             self.after_step()
-
-
-class Progress:
-    """Without a terminal (output to a file, nohup, a batch system) tqdm draws nothing, so a plain line goes
-    out instead: after the first `first` seconds, then every `every` seconds (step/total, mean loss,
-    tokens/s and the time left)."""
-
-    def __init__(self, desc, total, every, terminal, first=10.0):
-        self.desc, self.total, self.every = desc, total, every
-        self.on = bool(every) and not terminal and is_main()
-        self.t0 = self.last = time.perf_counter()
-        self.wait = min(first, every)
-
-    def update(self, steps, mean_loss, tokens):
-        now = time.perf_counter()
-        if not self.on or now - self.last < self.wait:
-            return
-        self.wait = self.every
-        self.last, elapsed = now, now - self.t0
-        eta = elapsed / steps * (self.total - steps) if self.total else 0.0
-        print(f"{self.desc}: step {steps}/{self.total}, loss {mean_loss():.4f}, {tokens / elapsed:.0f} tokens/s, "
-              f"{_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)
-
-
-def _clock(seconds):
-    m, s = divmod(int(seconds), 60)
-    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
 class EarlyStopping:

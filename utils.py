@@ -1,11 +1,12 @@
-"""Shared helpers: errors and the scripts' entry guard, seeding, ranks and device, masks, atomic files,
-batches to the device."""
+"""Shared helpers: errors and the scripts' entry guard, progress lines without a terminal, seeding, ranks and
+device, masks, atomic files, batches to the device."""
 import atexit
 import hashlib
 import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,35 @@ def main_guard(main):
         if rank0:
             print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
         sys.exit(130)
+
+
+class Progress:
+    """Without a terminal (output to a file, nohup, a batch system) tqdm draws nothing, so a plain line goes
+    out instead: after the first `first` seconds, then every `every` seconds (step/total, mean loss,
+    tokens/s and the time left)."""
+
+    def __init__(self, desc, total, every, terminal, first=10.0):
+        self.desc, self.total, self.every = desc, total, every
+        self.on = bool(every) and not terminal and is_main()
+        self.t0 = self.last = time.perf_counter()
+        self.wait = min(first, every)
+
+    def update(self, steps, tokens=None, mean_loss=None):
+        """After `steps` of `total`: a line if it is time for one. `mean_loss` is a function (it syncs a GPU)."""
+        now = time.perf_counter()
+        if not self.on or now - self.last < self.wait:
+            return
+        self.wait = self.every
+        self.last, elapsed = now, now - self.t0
+        eta = elapsed / steps * (self.total - steps) if self.total else 0.0
+        parts = [f"step {steps}/{self.total}"] + ([f"loss {mean_loss():.4f}"] if mean_loss else []) + (
+            [f"{tokens / elapsed:.0f} tokens/s"] if tokens is not None else [])
+        print(f"{self.desc}: {', '.join(parts)}, {_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)
+
+
+def _clock(seconds):
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
 # ----------------------------------------------------------------------------- seeding, device, AMP

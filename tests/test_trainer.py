@@ -115,3 +115,15 @@ def test_no_library_module_imports_a_pipeline_script():
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not imported & scripts, f"{path.name} imports {sorted(imported & scripts)}"
+
+
+def test_progress_lines_without_a_terminal(capsys):
+    from utils import Progress
+    p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)
+    p.update(2, tokens=1000, mean_loss=lambda: 1.5)
+    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # within the minute: no second line
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sst epoch 0: step 2/10, loss 1.5000, ")
+    assert "tokens/s" in lines[0] and "elapsed, about" in lines[0]
+    Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
+    assert capsys.readouterr().out == ""
