@@ -8,7 +8,7 @@
   - MultitaskBERT (forward, predict_sentiment, predict_paraphrase, predict_similarity): multitask.py, so
     that ensemble.py and tools/ can rebuild a saved model without importing this script;
   - which task each step trains (--sampler, --sequential) and the task streams: sampling.py;
-  - the training loss and its terms (MNRL, SimCSE, --sts_loss, SMART): losses.MultitaskLoss;
+  - the training loss and its terms (--sts_loss, MNRL, SimCSE, R-Drop, SMART): losses.MultitaskLoss;
   - the epoch protocol (checkpoints, --resume, early stopping, the log): trainer.fit;
   - scoring and the leaderboard files: evaluation.py; the flags: flags.py (multitask_parser).
 """
