@@ -161,7 +161,7 @@ def open_storage(url, default):
         except Exception as e:  # sqlalchemy's connection and schema errors
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
             # Workers started together on an empty database race to create its tables: the loser tries again.
-            if attempt < 4 and ("UniqueViolation" in first or "already exists" in first or "locked" in first):
+            if attempt < 4 and any(w in first.lower() for w in ("unique", "already exists", "locked")):
                 time.sleep(1 + attempt)
                 continue
             raise MinbertError(f"--storage {url}: cannot open the study database ({first})") from None

@@ -66,7 +66,7 @@ def _part1_default_paths(data, model, *extra):
 def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_model, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "first", "--lr", "1e-3"))
-    first = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir()}
+    first = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()}
     assert {"full-model-sst.pt", "full-model-sst-dev-out.csv", "full-model-sst-log.jsonl"} <= set(first)
     published = (tmp_path / "predictions" / "full-model-sst-dev-out.csv").read_bytes()
     assert published == first["full-model-sst-dev-out.csv"]
@@ -75,7 +75,7 @@ def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_mod
     out = capsys.readouterr().out
     second = [d for d in (tmp_path / "runs").iterdir() if d.name != "first"]
     assert len(second) == 1 and second[0].name.startswith("classifier-")
-    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir()} == first  # untouched
+    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()} == first  # untouched
     assert (tmp_path / "predictions" / "full-model-sst-dev-out.csv").read_bytes() == \
         (second[0] / "full-model-sst-dev-out.csv").read_bytes()
     if (second[0] / "full-model-sst-dev-out.csv").read_bytes() != published:
@@ -85,7 +85,7 @@ def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_mod
     # the same run name again is refused, in one line, before anything is written
     with pytest.raises(MinbertError, match=r"--run_name runs/first: already holds a run"):
         classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "first"))
-    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir()} == first
+    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()} == first
 
 
 def test_multitask_runs_get_their_own_folders(tmp_path, course_data, tiny_model, monkeypatch, capsys):
@@ -93,11 +93,11 @@ def test_multitask_runs_get_their_own_folders(tmp_path, course_data, tiny_model,
     common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--batch_size", "8",
               "--fine-tune-mode", "full-model"]
     mt.main(common + ["--run_name", "a", "--lr", "1e-3"])
-    a_files = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir()}
+    a_files = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir() if p.is_file()}
     assert {"multitask.pt", "multitask-log.jsonl", "sst-dev-output.csv", "para-test-output.csv"} <= set(a_files)
     mt.main(common + ["--run_name", "b", "--lr", "5e-2", "--seed", "3"])
     out = capsys.readouterr().out
-    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir()} == a_files
+    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir() if p.is_file()} == a_files
     for name in ("sst-dev-output.csv", "sts-test-output.csv"):
         assert (tmp_path / "predictions" / name).read_bytes() == (tmp_path / "runs" / "b" / name).read_bytes()
     assert "replacing those of run a (still in runs/a)" in out
