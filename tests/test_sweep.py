@@ -185,3 +185,12 @@ def test_two_workers_share_a_study_on_sqlite(tmp_path, course_data, tiny_model):
 
 def test_two_workers_share_a_study_on_postgresql(tmp_path, course_data, tiny_model, postgres_url):
     _two_workers(tmp_path, course_data, tiny_model, postgres_url)
+
+
+def test_a_new_study_under_an_old_name_never_writes_into_old_trial_folders(tmp_path):
+    """Deleting a study's database and starting again numbers its trials from 0 again."""
+    study = tmp_path / "runs" / "sweeps" / "s"
+    (study / "t0-s1").mkdir(parents=True)
+    (study / "t0-s1-2").mkdir()
+    assert sweep.trial_folder(study, 0, 1) == study / "t0-s1-3"
+    assert sweep.trial_folder(study, 1, 1) == study / "t1-s1"
