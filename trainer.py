@@ -316,7 +316,9 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
             start = epochs  # the run had stopped early: nothing left to train
     elif resume:
         main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
-    set_interrupt_hint(f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} starts it again")
+    set_interrupt_hint(f"{files.stem} epoch {start - 1} is saved in {files.last}; {continue_hint} continues from there"
+                       if start else f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} "
+                                     f"starts it again")
     monitor = TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs else None
     if monitor is not None:
         trainer.on_step = monitor.step
