@@ -42,9 +42,8 @@ def _refused(out):
     assert len(err) == 1 and "refused: the file holds Python objects that loading would have to run" in err[0], err
 
 
-@pytest.mark.parametrize("payload", [_Touch, _Open])
-def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, tiny_model, payload):
-    marker = tmp_path / "pwned"
+def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, tiny_model):
+    payload, marker = _Touch, tmp_path / "pwned"
     trained = tmp_path / "run"
     mt.main(part2_args(trained, course_data, tiny_model, "--epochs", "1"))
     good = torch.load(trained / "ck" / "mt.pt", weights_only=True)
@@ -58,6 +57,16 @@ def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, t
     last = trained / "ck" / "mt-last.pt"
     torch.save({**torch.load(last, weights_only=True), "extra": payload(marker)}, last)
     _refused(_cli("multitask_classifier.py", *part2_args(trained, course_data, tiny_model, "--epochs", "2"), "--resume"))
+    assert not marker.exists()
+
+
+def test_any_code_in_a_pickle_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    for payload in (_Touch, _Open):
+        path = tmp_path / f"{payload.__name__}.pt"
+        torch.save({"format": "minbert-checkpoint", "version": 2, "x": payload(marker)}, path)
+        with pytest.raises(MinbertError, match="refused: the file holds Python objects that loading would have to run"):
+            load_checkpoint(path)
     assert not marker.exists()
 
 

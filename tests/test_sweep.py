@@ -106,17 +106,17 @@ def test_a_pruned_trial_stops_after_the_epoch_the_pruner_rejects(tmp_path, monke
 
 
 def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, course_data, tiny_model):
-    """siamese_proj needs sentence embeddings: with cross pairs that trial fails in one line; the others run."""
-    base = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--batch_size", "8",
-            "--steps_per_epoch", "2", "--smart_weight", "0", "--max_length", "16"]
-    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), "multitask", "--sampler", "grid", "--trials", "4",
-                           "--space", "pair_encoding=cross,siamese", "siamese_proj=0,8", "--study", "m", "--no_prune", "--",
-                           *base],
+    """SMART perturbs BERT's embeddings, which last-linear-layer never runs: that trial fails in one line; the
+    other one runs."""
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), "classifier", "--sampler", "grid", "--trials", "2",
+                           "--space", "fine-tune-mode=full-model,last-linear-layer", "--study", "m", "--no_prune", "--",
+                           *[a for a in _base(course_data, tiny_model) if a not in ("--fine-tune-mode", "full-model")],
+                           "--smart_weight", "1"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     failed = [l for l in done.stdout.splitlines() if " failed: " in l and l.startswith("trial")]
-    assert len(failed) == 1 and "--siamese_proj works on sentence embeddings" in failed[0]
-    assert "3 complete, 0 pruned, 1 failed on their flags" in done.stdout
+    assert len(failed) == 1 and "--smart_weight perturbs BERT's embeddings" in failed[0]
+    assert "1 complete, 0 pruned, 1 failed on their flags" in done.stdout
 
 
 @pytest.mark.parametrize("argv, match", [
