@@ -1,0 +1,51 @@
+"""One CSV row per trained model from run logs (the epoch protocol's schema): the raw rows of RESULTS.md.
+
+    python tools/collect_logs.py runs/reg-p1-* --out benchmarks/cpu-avx2-regularizers-p1.csv
+
+Each row: the run, the pipeline and model, the best epoch and its dev score and metrics, every epoch's dev
+score, the training minutes (the log's seconds, summed) and the last epoch's loss terms.
+"""
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from utils import MinbertError, main_guard  # noqa: E402
+
+FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",
+          "loss_terms"]
+
+
+def rows(folder):
+    for log in sorted(Path(folder).glob("*-log.jsonl")):
+        records = [r for r in map(json.loads, log.read_text().splitlines()) if "dev_score" in r and r["epoch"] >= 0]
+        if not records:
+            continue
+        best = max(records, key=lambda r: r["dev_score"])
+        yield {"run": records[-1]["run"], "pipeline": records[-1]["pipeline"], "model": records[-1]["model"],
+               "epochs": len(records), "best_epoch": best["epoch"], "dev_score": f"{best['dev_score']:.4f}",
+               "dev": " ".join(f"{k}={v:.4f}" for k, v in best["dev"].items() if isinstance(v, (int, float))),
+               "dev_scores": " ".join(f"{r['dev_score']:.4f}" for r in records),
+               "train_minutes": f"{sum(r['seconds'] for r in records) / 60:.1f}",
+               "loss_terms": " ".join(f"{k}={v:.4g}" for k, v in records[-1]["loss_terms"].items())}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="run folders")
+    ap.add_argument("--out", required=True, help="the CSV to write")
+    args = ap.parse_args()
+    table = [row for folder in args.runs for row in rows(folder)]
+    if not table:
+        raise MinbertError("no epoch logged in any of these run folders")
+    with open(args.out, "w", newline="") as fp:
+        w = csv.DictWriter(fp, FIELDS)
+        w.writeheader()
+        w.writerows(table)
+    print(f"{len(table)} rows written to {args.out}")
+
+
+if __name__ == "__main__":
+    main_guard(main)
