@@ -374,7 +374,9 @@ def fetch_data(dest="data", source=None, log=print):
 def build_parser():
     ap = argparse.ArgumentParser(prog="datasets.py", description="Fill data/ with the course CSVs.")
     ap.add_argument("--fetch", action="store_true", help="copy or download the course files into --dest")
-    ap.add_argument("--from", dest="source", default=os.environ.get("MINBERT_DATA") or None,
+    # The environment is read in main(), not here, so that the parser (and docs/flags.md, generated
+    # from it) is the same on every machine.
+    ap.add_argument("--from", dest="source", default=None,
                     help="a local folder holding the course CSVs (default: $MINBERT_DATA, else download)")
     ap.add_argument("--dest", default="data", help="relative to the project folder (where datasets.py is)")
     return ap
@@ -384,6 +386,7 @@ def main():
     ap = build_parser()
     args = ap.parse_args()
     args.dest = Path(__file__).resolve().parent / args.dest
+    args.source = args.source or os.environ.get("MINBERT_DATA") or None
     if not args.fetch:
         ap.print_help()
         return
