@@ -35,7 +35,7 @@ from config import BertConfig
 from datasets import TaskData, batch_indices, data_file, read_examples
 from optimizer import AdamW
 from tokenizer import BertTokenizer
-from flags import DEFAULT_SMART, Parser, add_regularizer_flags, nonneg_int, positive_int
+from flags import DEFAULT_REGULARIZERS, Parser, add_regularizer_flags, nonneg_int, positive_int
 from precision import AMP_CHOICES, autocast, cpu_capability, device_kind, native_precisions, resolve_amp
 from hub import resolve_pretrained
 from utils import MinbertError, get_device, main_guard, to_device
@@ -265,7 +265,7 @@ def build_parser():
     ap.add_argument("--lora_rank", type=positive_int, default=8, help="the adapters' rank (lora, dora)")
     ap.add_argument("--pals", action="store_true", help="with one task's PALs beside every layer")
     add_regularizer_flags(ap.add_argument_group("regularisers, as the pipelines take them (default: Part 1 "
-                                                "full-model's default recipe)"), smart_weight=DEFAULT_SMART)
+                                                "full-model's default recipe)"), DEFAULT_REGULARIZERS["classifier"])
     return ap
 
 

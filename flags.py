@@ -130,7 +130,7 @@ HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm":
                   "rdrop_weight": 0.0, "smart_bregman_weight": 0.0}
 
 
-def add_recipe_flags(ap, smart_weight=0.0):
+def add_recipe_flags(ap, regularizers, full_model_only=False):
     """The training-recipe levers both pipelines share (schedule.py, trainer.py, smart.py), defaulting to
     the recipe measured best on MiniLM (RESULTS.md), and `--recipe handout`, which puts every default back
     to the handout's plain values."""
@@ -152,22 +152,39 @@ def add_recipe_flags(ap, smart_weight=0.0):
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
     g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="AdamW's decoupled weight decay")
-    add_regularizer_flags(g, smart_weight)
+    add_regularizer_flags(g, regularizers, full_model_only)
     return g
 
 
-# SMART's default weight in the default recipe (Part 1: full-model only).
-DEFAULT_SMART = 1.0
+# The regularisers of the default recipe, per pipeline: the rows measured best in RESULTS.md ("The
+# regularisers: which mechanism helps"). Part 1 applies them to full-model only: they need BERT in the graph,
+# and last-linear-layer trains on cached features.
+DEFAULT_REGULARIZERS = {
+    "classifier": {"rdrop_weight": 0.0, "smart_weight": 1.0},
+    "multitask": {"rdrop_weight": 0.0, "smart_weight": 1.0},
+}
+REGULARIZER_WEIGHTS = ("rdrop_weight", "smart_weight")
 
 
-def add_regularizer_flags(g, smart_weight=0.0):
-    """R-Drop and SMART (rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times their step."""
-    g.add_argument("--rdrop_weight", type=nonneg_float, default=0.0,
+def _weight_default(weight, full_model_only):
+    if full_model_only:
+        return f"{weight:g} for full-model, 0 otherwise" if weight else "0"
+    return f"{weight:g}"
+
+
+def add_regularizer_flags(g, defaults, full_model_only=False):
+    """R-Drop and SMART (rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times their step.
+    `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only they default to None here and
+    the parser resolves them once the fine-tune mode is known."""
+    def default(name):
+        return None if full_model_only else defaults[name]
+    g.add_argument("--rdrop_weight", type=nonneg_float, default=default("rdrop_weight"),
                    help="R-Drop (rdrop.py): each batch twice, the task loss averaged over both passes plus this "
-                        "weight times their symmetric KL (squared error for STS) (0: off)")
-    g.add_argument("--smart_weight", type=nonneg_float, default=smart_weight,
+                        "weight times their symmetric KL (squared error for STS) (0: off; default "
+                        + _weight_default(defaults["rdrop_weight"], full_model_only) + ")")
+    g.add_argument("--smart_weight", type=nonneg_float, default=default("smart_weight"),
                    help="SMART's adversarial smoothness term lambda_s (smart.py) (0: off; default "
-                        + ("1.0 for full-model, 0 otherwise" if smart_weight is None else f"{smart_weight:g}") + ")")
+                        + _weight_default(defaults["smart_weight"], full_model_only) + ")")
     g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size eta")
     g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's ascent steps")
     g.add_argument("--smart_noise", type=nonneg_float, default=1e-5, help="sigma of SMART's initial Gaussian perturbation")
@@ -306,7 +323,7 @@ def classifier_parser():
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
     add_adapter_flags(ap)
-    add_recipe_flags(ap, smart_weight=None)  # SMART: on for full-model only (resolved below)
+    add_recipe_flags(ap, DEFAULT_REGULARIZERS["classifier"], full_model_only=True)  # resolved below
     add_run_flags(ap, "classifier", "--checkpoint_dir")
     ap.add_argument("--predictions_dir", default="predictions",
                     help="where the leaderboard files of this run are copied (the run folder keeps its own)")
@@ -317,8 +334,10 @@ def parse_classifier(argv=None):
     args = parse_with_recipe(classifier_parser(), argv, {})
     if args.lr is None and args.fine_tune_mode == "full-model" and args.recipe == "handout":
         args.lr = FULL_MODEL_LR["handout"]
-    if args.smart_weight is None:  # SMART needs BERT in the graph: on by default for full-model only
-        args.smart_weight = DEFAULT_SMART if args.fine_tune_mode == "full-model" else 0.0
+    for name in REGULARIZER_WEIGHTS:  # the regularisers need BERT in the graph: by default full-model only
+        if getattr(args, name) is None:
+            full = args.fine_tune_mode == "full-model"
+            setattr(args, name, DEFAULT_REGULARIZERS["classifier"][name] if full else 0.0)
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")
@@ -371,7 +390,7 @@ def multitask_parser():
                          "the backbone trains with full-model and stays frozen with last-linear-layer")
     ap.add_argument("--pals_dim", type=positive_int, default=None,
                     help="the PALs' width d_s (default: 204 scaled from BERT-base to the checkpoint's hidden size)")
-    add_recipe_flags(ap, smart_weight=DEFAULT_SMART)
+    add_recipe_flags(ap, DEFAULT_REGULARIZERS["multitask"])
     ap.add_argument("--pair_encoding", choices=PAIR_ENCODINGS, default="cross",
                     help="cross: '[CLS] a [SEP] b [SEP]'; siamese: two sentence embeddings; mixed: Quora cross, STS siamese")
     ap.add_argument("--pooling", choices=["cls", "pooler", "mean"], default="mean",
