@@ -160,8 +160,8 @@ def add_recipe_flags(ap, regularizers, full_model_only=False):
 # regularisers: which mechanism helps"). Part 1 applies them to full-model only: they need BERT in the graph,
 # and last-linear-layer trains on cached features.
 DEFAULT_REGULARIZERS = {
-    "classifier": {"rdrop_weight": 0.0, "smart_weight": 1.0},
-    "multitask": {"rdrop_weight": 0.0, "smart_weight": 1.0},
+    "classifier": {"rdrop_weight": 0.0, "smart_weight": 0.0},
+    "multitask": {"rdrop_weight": 2.0, "smart_weight": 0.0},
 }
 REGULARIZER_WEIGHTS = ("rdrop_weight", "smart_weight")
 

@@ -163,7 +163,7 @@ def test_multitask_runs_with_every_lever(tmp_path, course_data, tiny_model, extr
     outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
     scores = mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
                       "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--llrd", "0.8",
-                      "--smart_weight", "0", "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results",
+                      "--smart_weight", "0", "--rdrop_weight", "0", "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results",
                       str(tmp_path / "r.csv"), *outs, *extra])
     assert set(scores) == {"sst", "quora", "sts"} and all(math.isfinite(v) for v in scores.values())
     log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
@@ -195,17 +195,20 @@ def test_handout_recipe_is_one_flag_away():
     best, plain = mt.get_args([]), mt.get_args(["--recipe", "handout"])
     resolve_lr(best, 384)
     assert (best.fine_tune_mode, best.batch_size, best.lr, best.hidden_dropout_prob) == ("full-model", 32, 1e-4, 0.1)
-    assert (best.scheduler, best.warmup_ratio, best.max_grad_norm, best.smart_weight) == ("linear", 0.1, 0.0, 1.0)
+    assert (best.scheduler, best.warmup_ratio, best.max_grad_norm) == ("linear", 0.1, 0.0)
+    assert (best.rdrop_weight, best.smart_weight, best.smart_bregman_weight) == (2.0, 0.0, 0.0)  # R-Drop
     assert (plain.fine_tune_mode, plain.batch_size, plain.lr, plain.hidden_dropout_prob) == \
         ("last-linear-layer", 8, 1e-5, 0.3)
-    assert (plain.scheduler, plain.warmup_ratio, plain.max_grad_norm, plain.smart_weight) == ("constant", 0.0, 0.0, 0.0)
+    assert (plain.scheduler, plain.warmup_ratio, plain.max_grad_norm, plain.smart_weight, plain.rdrop_weight) == \
+        ("constant", 0.0, 0.0, 0.0, 0.0)
     assert mt.get_args(["--recipe=handout", "--lr", "3e-5"]).lr == 3e-5  # explicit flags win
     p1, h1 = classifier.get_args(["--fine-tune-mode", "full-model"]), \
         classifier.get_args(["--fine-tune-mode", "full-model", "--recipe", "handout"])
     resolve_lr(p1, 384)
-    assert p1.lr == FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm, p1.smart_weight) == \
-        ("linear", 0.0, 1.0)
-    assert classifier.get_args([]).smart_weight == 0.0  # last-linear-layer trains on cached features: no SMART
+    assert p1.lr == FULL_MODEL_LR["best"] and (p1.scheduler, p1.max_grad_norm, p1.smart_weight, p1.rdrop_weight) == \
+        ("linear", 0.0, 0.0, 0.0)  # Part 1: no regulariser measured above the baseline
+    llr = classifier.get_args([])  # last-linear-layer trains on cached features: no regulariser
+    assert (llr.smart_weight, llr.rdrop_weight) == (0.0, 0.0)
     assert h1.lr == 1e-5 and (h1.scheduler, h1.warmup_ratio, h1.max_grad_norm, h1.smart_weight) == \
         ("constant", 0.0, 0.0, 0.0)
 
