@@ -334,9 +334,9 @@ def parse_classifier(argv=None):
     args = parse_with_recipe(classifier_parser(), argv, {})
     if args.lr is None and args.fine_tune_mode == "full-model" and args.recipe == "handout":
         args.lr = FULL_MODEL_LR["handout"]
-    for name in REGULARIZER_WEIGHTS:  # the regularisers need BERT in the graph: by default full-model only
+    full = args.fine_tune_mode == "full-model"  # the regularisers need BERT in the graph: by default full-model only
+    for name in REGULARIZER_WEIGHTS:
         if getattr(args, name) is None:
-            full = args.fine_tune_mode == "full-model"
             setattr(args, name, DEFAULT_REGULARIZERS["classifier"][name] if full else 0.0)
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "

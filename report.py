@@ -11,7 +11,6 @@ submission zip). Several runs given together are overlaid in the learning curves
 backend: no window ever opens.
 """
 import csv
-import json
 import math
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from sklearn.metrics import f1_score, precision_recall_curve  # noqa: E402
 from checkpoint import load_checkpoint  # noqa: E402
 from evaluation import pearson  # noqa: E402
 from flags import Parser  # noqa: E402
+from runs import read_log, read_text  # noqa: E402
 from utils import MinbertError, main_guard  # noqa: E402
 
 DPI = 150
@@ -75,53 +75,6 @@ class Run:
         rows = self.trained or self.records
         i = int(np.nanargmax([r["dev_score"] for r in rows]))
         return rows[i]["epoch"], rows[i]
-
-
-def _legacy(rec):
-    """A record of the earlier per-pipeline log formats, in the current schema."""
-    if "dev_mean" in rec:
-        return {**rec, "pipeline": "multitask", "dev_score": rec["dev_mean"]}
-    if "dev_acc" in rec:
-        return {**rec, "pipeline": "classifier", "dev_score": rec["dev_acc"],
-                "dev": {"accuracy": rec["dev_acc"], "f1": rec.get("dev_f1"), "train_accuracy": rec.get("train_acc")}}
-    if "masked_acc" in rec:
-        return {**rec, "pipeline": "pretrain", "dev_score": rec["masked_acc"],
-                "dev": {k: rec[k] for k in ("masked_acc", "masked_loss") if k in rec}}
-    return rec
-
-
-def read_text(path, what):
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise MinbertError(f"{path}: not a text file, so not a {what}") from None
-    except IsADirectoryError:
-        raise MinbertError(f"{path}: is a folder, not a {what}") from None
-
-
-def read_log(path):
-    path = Path(path)
-    if not path.is_file():
-        raise MinbertError(f"{path}: log not found")
-    records = []
-    for n, line in enumerate(read_text(path, "run log").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise MinbertError(f"{path}: line {n}: truncated or not JSON; the run was probably cut off while "
-                               f"writing it: delete that line and report again") from None
-        if isinstance(rec, dict) and "stopped" in rec:
-            continue  # the line saying why the run stopped early
-        rec = _legacy(rec) if isinstance(rec, dict) else rec
-        if not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec or rec.get("pipeline") not in PANELS:
-            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py "
-                               f"or pretrain.py")
-        records.append(rec)
-    if not records:
-        raise MinbertError(f"{path}: the log is empty (no epoch finished)")
-    return records
 
 
 def logs_of(target):

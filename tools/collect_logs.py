@@ -7,11 +7,11 @@ score, the training minutes (the log's seconds, summed) and the last epoch's los
 """
 import argparse
 import csv
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from runs import read_log  # noqa: E402
 from utils import MinbertError, main_guard  # noqa: E402
 
 FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",
@@ -20,7 +20,7 @@ FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev"
 
 def rows(folder):
     for log in sorted(Path(folder).glob("*-log.jsonl")):
-        records = [r for r in map(json.loads, log.read_text().splitlines()) if "dev_score" in r and r["epoch"] >= 0]
+        records = [r for r in read_log(log) if r["epoch"] >= 0]
         if not records:
             continue
         best = max(records, key=lambda r: r["dev_score"])
