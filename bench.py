@@ -7,12 +7,12 @@ backward, AdamW step) and inference.
     python bench.py --pretrained all-minilm-l6-v2 --fine-tune-mode lora   # or dora, last-linear-layer; --pals
 
 Rows: `recipe` trains Part 1's classifier with the regularisers the flags ask for, taken as the pipelines
-take them (default: Part 2's default recipe, the full-model run the handout's
-commands make); `plain` is the same step without them; `baseline` (--compare)
-has every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop); with --hf,
-HF transformers' BertModel on the same weights, on the same length-bucketed batches as ours (`hf-bucketed`,
-what its Trainer's group_by_length gives) and on batches in random order (`hf-random`, its default, so
-that row's ratio includes bucketing's gain). Reports non-pad and padded tokens/s, ms per step, achieved
+take them (default: Part 2's default recipe, R-Drop on the full model); `plain` is the same step without
+them; `baseline` (--compare) has every switch off (fp32, explicit attention, no bucketing, the reference
+optimizer loop); with --hf, HF transformers' BertModel on the same weights, on the same length-bucketed
+batches as ours (`hf-bucketed`, what its Trainer's group_by_length gives) and on batches in random
+order (`hf-random`, its default, so that row's ratio includes bucketing's gain).
+Reports non-pad and padded tokens/s, ms per step, achieved
 FLOP/s and MFU against the matmul peak measured on the same device, with the same thread count, in the same
 run (the best of several timed matmuls after a warm-up, with its spread; only for precisions the hardware
 runs natively, since an emulated bf16 peak is meaningless), and peak memory (on a GPU the allocator's peak
@@ -265,8 +265,8 @@ def build_parser():
                     default="full-model", help="what trains (adapters on query and value, as the pipelines' default)")
     ap.add_argument("--lora_rank", type=positive_int, default=8, help="the adapters' rank (lora, dora)")
     ap.add_argument("--pals", action="store_true", help="with one task's PALs beside every layer")
-    add_regularizer_flags(ap.add_argument_group("regularisers, as the pipelines take them (default: Part 2's, "
-                                                "full-model's default recipe)"), DEFAULT_REGULARIZERS["multitask"])
+    add_regularizer_flags(ap.add_argument_group("regularisers, as the pipelines take them (default: Part 2's "
+                                                "default recipe)"), DEFAULT_REGULARIZERS["multitask"])
     return ap
 
 
