@@ -35,7 +35,9 @@ def main_guard(main):
             stream.reconfigure(line_buffering=True)
     rank0 = os.environ.get("RANK", "0") == "0"
     try:
-        return main()
+        result = main()
+        finish_distributed()
+        return result
     except MinbertError as e:
         if rank0:
             print(f"error: {e}", file=sys.stderr)
@@ -97,9 +99,27 @@ def distributed():
         else:
             dist.init_process_group("gloo")
         # Tear the group down before the interpreter does: gloo's threads left alive at exit can abort the
-        # process ("terminate called without an active exception") after all its work is done.
-        atexit.register(dist.destroy_process_group)
+        # process ("terminate called without an active exception") after all its work is done. A clean
+        # exit goes through finish_distributed first; this is the fallback for an error exit.
+        atexit.register(_destroy_group)
     return dist.get_rank(), world
+
+
+def _destroy_group():
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def finish_distributed():
+    """The end of a torchrun process that completed its work: every rank waits for the others, then the
+    group is torn down. Without the wait a rank that finished first (rank 1, while rank 0 still writes
+    the outputs) destroys its end of the connections the other still holds, and gloo can abort one of
+    them at exit. Error exits skip the wait (torchrun stops the other ranks) and only tear down."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def is_main():

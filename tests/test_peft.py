@@ -93,7 +93,11 @@ def test_pals_on_a_frozen_backbone_train_alone(tiny_model):
 
 @pytest.mark.parametrize("mode", ["lora", "dora"])
 def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_data, tiny_model, mode, capsys):
-    plain = mt_args(tmp_path, course_data, tiny_model, "--epochs", "1")
+    # fp32 (--amp none): the claim below is the algebra of merging, W0 + (alpha / r) B A computing what the
+    # adapters did. Under --amp auto a CPU with native bf16 rounds the merged and the unmerged products
+    # differently (one bf16 step near an STS score of 2.5 is 0.0156) and can flip a near-tied label, so at
+    # that precision the comparison would test rounding, not merging.
+    plain = mt_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--amp", "none")
     mt.main(plain + ["--lora_rank", "2", "--fine-tune-mode", mode])
     out = capsys.readouterr().out
     assert "trainable parameters: " in out and "AdamW state" in out

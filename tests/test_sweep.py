@@ -31,24 +31,47 @@ def _start(tmp_path, argv):
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _stop_during_trial(proc, number, sig):
-    """Send `sig` to the sweep once it has started trial `number`'s training; returns its output."""
+def _children(pid):
+    """The pids of `pid`'s child processes (Linux: /proc/PID/task/*/children)."""
+    from pathlib import Path
+    return [int(c) for t in Path(f"/proc/{pid}/task").glob("*") for c in (t / "children").read_text().split()]
+
+
+def _stop_during_trial(proc, study_folder, number, sig):
+    """Send `sig` to the sweep while trial `number`'s process is provably mid-run; returns its output.
+
+    Nothing here waits on a clock: the trial's first epoch line in its log says it is training, and the
+    trial's process is then frozen (SIGSTOP) so that it cannot finish before the signal lands, however
+    busy the machine. It is let go (SIGCONT) once the signal is sent."""
+    import time
     out = []
     for line in proc.stdout:
         out.append(line)
         if line.startswith(f"trial {number}: --"):
-            import time
-            time.sleep(2.0)  # the trial's process is training
-            os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
             break
-    rest, err = proc.communicate(timeout=120)
+    logged = lambda: [p for p in study_folder.glob(f"t{number}-s*/*-log.jsonl") if p.read_text().strip()]  # noqa: E731
+    while not logged():
+        assert proc.poll() is None, "the sweep ended before trial %d logged an epoch" % number
+        time.sleep(0.02)
+    trial = _children(proc.pid)
+    assert len(trial) == 1, f"expected the trial's one process under the sweep, found {trial}"
+    os.kill(trial[0], signal.SIGSTOP)
+    try:
+        os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+    finally:
+        try:
+            os.kill(trial[0], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    rest, err = proc.communicate(timeout=600)
     return "".join(out) + rest, err
 
 
 def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, course_data, tiny_model):
+    # two epochs: the trial is stopped after its first, with the second still to run
     argv = ["classifier", "--trials", "3", "--space", "lr=log:1e-4:1e-2", "--study", "s", "--no_prune", "--",
-            *_base(course_data, tiny_model)]
-    out, err = _stop_during_trial(_start(tmp_path, argv), 2, signal.SIGINT)
+            *_base(course_data, tiny_model, epochs=2)]
+    out, err = _stop_during_trial(_start(tmp_path, argv), tmp_path / "runs" / "sweeps" / "s", 2, signal.SIGINT)
     assert "Traceback" not in err
     line = [l for l in err.splitlines() if l.startswith("interrupted:")]
     assert line and "continue the sweep with: python sweep.py classifier --trials 3" in line[0]
@@ -65,8 +88,9 @@ def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, course_da
 
 def test_grid_point_of_a_killed_worker_runs_again(tmp_path, course_data, tiny_model):
     argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,3e-3", "--trials", "2", "--study", "g", "--no_prune", "--",
-            *_base(course_data, tiny_model)]
-    _stop_during_trial(_start(tmp_path, argv), 1, signal.SIGKILL)  # kill -9: no chance to clean up
+            *_base(course_data, tiny_model, epochs=2)]
+    # kill -9 of the sweep and its trial: no chance to clean up
+    _stop_during_trial(_start(tmp_path, argv), tmp_path / "runs" / "sweeps" / "g", 1, signal.SIGKILL)
     done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "its worker (process" in done.stdout and "queued to run again" in done.stdout
