@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from config import BertConfig, ConfigError
 from hub import cache_dir, resolve_pretrained
-from utils import MinbertError
+from utils import MinbertError, refuse_code, safe_load
 
 # HF checkpoint name (after the optional 'bert.' prefix, with gamma/beta renamed) -> our name.
 # One table: reading it top to bottom tells where every pretrained tensor lands.
@@ -42,18 +42,22 @@ def hf_to_ours(name):
 
 
 def read_state_dict(path):
-    """Load a .safetensors or torch .bin state dict; a damaged file is named in the error."""
-    try:
-        if str(path).endswith(".safetensors"):
-            from safetensors.torch import load_file
+    """Load a .safetensors or torch .bin state dict (tensors only: loading runs no code); a damaged file is
+    named in the error, with what to do about it."""
+    # Only a file in our download cache can be fetched again; a user's own folder must not be deleted.
+    in_cache = cache_dir().resolve() in Path(path).resolve().parents
+    advice = (f"; the file is damaged or not a checkpoint, "
+              f"{'delete it to download it again' if in_cache else 'replace it with a good copy'}")
+    if str(path).endswith(".safetensors"):
+        from safetensors.torch import load_file
+        try:
             return load_file(str(path))
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        # Only a file in our download cache can be fetched again; a user's own folder must not be deleted.
-        in_cache = cache_dir().resolve() in Path(path).resolve().parents
-        advice = "delete it to download it again" if in_cache else "replace it with a good copy"
-        raise MinbertError(f"{path}: cannot read the weights ({type(e).__name__}: {str(e)[:200]}); "
-                           f"the file is damaged or not a checkpoint, {advice}") from None
+        except Exception as e:
+            raise MinbertError(f"{path}: cannot read the weights ({type(e).__name__}: {str(e)[:200]}){advice}") from None
+    state, culprit = safe_load(path, "the weights", advice=advice)
+    if culprit is not None:
+        raise refuse_code(path, culprit)
+    return state
 
 
 class BertPreTrainedModel(nn.Module):

@@ -18,7 +18,6 @@ read through the same restricted loader with only `pathlib`'s path classes allow
 memory; `python checkpoint.py --convert OLD.pt NEW.pt` writes the new format to disk.
 """
 import pathlib
-import pickle
 import random
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from utils import MinbertError, atomic_write, main_guard
+from utils import MinbertError, atomic_write, main_guard, refuse_code, safe_load
 
 FORMAT, VERSION = "minbert-checkpoint", 2
 
@@ -106,22 +105,11 @@ def load_checkpoint(path, map_location="cpu"):
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: checkpoint not found")
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as e:
-        culprit = _unsupported_global(str(e))
-        if culprit is None:
-            import re
-            why = re.search(r"WeightsUnpickler error: ([^\n]+)", str(e))
-            raise MinbertError(f"{path}: cannot read checkpoint (damaged, or not a file torch.save wrote"
-                               + (f": {why.group(1).strip()[:200]}" if why else "") + ")") from None
+    state, culprit = safe_load(path, "checkpoint", map_location)
+    if culprit is not None:
         if not culprit.startswith("pathlib."):
-            raise MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
-                               f"({culprit}); a minbert checkpoint holds only tensors and plain values, so this "
-                               f"file was not written by minbert or was altered") from None
+            raise refuse_code(path, culprit)
         state = _load_with_paths(path, map_location)  # the earlier format: its flags held pathlib paths
-    except Exception as e:  # torch raises many kinds for a damaged file
-        raise MinbertError(f"{path}: cannot read checkpoint ({type(e).__name__}: {_first_line(e)})") from None
     if not isinstance(state, dict):
         raise MinbertError(f"{path}: not a minbert checkpoint (it holds a {type(state).__name__})")
     if state.get("format") == FORMAT:
@@ -136,33 +124,18 @@ def load_checkpoint(path, map_location="cpu"):
     raise MinbertError(f"{path}: not a minbert checkpoint (no model and spec in it)")
 
 
-def _first_line(e):
-    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-    return lines[0][:200] if lines else type(e).__name__
-
-
-def _unsupported_global(message):
-    """The 'module.name' torch's restricted unpickler refused, from its error message."""
-    import re
-    m = re.search(r"Unsupported global: GLOBAL ([\w.]+)", message)
-    return m.group(1) if m else None
-
-
 def _load_with_paths(path, map_location):
     """The earlier format, read by the same restricted unpickler with pathlib's path classes allowed (building
     a path runs no code of the file's choosing)."""
     allowed = [pathlib.PosixPath, pathlib.WindowsPath, pathlib.PurePosixPath, pathlib.PureWindowsPath]
-    try:
-        with torch.serialization.safe_globals(allowed):
-            return torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as e:
-        culprit = _unsupported_global(str(e))
-        if culprit and culprit.startswith("numpy"):
-            raise MinbertError(f"{path}: the resumable checkpoint of an earlier minbert (its random state is "
-                               f"pickled NumPy); it cannot be resumed by this one: score its best checkpoint, "
-                               f"or start the run again") from None
-        raise MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
-                           f"({culprit or 'not tensors and plain values'})") from None
+    state, culprit = safe_load(path, "checkpoint", map_location, allowed)
+    if culprit is None:
+        return state
+    if culprit.startswith("numpy"):
+        raise MinbertError(f"{path}: the resumable checkpoint of an earlier minbert (its random state is "
+                           f"pickled NumPy); it cannot be resumed by this one: score its best checkpoint, "
+                           f"or start the run again")
+    raise refuse_code(path, culprit)
 
 
 def convert_legacy(state, source):

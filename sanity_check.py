@@ -13,7 +13,7 @@ from math import erf, sqrt
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
 from hub import resolve_pretrained
-from utils import MinbertError, main_guard
+from utils import MinbertError, main_guard, refuse_code, safe_load
 
 INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
 ATOL, RTOL = 1e-5, 1e-3
@@ -89,10 +89,11 @@ def main():
     with torch.inference_mode():
         out = {k: v.numpy() for k, v in model(ids, mask).items()}
     if args.reference:
-        try:
-            ref = torch.load(args.reference, map_location="cpu", weights_only=True)  # tensors only: no code runs
-        except Exception as e:
-            raise MinbertError(f"{args.reference}: cannot read the reference ({type(e).__name__}: {e})") from None
+        ref, culprit = safe_load(args.reference, "the reference")  # tensors only: no code runs
+        if culprit is not None:
+            raise refuse_code(args.reference, culprit)
+        if not isinstance(ref, dict):
+            raise MinbertError(f"{args.reference}: not a reference (it holds a {type(ref).__name__}, not a dict of outputs)")
         ref = {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
         against = args.reference
     else:
