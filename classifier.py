@@ -145,17 +145,20 @@ def main(argv=None, on_epoch=None):
     check_max_length(args.max_length, args.pretrained)
     lr_why = resolve_lr(args, hidden_size(args.pretrained))
     stems = [f"{args.fine_tune_mode}-{n}" for n in args.datasets]
-    run = open_run("classifier", stems, args.run_name, args.run_dir, args.resume)
-    check_outputs(dirs=[run.folder, args.predictions_dir],
-                  files=[Path(args.predictions_dir) / f"{s}-{x}-out.csv" for s in stems for x in ("dev", "test")])
-    main_print(f"fine-tune mode {args.fine_tune_mode}, {lr_why}, {args.pretrained} on {device}"
-               + (f", {distributed()[1]} processes" if distributed()[1] > 1 else "") + f"; run folder {run.folder}")
-    results = []
-    for name in args.datasets:
-        t0 = time.perf_counter()
-        results.append(train(args, name, run, device, on_epoch))
-        main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
-    return results
+    with open_run("classifier", stems, args.run_name, args.run_dir, args.resume) as run:
+        check_outputs(dirs=[("--predictions_dir", args.predictions_dir)],
+                      files=[("--predictions_dir", Path(args.predictions_dir) / f"{s}-{x}-out.csv")
+                             for s in stems for x in ("dev", "test")],
+                      inputs=[(f"the {n} {s} data file", data_file(args.data_dir, n, s)) for n in args.datasets
+                              for s in ("train", "dev", "test")], own=run.folder)
+        main_print(f"fine-tune mode {args.fine_tune_mode}, {lr_why}, {args.pretrained} on {device}"
+                   + (f", {distributed()[1]} processes" if distributed()[1] > 1 else "") + f"; run folder {run.folder}")
+        results = []
+        for name in args.datasets:
+            t0 = time.perf_counter()
+            results.append(train(args, name, run, device, on_epoch))
+            main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
+        return results
 
 
 if __name__ == "__main__":

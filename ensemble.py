@@ -146,24 +146,27 @@ def main(argv=None):
     device = get_device(args.use_gpu)
     setup_precision(args, device)
     out = Path(args.out)
-    check_outputs(dirs=[out], files=[out / output_name(t, s) for t in MULTITASK for s in SPLITS])
     check_members(args.members)
     ref = reference(args.data_dir)
     folders = {m: folder_member(m, ref) for m in args.members if Path(m).is_dir()}  # cheap: checked up front too
-    run = open_run("ensemble", None, args.run_name, args.run_dir)
-    members, cache = [], {}
-    for m in args.members:
-        members.append(folders[m] if m in folders else checkpoint_member(m, args, device, ref, cache))
-        print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
-    mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
-    run.folder.mkdir(parents=True, exist_ok=True)
-    files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
-             for (task, split), (ids, _) in ref.items()]
-    (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in args.members))
-    scores = dev_scores(mean, ref)
-    print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
-    publish([(f, out / f.name) for f in files], run.name, run.folder)
-    return scores
+    inputs = [(f"the {t} {s} data file", data_file(args.data_dir, t, s)) for t in MULTITASK for s in SPLITS] + [
+        (f"member {m}", m) for m in args.members if not Path(m).is_dir()] + [
+        (f"a file of member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
+    with open_run("ensemble", None, args.run_name, args.run_dir) as run:
+        check_outputs(dirs=[("--out", out)], files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
+                      inputs=inputs, own=run.folder)
+        members, cache = [], {}
+        for m in args.members:
+            members.append(folders[m] if m in folders else checkpoint_member(m, args, device, ref, cache))
+            print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
+        mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
+        files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
+                 for (task, split), (ids, _) in ref.items()]
+        (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in args.members))
+        scores = dev_scores(mean, ref)
+        print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
+        publish([(f, out / f.name) for f in files], run.name, run.folder)
+        return scores
 
 
 if __name__ == "__main__":

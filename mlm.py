@@ -87,7 +87,10 @@ class BertForMaskedLM(nn.Module):
         chosen = labels != IGNORE
         logits = self.head(hidden[chosen], self.bert.word_embedding.weight)
         gold = labels[chosen]
-        return F.cross_entropy(logits.float(), gold), logits, gold
+        # A batch of short sentences can have no chosen token at all: its loss is 0 (nothing to predict), not
+        # the NaN a mean over no elements would be, which would read as a diverged run.
+        loss = F.cross_entropy(logits.float(), gold, reduction="sum") / max(gold.numel(), 1)
+        return loss, logits, gold
 
     def checkpoint_tensors(self):
         """Every tensor to write: the encoder under our own names (which --pretrained loads as they are)

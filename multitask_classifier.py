@@ -17,14 +17,16 @@ import time
 from pathlib import Path
 
 from datasets import MULTITASK, TASK_PREFIX, load_multitask_data
-from evaluation import format_scores, model_eval_multitask, multitask_mean, output_name, write_multitask_outputs
+from evaluation import (format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name,
+                        write_multitask_outputs)
 from flags import (ARCHITECTURE, check_max_length, given_flags, hidden_size, multitask_parser, parse_multitask, resolve_lr,
                    run_defining)
 from lora import merge_for_inference
 from losses import MultitaskLoss
 from multitask import MultitaskBERT, data_paths, load_multitask, spec_from_args
 from precision import setup_precision
-from runs import append_row, check_outputs, open_run, publish
+from runs import (RunLock, append_row, backup_line, check_outputs, check_table, is_run_folder, open_run, protect,
+                  publish)
 from sampling import MultitaskBatches
 from tokenizer import BertTokenizer
 from trainer import Pipeline, build_trainer, fit
@@ -120,8 +122,18 @@ def test_multitask(args, device, argv=None):
     data = load_multitask_data(data_paths(args), BertTokenizer.from_pretrained(spec.pretrained), max_length,
                                spec.pair_encoding, ("dev", "test"))
     folder = Path(args.eval_only).parent
-    scores, _ = write_multitask_outputs(model, data["dev"], data["test"], folder, device, args.amp)
-    publish(published_paths(args, folder), state.get("run") or folder.name, folder)
+    # The files go beside the checkpoint: in its run folder (locked, so that no run is writing there), or in a
+    # folder of the user's, where a file of the same name that no run wrote is kept as a backup first.
+    lock = RunLock(folder).acquire("--eval_only") if is_run_folder(folder) else None
+    try:
+        kept = [] if lock else protect(multitask_output_files(folder))
+        if kept:
+            print(backup_line(kept))
+        scores, _ = write_multitask_outputs(model, data["dev"], data["test"], folder, device, args.amp)
+        publish(published_paths(args, folder), state.get("run") or folder.name, folder)
+    finally:
+        if lock:
+            lock.release()
     print(f"{args.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}")
     return scores
 
@@ -145,15 +157,25 @@ def main(argv=None, on_epoch=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device, log=main_print)
-    outputs = [dest for _, dest in published_paths(args, ".")]
+    outputs = [(f"--{TASK_PREFIX[t]}_{s}_out", getattr(args, f"{TASK_PREFIX[t]}_{s}_out")) for t in MULTITASK
+               for s in ("dev", "test")]
+    splits = ("dev", "test") if args.eval_only else ("train", "dev", "test")
+    inputs = [(f"the --{TASK_PREFIX[t]}_{s} data file", getattr(args, f"{TASK_PREFIX[t]}_{s}")) for t in MULTITASK
+              for s in splits]
     if args.eval_only:
-        check_outputs(files=outputs)
+        folder = Path(args.eval_only).parent
+        check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", args.eval_only)], own=folder)
         return test_multitask(args, device, argv)
     check_max_length(args.max_length, args.pretrained)
     lr_why = resolve_lr(args, hidden_size(args.pretrained))
-    run = open_run("multitask", [args.checkpoint_name or "multitask"], args.run_name, args.run_dir, args.resume)
-    check_outputs(dirs=[run.folder], files=outputs + [args.results])
-    return train_multitask(args, run, device, on_epoch, lr_why)
+    stem = args.checkpoint_name or "multitask"
+    with open_run("multitask", [stem], args.run_name, args.run_dir, args.resume) as run:
+        files = run.files(stem)
+        check_table(args.results, RESULT_FIELDS, "--results")
+        check_outputs(files=outputs + [("--results", args.results)], own=run.folder,
+                      inputs=inputs + [("this run's checkpoint", files.best), ("this run's checkpoint", files.last),
+                                       ("this run's log", files.log)])
+        return train_multitask(args, run, device, on_epoch, lr_why)
 
 
 if __name__ == "__main__":

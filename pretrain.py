@@ -28,7 +28,7 @@ from flags import check_max_length, parse_pretrain, run_defining
 from hub import resolve_pretrained
 from mlm import BertForMaskedLM, mask_tokens
 from precision import autocast, setup_precision
-from runs import Run
+from runs import open_run
 from tokenizer import BertTokenizer
 from trainer import Pipeline, build_trainer, fit
 from utils import MinbertError, append_jsonl, get_device, main_guard, seed_everything, to_device
@@ -175,12 +175,12 @@ def main(argv=None):
     device = get_device(args.use_gpu)
     setup_precision(args, device)
     check_max_length(args.max_length, args.pretrained)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise MinbertError(f"--out {out}: is a file; pretrain.py writes a checkpoint folder there")
-    if not args.resume and out.is_dir() and any(out.iterdir()):
-        raise MinbertError(f"--out {out}: the folder is not empty; pick another, or add --resume to continue it")
-    run = Run(out.name, out, f"--out {out}")
+    with open_run("pretrain", ["pretrain"], run_dir=args.out, resume=args.resume, flag="--out") as run:
+        return pretrain(args, run, device)
+
+
+def pretrain(args, run, device):
+    """Train in `run`'s folder (--out) and turn it into a checkpoint folder at the end."""
     files = run.files("pretrain")
     seed_everything(args.seed)
     pipeline = PretrainPipeline(args, device)

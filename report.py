@@ -24,7 +24,7 @@ from sklearn.metrics import f1_score, precision_recall_curve  # noqa: E402
 from checkpoint import load_checkpoint  # noqa: E402
 from evaluation import pearson  # noqa: E402
 from flags import Parser  # noqa: E402
-from runs import read_log, read_text  # noqa: E402
+from runs import backup_line, protect, read_log, read_text, record  # noqa: E402
 from utils import MinbertError, main_guard  # noqa: E402
 
 DPI = 150
@@ -71,9 +71,13 @@ class Run:
 
     @property
     def best(self):
-        """(epoch, record) of the best dev score, the epoch the pipelines keep."""
+        """(epoch, record) of the best dev score, the epoch the pipelines keep; (None, None) when no epoch has
+        one (every dev score NaN: the run diverged)."""
         rows = self.trained or self.records
-        i = int(np.nanargmax([r["dev_score"] for r in rows]))
+        scores = np.array([np.nan if r["dev_score"] is None else r["dev_score"] for r in rows], dtype=np.float64)
+        if np.isnan(scores).all():
+            return None, None
+        i = int(np.nanargmax(scores))
         return rows[i]["epoch"], rows[i]
 
 
@@ -124,9 +128,10 @@ def plot_curves(runs, path, title):
             color = f"C{i % 10}"
             ax.plot(epochs, vals, marker="o", ms=3, color=color, label=run.name)
             best_epoch, _ = run.best
-            j = epochs.index(best_epoch)
-            ax.plot([best_epoch], [vals[j]], marker="*", ms=13, color=color, markeredgecolor="black",
-                    linestyle="none")
+            if best_epoch is not None:
+                j = epochs.index(best_epoch)
+                ax.plot([best_epoch], [vals[j]], marker="*", ms=13, color=color, markeredgecolor="black",
+                        linestyle="none")
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("epoch")
         ax.set_ylabel(unit, fontsize=9)
@@ -269,15 +274,21 @@ def _md_escape(text, limit=160):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def report(targets, out):
+def report(targets, out_dir):
     runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
-    out = check_out(out)
+    out = OutFolder(out_dir)
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
     md += ["| run | kind | best epoch | epochs | dev scores | training minutes |", "|---|---|---|---|---|---|"]
     for r in runs:
         epoch, rec = r.best
+        minutes = sum(x.get("seconds", 0) for x in r.records) / 60
+        if rec is None:
+            md.append(f"| {r.name} | {r.kind} | none | {len(r.trained)} | every dev score is NaN: the run diverged "
+                      f"(a learning rate too high?) | {minutes:.1f} |")
+            print(f"{r.log}: every dev score is NaN (the run diverged); its curves show the epochs it ran")
+            continue
         d = rec["dev"]
         if r.kind == "multitask":
             scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_score']:.3f}"
@@ -285,7 +296,6 @@ def report(targets, out):
             scores = f"{r.dataset} accuracy {d['accuracy']:.3f}, macro-F1 {d.get('f1') or float('nan'):.3f}"
         else:
             scores = f"held-out masked-token accuracy {d['masked_acc']:.3f}"
-        minutes = sum(x.get("seconds", 0) for x in r.records) / 60
         md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)} | {scores} | {minutes:.1f} |")
     md += [""]
     for kind in PANELS:
@@ -296,7 +306,7 @@ def report(targets, out):
         title = f"{TITLES[kind]} learning curves"
         if len(group) == 1:
             title += f": {group[0].name}"
-        written.append(plot_curves(group, out / name, title))
+        written.append(plot_curves(group, out.file(name), title))
         md += [f"## {title}", "", f"![learning curves]({name})", ""]
     for i, r in enumerate(runs):
         if not r.scores:
@@ -313,35 +323,51 @@ def report(targets, out):
                 md += [f"### {task.upper()}: left out", "", f"{e}", ""]
                 continue
             if task == "sts":
-                fig, stats = plot_sts(s, r.name, out / f"{slug}-sts.png")
+                fig, stats = plot_sts(s, r.name, out.file(f"{slug}-sts.png"))
                 md += [f"### STS: Pearson r {stats['pearson']:.3f}", "", f"![STS scatter]({fig.name})", ""]
             elif task == "quora":
-                fig, stats = plot_quora(s, r.name, out / f"{slug}-quora-pr.png")
+                fig, stats = plot_quora(s, r.name, out.file(f"{slug}-quora-pr.png"))
                 md += [f"### Quora: accuracy {stats['accuracy']:.3f}, F1 {stats['f1']:.3f} at threshold 0.5", "",
                        f"![Quora precision-recall]({fig.name})", ""]
             else:
-                fig, _ = plot_confusion(s, r.name, task, out / f"{slug}-{task}-confusion.png")
+                fig, _ = plot_confusion(s, r.name, task, out.file(f"{slug}-{task}-confusion.png"))
                 md += [f"### {task.upper()}: confusion matrix", "", f"![{task} confusion]({fig.name})", ""]
             written.append(fig)
             md += [f"Most wrong dev examples ({task}):", "", "| id | text | gold | predicted |", "|---|---|---|---|"]
             md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |"
                    for e in worst_examples(s, task)]
             md += [""]
-    (out / "report.md").write_text("\n".join(md) + "\n")
-    print(f"report written: {out / 'report.md'} with {len(written)} figures in {out}")
-    return out / "report.md", written
+    md_path = out.file("report.md")
+    md_path.write_text("\n".join(md) + "\n")
+    out.close()
+    print(f"report written: {md_path} with {len(written)} figures in {out.path}")
+    return md_path, written
 
 
 # ----------------------------------------------------------------------------- the results table
 
-def check_out(out):
-    """The output folder, made; a file in its place is one line."""
-    out = Path(out)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise MinbertError(f"--out {out}: {p} is a file; report.py writes a folder of figures there")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+class OutFolder:
+    """--out, the folder report.py writes into (made; a file in its place is one line). `file(name)` claims a
+    file before it is written: one there that no run and no report wrote (or that changed since) is kept as
+    a dated backup (runs.protect); `close()` records what was written and says in one line what was kept."""
+
+    def __init__(self, out):
+        self.path, self.kept, self.written = Path(out), [], []
+        for p in (self.path, *self.path.parents):
+            if p.exists() and not p.is_dir():
+                raise MinbertError(f"--out {self.path}: {p} is a file; report.py writes a folder of figures there")
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def file(self, name):
+        path = self.path / name
+        self.kept += protect([path])
+        self.written.append(path)
+        return path
+
+    def close(self):
+        record([p for p in self.written if p.is_file()], "report.py", self.path)
+        if self.kept:
+            print(backup_line(self.kept))
 
 
 def read_results(path):
@@ -376,7 +402,7 @@ def results_view(path, out):
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
-    out = check_out(out)
+    out = OutFolder(out)
     names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
     fig, ax = plt.subplots(figsize=(7, max(2.4, 0.9 + 0.35 * len(rows))))
     y = np.arange(len(rows))[::-1]
@@ -390,7 +416,8 @@ def results_view(path, out):
     ax.set_xlabel("dev mean (SST acc, Quora acc, (STS r + 1) / 2)")
     ax.set_title(f"Runs in {Path(path).name}, best first", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
-    fig_path = _save(fig, out / "results.png")
+    fig_path = _save(fig, out.file("results.png"))
+    out.close()
     print(f"bar chart written: {fig_path}")
     return rows, fig_path
 

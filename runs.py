@@ -1,25 +1,49 @@
-"""Run folders: no run destroys another's results.
+"""Run folders: no run destroys another's results, nor a file the user had.
 
 Every training run writes its checkpoints, per-epoch log and prediction files into a folder of its own,
-`runs/NAME/` (NAME: `--run_name`, by default the script and a timestamp). The handout's paths
-(`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the run just
-finished, and one line says which run's files they replaced; those stay in that run's folder.
-`predictions/.sources.json` remembers which run each published file came from.
+`runs/NAME/` (NAME: `--run_name`, by default the script and a timestamp; `--run_dir DIR` anywhere). The
+folder is the run's alone:
+  - `.minbert-run` in it marks it as a run folder, and the process writing into it holds a lock on that file
+    (flock, released by the kernel when the process ends, so a killed run leaves no stale lock; where the
+    file system has no flock, the process id written in the file is checked instead). A second process
+    asking for the folder is refused in one line naming the first.
+  - A folder holding files that no run wrote is refused (`--run_dir data` would mix run files among the CSVs);
+    `--run_name` stays under runs/.
+  - No output path may name an input of the run, name the same file as another output, or lie inside
+    another run's folder (whose files belong to that run's checkpoint and log).
+The handout's paths (`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the
+run just finished, and one line says which run's files they replaced; those stay in that run's folder.
+`predictions/.sources.json` remembers which run wrote each published file and its sha256: a file there that
+no run wrote, or that changed since, is never replaced without being kept as a dated backup, said in one line.
 """
 import csv
+import hashlib
 import json
+import os
+import socket
+import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
-from utils import MinbertError, atomic_write
+from utils import MinbertError, atomic_write, is_main
 
 RUNS_ROOT = Path("runs")
 SOURCES = ".sources.json"
+RUN_MARK = ".minbert-run"
 
 
 def new_run_name(prefix):
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_run_name(name, flag="--run_name", root=RUNS_ROOT):
+    """`name` as a folder under `root`: relative, no '..', not empty. Returns it."""
+    pure = PurePath(name)
+    if not name.strip() or pure.is_absolute() or not pure.parts or ".." in pure.parts or name != name.strip():
+        raise MinbertError(f"{flag} {name!r}: names a folder under {root}/ (e.g. {flag} my-run, or exp/run-1), never "
+                           f"one outside it" + ("; for a folder elsewhere give --run_dir DIR" if flag == "--run_name" else ""))
+    return name
 
 
 @dataclass
@@ -44,29 +68,157 @@ class RunFiles:
         return [p for p in (self.log, self.best, self.last) if p.exists()]
 
 
+# ----------------------------------------------------------------------------- one process per run folder
+
+def _holder(fd):
+    """What the lock file says about the process that holds (or last held) it."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        info = json.loads(os.read(fd, 1 << 16).decode() or "{}")
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(info):
+    """Whether the process named in a lock file may still be running: a dead process on this machine is
+    recognised; one on another machine cannot be checked from here, so it counts as running."""
+    pid, host = info.get("pid"), info.get("host")
+    if not isinstance(pid, int):
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _try_lock(fd):
+    """True when this process now holds the lock on `fd`, False when another process does."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: a byte-range lock on the file's first byte
+        import msvcrt
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without flock (some network mounts): the process id written in the file
+        return not _alive(_holder(fd))
+
+
+class RunLock:
+    """The lock a run holds on its folder's `.minbert-run` for as long as it writes there."""
+
+    def __init__(self, folder):
+        self.path, self.fd = Path(folder) / RUN_MARK, None
+
+    def acquire(self, flag):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _try_lock(fd):
+            info = _holder(fd)
+            os.close(fd)
+            who = (f"process {info.get('pid')} on {info.get('host')}, since {info.get('since')}: "
+                   f"{str(info.get('command', ''))[:160]}") if info else "another process"
+            raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes writing one "
+                               f"run folder would mix their checkpoints and logs: wait for it to end, or pick another name")
+        self.fd = fd
+        self._write({"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+                     "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
+        return self
+
+    def _write(self, info):
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        os.write(self.fd, (json.dumps(info) + "\n").encode())
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            self._write({**_holder(self.fd), "pid": None, "ended": time.strftime("%Y-%m-%d %H:%M:%S")})
+        except OSError:
+            pass
+        os.close(self.fd)  # closing the file releases the lock
+        self.fd = None
+
+
+def is_run_folder(folder):
+    """A folder a run wrote: marked, or (an earlier minbert's, before the mark) holding a run's log."""
+    folder = Path(folder)
+    return (folder / RUN_MARK).is_file() or any(folder.glob("*-log.jsonl"))
+
+
+def run_folder_of(path):
+    """The run folder `path` lies in (or is), or None."""
+    path = Path(os.path.abspath(path))
+    for p in (path, *path.parents):
+        if (p / RUN_MARK).is_file():
+            return p
+    return None
+
+
 @dataclass
 class Run:
-    """A run's name and folder; `files(stem)` names what one trained model writes there. `how` is the flag
-    that names it again (for the --resume hint)."""
+    """A run's name and folder, and its lock on that folder (released by `close`, or by leaving a `with`
+    block); `files(stem)` names what one trained model writes there. `how` is the flag that names it again
+    (for the --resume hint)."""
     name: str
     folder: Path
     how: str = ""
+    lock: RunLock = None
+    created: Path = None  # the outermost folder opening the run made (removed again if nothing was written)
 
     def files(self, stem):
         return RunFiles(self.folder, stem)
 
+    def close(self):
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+            # folders this run made and left with nothing but its mark (it stopped before writing anything)
+            if self.created is not None and [p.name for p in self.folder.iterdir()] == [RUN_MARK]:
+                (self.folder / RUN_MARK).unlink()
+                for folder in (self.folder, *self.folder.parents):
+                    if any(folder.iterdir()):
+                        break
+                    folder.rmdir()
+                    if folder == self.created:
+                        break
 
-def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_ROOT):
-    """The run folder a run writes into, refusing to write over another run's files.
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_ROOT, flag=None):
+    """The run folder a run writes into, locked for this process; refused in one line when it is another
+    process's, not a run folder, or (unless the run resumes it) already holds this pipeline's files.
 
     --run_dir DIR is that folder; otherwise runs/RUN_NAME (a new timestamped name by default). A folder
     already holding this pipeline's files (one of `stems`' log or checkpoints; any file when `stems` is
-    None) is refused unless the run resumes it. --resume without a name takes the newest folder under `root` holding one of `stems`' runs."""
-    flag = "--run_dir" if run_dir else "--run_name"
+    None) is refused unless the run resumes it. --resume without a name takes the newest folder under `root`
+    holding one of `stems`' runs. Under torchrun rank 0 alone holds the lock. Use the result in a `with`
+    block (or call its close()), so that the lock is released when the run ends. `flag` names the folder's
+    flag in messages (default --run_dir or --run_name)."""
+    flag = flag or ("--run_dir" if run_dir else "--run_name")
     if run_dir:
         folder = Path(run_dir)
     elif run_name:
-        folder = Path(root) / run_name
+        folder = Path(root) / check_run_name(run_name)
     elif resume:
         found = sorted((d for d in Path(root).glob("*") if d.is_dir() and any(RunFiles(d, s).exist() for s in stems or ())),
                        key=lambda d: d.stat().st_mtime)
@@ -80,13 +232,27 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         folder = Path(root) / name
     if folder.exists() and not folder.is_dir():
         raise MinbertError(f"{flag} {folder}: is a file, but a run folder goes there; move it or pick another name")
-    held = ([p for s in stems for p in RunFiles(folder, s).exist()] if stems is not None
-            else sorted(folder.iterdir()) if folder.is_dir() else [])
-    if held and not resume:
-        raise MinbertError(f"{flag} {folder}: already holds a run ({held[0].name}); choose another"
-                           + (", or add --resume to continue it" if stems is not None else ""))
-    return Run(run_name or folder.name, folder, f"--run_dir {folder}" if run_dir else f"--run_name {folder.name}")
+    if folder.is_dir() and any(folder.iterdir()) and not is_run_folder(folder):
+        example = sorted(p.name for p in folder.iterdir())[0]
+        raise MinbertError(f"{flag} {folder}: not a run folder: it holds files no run wrote ({example}, ...), which "
+                           f"the run's files would mix with or replace; give a new or empty folder")
+    run = Run(run_name or folder.name, folder, f"{flag} {folder}" if run_dir else f"--run_name {folder.name}",
+              created=next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None))
+    if is_main():
+        run.lock = RunLock(folder).acquire(flag)
+    try:
+        held = ([p for s in stems for p in RunFiles(folder, s).exist()] if stems is not None
+                else sorted(p for p in folder.iterdir() if p.name != RUN_MARK) if folder.is_dir() else [])
+        if held and not resume:
+            raise MinbertError(f"{flag} {folder}: already holds a run ({held[0].name}); choose another"
+                               + (", or add --resume to continue it" if stems is not None else ""))
+    except BaseException:
+        run.close()
+        raise
+    return run
 
+
+# ----------------------------------------------------------------------------- outputs and inputs
 
 def append_row(path, fields, row):
     """Append `row` to the CSV table at `path` (its header first if the file is new)."""
@@ -100,50 +266,158 @@ def append_row(path, fields, row):
         w.writerow(row)
 
 
-def check_outputs(dirs=(), files=()):
-    """Fail before training, not after it, when an output cannot be written: a folder that is a file,
-    a file that is a folder, or a parent that is a file."""
-    for path, want_dir in [(Path(d), True) for d in dirs] + [(Path(f), False) for f in files]:
+def _named(items):
+    """[(flag, path)] from a list of paths or (flag, path) pairs."""
+    return [(None, Path(i)) if not isinstance(i, tuple) else (i[0], Path(i[1])) for i in items]
+
+
+def _same(a, b):
+    a, b = Path(a), Path(b)
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
+
+
+def check_outputs(dirs=(), files=(), inputs=(), own=None):
+    """Fail before training, not after it, when an output cannot or must not be written:
+      - a folder that is a file, a file that is a folder, or a parent that is a file;
+      - two outputs naming one file;
+      - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
+      - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's).
+    `dirs` and `files` are paths or (flag, path) pairs; the flag names the output in the message."""
+    own = Path(os.path.abspath(own)) if own is not None else None
+    seen = []
+    for (flag, path), want_dir in [(d, True) for d in _named(dirs)] + [(f, False) for f in _named(files)]:
+        name = f"{flag} {path}" if flag else str(path)
         if path.exists() and path.is_dir() != want_dir:
-            raise MinbertError(f"{path}: is a {'file' if want_dir else 'folder'}, but the run writes a "
+            raise MinbertError(f"{name}: is a {'file' if want_dir else 'folder'}, but the run writes a "
                                f"{'folder' if want_dir else 'file'} there; move it or pick another path")
         for parent in path.parents:
             if parent.exists() and not parent.is_dir():
                 raise MinbertError(f"{parent}: is a file, but the run writes {path} inside it; "
                                    f"move it or pick another path")
+        if want_dir:
+            continue
+        for what, other in inputs:
+            if _same(path, other):
+                raise MinbertError(f"{name}: is {what}, which this run reads; writing there would destroy it: "
+                                   f"name another file")
+        for other_name, other in seen:
+            if _same(path, other):
+                raise MinbertError(f"{name}: {other_name} names the same file; each output needs its own")
+        seen.append((name, path))
+        folder = run_folder_of(path.parent)
+        if folder is not None and folder != own:
+            raise MinbertError(f"{name}: inside {folder}, the folder of another run, whose files belong to its "
+                               f"checkpoint and log: name a path outside it")
 
 
-def publish(pairs, run_name, run_dir, log=print):
+def check_table(path, fields, flag):
+    """A table rows are appended to (--results): refused in one line when the file there is another table."""
+    path = Path(path)
+    if path.is_file() and path.stat().st_size:
+        with open(path, encoding="utf-8", errors="replace", newline="") as fp:
+            first = fp.readline().strip()
+        if first.lstrip("\ufeff") != ",".join(fields):
+            raise MinbertError(f"{flag} {path}: not a results table of this script (its first line is {first[:60]!r}), so "
+                               f"rows appended to it would garble it: name another file")
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _backup_name(dest):
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup, n = dest.with_name(f"{dest.name}.{stamp}.bak"), 2
+    while backup.exists():
+        backup, n = dest.with_name(f"{dest.name}.{stamp}-{n}.bak"), n + 1
+    return backup
+
+
+def written_by(dest):
+    """The record of the run that wrote the file at `dest` (from its folder's .sources.json), or None when no run
+    did or the file changed since."""
+    rec = _read_sources(Path(dest).parent / SOURCES).get(Path(dest).name)
+    if not isinstance(rec, dict):
+        return None
+    if "sha256" in rec and Path(dest).is_file() and _sha256(Path(dest).read_bytes()) != rec["sha256"]:
+        return None
+    return rec
+
+
+def protect(dests):
+    """Before `dests` are written: each one that exists and that no run wrote (or that changed since) is
+    renamed to a dated backup beside it (NAME.YYYYmmdd-HHMMSS.bak). Returns [(dest, backup)]."""
+    kept = []
+    for dest in map(Path, dests):
+        if dest.is_file() and written_by(dest) is None:
+            backup = _backup_name(dest)
+            os.replace(dest, backup)
+            kept.append((dest, backup))
+    return kept
+
+
+def backup_line(kept):
+    """The one line saying which files were kept as backups (empty when none)."""
+    if not kept:
+        return ""
+    return ("kept files that no run wrote (or that changed since) as dated backups: "
+            + ", ".join(f"{d} -> {b.name}" for d, b in kept))
+
+
+def record(dests, run_name, run_dir):
+    """Note in each destination folder's .sources.json which run wrote `dests`, with their sha256."""
+    by_folder = {}
+    for dest in map(Path, dests):
+        by_folder.setdefault(dest.parent, []).append(dest)
+    for folder, files in by_folder.items():
+        sources = _read_sources(folder / SOURCES)
+        for dest in files:
+            sources[dest.name] = {"run": run_name, "dir": str(run_dir), "sha256": _sha256(dest.read_bytes())}
+        atomic_write(folder / SOURCES, lambda fp: json.dump(sources, fp, indent=1, sort_keys=True), mode="w")
+
+
+def publish(pairs, run_name, run_dir, log=print, what="predictions"):
     """Copy each (run file, published path) pair. The line it prints names the run whose published files
-    were replaced and the folder where they still are."""
-    replaced, dests = set(), []
+    were replaced and the folder where they still are; a file there that no run wrote is kept as a backup."""
+    replaced, copies, dests, published = set(), [], [], []
     for src, dest in pairs:
         src, dest = Path(src), Path(dest)
         dests.append(dest)
-        if src.resolve() == dest.resolve():  # published where the run wrote it: nothing to copy
+        if _same(src, dest):  # published where the run wrote it: nothing to copy
             continue
-        sources_file = dest.parent / SOURCES
-        sources = _read_sources(sources_file)
+        published.append(dest)
         data = src.read_bytes()
-        if dest.is_file() and dest.read_bytes() != data:
-            old = sources.get(dest.name)
-            replaced.add(f"run {old['run']} (still in {old['dir']})" if isinstance(old, dict)
-                         else "an unrecorded earlier run")
+        if dest.is_file() and dest.read_bytes() == data:
+            continue
+        old = written_by(dest) if dest.is_file() else None
+        if old is not None:
+            replaced.add(f"run {old['run']} (still in {old['dir']})")
+        copies.append((dest, data))
+    kept = protect([d for d, _ in copies])
+    for dest, data in copies:
         atomic_write(dest, lambda fp: fp.write(data))
-        sources[dest.name] = {"run": run_name, "dir": str(run_dir)}
-        atomic_write(sources_file, lambda fp: json.dump(sources, fp, indent=1, sort_keys=True), mode="w")
     if not dests:
         return ""
-    line = f"run {run_name}'s predictions copied to " + ", ".join(str(d) for d in dests)
+    if published:
+        record(published, run_name, run_dir)
+    line = f"run {run_name}'s {what} copied to " + ", ".join(str(d) for d in dests)
     if replaced:
         line += f", replacing those of {'; '.join(sorted(replaced))}"
     log(line)
+    if kept:
+        log(backup_line(kept))
     return line
 
 
 def _read_sources(path):
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from flags import Parser, classifier_parser, multitask_parser, nonneg_int, positive_int
+from runs import check_run_name
 from utils import MinbertError, main_guard, set_interrupt_hint
 
 ROOT = Path(__file__).resolve().parent
@@ -48,6 +49,7 @@ PARSERS = {"classifier": classifier_parser, "multitask": multitask_parser}
 # Flags the sweep sets for every trial: where its files go, and its seed.
 RESERVED = ["--seed", "--run_name", "--run_dir", "--checkpoint_dir", "--checkpoint", "--predictions_dir", "--results",
             "--resume", "--eval_only"] + [f"--{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")]
+SWEEPS = Path("runs") / "sweeps"  # each study's database, trial folders and trials.csv
 HEARTBEAT, GRACE = 20, 60  # seconds: a worker's heartbeat interval, and how old it may get before others step in
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -349,8 +351,8 @@ def sweep(args, base, command):
     if len(set(args.seeds)) != len(args.seeds):
         raise MinbertError(f"--seeds {' '.join(map(str, args.seeds))}: a seed given twice; each seed runs once per trial")
     check_flags(args.pipeline, base, space)
-    study_name = args.study or f"{args.pipeline}-sweep"
-    folder = Path("runs") / "sweeps" / study_name
+    study_name = check_run_name(args.study, "--study", SWEEPS) if args.study else f"{args.pipeline}-sweep"
+    folder = SWEEPS / study_name
     storage = open_storage(args.storage, folder.parent / f"{study_name}.db")
     pruner = (optuna.pruners.MedianPruner(n_startup_trials=args.prune_startup, n_warmup_steps=args.prune_warmup)
               if args.prune else optuna.pruners.NopPruner())

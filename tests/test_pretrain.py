@@ -88,7 +88,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2")
     restore()
-    with pytest.raises(MinbertError, match="not empty.*--resume"):
+    with pytest.raises(MinbertError, match="already holds a run.*add --resume"):
         _run(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2")
     with pytest.raises(MinbertError, match="cannot resume.*--lr"):
         _run(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2", "--resume", "--lr", "1e-3")
@@ -128,7 +128,7 @@ def test_an_interrupted_or_killed_first_epoch_is_no_dead_end(tmp_path, tiny_mode
     killed = tmp_path / "b"
     killed.mkdir()
     (killed / "pretrain-log.jsonl").write_text('{"epoch": -1}\n')
-    with pytest.raises(MinbertError, match="not empty.*--resume"):
+    with pytest.raises(MinbertError, match="already holds a run.*add --resume"):
         _run(tmp_path, tiny_model, killed, "--epochs", "1")
     out = _run(tmp_path, tiny_model, killed, "--epochs", "1", "--resume")
     assert "no completed epoch of pretrain" in capsys.readouterr().out
