@@ -131,7 +131,8 @@ def train(args, name, run, device, on_epoch=None):
     trainer = build_trainer(pipeline.model, args, device, pipeline.steps)
     main_print(pipeline.data["train"].describe_batches(args.batch_size, args.bucket))
     return fit(pipeline, trainer, run.files(f"{args.fine_tune_mode}-{name}"), run.name, args.epochs, args.patience,
-               args.resume, run_defining(args), on_epoch, f"the same command plus --resume {run.how}", args.tensorboard)
+               args.resume, run_defining(args, {f"{name} {s} data": data_file(args.data_dir, name, s)
+                                                 for s in ("train", "dev", "test")}), on_epoch, f"the same command plus --resume {run.how}", args.tensorboard)
 
 
 def get_args(argv=None):

@@ -80,7 +80,7 @@ def read_examples(path, task, split, log=None):
     labelled = split != "test"
     raw = path.read_bytes()
     try:
-        lines = raw.decode("utf-8").splitlines()
+        lines = raw.decode("utf-8-sig").splitlines()  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
         raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text "

@@ -42,7 +42,7 @@ def build_parser():
     ap.add_argument("--run_dir", default=None, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
     ap.add_argument("--use_gpu", action="store_true", help="run the members on the GPU")
     ap.add_argument("--batch_size", type=positive_int, default=64, help="examples per inference batch")
-    add_speed_flags(ap)
+    add_speed_flags(ap, training=False)
     return ap
 
 

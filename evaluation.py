@@ -9,6 +9,7 @@ from tqdm.auto import tqdm
 
 from datasets import MULTITASK, TASK_PREFIX, TASKS, read_examples
 from precision import autocast
+from runs import read_text
 from utils import MinbertError, Progress, atomic_write, main_guard, to_device
 
 
@@ -42,6 +43,8 @@ def macro_f1(pred, gold):
 
 def pearson(pred, gold):
     pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if not np.isfinite(pred).all():
+        return float("nan")  # outputs that are not numbers have no correlation (a diverged model)
     if pred.std() == 0 or gold.std() == 0:
         return 0.0  # constant predictions carry no correlation
     return float(np.corrcoef(pred, gold)[0, 1])
@@ -88,7 +91,7 @@ def read_predictions(path):
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: prediction file not found")
-    lines = path.read_text().splitlines()
+    lines = read_text(path, "prediction file").lstrip("\ufeff").splitlines()
     if not lines or not lines[0].strip().lower().startswith("id"):
         raise MinbertError(f"{path}: line 1: expected a header starting with 'id'")
     preds, duplicated = {}, []

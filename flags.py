@@ -7,7 +7,9 @@ Which flags define a run (and must agree when it is resumed) is declared once, a
 RUN_FREE: the flags that only say where files go or how fast the same computation runs.
 """
 import argparse
+import math
 import sys
+from pathlib import Path
 
 from datasets import TASK_PREFIX, data_file
 from lora import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, TARGETS, check_merge
@@ -32,7 +34,7 @@ def _number(kind, check, what):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if value != value or not check(value):  # NaN fails every check
+        if not math.isfinite(value) or not check(value):  # NaN and infinity mean no run anyone wants
             raise argparse.ArgumentTypeError(f"{text} must be {what}")
         return value
     parse.__name__ = what  # argparse names the type in some messages
@@ -47,6 +49,8 @@ probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
 llrd_factor = _number(float, lambda v: 0 < v <= 1, "a factor in (0, 1]")
 momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
+# NumPy's legacy seeding (np.random.seed) takes 0 .. 2**32 - 1, so a seed outside would fail mid-start.
+seed = _number(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295 (2**32 - 1)")
 
 
 def given_flags(parser, argv):
@@ -66,33 +70,111 @@ def given_flags(parser, argv):
 RUN_FREE = {"use_gpu", "amp", "attn", "compile", "foreach", "resume", "run_name", "run_dir", "checkpoint",
             "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard",
             "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
+# Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they hold
+# may not: a run records its inputs' sha256 (run_defining's `inputs`), and a resumption compares those.
+PATH_FLAGS = {"data_dir", "texts"} | {f"{p}_{s}" for p in ("sst", "para", "sts") for s in ("train", "dev", "test")}
 
 
-def run_defining(args):
-    """{flag: value} of the flags that define `args`' run, as plain values."""
+def run_defining(args, inputs=None):
+    """{flag: value} of the flags that define `args`' run, as plain values, and under "inputs" the sha256 of
+    each file it reads ({what: path} in `inputs`). A --pretrained that is a local folder counts by its files'
+    contents too (the folder may move); a hub or packaged name counts as the name."""
     from checkpoint import plain
-    return {k: plain(v) for k, v in sorted(vars(args).items()) if k not in RUN_FREE}
+    from utils import file_digest
+    flags = {k: plain(v) for k, v in sorted(vars(args).items()) if k not in RUN_FREE | PATH_FLAGS}
+    inputs = dict(inputs or {})
+    if "pretrained" in flags and Path(flags["pretrained"]).is_dir():
+        from hub import resolve_pretrained
+        ckpt = resolve_pretrained(flags.pop("pretrained")).require("config", "vocab", "weights")
+        inputs.update({"--pretrained config.json": ckpt.config, "--pretrained vocab.txt": ckpt.vocab,
+                       "--pretrained weights": ckpt.weights})
+    flags["inputs"] = {what: {"path": str(path), "sha256": file_digest(path)} for what, path in sorted(inputs.items())}
+    return flags
 
 
-def check_same_run(saved, now, source):
+def check_same_run(saved, now, source, log=print):
     """Refuse to resume a run whose run-defining flags (`saved`) differ from this one's (`now`), naming each
-    difference."""
-    diff = [f"--{k.replace('fine_tune_mode', 'fine-tune-mode')} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
-            for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    difference, or whose input files hold other bytes than the ones it was trained on. An input found at a
+    new path with the same bytes (a data folder moved or copied) is said in one line and accepted. A
+    checkpoint of an earlier minbert, which recorded paths rather than contents, is not held to its paths."""
+    keys = (set(saved) | set(now)) - RUN_FREE - PATH_FLAGS - {"inputs"}
+    diff = [f"{flag_spelling(k)} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
+            for k in sorted(keys) if saved.get(k) != now.get(k)]
+    was, new = saved.get("inputs") or {}, now.get("inputs") or {}
+    moved = []
+    for what in sorted(set(was) & set(new)):
+        if was[what]["sha256"] != new[what]["sha256"]:
+            diff.append(f"the {what} file {new[what]['path']} holds other contents than {was[what]['path']}, which the "
+                        f"run was trained on")
+        elif was[what]["path"] != new[what]["path"]:
+            moved.append(f"{was[what]['path']} -> {new[what]['path']}")
     if diff:
         raise MinbertError(f"{source}: cannot resume, the checkpoint comes from another configuration: "
                            + "; ".join(diff))
+    if moved:
+        log(f"resuming with input files that moved, their contents unchanged: {', '.join(moved[:3])}"
+            + (f" and {len(moved) - 3} more" if len(moved) > 3 else ""))
+
+
+# ----------------------------------------------------------------------------- flags a configuration ignores
+
+def _adapters(a, typed):
+    return a.fine_tune_mode in ADAPTER_MODES
+
+
+# Flags that act only in some configurations: {flag: (acts(args, typed flags), what it is and needs)}. Typed
+# where it would change nothing, a flag is refused in one line: a flag silently ignored makes a run the
+# user did not mean to make.
+IDLE_FLAGS = {
+    **{f: (_adapters, "sets the adapters of --fine-tune-mode lora or dora")
+       for f in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")},
+    "llrd": (lambda a, t: a.fine_tune_mode != "last-linear-layer",
+             "scales the learning rates of BERT's layers, which --fine-tune-mode last-linear-layer freezes"),
+    **{f: (lambda a, t: a.smart_weight > 0, "shapes SMART's adversarial term, which is off: add --smart_weight 1")
+       for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_dropout")},
+    "smart_eps": (lambda a, t: a.smart_weight > 0 and a.smart_projection == "ball",
+                  "is the radius of --smart_projection ball, with --smart_weight above 0"),
+    "smart_momentum": (lambda a, t: a.smart_bregman_weight > 0,
+                       "is the momentum of SMART's Bregman teacher, which is off: add --smart_bregman_weight 1"),
+}
+CLASSIFIER_IDLE = {
+    "compile": (lambda a, t: a.fine_tune_mode != "last-linear-layer",
+                "compiles BERT's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
+}
+MULTITASK_IDLE = {
+    "pals_dim": (lambda a, t: a.pals, "is the width of the PALs: add --pals"),
+    "mnrl_scale": (lambda a, t: a.mnrl_weight > 0, "scales the MNRL loss, which is off: add --mnrl_weight 1"),
+    "sampler": (lambda a, t: not a.sequential,
+                "picks each step's task, but --sequential trains the tasks one after another"),
+    "hidden_dropout_prob": (lambda a, t: "task_dropout" not in t,
+                            "is every head's dropout, but --task_dropout gives each head its own"),
+}
+
+
+def flag_spelling(dest):
+    return "--fine-tune-mode" if dest == "fine_tune_mode" else f"--{dest}"
+
+
+def check_idle_flags(args, typed, rules):
+    """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""
+    for dest in sorted(typed):
+        if dest in rules and not rules[dest][0](args, typed):
+            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}; as given it would change nothing, so it "
+                               f"is refused rather than ignored")
 
 
 # ----------------------------------------------------------------------------- groups both pipelines share
 
-def add_speed_flags(ap):
-    """The fast-path switches; each fast path is on by default where it is safe."""
+def add_speed_flags(ap, training=True):
+    """The fast-path switches; each fast path is on by default where it is safe. Inference alone
+    (training=False) takes only the ones that act there."""
     g = ap.add_argument_group("speed")
     g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
                         "CPUs with AMX or AVX512-BF16), fp16 with a grad scaler on older GPUs, fp32 otherwise")
     g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
+    if not training:
+        return g
     g.add_argument("--no_bucket", dest="bucket", action="store_false",
                    help="batch in plain shuffled order (default: length-bucketed batches)")
     g.add_argument("--no_foreach", dest="foreach", action="store_false",
@@ -238,11 +320,11 @@ class _CheckpointPath(argparse.Action):
 
 
 def parse_with_recipe(ap, argv, handout_defaults):
-    """parse_args, with the handout's defaults in force when `--recipe handout` is given."""
+    """(parse_args, the flags typed), with the handout's defaults in force when `--recipe handout` is given."""
     given = list(sys.argv[1:] if argv is None else argv)
     if "--recipe=handout" in given or any(a == "--recipe" and b == "handout" for a, b in zip(given, given[1:])):
         ap.set_defaults(**HANDOUT_RECIPE, **handout_defaults)
-    return ap.parse_args(given)
+    return ap.parse_args(given), given_flags(ap, given)
 
 
 def check_max_length(max_length, pretrained):
@@ -313,7 +395,7 @@ def classifier_parser():
     ap.add_argument("--batch_size", type=positive_int, default=8, help="examples per optimizer step (all ranks together)")
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before the classifier head")
     ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
-    ap.add_argument("--seed", type=int, default=11711, help="seeds every random draw: a run is repeatable")
+    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
     ap.add_argument("--pretrained", default="bert-base-uncased",
                     help="bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), or a local folder")
     ap.add_argument("--data_dir", default="data", help="the folder of the course CSVs")
@@ -331,7 +413,11 @@ def classifier_parser():
 
 
 def parse_classifier(argv=None):
-    args = parse_with_recipe(classifier_parser(), argv, {})
+    args, typed = parse_with_recipe(classifier_parser(), argv, {})
+    twice = sorted({d for d in args.datasets if args.datasets.count(d) > 1})
+    if twice:
+        raise MinbertError(f"--datasets {' '.join(args.datasets)}: {twice[0]} given twice; each dataset trains once")
+    check_idle_flags(args, typed, {**IDLE_FLAGS, **CLASSIFIER_IDLE})
     if args.lr is None and args.fine_tune_mode == "full-model" and args.recipe == "handout":
         args.lr = FULL_MODEL_LR["handout"]
     full = args.fine_tune_mode == "full-model"  # the regularisers need BERT in the graph: by default full-model only
@@ -364,7 +450,7 @@ def multitask_parser():
     for task, prefix in FLAG_PREFIX.items():
         for split in ("train", "dev", "test"):
             ap.add_argument(f"--{prefix}_{split}", default=None, help=f"default: {data_file('DATA_DIR', task, split)}")
-    ap.add_argument("--seed", type=int, default=11711, help="seeds every random draw: a run is repeatable")
+    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
     ap.add_argument("--epochs", type=positive_int, default=10, help="epochs of --steps_per_epoch steps")
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="full-model",
                     help="full-model, last-linear-layer (frozen BERT), or lora / dora (adapters on a frozen BERT)")
@@ -423,8 +509,22 @@ def multitask_parser():
     return ap
 
 
+# What --eval_only reads of the flags: the model comes from its checkpoint (architecture flags typed must agree
+# with it), so every training flag is ignored, and a line says which.
+EVAL_ONLY_FLAGS = {"eval_only", "merge", "amp", "attn", "use_gpu", "max_length", "data_dir", "run_dir",
+                   *ARCHITECTURE} | {f"{p}_{s}" for p in FLAG_PREFIX.values() for s in ("dev", "test", "dev_out", "test_out")}
+
+
 def parse_multitask(argv=None):
-    args = parse_with_recipe(multitask_parser(), argv, MULTITASK_HANDOUT)
+    args, typed = parse_with_recipe(multitask_parser(), argv, MULTITASK_HANDOUT)
+    if args.eval_only:
+        ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that
+        if ignored:
+            from utils import main_print
+            main_print(f"--eval_only re-scores the saved model, so the training flags "
+                       f"{', '.join(map(flag_spelling, ignored))} change nothing")
+    else:
+        check_idle_flags(args, typed, {**IDLE_FLAGS, **MULTITASK_IDLE})
     if args.task_dropout is None:
         args.task_dropout = [args.hidden_dropout_prob] * 3
     if not args.eval_only:
@@ -472,7 +572,7 @@ def pretrain_parser():
     ap.add_argument("--mask_prob", type=fraction, default=0.15, help="share of tokens chosen for prediction")
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.01, help="AdamW's decoupled weight decay")
     ap.add_argument("--warmup_ratio", type=fraction, default=0.06, help="share of the steps spent warming up")
-    ap.add_argument("--seed", type=int, default=11711, help="seeds every random draw: a run is repeatable")
+    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
     ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
     ap.add_argument("--resume", action="store_true", help="continue the run saved in --out")
     add_tensorboard_flag(ap)

@@ -45,6 +45,11 @@ def published_paths(args, folder):
             for t in MULTITASK for s in ("dev", "test")]
 
 
+def data_paths_by_flag(args, splits=("train", "dev", "test")):
+    """{'--sst_train': path, ...}: the data files of the run, named by their flags."""
+    return {f"--{TASK_PREFIX[t]}_{s}": getattr(args, f"{TASK_PREFIX[t]}_{s}") for t in MULTITASK for s in splits}
+
+
 class MultitaskPipeline(Pipeline):
     """Part 2 for trainer.fit: the three tasks' data, the sampler, the loss, the dev mean, the six files."""
     kind, score_name = "multitask", "dev mean"
@@ -103,7 +108,7 @@ def train_multitask(args, run, device, on_epoch=None, lr_why=""):
     for d in pipeline.data["train"].values():
         main_print(d.describe_batches(args.batch_size, args.bucket))
     return fit(pipeline, trainer, run.files(args.checkpoint_name or "multitask"), run.name, args.epochs,
-               args.patience, args.resume, run_defining(args), on_epoch, f"the same command plus --resume {run.how}",
+               args.patience, args.resume, run_defining(args, data_paths_by_flag(args)), on_epoch, f"the same command plus --resume {run.how}",
                args.tensorboard)
 
 
@@ -160,8 +165,7 @@ def main(argv=None, on_epoch=None):
     outputs = [(f"--{TASK_PREFIX[t]}_{s}_out", getattr(args, f"{TASK_PREFIX[t]}_{s}_out")) for t in MULTITASK
                for s in ("dev", "test")]
     splits = ("dev", "test") if args.eval_only else ("train", "dev", "test")
-    inputs = [(f"the --{TASK_PREFIX[t]}_{s} data file", getattr(args, f"{TASK_PREFIX[t]}_{s}")) for t in MULTITASK
-              for s in splits]
+    inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(args, splits).items()]
     if args.eval_only:
         folder = Path(args.eval_only).parent
         check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", args.eval_only)], own=folder)

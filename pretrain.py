@@ -31,7 +31,7 @@ from precision import autocast, setup_precision
 from runs import open_run
 from tokenizer import BertTokenizer
 from trainer import Pipeline, build_trainer, fit
-from utils import MinbertError, append_jsonl, get_device, main_guard, seed_everything, to_device
+from utils import MinbertError, append_jsonl, get_device, main_guard, maybe_compile, seed_everything, to_device
 
 TEXT_TASKS = ("sst", "cfimdb", "quora", "sts")
 
@@ -44,7 +44,7 @@ def read_texts(args):
             raise MinbertError(f"{path}: --texts file not found")
         raw = path.read_bytes()
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8-sig")  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
         except UnicodeDecodeError as e:
             line = raw[:e.start].count(b"\n") + 1
             raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not "
@@ -133,7 +133,7 @@ class PretrainPipeline(Pipeline):
         self.train = as_data(train_texts, self.tokenizer, args.max_length)
         self.dev = as_data(dev_texts, self.tokenizer, args.max_length)
         self.model, self.had_head = BertForMaskedLM.from_pretrained(args.pretrained, attn_impl=args.attn)
-        self.model.to(device)
+        maybe_compile(self.model.to(device), args.compile)
         self.spec = ModelSpec(pipeline="pretrain", pretrained=str(args.pretrained), fine_tune_mode="full-model",
                               max_length=args.max_length)
         self.per_epoch = -(-len(self.train) // args.batch_size)
@@ -194,7 +194,9 @@ def pretrain(args, run, device):
         print(f"before training: held-out masked-token accuracy {before['masked_acc']:.4f}, loss {before['masked_loss']:.4f}")
         append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
                                  "dev": before, "dev_score": before["masked_acc"], "score_name": pipeline.score_name})
-    return fit(pipeline, trainer, files, run.name, args.epochs, resume=args.resume, flags=run_defining(args),
+    inputs = {"--texts": args.texts} if args.texts else {f"{t} train data": data_file(args.data_dir, t, "train")
+                                                         for t in TEXT_TASKS}
+    return fit(pipeline, trainer, files, run.name, args.epochs, resume=args.resume, flags=run_defining(args, inputs),
                continue_hint="the same command plus --resume", tensorboard=args.tensorboard)
 
 

@@ -39,7 +39,8 @@ import threading
 import time
 from pathlib import Path
 
-from flags import Parser, classifier_parser, multitask_parser, nonneg_int, positive_int
+from flags import (Parser, check_idle_flags, classifier_parser, given_flags, multitask_parser, nonneg_int,
+                   positive_int, seed)
 from runs import check_run_name
 from utils import MinbertError, main_guard, set_interrupt_hint
 
@@ -122,6 +123,35 @@ def suggest(trial, space):
 
 def as_argv(values):
     return [x for flag, v in values.items() for x in (flag_name(flag), f"{v:.4g}" if isinstance(v, float) else str(v))]
+
+
+def distributions(space):
+    """The Optuna distribution each flag of `space` is suggested from (what a study's trials record)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    kinds = {"log": lambda v: FloatDistribution(*v, log=True), "float": lambda v: FloatDistribution(*v),
+             "int": lambda v: IntDistribution(*v), "choice": lambda v: CategoricalDistribution(v)}
+    return {flag: kinds[kind](values) for flag, (kind, values) in space.items()}
+
+
+def describe_space(dists):
+    """--space's spelling of {flag: distribution}."""
+    def one(d):
+        if hasattr(d, "choices"):
+            return ",".join(map(str, d.choices))
+        kind = "log" if getattr(d, "log", False) else "float" if type(d).__name__ == "FloatDistribution" else "int"
+        return f"{kind}:{d.low:g}:{d.high:g}"
+    return " ".join(f"{flag}={one(d)}" for flag, d in sorted(dists.items()))
+
+
+def check_same_space(study, space):
+    """A study continues only with the --space its trials were drawn from: Optuna cannot mix two (a grid grown by
+    a value, a list turned into a range), and its trials would not be comparable."""
+    want = distributions(space)
+    for t in study.get_trials(deepcopy=False):
+        if t.distributions and t.distributions != want:
+            raise MinbertError(f"study {study.study_name}: its trials searched --space {describe_space(t.distributions)}, "
+                               f"not {describe_space(want)}: give that --space to continue the study, or a new --study "
+                               f"for the new space")
 
 
 def space_size(space):
@@ -334,8 +364,8 @@ def make_sampler(args, space, study):
         return optuna.samplers.GridSampler({f: v for f, (_, v) in space.items()})
     # A fixed seed would replay the same suggestions every time a worker starts (after a restart, or in
     # a second worker); --sampler_seed makes one worker's suggestions repeatable, shifted by the study's size.
-    seed = None if args.sampler_seed is None else args.sampler_seed + len(study.get_trials(deepcopy=False))
-    return optuna.samplers.TPESampler(seed=seed)
+    shifted = None if args.sampler_seed is None else (args.sampler_seed + len(study.get_trials(deepcopy=False))) % 2 ** 32
+    return optuna.samplers.TPESampler(seed=shifted)
 
 
 def sweep(args, base, command):
@@ -362,6 +392,7 @@ def sweep(args, base, command):
                                     load_if_exists=True)
     except Exception as e:
         raise MinbertError(f"study {study_name}: cannot create or load it ({str(e).splitlines()[0][:300]})") from None
+    check_same_space(study, space)
     study.sampler = make_sampler(args, space, study)
     folder.mkdir(parents=True, exist_ok=True)
     csv_path = folder / "trials.csv"
@@ -486,10 +517,10 @@ def build_parser():
     ap.add_argument("--trials", type=positive_int, default=8, help="finished trials wanted in the study (all workers)")
     ap.add_argument("--space", nargs="+", default=[], metavar="FLAG=SPEC",
                     help="the flags searched: FLAG=log:LO:HI, float:LO:HI, int:LO:HI, or a comma list of choices")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[11711], help="every trial runs once per seed")
+    ap.add_argument("--seeds", type=seed, nargs="+", default=[11711], help="every trial runs once per seed")
     ap.add_argument("--sampler", choices=["tpe", "grid"], default="tpe",
                     help="Optuna's TPE, or every combination of the comma lists")
-    ap.add_argument("--sampler_seed", type=int, default=None,
+    ap.add_argument("--sampler_seed", type=seed, default=None,
                     help="make TPE's suggestions repeatable (default: fresh each start, so workers and restarts differ)")
     ap.add_argument("--study", default=None, help="study name (default: PIPELINE-sweep)")
     ap.add_argument("--storage", default=None,
@@ -507,7 +538,17 @@ def main(argv=None):
     if "--" in argv:
         i = argv.index("--")
         argv, base = argv[:i], argv[i + 1:]
-    return sweep(build_parser().parse_args(argv), base, command)
+    args = build_parser().parse_args(argv)
+    check_idle_flags(args, given_flags(build_parser(), argv), SWEEP_IDLE)
+    return sweep(args, base, command)
+
+
+# The sweep's own flags that act only with others (flags.check_idle_flags).
+SWEEP_IDLE = {
+    "sampler_seed": (lambda a, t: a.sampler == "tpe", "seeds TPE's suggestions, but --sampler grid draws none"),
+    **{f: (lambda a, t: a.prune, "tunes the median pruner, which --no_prune turns off")
+       for f in ("prune_startup", "prune_warmup")},
+}
 
 
 if __name__ == "__main__":

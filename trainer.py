@@ -109,7 +109,9 @@ class Trainer:
             if not pending:
                 self.step()
             if steps % 50 == 0:  # a host sync, so not every step
-                bar.set_postfix(loss=f"{loss_sum.item() / steps:.4f}")
+                mean = loss_sum.item() / steps
+                self.check_finite(mean, steps, total)
+                bar.set_postfix(loss=f"{mean:.4f}")
             self.batches += 1
             if self.on_step is not None and self.batches % self.log_every == 0:
                 self.on_step(self.batches, loss.detach().float().item(), self.optimizer.param_groups[0]["lr"])
@@ -117,12 +119,23 @@ class Trainer:
         if steps and pending:  # the epoch ended inside an accumulation group
             self.step()
         seconds = time.perf_counter() - t0
+        self.check_finite(loss_sum.item() / max(steps, 1), steps, total)
         stats = {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
                  "lr": self.optimizer.param_groups[0]["lr"]}
         if self.pcgrad:
             stats["pcgrad_conflicts"] = self.conflicts
         return stats
+
+    def check_finite(self, mean_loss, steps, total):
+        """Stop at a training loss that is NaN or infinite: the weights are then no longer numbers, every later
+        step would be wasted, and no epoch could be kept. Under fp16 the grad scaler skips the steps whose
+        gradients overflow, so there a non-finite loss is not yet divergence (the dev score tells, in fit)."""
+        if math.isfinite(mean_loss) or self.scaler.is_enabled():
+            return
+        raise Diverged(f"the training loss became {'NaN' if mean_loss != mean_loss else 'infinite'} by step {steps} "
+                       f"of {total} (learning rate {self.optimizer.param_groups[0]['lr']:g} at that step): the weights "
+                       f"diverged, so training stopped; lower --lr, or add --max_grad_norm 1.0")
 
     def state_dict(self):
         """Everything of the optimisation a resumed run needs: optimizer, schedule, fp16 grad scaler, and the
@@ -151,6 +164,10 @@ class Trainer:
             self.scheduler.step()
         if getattr(self, "after_step", None) is not None:
             self.after_step()
+
+
+class Diverged(MinbertError):
+    """The weights are no longer numbers (a NaN or infinite loss or dev score)."""
 
 
 class EarlyStopping:
@@ -280,6 +297,17 @@ def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
             "model_name": files.stem, "flags": flags}
 
 
+def diverged(e, pipeline, files, run_name, epoch, stopper):
+    """The one-line error of a run whose weights diverged in `epoch`, after a line in its log saying so."""
+    from utils import append_jsonl
+    if is_main():
+        append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
+                                 "stopped": str(e)})
+    kept = (f"; epoch {stopper.best_epoch}, the best before it, is kept in {files.best}"
+            if stopper.best_epoch >= 0 else "")
+    return Diverged(f"{files.stem} epoch {epoch}: {e}{kept}")
+
+
 def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, flags=None, on_epoch=None,
         continue_hint="", tensorboard=True):
     """Train `pipeline` for `epochs`, keep its best dev epoch, and write its outputs from that epoch.
@@ -302,7 +330,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
         state = load_checkpoint(files.last)
         if "trainer" not in state:
             raise MinbertError(f"{files.last}: not a resumable checkpoint (no optimizer state in it)")
-        check_same_run(state["flags"], flags or {}, files.last)
+        check_same_run(state["flags"], flags or {}, files.last, log=main_print)
         load_trainable_state(model, state["model"], files.last)
         trainer.load_state_dict(state["trainer"])
         pipeline.load_state_dict(state["pipeline_state"])
@@ -326,7 +354,10 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
         batches, steps, info = pipeline.batches(epoch)
         if not steps:
             break
-        stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}")
+        try:
+            stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}")
+        except Diverged as e:
+            raise diverged(e, pipeline, files, run_name, epoch, stopper) from None
         terms = pipeline.loss.pop_terms() if hasattr(pipeline.loss, "pop_terms") else {}
         if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
             barrier()
@@ -334,6 +365,10 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                 break
             continue
         metrics, score = pipeline.evaluate()
+        if score != score:
+            raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not numbers): the weights "
+                                    f"diverged; lower --lr, or add --max_grad_norm 1.0"),
+                           pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
         record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
         if best:

@@ -234,6 +234,12 @@ def append_jsonl(path, record):
         raise write_error(path, e) from None
 
 
+def file_digest(path):
+    """The sha256 of a file's bytes (hex)."""
+    with open(path, "rb") as fp:
+        return hashlib.file_digest(fp, "sha256").hexdigest()
+
+
 def git_blob_id(path):
     """The id `git hash-object` prints: sha1 over 'blob <size>\\0' + content."""
     data = Path(path).read_bytes()
