@@ -3,7 +3,6 @@
 `python datasets.py --fetch [--from DIR]` fills data/ from a local folder (or $MINBERT_DATA), else
 downloads the course files at a pinned commit and checks each against its git blob id.
 """
-import argparse
 import csv
 import math
 import os
@@ -15,7 +14,7 @@ import numpy as np
 import torch
 
 from hub import DownloadError, download
-from utils import MinbertError, git_blob_id, main_guard, main_print
+from utils import MinbertError, Parser, git_blob_id, main_guard, main_print
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
 
@@ -372,7 +371,7 @@ def fetch_data(dest="data", source=None, log=print):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="datasets.py", description="Fill data/ with the course CSVs.")
+    ap = Parser(prog="datasets.py", description="Fill data/ with the course CSVs.")
     ap.add_argument("--fetch", action="store_true", help="copy or download the course files into --dest")
     # The environment is read in main(), not here, so that the parser (and docs/flags.md, generated
     # from it) is the same on every machine.

@@ -1,5 +1,4 @@
 """Scoring: batched inference in input order, metrics, leaderboard files, and `--score PRED GOLD`."""
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,7 @@ from tqdm.auto import tqdm
 from datasets import MULTITASK, TASK_PREFIX, TASKS, read_examples
 from precision import autocast
 from runs import read_text
-from utils import MinbertError, Progress, atomic_write, main_guard, to_device
+from utils import MinbertError, Parser, Progress, atomic_write, main_guard, to_device
 
 
 @torch.inference_mode()
@@ -135,7 +134,7 @@ def guess_task(path):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="evaluation.py", description="Score a leaderboard prediction file against a labelled CSV.")
+    ap = Parser(prog="evaluation.py", description="Score a leaderboard prediction file against a labelled CSV.")
     ap.add_argument("--score", nargs=2, metavar=("PRED.csv", "GOLD.csv"), required=True,
                     help="a leaderboard file and the labelled course CSV of its split")
     ap.add_argument("--task", choices=sorted(TASKS), help="the task (default: from the gold file's name)")

@@ -14,18 +14,7 @@ from pathlib import Path
 from datasets import TASK_PREFIX, data_file
 from lora import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, TARGETS, check_merge
 from precision import AMP_CHOICES
-from utils import MinbertError, distributed
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump."""
-
-    def __init__(self, *a, **kw):
-        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        super().__init__(*a, **kw)
-
-    def error(self, message):
-        raise MinbertError(f"{self.prog}: {message}")
+from utils import MinbertError, Parser, distributed  # noqa: F401 (Parser: the scripts' parser class)
 
 
 def _number(kind, check, what):
@@ -122,32 +111,31 @@ def _adapters(a, typed):
     return a.fine_tune_mode in ADAPTER_MODES
 
 
-# Flags that act only in some configurations: {flag: (acts(args, typed flags), what it is and needs)}. Typed
+# Flags that act only in some configurations: {flag: (acts(args, typed flags), what it does and when)}. Typed
 # where it would change nothing, a flag is refused in one line: a flag silently ignored makes a run the
 # user did not mean to make.
 IDLE_FLAGS = {
-    **{f: (_adapters, "sets the adapters of --fine-tune-mode lora or dora")
+    **{f: (_adapters, "sets the adapters, which only --fine-tune-mode lora or dora adds")
        for f in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")},
     "llrd": (lambda a, t: a.fine_tune_mode != "last-linear-layer",
              "scales the learning rates of BERT's layers, which --fine-tune-mode last-linear-layer freezes"),
-    **{f: (lambda a, t: a.smart_weight > 0, "shapes SMART's adversarial term, which is off: add --smart_weight 1")
+    **{f: (lambda a, t: a.smart_weight > 0, "shapes SMART's adversarial term, which is off without --smart_weight above 0")
        for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_dropout")},
     "smart_eps": (lambda a, t: a.smart_weight > 0 and a.smart_projection == "ball",
-                  "is the radius of --smart_projection ball, with --smart_weight above 0"),
+                  "is the radius of --smart_projection ball, used only with --smart_weight above 0"),
     "smart_momentum": (lambda a, t: a.smart_bregman_weight > 0,
-                       "is the momentum of SMART's Bregman teacher, which is off: add --smart_bregman_weight 1"),
+                       "is the momentum of SMART's Bregman teacher, which is off without --smart_bregman_weight above 0"),
 }
 CLASSIFIER_IDLE = {
     "compile": (lambda a, t: a.fine_tune_mode != "last-linear-layer",
                 "compiles BERT's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
 }
 MULTITASK_IDLE = {
-    "pals_dim": (lambda a, t: a.pals, "is the width of the PALs: add --pals"),
-    "mnrl_scale": (lambda a, t: a.mnrl_weight > 0, "scales the MNRL loss, which is off: add --mnrl_weight 1"),
-    "sampler": (lambda a, t: not a.sequential,
-                "picks each step's task, but --sequential trains the tasks one after another"),
+    "pals_dim": (lambda a, t: a.pals, "is the width of the PALs, which only --pals adds"),
+    "mnrl_scale": (lambda a, t: a.mnrl_weight > 0, "scales the MNRL loss, which is off without --mnrl_weight above 0"),
+    "sampler": (lambda a, t: not a.sequential, "picks each step's task, which --sequential does not do"),
     "hidden_dropout_prob": (lambda a, t: "task_dropout" not in t,
-                            "is every head's dropout, but --task_dropout gives each head its own"),
+                            "is every head's dropout, which --task_dropout replaces with one per head"),
 }
 
 
@@ -159,8 +147,8 @@ def check_idle_flags(args, typed, rules):
     """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""
     for dest in sorted(typed):
         if dest in rules and not rules[dest][0](args, typed):
-            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}; as given it would change nothing, so it "
-                               f"is refused rather than ignored")
+            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}: as given it would change nothing, so it is "
+                               f"refused rather than ignored (drop it, or add what it needs)")
 
 
 # ----------------------------------------------------------------------------- groups both pipelines share

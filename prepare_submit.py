@@ -6,11 +6,10 @@ subset of the data, or another split's file under this name).
     python prepare_submit.py            # Part 1 and/or Part 2, whichever predictions are there
     python prepare_submit.py --part 1   # insist on the eight Part 1 files
 """
-import argparse
 import zipfile
 from pathlib import Path
 
-from utils import MinbertError, atomic_write, main_guard
+from utils import MinbertError, Parser, atomic_write, main_guard
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
 PART1 = [f"{m}-{d}-{s}-out.csv" for m in ("full-model", "last-linear-layer") for d in ("sst", "cfimdb")
@@ -78,7 +77,8 @@ def build(root=".", part="auto", out=None, data_dir=None):
         raise MinbertError(f"not zipping, Part {' and '.join(chosen)} needs: " + ", ".join(bad))
     files = sorted(p for p in root.glob("*.py")) + sorted(
         p for p in (root / "predictions").iterdir()
-        if p.is_file() and not p.name.startswith(".") and p.suffix != ".npz")  # raw dev scores are not for the zip
+        # raw dev scores, and dated backups of files no run wrote (runs.protect), are not for the zip
+        if p.is_file() and not p.name.startswith(".") and p.suffix not in (".npz", ".bak"))
     out = Path(out) if out else root / ZIP_NAME
 
     def write(fp):
@@ -92,8 +92,7 @@ def build(root=".", part="auto", out=None, data_dir=None):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="prepare_submit.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="prepare_submit.py", description=__doc__)
     ap.add_argument("--part", choices=["auto", "1", "2"], default="auto",
                     help="which part's files must be there (auto: whichever part has predictions)")
     ap.add_argument("--root", default=None, help="the project folder to zip (default: where prepare_submit.py is)")

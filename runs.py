@@ -31,6 +31,8 @@ from utils import MinbertError, atomic_write, is_main
 RUNS_ROOT = Path("runs")
 SOURCES = ".sources.json"
 RUN_MARK = ".minbert-run"
+SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
+           "ensemble": "ensemble.py"}
 
 
 def new_run_name(prefix):
@@ -123,7 +125,9 @@ class RunLock:
     def __init__(self, folder):
         self.path, self.fd = Path(folder) / RUN_MARK, None
 
-    def acquire(self, flag):
+    def acquire(self, flag, pipeline):
+        """Hold the lock for a `pipeline` ('classifier', 'multitask', 'pretrain', 'ensemble') run, refusing a
+        folder another process holds or one a run of another pipeline wrote."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_lock(fd):
@@ -134,8 +138,13 @@ class RunLock:
             raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes writing one "
                                f"run folder would mix their checkpoints and logs: wait for it to end, or pick another name")
         self.fd = fd
-        self._write({"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-                     "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
+        before = _holder(fd).get("pipeline")
+        if before and before != pipeline:
+            self.release()
+            raise MinbertError(f"{flag} {self.path.parent}: the run folder of a {SCRIPTS.get(before, before)} run; a "
+                               f"{SCRIPTS.get(pipeline, pipeline)} run writes into a folder of its own: pick another")
+        self._write({"pipeline": pipeline, "pid": os.getpid(), "host": socket.gethostname(),
+                     "since": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
         return self
 
     def _write(self, info):
@@ -239,7 +248,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     run = Run(run_name or folder.name, folder, f"{flag} {folder}" if run_dir else f"--run_name {folder.name}",
               created=next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None))
     if is_main():
-        run.lock = RunLock(folder).acquire(flag)
+        run.lock = RunLock(folder).acquire(flag, prefix)
     try:
         held = ([p for s in stems for p in RunFiles(folder, s).exist()] if stems is not None
                 else sorted(p for p in folder.iterdir() if p.name != RUN_MARK) if folder.is_dir() else [])
@@ -454,7 +463,7 @@ def read_log(path):
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: log not found")
-    records = []
+    records, stopped = [], None
     for n, line in enumerate(read_text(path, "run log").splitlines(), start=1):
         if not line.strip():
             continue
@@ -464,12 +473,14 @@ def read_log(path):
             raise MinbertError(f"{path}: line {n}: truncated or not JSON; the run was probably cut off while "
                                f"writing it: delete that line and report again") from None
         if isinstance(rec, dict) and "stopped" in rec:
-            continue  # the line saying why the run stopped early
+            stopped = rec["stopped"]  # the line saying why the run stopped early
+            continue
         rec = _legacy(rec) if isinstance(rec, dict) else rec
         if not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec or rec.get("pipeline") not in PIPELINES:
             raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py "
                                f"or pretrain.py")
         records.append(rec)
     if not records:
-        raise MinbertError(f"{path}: the log is empty (no epoch finished)")
+        raise MinbertError(f"{path}: no epoch finished" + (f"; the run stopped: {stopped}" if stopped else
+                                                           " (the log is empty)"))
     return records

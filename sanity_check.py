@@ -4,7 +4,6 @@ By default against an independent NumPy forward pass of the same pretrained weig
 with --reference FILE against a saved reference in the course's format (torch-saved dict with
 'last_hidden_state' and 'pooler_output'), e.g. the course's sanity_check.data.
 """
-import argparse
 
 import numpy as np
 import torch
@@ -13,7 +12,7 @@ from math import erf, sqrt
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
 from hub import resolve_pretrained
-from utils import MinbertError, main_guard, refuse_code, safe_load
+from utils import MinbertError, Parser, main_guard, refuse_code, safe_load
 
 INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
 ATOL, RTOL = 1e-5, 1e-3
@@ -73,8 +72,7 @@ def compare(ours, ref, mask):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="sanity_check.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="sanity_check.py", description=__doc__)
     ap.add_argument("--pretrained", default="bert-base-uncased", help="the checkpoint whose forward pass is checked")
     ap.add_argument("--reference", help="torch-saved dict with last_hidden_state and pooler_output")
     return ap

@@ -545,7 +545,7 @@ def main(argv=None):
 
 # The sweep's own flags that act only with others (flags.check_idle_flags).
 SWEEP_IDLE = {
-    "sampler_seed": (lambda a, t: a.sampler == "tpe", "seeds TPE's suggestions, but --sampler grid draws none"),
+    "sampler_seed": (lambda a, t: a.sampler == "tpe", "seeds TPE's suggestions, which --sampler grid does not draw"),
     **{f: (lambda a, t: a.prune, "tunes the median pruner, which --no_prune turns off")
        for f in ("prune_startup", "prune_warmup")},
 }

@@ -133,9 +133,10 @@ class Trainer:
         gradients overflow, so there a non-finite loss is not yet divergence (the dev score tells, in fit)."""
         if math.isfinite(mean_loss) or self.scaler.is_enabled():
             return
+        peak = max(g.get("initial_lr", g["lr"]) for g in self.optimizer.param_groups)  # the schedule's base rate
         raise Diverged(f"the training loss became {'NaN' if mean_loss != mean_loss else 'infinite'} by step {steps} "
-                       f"of {total} (learning rate {self.optimizer.param_groups[0]['lr']:g} at that step): the weights "
-                       f"diverged, so training stopped; lower --lr, or add --max_grad_norm 1.0")
+                       f"of {total} (peak learning rate {peak:g}): the weights diverged, so training stopped; lower "
+                       f"--lr, or add --max_grad_norm 1.0")
 
     def state_dict(self):
         """Everything of the optimisation a resumed run needs: optimizer, schedule, fp16 grad scaler, and the
@@ -324,7 +325,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
     from flags import check_same_run
     from lora import merge_for_inference
     from runs import publish
-    from utils import append_jsonl, barrier, set_interrupt_hint
+    from utils import append_jsonl, barrier, deferred_interrupt, set_interrupt_hint
     model, stopper, start = pipeline.model, EarlyStopping(patience), 0
     if resume and files.last.exists():
         state = load_checkpoint(files.last)
@@ -370,24 +371,27 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                                     f"diverged; lower --lr, or add --max_grad_norm 1.0"),
                            pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
-        record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
-        if best:
-            save_checkpoint(files.best, record)
-        save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
-                                     "stopper": stopper.state_dict(), "pipeline_state": pipeline.state_dict(),
-                                     "loss_state": loss_state(pipeline.loss)})
-        entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
-                 "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
-                 "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
-                 "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
-                 **{k: v for k, v in stats.items() if k == "pcgrad_conflicts"}, **info}
-        append_jsonl(files.log, plain(entry))
+        # The epoch's files as one unit: Ctrl-C waits until both checkpoints and the log line are written and the
+        # interrupt hint names this epoch, so an interrupted run is never half-saved nor told the wrong epoch.
+        with deferred_interrupt():
+            record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
+            if best:
+                save_checkpoint(files.best, record)
+            save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
+                                         "stopper": stopper.state_dict(), "pipeline_state": pipeline.state_dict(),
+                                         "loss_state": loss_state(pipeline.loss)})
+            entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
+                     "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
+                     "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
+                     "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
+                     **{k: v for k, v in stats.items() if k == "pcgrad_conflicts"}, **info}
+            append_jsonl(files.log, plain(entry))
+            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there")
         if monitor is not None:
             monitor.epoch(trainer.batches, entry)
         speed = f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"] else "head on cached features"
         print(f"{files.stem} epoch {epoch}: train loss {stats['train_loss']:.3f}, {pipeline.describe(metrics)}, "
               f"{stats['seconds']:.0f}s, {speed}" + ("" if best else f" (best so far: epoch {stopper.best_epoch})"))
-        set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there")
         if on_epoch is not None:
             on_epoch(epoch, score)
         barrier()
@@ -401,6 +405,9 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
     if not is_main():
         return None
     if not files.best.exists():
+        if stopper.best_epoch >= 0:
+            raise MinbertError(f"{files.best}: the checkpoint of the best epoch ({stopper.best_epoch}) is missing (moved or "
+                               f"deleted?), so no outputs can be written from it; the last epoch is in {files.last}")
         raise MinbertError(f"{files.best}: no epoch was trained, so there is no best model to write outputs from")
     best = load_checkpoint(files.best)
     load_trainable_state(model, best["model"], files.best)

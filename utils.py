@@ -1,5 +1,6 @@
 """Shared helpers: errors and the scripts' entry guard, progress lines without a terminal, seeding, ranks and
 device, masks, atomic files, batches to the device."""
+import argparse
 import atexit
 import contextlib
 import errno
@@ -19,6 +20,17 @@ import torch
 
 class MinbertError(Exception):
     """A user-facing problem: printed as one line by `main_guard`, never as a traceback."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*a, **kw)
+
+    def error(self, message):
+        raise MinbertError(f"{self.prog}: {message}")
 
 
 # What an interrupted run should be told: set by a pipeline each time it saves a resumable checkpoint.
@@ -252,7 +264,7 @@ def _refused_global(message):
     """The 'module.name' torch's restricted unpickler refused, from its message (the wording changed
     between torch releases: 'Unsupported global: GLOBAL x.y', 'unsupported GLOBAL x.y whose module ...')."""
     import re
-    m = re.search(r"[Uu]nsupported global:? GLOBAL ([\w.]+)", message)
+    m = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", message)
     return m.group(1) if m else None
 
 
@@ -280,8 +292,8 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
 def refuse_code(path, culprit):
     """The one line for a file holding a Python object that loading would have to build (run)."""
     return MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
-                        f"({culprit}); nothing in it was run. minbert's files hold only tensors and plain values, so "
-                        f"this one was not written by minbert or was altered")
+                        f"({culprit}); nothing in it was run. Checkpoints and weights hold only tensors and plain values, "
+                        f"so this file is not one, or it was altered")
 
 
 # ----------------------------------------------------------------------------- the training step

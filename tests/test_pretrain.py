@@ -77,8 +77,8 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     again.eval()
     torch.testing.assert_close(trained(ids, mask, labels)[1], again(ids, mask, labels)[1], rtol=0, atol=0)
     # every script loads it as --pretrained
-    classifier.main(part1_args(tmp_path, course_data, out, "--epochs", "1", "--datasets", "sst"))
-    mt.main(mt_args(tmp_path, course_data, out, "--epochs", "1"))
+    classifier.main(part1_args(tmp_path / "part1", course_data, out, "--epochs", "1", "--datasets", "sst"))
+    mt.main(mt_args(tmp_path / "part2", course_data, out, "--epochs", "1"))  # a run folder is one pipeline's
 
 
 def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch):

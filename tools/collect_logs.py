@@ -5,14 +5,13 @@
 Each row: the run, the pipeline and model, the best epoch and its dev score and metrics, every epoch's dev
 score, the training minutes (the log's seconds, summed) and the last epoch's loss terms.
 """
-import argparse
 import csv
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from runs import read_log  # noqa: E402
-from utils import MinbertError, main_guard  # noqa: E402
+from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",
           "loss_terms"]
@@ -33,7 +32,7 @@ def rows(folder):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(description=__doc__)
     ap.add_argument("runs", nargs="+", help="run folders")
     ap.add_argument("--out", required=True, help="the CSV to write")
     args = ap.parse_args()
