@@ -129,7 +129,7 @@ def test_multitask(args, device, argv=None):
     folder = Path(args.eval_only).parent
     # The files go beside the checkpoint: in its run folder (locked, so that no run is writing there), or in a
     # folder of the user's, where a file of the same name that no run wrote is kept as a backup first.
-    lock = RunLock(folder).acquire("--eval_only", "multitask") if is_run_folder(folder) else None
+    lock = RunLock(folder).acquire("--eval_only", "multitask").claim() if is_run_folder(folder) else None
     try:
         kept = [] if lock else protect(multitask_output_files(folder))
         if kept:

@@ -123,7 +123,7 @@ class RunLock:
     """The lock a run holds on its folder's `.minbert-run` for as long as it writes there."""
 
     def __init__(self, folder):
-        self.path, self.fd = Path(folder) / RUN_MARK, None
+        self.path, self.fd, self.pipeline, self.claimed = Path(folder) / RUN_MARK, None, None, False
 
     def acquire(self, flag, pipeline):
         """Hold the lock for a `pipeline` ('classifier', 'multitask', 'pretrain', 'ensemble') run, refusing a
@@ -143,8 +143,15 @@ class RunLock:
             self.release()
             raise MinbertError(f"{flag} {self.path.parent}: the run folder of a {SCRIPTS.get(before, before)} run; a "
                                f"{SCRIPTS.get(pipeline, pipeline)} run writes into a folder of its own: pick another")
-        self._write({"pipeline": pipeline, "pid": os.getpid(), "host": socket.gethostname(),
+        self.pipeline = pipeline
+        return self
+
+    def claim(self):
+        """Write who holds the lock into the file (once the run's other checks have passed, so that a refused
+        run leaves the folder byte for byte as it was)."""
+        self._write({"pipeline": self.pipeline, "pid": os.getpid(), "host": socket.gethostname(),
                      "since": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
+        self.claimed = True
         return self
 
     def _write(self, info):
@@ -155,12 +162,13 @@ class RunLock:
     def release(self):
         if self.fd is None:
             return
-        try:
-            self._write({**_holder(self.fd), "pid": None, "ended": time.strftime("%Y-%m-%d %H:%M:%S")})
-        except OSError:
-            pass
+        if self.claimed:
+            try:
+                self._write({**_holder(self.fd), "pid": None, "ended": time.strftime("%Y-%m-%d %H:%M:%S")})
+            except OSError:
+                pass
         os.close(self.fd)  # closing the file releases the lock
-        self.fd = None
+        self.fd, self.claimed = None, False
 
 
 def is_run_folder(folder):
@@ -258,6 +266,8 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     except BaseException:
         run.close()
         raise
+    if run.lock is not None:
+        run.lock.claim()
     return run
 
 

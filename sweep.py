@@ -143,15 +143,14 @@ def describe_space(dists):
     return " ".join(f"{flag}={one(d)}" for flag, d in sorted(dists.items()))
 
 
-def check_same_space(study, space):
+def check_same_space(study, space, spelled):
     """A study continues only with the --space its trials were drawn from: Optuna cannot mix two (a grid grown by
-    a value, a list turned into a range), and its trials would not be comparable."""
+    a value, a list turned into a range), and its trials would not be comparable. `spelled` is --space as typed."""
     want = distributions(space)
     for t in study.get_trials(deepcopy=False):
         if t.distributions and t.distributions != want:
             raise MinbertError(f"study {study.study_name}: its trials searched --space {describe_space(t.distributions)}, "
-                               f"not {describe_space(want)}: give that --space to continue the study, or a new --study "
-                               f"for the new space")
+                               f"not {spelled}: give that --space to continue the study, or a new --study for the new space")
 
 
 def space_size(space):
@@ -392,7 +391,7 @@ def sweep(args, base, command):
                                     load_if_exists=True)
     except Exception as e:
         raise MinbertError(f"study {study_name}: cannot create or load it ({str(e).splitlines()[0][:300]})") from None
-    check_same_space(study, space)
+    check_same_space(study, space, " ".join(args.space))
     study.sampler = make_sampler(args, space, study)
     folder.mkdir(parents=True, exist_ok=True)
     csv_path = folder / "trials.csv"

@@ -108,3 +108,105 @@ def test_plain_values_only():
     assert plain({"a": pathlib.Path("x"), "b": (1, 2), "c": {3, 1}}) == {"a": "x", "b": [1, 2], "c": [1, 3]}
     with pytest.raises(TypeError, match="not plain data"):
         plain({"f": object()})
+
+
+# ----------------------------------------------------------------------------- writing survives Ctrl-C and a full disk
+
+class _System:
+    """os.system(...): torch 2.13 refuses it as 'unsupported GLOBAL posix.system whose module posix is blocked'."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_every_refusal_wording_of_torch_is_one_line_naming_what_the_file_holds(tmp_path, course_data, tiny_model):
+    """A crafted checkpoint, and crafted weights in a --pretrained folder: refused as holding Python objects (not
+    as 'damaged'), and torch's advice to retry with weights_only=False never reaches the user."""
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "minbert-checkpoint", "version": 2, "x": _System(marker)}, evil)
+    with pytest.raises(MinbertError, match=r"refused: the file holds Python objects .*\(posix.system\)"):
+        load_checkpoint(evil)
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    for name in ("config.json", "vocab.txt"):
+        (folder / name).write_bytes((tiny_model / name).read_bytes())
+    torch.save({"bert.embeddings.word_embeddings.weight": _System(marker)}, folder / "pytorch_model.bin")
+    out = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"), "--pretrained", str(folder),
+                          "--data_dir", str(course_data), "--run_dir", str(tmp_path / "r")], cwd=tmp_path,
+                         capture_output=True, text=True)
+    _refused(out)
+    assert "posix.system" in out.stderr and "weights_only" not in out.stderr
+    assert not marker.exists()
+
+
+def test_ctrl_c_while_a_checkpoint_is_written_completes_it_then_says_one_line(tmp_path, course_data, tiny_model,
+                                                                           monkeypatch, capsys):
+    """The interrupt lands inside torch.save: the write finishes (no torch 'unexpected pos' traceback, no .tmp
+    left), the epoch's log line is written, and the one line names the epoch just saved."""
+    import os
+    import signal
+    import checkpoint
+    from utils import main_guard
+    real, calls = torch.save, []
+
+    def interrupted_save(obj, fp, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the '-last' checkpoint of epoch 0
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(obj, fp, *a, **kw)
+    monkeypatch.setattr(checkpoint.torch, "save", interrupted_save)
+    args = part2_args(tmp_path, course_data, tiny_model, "--epochs", "2", "--steps_per_epoch", "2")
+    with pytest.raises(SystemExit) as exit_:
+        main_guard(lambda: mt.main(args))
+    assert exit_.value.code == 130
+    err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    assert err == [f"interrupted: mt epoch 0 is saved in {tmp_path / 'ck' / 'mt-last.pt'}; the same command plus "
+                   f"--resume --run_dir {tmp_path / 'ck'} continues from there"], err
+    assert load_checkpoint(tmp_path / "ck" / "mt-last.pt")["epoch"] == 0
+    assert not list((tmp_path / "ck").glob("*.tmp"))
+    assert len((tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()) == 1
+    monkeypatch.setattr(checkpoint.torch, "save", real)
+    mt.main(args + ["--resume"])  # and the run continues from it
+
+
+_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+sys.argv = sys.argv[1:]
+sys.path.insert(0, {root!r})
+import runpy
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_checkpoint_write_that_fails_is_one_line_and_leaves_nothing(tmp_path, course_data, tiny_model):
+    """A real failed write (the process's file-size limit, which fails a write the way a full disk does): one line
+    naming the file, no partial '.tmp' left, the folder as it was before the write."""
+    args = part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2")
+    limit = 64 * 1024  # above every log and prediction file, below the tiny model's checkpoint
+    out = subprocess.run([sys.executable, "-c", _LIMITED.format(limit=limit, root=str(ROOT)),
+                          str(ROOT / "multitask_classifier.py"), *args], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "mt.pt: cannot write it: the file would exceed the size limit" in err[0], err
+    assert not list((tmp_path / "ck").glob("*.tmp")) and not (tmp_path / "ck" / "mt.pt").exists()
+
+
+def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
+    import errno
+    from utils import atomic_write
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"previous")
+
+    def fill_then_fail(fp):
+        fp.write(b"x" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(MinbertError, match="f.bin: cannot write it: no space left on the device; the file there before"):
+        atomic_write(target, fill_then_fail)
+    assert target.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]

@@ -161,3 +161,19 @@ def test_fetch_from_local_folder_says_when_a_copy_differs(course):
     (tmp / "local" / "b.csv").unlink()
     with pytest.raises(MinbertError, match="b.csv: data file not found"):
         fetch_data(tmp / "data2", source=tmp / "local", log=lambda *_: None)
+
+
+def test_a_byte_order_mark_is_read_as_none(tmp_path, course_data):
+    """Excel's "CSV UTF-8" starts the file with a byte-order mark: the same examples as without it, and a
+    prediction file saved that way scores the same."""
+    from evaluation import read_predictions
+    for name, task, split in (("ids-sst-dev.csv", "sst", "dev"), ("quora-train.csv", "quora", "train"),
+                              ("sts-test-student.csv", "sts", "test")):
+        plain = read_examples(course_data / name, task, split)
+        bom = tmp_path / name
+        bom.write_bytes(b"\xef\xbb\xbf" + (course_data / name).read_bytes())
+        assert [(e.id, e.texts, e.label) for e in read_examples(bom, task, split)] == \
+            [(e.id, e.texts, e.label) for e in plain]
+    pred = tmp_path / "pred.csv"
+    pred.write_bytes(b"\xef\xbb\xbfid , Predicted_Sentiment\nabc , 3\n")
+    assert read_predictions(pred) == ({"abc": 3.0}, [])

@@ -173,3 +173,17 @@ def test_a_nan_row_ranks_last(tmp_path):
     p.write_text("run,mean\nok,0.60\ndiverged,nan\nbest,0.74\n")
     rows, _ = report.results_view(p, tmp_path / "res")
     assert [r["run"] for r in rows] == ["best", "ok", "diverged"]
+
+
+def test_a_run_whose_every_dev_score_is_nan_reports(tmp_path, capsys):
+    """A diverged run's log (an earlier minbert kept training it): no traceback, the table says it diverged."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    with open(folder / "multitask-log.jsonl", "w") as fp:
+        for e in range(2):
+            fp.write(json.dumps({"run": "r", "pipeline": "multitask", "model": "multitask", "epoch": e,
+                                 "train_loss": float("nan"), "dev": {"sst": 0.2, "quora": 0.6, "sts": float("nan")},
+                                 "dev_score": float("nan"), "seconds": 1.0}) + "\n")
+    md, figures = report.report([folder], tmp_path / "out")
+    assert "every dev score is NaN: the run diverged" in md.read_text() and len(figures) == 1
+    assert "every dev score is NaN" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import torch
 import classifier
 import multitask_classifier as mt
 import precision
-from conftest import ROOT, interrupt_second_epoch, part1_args as _part1
+from conftest import ROOT, interrupt_second_epoch, part1_args as _part1, part2_args as _part2
 from utils import MinbertError, main_guard, set_interrupt_hint
 
 CPU = torch.device("cpu")
@@ -132,11 +132,86 @@ def test_resume_without_a_name_takes_the_newest_run(tmp_path, course_data, tiny_
     ("--grad_accum", "0", r"argument --grad_accum: 0 must be an integer >= 1"),
     ("--max_length", "0", r"argument --max_length: 0 must be an integer >= 1"),
     ("--weight_decay", "-0.1", r"argument --weight_decay: -0.1 must be a number >= 0"),
+    # NumPy's legacy seeding takes 0 .. 2**32 - 1: outside, a traceback mid-start
+    ("--seed", "-1", r"argument --seed: -1 must be an integer from 0 to 4294967295"),
+    ("--seed", "99999999999", r"argument --seed: 99999999999 must be an integer from 0 to 4294967295"),
+    # infinity passes "> 0" but is no learning rate, weight or norm anyone means
+    ("--lr", "inf", r"argument --lr: inf must be a number > 0"),
+    ("--max_grad_norm", "inf", r"argument --max_grad_norm: inf must be a number >= 0"),
+    ("--rdrop_weight", "inf", r"argument --rdrop_weight: inf must be a number >= 0"),
 ])
 @pytest.mark.parametrize("script", [classifier, mt])
 def test_numeric_flags_are_checked_at_parse_time(script, flag, value, match):
     with pytest.raises(MinbertError, match=match):
         script.get_args(["--pretrained", "all-minilm-l6-v2", flag, value])
+
+
+def test_the_largest_seed_runs(tmp_path, course_data, tiny_model):
+    mt.main(_part2(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1", "--seed", str(2 ** 32 - 1)))
+
+
+IDLE = "as given it would change nothing, so it is refused rather than ignored"
+
+
+@pytest.mark.parametrize("script, argv, match", [
+    (mt, ["--lora_rank", "4"], "--lora_rank sets the adapters, which only --fine-tune-mode lora or dora adds"),
+    (classifier, ["--lora_alpha", "8", "--fine-tune-mode", "full-model"], "--lora_alpha sets the adapters"),
+    (mt, ["--llrd", "0.8", "--fine-tune-mode", "last-linear-layer"], "--llrd scales the learning rates of BERT's layers"),
+    (classifier, ["--llrd", "0.8"], "--llrd scales the learning rates of BERT's layers"),
+    (mt, ["--smart_step", "0.1"], "--smart_step shapes SMART's adversarial term, which is off"),
+    (mt, ["--smart_weight", "1", "--smart_eps", "1e-3"], "--smart_eps is the radius of --smart_projection ball"),
+    (mt, ["--smart_momentum", "0.9"], "--smart_momentum is the momentum of SMART's Bregman teacher"),
+    (mt, ["--pals_dim", "8"], "--pals_dim is the width of the PALs, which only --pals adds"),
+    (mt, ["--mnrl_scale", "10", "--pair_encoding", "siamese"], "--mnrl_scale scales the MNRL loss, which is off"),
+    (mt, ["--sequential", "--sampler", "proportional"], "--sampler picks each step's task, which --sequential does not"),
+    (mt, ["--task_dropout", "0.1", "0.1", "0.1", "--hidden_dropout_prob", "0.3"], "--hidden_dropout_prob is every head's"),
+    (classifier, ["--compile"], "--compile compiles BERT's forward, which --fine-tune-mode last-linear-layer runs once"),
+])
+def test_a_flag_the_configuration_ignores_is_one_line(script, argv, match):
+    with pytest.raises(MinbertError, match=re.escape(match) + ".*" + IDLE):
+        script.get_args(["--pretrained", "all-minilm-l6-v2", *argv])
+
+
+@pytest.mark.parametrize("script, argv", [
+    (mt, ["--lora_rank", "4", "--fine-tune-mode", "lora"]), (mt, ["--llrd", "0.8", "--fine-tune-mode", "dora"]),
+    (mt, ["--smart_weight", "1", "--smart_step", "0.1", "--smart_projection", "ball", "--smart_eps", "1e-3"]),
+    (mt, ["--smart_bregman_weight", "1", "--smart_momentum", "0.9"]), (mt, ["--pals", "--pals_dim", "8"]),
+    (mt, ["--task_dropout", "0.1", "0.2", "0.3"]), (classifier, ["--compile", "--fine-tune-mode", "full-model"]),
+    (classifier, ["--recipe", "handout"]), (mt, ["--recipe", "handout"]),
+])
+def test_the_same_flags_where_they_act_are_taken(script, argv):
+    script.get_args(["--pretrained", "all-minilm-l6-v2", *argv])
+
+
+def test_a_dataset_given_twice_is_refused():
+    with pytest.raises(MinbertError, match="--datasets sst sst: sst given twice"):
+        classifier.get_args(["--datasets", "sst", "sst"])
+
+
+def test_eval_only_names_the_training_flags_it_ignores(tmp_path, course_data, tiny_model, capsys):
+    args = _part2(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1")
+    mt.main(args)
+    capsys.readouterr()
+    mt.main(args + ["--eval_only", str(tmp_path / "ck" / "mt.pt")])
+    line = [l for l in capsys.readouterr().out.splitlines() if l.startswith("--eval_only re-scores")]
+    assert len(line) == 1 and "--lr" in line[0] and "--epochs" in line[0] and "--pretrained" not in line[0]
+
+
+def test_ensemble_takes_only_the_speed_flags_inference_uses():
+    import ensemble
+    with pytest.raises(MinbertError, match="unrecognized arguments: --grad_accum"):
+        ensemble.build_parser().parse_args(["a.pt", "--grad_accum", "2"])
+    assert ensemble.build_parser().parse_args(["a.pt", "--amp", "none", "--attn", "explicit"]).amp == "none"
+
+
+@pytest.mark.parametrize("script, argv, match", [
+    ("prepare_submit.py", ["--part", "3"], r"prepare_submit.py: argument --part: invalid choice: '3'"),
+    ("evaluation.py", ["--score"], r"evaluation.py: argument --score: expected 2 arguments"),
+    ("datasets.py", ["--bogus"], r"datasets.py: unrecognized arguments: --bogus"),
+    ("sanity_check.py", ["--bogus"], r"sanity_check.py: unrecognized arguments: --bogus"),
+])
+def test_every_scripts_bad_flag_is_one_line(tmp_path, script, argv, match):
+    _one_line_error(_cli(script, *argv, cwd=tmp_path), match)
 
 
 def _cli(script, *args, cwd=ROOT):

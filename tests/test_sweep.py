@@ -218,3 +218,38 @@ def test_a_new_study_under_an_old_name_never_writes_into_old_trial_folders(tmp_p
     (study / "t0-s1-2").mkdir()
     assert sweep.trial_folder(study, 0, 1) == study / "t0-s1-3"
     assert sweep.trial_folder(study, 1, 1) == study / "t1-s1"
+
+
+def _study_with_one_trial(tmp_path, name, distribution):
+    """A study in the sweep's default storage holding one finished trial drawn from `distribution` (for lr)."""
+    import optuna
+    (tmp_path / "runs" / "sweeps").mkdir(parents=True, exist_ok=True)
+    study = optuna.create_study(study_name=name, storage=f"sqlite:///{tmp_path / 'runs' / 'sweeps' / (name + '.db')}",
+                                direction="maximize")
+    trial = study.ask({"lr": distribution})
+    study.tell(trial, 0.5)
+
+
+@pytest.mark.parametrize("space, sampler", [("lr=1e-3,2e-3,3e-3", "grid"), ("lr=log:1e-4:1e-2", "tpe")])
+def test_a_study_continued_with_another_space_is_one_line(tmp_path, monkeypatch, course_data, tiny_model, space, sampler):
+    """A grid grown by one value, or a list turned into a range: Optuna cannot mix them; one line says which space
+    the study has, before anything trains."""
+    from optuna.distributions import CategoricalDistribution
+    monkeypatch.chdir(tmp_path)
+    _study_with_one_trial(tmp_path, "s", CategoricalDistribution(["1e-3", "2e-3"]))
+    with pytest.raises(MinbertError, match=rf"study s: its trials searched --space lr=1e-3,2e-3, not {space}"):
+        sweep.main(["classifier", "--space", space, "--sampler", sampler, "--study", "s", "--", *_base(course_data, tiny_model)])
+    assert not list((tmp_path / "runs" / "sweeps").glob("s/t*"))
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--study", "../../x"], r"--study '../../x': names a folder under runs/sweeps/"),
+    (["--seeds", "-1"], r"argument --seeds: -1 must be an integer from 0 to 4294967295"),
+    (["--sampler", "grid", "--sampler_seed", "3"], r"--sampler_seed seeds TPE's suggestions, which --sampler grid"),
+    (["--no_prune", "--prune_startup", "3"], r"--prune_startup tunes the median pruner, which --no_prune turns off"),
+])
+def test_sweep_flags_are_checked_in_one_line(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MinbertError, match=match):
+        sweep.main(["classifier", "--space", "lr=1e-3", *argv, "--", *_base(course_data, tiny_model)])
+    assert not (tmp_path.parent / "x").exists() and not list(tmp_path.glob("runs/sweeps/*/t*"))

@@ -127,3 +127,67 @@ def test_progress_lines_without_a_terminal(capsys):
     assert "tokens/s" in lines[0] and "elapsed, about" in lines[0]
     Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
     assert capsys.readouterr().out == ""
+
+
+# ----------------------------------------------------------------------------- a run that diverges stops and says so
+
+def test_a_diverging_run_stops_in_one_line_naming_nan(tmp_path, course_data, tiny_model):
+    """--lr 1e6: the loss becomes NaN; the run stops at once (not after every epoch), says NaN and what to do,
+    and its log says why it stopped (report.py reads that)."""
+    import report
+    from trainer import Diverged
+    with pytest.raises(Diverged, match=r"mt epoch 0: the training loss became NaN by step \d+ of 4 \(peak learning "
+                                       r"rate 1e\+06\): the weights diverged.*lower --lr"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "3", "--steps_per_epoch", "4", "--lr", "1e6"))
+    log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
+    assert len(log) == 1 and log[0]["epoch"] == 0 and "became NaN" in log[0]["stopped"]
+    with pytest.raises(MinbertError, match=r"no epoch finished; the run stopped: the training loss became NaN"):
+        report.main([str(tmp_path / "ck"), "--out", str(tmp_path / "rep")])
+
+
+def test_a_nan_dev_score_stops_the_run(tmp_path, course_data, tiny_model, monkeypatch):
+    """A model whose outputs are NaN scores NaN on STS (not a constant's r of 0): the run stops, naming it."""
+    from multitask_classifier import MultitaskPipeline
+    real = MultitaskPipeline.evaluate
+    monkeypatch.setattr(MultitaskPipeline, "evaluate", lambda self: ({**real(self)[0], "sts": float("nan")}, float("nan")))
+    with pytest.raises(MinbertError, match=r"mt epoch 0: the dev mean is NaN .*the weights diverged"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1"))
+    import math
+    from evaluation import pearson
+    assert math.isnan(pearson([1.0, float("nan"), 2.0], [1.0, 2.0, 3.0])) and pearson([1.0, 1.0], [1.0, 2.0]) == 0.0
+
+
+def test_under_fp16_a_non_finite_loss_is_left_to_the_grad_scaler():
+    """fp16's grad scaler skips a step whose gradients overflow; only without it is a NaN loss divergence."""
+    from optimizer import AdamW
+    from trainer import Diverged, Trainer
+    model = torch.nn.Linear(2, 2)
+    t = Trainer(model, AdamW(model.parameters(), lr=1e-3), torch.device("cpu"))
+    with pytest.raises(Diverged, match="became infinite by step 3 of 9"):
+        t.check_finite(float("inf"), 3, 9)
+    t.scaler = torch.amp.GradScaler("cpu", enabled=True)
+    t.check_finite(float("nan"), 3, 9)
+
+
+def test_resuming_with_the_data_moved_elsewhere_works_and_other_data_is_refused(tmp_path, course_data, tiny_model,
+                                                                               monkeypatch, capsys):
+    """The run records its inputs' sha256: the same bytes in another folder resume (one line says so); a file
+    with other contents is refused, naming it."""
+    import shutil
+    common = ["--epochs", "2", "--steps_per_epoch", "2"]
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, *common))
+    restore()
+    moved = tmp_path / "moved"
+    shutil.copytree(course_data, moved)
+    shutil.rmtree(course_data)
+    (moved / "sts-train.csv").write_bytes((moved / "sts-train.csv").read_bytes() + b"\n")  # one more blank line
+    with pytest.raises(MinbertError, match=r"cannot resume.*the --sts_train file .*moved/sts-train.csv holds other "
+                                           r"contents than .*data/sts-train.csv"):
+        mt.main(part2_args(tmp_path, moved, tiny_model, *common, "--resume"))
+    (moved / "sts-train.csv").write_bytes((moved / "sts-train.csv").read_bytes()[:-1])
+    capsys.readouterr()
+    mt.main(part2_args(tmp_path, moved, tiny_model, *common, "--resume"))
+    out = capsys.readouterr().out
+    assert "resuming with input files that moved, their contents unchanged" in out and "resumed mt from" in out
