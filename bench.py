@@ -153,7 +153,7 @@ def run(args, device, tokenizer, cfg, label, fast=True, bucket=None, hf=False, a
     extra = torch.nn.ModuleList()
     if not hf:  # what trains: --fine-tune-mode and --pals, set up as the pipelines do it
         from checkpoint import ModelSpec
-        from lora import prepare_backbone
+        from finetune import prepare_backbone
         prepare_backbone(model, ModelSpec(fine_tune_mode=args.fine_tune_mode, lora_rank=args.lora_rank,
                                           lora_alpha=2.0 * args.lora_rank))
         if args.pals:

@@ -1,4 +1,5 @@
 """minBERT: embeddings, multi-head self-attention and transformer layers (handout section 3)."""
+import contextlib
 import math
 
 import torch
@@ -20,6 +21,9 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.attn_impl = config.attn_impl
+        # Prefix tuning (prefix.py) sets this to f(batch size, dtype) -> (P_k, P_v): keys and values every token
+        # can attend to, prepended to the layer's own.
+        self.prefix = None
 
     def transform(self, x, linear_layer):
         """[B, T, d] -> projected and split into heads: [B, heads, T, d/heads]."""
@@ -42,6 +46,10 @@ class BertSelfAttention(nn.Module):
         key = self.transform(hidden_states, self.key)
         query = self.transform(hidden_states, self.query)
         value = self.transform(hidden_states, self.value)
+        if self.prefix is not None:
+            prefix_key, prefix_value = self.prefix(key.shape[0], key.dtype)
+            key, value = torch.cat([prefix_key, key], dim=2), torch.cat([prefix_value, value], dim=2)
+            attention_mask = F.pad(attention_mask, (prefix_key.shape[2], 0))  # 0: every prefix position is attended
         if self.attn_impl == "explicit":
             return self.attention(key, query, value, attention_mask)
         # Same math as `attention`, in one fused kernel that never materialises the T x T probabilities
@@ -95,6 +103,9 @@ class BertModel(BertPreTrainedModel):
         self.pooler_af = nn.Tanh()
         # SMART (smart.py) sets this to a function of the embedding output that adds its perturbation.
         self.perturb = None
+        # Freezing (freezing.py): the embeddings and the lowest frozen_groups - 1 layers run without a graph, so
+        # no gradient reaches them (they do not change) and their backward costs nothing. 0: everything trains.
+        self.frozen_groups = 0
         self.init_weights()
 
     def embed(self, input_ids, token_type_ids=None):
@@ -110,14 +121,16 @@ class BertModel(BertPreTrainedModel):
 
     def encode(self, hidden_states, attention_mask):
         mask = extended_attention_mask(attention_mask, hidden_states.dtype)
-        for layer in self.bert_layers:
-            hidden_states = layer(hidden_states, mask)
+        for i, layer in enumerate(self.bert_layers):
+            with torch.no_grad() if i + 1 < self.frozen_groups else contextlib.nullcontext():
+                hidden_states = layer(hidden_states, mask)
         return hidden_states
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        x = self.embed(input_ids, token_type_ids)
+        with torch.no_grad() if self.frozen_groups else contextlib.nullcontext():
+            x = self.embed(input_ids, token_type_ids)
         if self.perturb is not None:
             x = self.perturb(x)
         hidden = self.encode(x, attention_mask)

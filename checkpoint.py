@@ -49,9 +49,14 @@ class ModelSpec:
     pals: bool = False
     pals_dim: int = None
     siamese_proj: int = 0
+    adapter_dim: int = 64                # --fine-tune-mode adapter (houlsby.py)
+    prefix_length: int = 10              # --fine-tune-mode prefix (prefix.py)
+    shared_head: int = 0                 # a hidden layer the task heads share (0: none)
+    extra_tasks: list = None             # --extra_task's data sets, each with a head (extra_tasks.py)
 
     def __post_init__(self):
         self.lora_targets = list(self.lora_targets or ["query", "value"])
+        self.extra_tasks = list(self.extra_tasks or [])
         self.dropout = [float(d) for d in (self.dropout if self.dropout is not None else [0.1])]
 
     def to_dict(self):

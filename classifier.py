@@ -18,7 +18,7 @@ from checkpoint import ModelSpec
 from datasets import TASKS, SentenceClassificationDataset, data_file, read_examples
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from flags import check_max_length, hidden_size, parse_classifier, resolve_lr, run_defining
-from lora import prepare_backbone
+from finetune import prepare_backbone
 from losses import ClassificationLoss
 from precision import setup_precision
 from runs import check_outputs, open_run
@@ -85,7 +85,8 @@ class SentimentPipeline(Pipeline):
         self.spec = ModelSpec(pipeline="classifier", pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
                               lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                               lora_targets=args.lora_targets, dropout=[args.hidden_dropout_prob],
-                              max_length=args.max_length, num_labels=TASKS[name].num_labels)
+                              max_length=args.max_length, num_labels=TASKS[name].num_labels,
+                              adapter_dim=args.adapter_dim, prefix_length=args.prefix_length)
         self.model = BertSentimentClassifier(self.spec, args.attn).to(device)
         self.merge = args.merge
         frozen = args.fine_tune_mode == "last-linear-layer"

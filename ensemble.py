@@ -13,6 +13,10 @@ and to "not a paraphrase") and the average of the STS scores.
 The ensemble is a run like any other: its six files go into its own folder (runs/ensemble-TIMESTAMP, or
 --run_name / --run_dir), with members.txt naming its members, and are then copied to --out
 (predictions/ by default), with one line naming whose files they replace.
+
+--soft_targets also runs every member (checkpoints only) on the three training sets and writes their raw outputs
+into the run folder as soft-targets.npz, which `multitask_classifier.py --distill` trains a single student on
+(distill.py).
 """
 from pathlib import Path
 
@@ -21,6 +25,7 @@ import torch
 
 from checkpoint import load_checkpoint, read_spec
 from datasets import MULTITASK, data_file, load_multitask_data, read_examples
+from distill import SOFT_TARGETS, save_soft_targets
 from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
 from flags import Parser, add_speed_flags, positive_int
 from multitask import load_multitask
@@ -42,6 +47,9 @@ def build_parser():
     ap.add_argument("--run_dir", default=None, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
     ap.add_argument("--use_gpu", action="store_true", help="run the members on the GPU")
     ap.add_argument("--batch_size", type=positive_int, default=64, help="examples per inference batch")
+    ap.add_argument("--soft_targets", action="store_true",
+                    help=f"also write the members' outputs on the training sets to {SOFT_TARGETS} in the run folder, "
+                         f"for multitask_classifier.py --distill (checkpoint members only)")
     add_speed_flags(ap, training=False)
     return ap
 
@@ -85,17 +93,19 @@ def check_members(members):
 
 
 def checkpoint_member(path, args, device, ref, cache):
-    """{(task, split): outputs to average} of one multitask checkpoint. `cache` keeps the tokenised data
-    between members that share a tokenizer, length and pair encoding (the usual case)."""
+    """({(task, split): outputs to average}, {task: (training ids, raw outputs)} with --soft_targets, else None) of
+    one multitask checkpoint. `cache` keeps the tokenised data between members that share a tokenizer, length and
+    pair encoding (the usual case)."""
     model, _, spec = load_multitask(path, device, args.attn)
     classes = model.sst_head[-1].out_features
     if classes != N_SST:
         raise MinbertError(f"{path}: its SST head has {classes} classes, the ensemble's task has {N_SST}")
+    splits = SPLITS + (("train",) if args.soft_targets else ())
     key = (spec.pretrained, spec.max_length, spec.pair_encoding)
     if key not in cache:
-        paths = {t: {s: data_file(args.data_dir, t, s) for s in SPLITS} for t in MULTITASK}
+        paths = {t: {s: data_file(args.data_dir, t, s) for s in splits} for t in MULTITASK}
         cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
-                                         spec.pair_encoding, SPLITS)
+                                         spec.pair_encoding, splits)
     data = cache[key]
     outputs = {}
     for split in SPLITS:
@@ -105,7 +115,11 @@ def checkpoint_member(path, args, device, ref, cache):
             if data[split][task].ids != list(ref[task, split][0]):
                 raise MinbertError(f"{path}: its {task} {split} ids differ from {args.data_dir}'s")
             outputs[task, split] = as_probabilities(task, raw[task])
-    return outputs
+    if not args.soft_targets:
+        return outputs, None
+    raw = {}
+    model_eval_multitask(model, data["train"], args.batch_size, device, args.amp, raw=raw)
+    return outputs, {task: (data["train"][task].ids, raw[task]) for task in MULTITASK}
 
 
 def folder_member(folder, ref):
@@ -149,15 +163,20 @@ def main(argv=None):
     check_members(args.members)
     ref = reference(args.data_dir)
     folders = {m: folder_member(m, ref) for m in args.members if Path(m).is_dir()}  # cheap: checked up front too
+    if args.soft_targets and folders:
+        raise MinbertError(f"--soft_targets: member {next(iter(folders))} is a folder of predictions, which hold no "
+                           f"outputs on the training sets; give checkpoints")
     inputs = [(f"the {t} {s} data file", data_file(args.data_dir, t, s)) for t in MULTITASK for s in SPLITS] + [
         (f"member {m}", m) for m in args.members if not Path(m).is_dir()] + [
         (f"a file of member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
     with open_run("ensemble", None, args.run_name, args.run_dir) as run:
         check_outputs(dirs=[("--out", out)], files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
                       inputs=inputs, own=run.folder)
-        members, cache = [], {}
+        members, cache, soft = [], {}, []
         for m in args.members:
-            members.append(folders[m] if m in folders else checkpoint_member(m, args, device, ref, cache))
+            outputs, train = (folders[m], None) if m in folders else checkpoint_member(m, args, device, ref, cache)
+            members.append(outputs)
+            soft.append(train)
             print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
         mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
         files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
@@ -165,6 +184,11 @@ def main(argv=None):
         (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in args.members))
         scores = dev_scores(mean, ref)
         print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
+        if args.soft_targets:
+            path = save_soft_targets(run.folder / SOFT_TARGETS, args.members,
+                                     {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK})
+            print(f"soft targets of {len(soft)} members on the training sets: {path}; train a student on them with "
+                  f"multitask_classifier.py --distill {path}")
         publish([(f, out / f.name) for f in files], run.name, run.folder)
         return scores
 

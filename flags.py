@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from datasets import TASK_PREFIX, data_file
-from lora import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, TARGETS, check_merge
+from finetune import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, NEW_WEIGHT_MODES, check_merge
+from lora import TARGETS
+from optimizer import LION_LR_FACTOR, OPTIMIZERS
 from precision import AMP_CHOICES
 from utils import MinbertError, Parser, distributed  # noqa: F401 (Parser: the scripts' parser class)
 
@@ -61,7 +63,8 @@ RUN_FREE = {"use_gpu", "amp", "attn", "compile", "foreach", "resume", "run_name"
             "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
 # Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they hold
 # may not: a run records its inputs' sha256 (run_defining's `inputs`), and a resumption compares those.
-PATH_FLAGS = {"data_dir", "texts"} | {f"{p}_{s}" for p in ("sst", "para", "sts") for s in ("train", "dev", "test")}
+PATH_FLAGS = {"data_dir", "texts", "extra_task", "distill"} | {f"{p}_{s}" for p in ("sst", "para", "sts")
+                                                                 for s in ("train", "dev", "test")}
 
 
 def run_defining(args, inputs=None):
@@ -90,6 +93,9 @@ def check_same_run(saved, now, source, log=print):
     diff = [f"{flag_spelling(k)} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
             for k in sorted(keys) if saved.get(k) != now.get(k)]
     was, new = saved.get("inputs") or {}, now.get("inputs") or {}
+    if was:  # an earlier minbert recorded no inputs
+        diff += [f"the run read {what} ({was[what]['path']}), this one does not" for what in sorted(set(was) - set(new))]
+        diff += [f"this run reads {what} ({new[what]['path']}), the checkpoint's did not" for what in sorted(set(new) - set(was))]
     moved = []
     for what in sorted(set(was) & set(new)):
         if was[what]["sha256"] != new[what]["sha256"]:
@@ -125,6 +131,13 @@ IDLE_FLAGS = {
                   "is the radius of --smart_projection ball, used only with --smart_weight above 0"),
     "smart_momentum": (lambda a, t: a.smart_bregman_weight > 0,
                        "is the momentum of SMART's Bregman teacher, which is off without --smart_bregman_weight above 0"),
+    "adapter_dim": (lambda a, t: a.fine_tune_mode == "adapter", "sets the width of --fine-tune-mode adapter's adapters"),
+    "prefix_length": (lambda a, t: a.fine_tune_mode == "prefix", "sets the length of --fine-tune-mode prefix's prefix"),
+    "foreach": (lambda a, t: a.optimizer == "adamw", "switches AdamW's multi-tensor kernels, which --optimizer "
+                                                      "lion and lamb do not have"),
+    **{f: (lambda a, t: a.fine_tune_mode != "last-linear-layer",
+           "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
+       for f in ("freeze_layers", "gradual_unfreeze")},
 }
 CLASSIFIER_IDLE = {
     "compile": (lambda a, t: a.fine_tune_mode != "last-linear-layer",
@@ -132,6 +145,9 @@ CLASSIFIER_IDLE = {
 }
 MULTITASK_IDLE = {
     "pals_dim": (lambda a, t: a.pals, "is the width of the PALs, which only --pals adds"),
+    "gradvac_beta": (lambda a, t: a.gradvac, "is GradVac's moving-average decay, which is off without --gradvac"),
+    **{f: (lambda a, t: a.distill is not None, "shapes the distillation loss, which is off without --distill")
+       for f in ("distill_weight", "distill_temperature")},
     "mnrl_scale": (lambda a, t: a.mnrl_weight > 0, "scales the MNRL loss, which is off without --mnrl_weight above 0"),
     "sampler": (lambda a, t: not a.sequential, "picks each step's task, which --sequential does not do"),
     "hidden_dropout_prob": (lambda a, t: "task_dropout" not in t,
@@ -181,17 +197,21 @@ def lora_targets(text):
 
 
 def add_adapter_flags(ap):
-    """--fine-tune-mode lora|dora's settings (lora.py), the same in both pipelines."""
-    g = ap.add_argument_group("adapters (--fine-tune-mode lora or dora)")
+    """The settings of the modes that train new weights on a frozen BERT (finetune.py), the same in both pipelines."""
+    g = ap.add_argument_group("adapters (--fine-tune-mode lora, dora, adapter or prefix)")
     g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank")
     g.add_argument("--lora_alpha", type=positive_float, default=16.0, help="the update is scaled by alpha / r")
     g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
     g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
                    help="the linears of every layer that get adapters: any of query,key,value,attention_dense,"
                         "interm_dense,out_dense (default query,value)")
+    g.add_argument("--adapter_dim", type=positive_int, default=64,
+                   help="--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (houlsby.py)")
+    g.add_argument("--prefix_length", type=positive_int, default=10,
+                   help="--fine-tune-mode prefix: the number of trainable keys and values in every layer (prefix.py)")
     g.add_argument("--merge", action="store_true",
-                   help="fold the adapters into the weights before the final predictions (and in --eval_only), "
-                        "so inference costs what the plain model does")
+                   help="fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final "
+                        "predictions (and in --eval_only), so inference costs what the plain model does")
     return g
 
 
@@ -221,7 +241,15 @@ def add_recipe_flags(ap, regularizers, full_model_only=False):
     g.add_argument("--llrd", type=llrd_factor, default=1.0,
                    help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
-    g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="AdamW's decoupled weight decay")
+    g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="the optimizer's decoupled weight decay")
+    g.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adamw",
+                   help="adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or lamb "
+                        "(You et al. 2020): optimizer.py")
+    g.add_argument("--freeze_layers", type=nonneg_int, default=0,
+                   help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; freezing.py)")
+    g.add_argument("--gradual_unfreeze", type=nonneg_int, default=0, metavar="STEPS",
+                   help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then unfreeze one more "
+                        "layer from the top every STEPS optimizer steps, the embeddings last (0: off; freezing.py)")
     add_regularizer_flags(g, regularizers, full_model_only)
     return g
 
@@ -307,6 +335,13 @@ class _CheckpointPath(argparse.Action):
         namespace.run_dir, namespace.checkpoint_name = str(Path(value).parent), Path(value).stem
 
 
+def check_recipe_combination(args):
+    """Recipe flags that cannot work together in either pipeline, refused in one line."""
+    if args.smart_weight and (args.freeze_layers or args.gradual_unfreeze):
+        raise MinbertError("--smart_weight needs the gradient at BERT's embeddings, which frozen layers do not pass "
+                           "on (--freeze_layers, --gradual_unfreeze): drop one of them")
+
+
 def parse_with_recipe(ap, argv, handout_defaults):
     """(parse_args, the flags typed), with the handout's defaults in force when `--recipe handout` is given."""
     given = list(sys.argv[1:] if argv is None else argv)
@@ -350,11 +385,19 @@ WIDE, WIDE_LR = 768, 3e-5
 
 
 def resolve_lr(args, hidden_size):
-    """Fill in --lr when it was not given, by what trains and how wide the checkpoint is; returns the reason
-    for the start line."""
+    """Fill in --lr when it was not given, by what trains and how wide the checkpoint is (and, for --optimizer lion,
+    a third of that); returns the reason for the start line."""
     if args.lr is not None:
         return f"lr {args.lr:g}"
-    only_new = args.fine_tune_mode in ADAPTER_MODES or args.fine_tune_mode == "last-linear-layer"
+    why = _default_lr(args, hidden_size)
+    if getattr(args, "optimizer", "adamw") == "lion":
+        args.lr /= LION_LR_FACTOR
+        why = why.replace(f"lr {args.lr * LION_LR_FACTOR:g} (", f"lr {args.lr:g} (Lion: a third of AdamW's, whose ", 1)
+    return why
+
+
+def _default_lr(args, hidden_size):
+    only_new = args.fine_tune_mode in NEW_WEIGHT_MODES or args.fine_tune_mode == "last-linear-layer"
     if only_new:  # adapters, heads on a frozen BERT (with or without PALs): new weights only
         args.lr = ADAPTER_LR
         return f"lr {args.lr:g} (default when only new weights train: adapters, PALs or heads)"
@@ -415,6 +458,7 @@ def parse_classifier(argv=None):
     if args.smart_weight and args.fine_tune_mode == "last-linear-layer":
         raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
                            "features of a frozen BERT: use --fine-tune-mode full-model")
+    check_recipe_combination(args)
     if args.merge:
         check_merge(args.fine_tune_mode)
     return args
@@ -429,7 +473,7 @@ PAIR_ENCODINGS = ("cross", "siamese", "mixed")
 MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hidden_dropout_prob": 0.3, "lr": 1e-5}
 # The flags that shape a multitask model (checkpoint.ModelSpec): --eval_only takes them from the checkpoint.
 ARCHITECTURE = ("pretrained", "fine_tune_mode", "lora_rank", "lora_alpha", "lora_targets", "pair_encoding", "pooling",
-                "pals", "pals_dim", "siamese_proj")
+                "pals", "pals_dim", "siamese_proj", "adapter_dim", "prefix_length", "shared_head")
 
 
 def multitask_parser():
@@ -485,6 +529,24 @@ def multitask_parser():
                     help="all: one batch of every task in each optimizer step (losses summed, or PCGrad)")
     ap.add_argument("--pcgrad", action="store_true",
                     help="gradient surgery (Yu et al. 2020) on the per-task gradients; needs --sampler all")
+    ap.add_argument("--gradvac", action="store_true",
+                    help="Gradient Vaccine (Wang et al. 2021; gradvac.py): align each pair of task gradients with the "
+                         "similarity they usually have; needs --sampler all")
+    ap.add_argument("--gradvac_beta", type=probability, default=1e-2,
+                    help="the decay of GradVac's moving average of each pair's gradient similarity (the paper's 1e-2)")
+    ap.add_argument("--shared_head", type=nonneg_int, default=0, metavar="DIM",
+                    help="one hidden layer (DIM units, GELU) shared by the task heads of SST and cross-encoded pairs, "
+                         "each task keeping its own output layer (0: separate heads)")
+    ap.add_argument("--extra_task", nargs="+", default=[], metavar="NAME=FILE",
+                    help="more training data with heads of their own, trained through the same sampler: snli, mnli "
+                         "(.jsonl or .txt as released), sick (SICK.txt), paws (train.tsv); extra_tasks.py")
+    ap.add_argument("--distill", metavar="SOFT_TARGETS", default=None,
+                    help="train on an ensemble's predictions too (Hinton et al. 2015): the soft-targets.npz that "
+                         "ensemble.py --soft_targets writes (distill.py)")
+    ap.add_argument("--distill_weight", type=fraction, default=0.5,
+                    help="alpha: the loss is (1 - alpha) gold + alpha distillation")
+    ap.add_argument("--distill_temperature", type=positive_float, default=2.0,
+                    help="T: teacher and student probabilities are softened by T (the term is scaled by T^2)")
     ap.add_argument("--steps_per_epoch", type=positive_int, default=None,
                     help="joint training steps per epoch (default: one pass's worth of batches over all tasks)")
     ap.add_argument("--loss_weights", type=nonneg_float, nargs=3, default=[1.0, 1.0, 1.0],
@@ -518,7 +580,8 @@ def parse_multitask(argv=None):
     if not args.eval_only:
         check_multitask_combination(args)
     if args.sampler == "all" and distributed()[1] > 1:
-        raise MinbertError("--sampler all (and --pcgrad) run in one process only; drop torchrun or pick another sampler")
+        raise MinbertError("--sampler all (and --pcgrad, --gradvac) run in one process only; drop torchrun or pick "
+                           "another sampler")
     for task, prefix in FLAG_PREFIX.items():
         for split in ("train", "dev", "test"):
             if getattr(args, f"{prefix}_{split}") is None:
@@ -535,10 +598,24 @@ def check_multitask_combination(args):
                                f"add --pair_encoding siamese (or mixed)")
     if args.merge:
         check_merge(args.fine_tune_mode)
-    if args.pcgrad and args.sampler != "all":
-        raise MinbertError("--pcgrad needs the gradients of every task in one step: add --sampler all")
-    if args.pcgrad and args.sequential:
-        raise MinbertError("--pcgrad cannot be combined with --sequential (one task at a time)")
+    for surgery in ("pcgrad", "gradvac"):
+        if getattr(args, surgery) and args.sampler != "all":
+            raise MinbertError(f"--{surgery} needs the gradients of every task in one step: add --sampler all")
+        if getattr(args, surgery) and args.sequential:
+            raise MinbertError(f"--{surgery} cannot be combined with --sequential (one task at a time)")
+    if args.pcgrad and args.gradvac:
+        raise MinbertError("--pcgrad and --gradvac are two ways to combine the task gradients: choose one")
+    names = [e.partition("=")[0] for e in args.extra_task]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise MinbertError(f"--extra_task: {twice[0]} given twice; each data set has one head (concatenate the files)")
+    for item in args.extra_task:
+        from extra_tasks import parse_extra
+        parse_extra(item)
+    if args.shared_head and args.pair_encoding == "siamese":
+        raise MinbertError("--shared_head shares a hidden layer between the heads of SST and cross-encoded pairs; with "
+                           "--pair_encoding siamese only SST has such a head: use cross or mixed")
+    check_recipe_combination(args)
     if not any(args.loss_weights):
         raise MinbertError("--loss_weights 0 0 0: every task's loss is switched off, so nothing would train; "
                            "give at least one task a weight above 0")
@@ -566,7 +643,8 @@ def pretrain_parser():
     add_tensorboard_flag(ap)
     add_speed_flags(ap)
     # the shared trainer's other levers, at their plain values (not flags of this script)
-    ap.set_defaults(scheduler="linear", max_grad_norm=1.0, llrd=1.0, head_lr=None, patience=0)
+    ap.set_defaults(scheduler="linear", max_grad_norm=1.0, llrd=1.0, head_lr=None, patience=0, optimizer="adamw",
+                    freeze_layers=0, gradual_unfreeze=0)
     return ap
 
 

@@ -14,7 +14,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from utils import MinbertError
 
 
 class LoRALinear(nn.Module):
@@ -91,39 +90,3 @@ def merge_adapters(module):
         else:
             n += merge_adapters(child)
     return n
-
-
-FINE_TUNE_MODES = ["last-linear-layer", "full-model", "lora", "dora"]
-ADAPTER_MODES = ("lora", "dora")
-# Where only adapters (or other new modules) and heads train, a larger default rate than full fine-tuning's
-# (Hu et al. 2022 train LoRA at about 10x).
-ADAPTER_LR = 1e-3
-
-
-def check_merge(mode):
-    """--merge folds adapters: refused, in one line, for a mode that has none."""
-    if mode not in ADAPTER_MODES:
-        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights, but this model is {mode}: "
-                           f"it needs --fine-tune-mode lora or dora")
-
-
-def merge_for_inference(bert, merge, mode, log=print):
-    """--merge, in every pipeline: fold the adapters into BERT's weights before the final predictions."""
-    if merge:
-        check_merge(mode)
-        log(f"merged {merge_adapters(bert)} adapters into BERT's weights")
-
-
-def prepare_backbone(bert, spec):
-    """Set what of `bert` trains under spec.fine_tune_mode (a checkpoint.ModelSpec): nothing
-    (last-linear-layer), everything (full-model), or only adapters on spec.lora_targets (lora, dora).
-    Both pipelines call this."""
-    mode = spec.fine_tune_mode
-    if mode in ADAPTER_MODES:
-        return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout,
-                            dora=mode == "dora")
-    if mode not in FINE_TUNE_MODES:
-        raise ValueError(f"unknown fine-tune mode {mode!r}; choose from {', '.join(FINE_TUNE_MODES)}")
-    for p in bert.parameters():
-        p.requires_grad = mode == "full-model"
-    return []

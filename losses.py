@@ -14,10 +14,18 @@ In-batch contrastive losses, on the siamese sentence embeddings:
     in the batch a negative.
   - SimCSELoss: the same cross-entropy with S = cos / tau, tau = 0.05, between two encodings of the same
     sentences that differ only in their dropout masks (Gao et al. 2021, unsupervised SimCSE, eq. 1).
+
+Knowledge distillation (--distill, distill.py):
+  - DistillationLoss: the student's outputs against an ensemble's soft targets (Hinton et al. 2015, section 2):
+    T^2 KL(p_teacher || softmax(z / T)) for SST, T^2 times the binary cross-entropy of sigmoid(z / T) against
+    p_teacher for Quora (the binary KL up to the teacher's entropy, a constant), (s - s_teacher)^2 for STS. The
+    T^2 keeps the soft term's gradient on the scale of the hard one as T changes.
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from extra_tasks import EXTRA_TASKS
 
 
 def cosine_matrix(a, b):
@@ -58,10 +66,26 @@ class SimCSELoss(MultipleNegativesRankingLoss):
         super().__init__(scale=1.0 / temperature)
 
 
+class DistillationLoss(nn.Module):
+    def __init__(self, temperature=2.0):
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, task, student, teacher):
+        T = self.temperature
+        if task == "sst":
+            log_p = F.log_softmax(student.float() / T, dim=-1)
+            return T * T * F.kl_div(log_p, teacher, reduction="batchmean")
+        if task == "quora":
+            return T * T * F.binary_cross_entropy_with_logits(student.float() / T, teacher)
+        return F.mse_loss(student.float(), teacher)
+
+
 # ----------------------------------------------------------------------------- the pipelines' training losses
 
 # How a task's outputs are compared by the consistency terms (smart.divergence).
-OUTPUT_KIND = {"sst": "multiclass", "cfimdb": "multiclass", "quora": "binary", "sts": "regression"}
+OUTPUT_KIND = {"sst": "multiclass", "cfimdb": "multiclass", "quora": "binary", "sts": "regression",
+               **{name: "multiclass" if t.kind == "class" else "regression" for name, t in EXTRA_TASKS.items()}}
 
 
 class TermLoss(nn.Module):
@@ -138,20 +162,24 @@ class MultitaskLoss(TermLoss):
     pairs and SimCSE on its first sentences (sentence embeddings only, not cross-encoded pairs), and the
     regularisers. Every output comes from the model's own `task_forward`."""
 
-    def __init__(self, weights, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0, **regularizers):
+    def __init__(self, weights, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0, teacher=None,
+                 distill_weight=0.5, distill_temperature=2.0, **regularizers):
         super().__init__(**regularizers)
-        self.weights = dict(weights)
+        self.weights = dict(weights)  # a task not in it (an --extra_task) weighs 1
         self.similarity = {"cosine": CosineSimilarityLoss(), "cosent": CoSENTLoss()}.get(sts_loss)
         self.mnrl_weight, self.mnrl = mnrl_weight, MultipleNegativesRankingLoss(mnrl_scale)
         self.simcse_weight, self.simcse = simcse_weight, SimCSELoss()
+        # --distill: {task: the teacher's target of every training example} (distill.teacher_targets)
+        self.teacher, self.distill_weight = teacher, distill_weight
+        self.distillation = DistillationLoss(distill_temperature)
 
     @classmethod
-    def from_args(cls, args, model=None, total_steps=1):
+    def from_args(cls, args, model=None, total_steps=1, teacher=None):
         """The loss multitask_classifier.py's flags ask for (--loss_weights, --sts_loss, --mnrl_*, --simcse_weight,
-        and the regularisers when a model is given)."""
+        --distill's weight and temperature with the `teacher` targets, and the regularisers when a model is given)."""
         regs = cls.regularizers(args, model, total_steps) if model is not None else {}
         return cls(dict(zip(("sst", "quora", "sts"), args.loss_weights)), args.sts_loss, args.mnrl_weight,
-                   args.mnrl_scale, args.simcse_weight, **regs)
+                   args.mnrl_scale, args.simcse_weight, teacher, args.distill_weight, args.distill_temperature, **regs)
 
     def forward(self, model, batch):
         if "parts" in batch:
@@ -159,6 +187,8 @@ class MultitaskLoss(TermLoss):
         return self.one(model, batch)
 
     def task_loss(self, task, out, y):
+        if task in EXTRA_TASKS:
+            return F.cross_entropy(out.output, y) if EXTRA_TASKS[task].kind == "class" else F.mse_loss(out.output, y)
         if task == "sst":
             return F.cross_entropy(out.output, y)
         if task == "quora":
@@ -178,6 +208,12 @@ class MultitaskLoss(TermLoss):
             first = batch["a"] if "a" in batch else batch["x"]
             again = model.embed_sentence(first["input_ids"], first["attention_mask"])
             extra = extra + self.track("simcse", self.simcse_weight * self.simcse(out.u, again))
-        loss = self.regularized(model, forward, out, lambda o: self.track(task, self.task_loss(task, o, y)),
-                                lambda o: o.output, OUTPUT_KIND[task])
-        return self.weights[task] * (loss + extra)
+        def loss_of(o):  # gold, and with --distill the teacher's soft targets too (over both passes of R-Drop)
+            gold = self.track(task, self.task_loss(task, o, y))
+            if self.teacher is None or task not in self.teacher:
+                return gold
+            target = self.teacher[task][batch["index"]].to(o.output.device)
+            soft = self.track("distill", self.distillation(task, o.output, target))
+            return (1 - self.distill_weight) * gold + self.distill_weight * soft
+        loss = self.regularized(model, forward, out, loss_of, lambda o: o.output, OUTPUT_KIND[task])
+        return self.weights.get(task, 1.0) * (loss + extra)

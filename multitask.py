@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from bert import BertModel
 from checkpoint import ModelSpec, load_checkpoint, load_trainable_state, read_spec
 from datasets import task_encoding
-from lora import prepare_backbone
+from extra_tasks import EXTRA_TASKS
+from finetune import prepare_backbone
 from pals import PALs
 from utils import MinbertError
 
@@ -48,13 +49,21 @@ class MultitaskBERT(nn.Module):
         self.encoding = {t: task_encoding(spec.pair_encoding, t) for t in ("quora", "sts")}
         H = self.bert.config.hidden_size
         drop = dict(zip(MULTITASK, spec.dropout))
-        self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(H, N_SENTIMENT))
+        # --shared_head: one hidden layer that the heads reading a pooled vector (SST's, cross-encoded pairs') share,
+        # each task keeping its own output layer ("Sharing weights", handout 5.3)
+        self.shared = nn.Sequential(nn.Linear(H, spec.shared_head), nn.GELU()) if spec.shared_head else None
+        W = spec.shared_head or H  # the width a head reads
+        self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(W, N_SENTIMENT))
         # --siamese_proj: one linear map shared by both sentences, before the cosine and the pair features
         self.proj = nn.Linear(H, spec.siamese_proj) if spec.siamese_proj else None
-        pair_width = H if self.encoding["quora"] == "cross" else 4 * (spec.siamese_proj or H)
+        pair_width = W if self.encoding["quora"] == "cross" else 4 * (spec.siamese_proj or H)
         self.para_head = nn.Sequential(nn.Dropout(drop["quora"]), nn.Linear(pair_width, 1))
         # Siamese similarity is the embeddings' cosine itself (no parameters), as Sentence-BERT does it.
-        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(H, 1)) if self.encoding["sts"] == "cross" else None
+        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(W, 1)) if self.encoding["sts"] == "cross" else None
+        # --extra_task: a head per additional data set, on cross-encoded pairs, with the Quora head's dropout
+        self.extra_heads = nn.ModuleDict({name: nn.Sequential(nn.Dropout(drop["quora"]),
+                                                              nn.Linear(W, EXTRA_TASKS[name].num_labels or 1))
+                                          for name in spec.extra_tasks})
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         """A sentence (or cross-encoded pair) embedding: [CLS] state, pooler output, or masked mean."""
@@ -72,15 +81,26 @@ class MultitaskBERT(nn.Module):
         pooled = self(input_ids, attention_mask)
         return pooled if self.proj is None else self.proj(pooled)
 
+    def head_input(self, pooled):
+        """What a task head reads: the pooled vector, through the shared hidden layer when there is one."""
+        return pooled if self.shared is None else self.shared(pooled)
+
     def task_forward(self, task, batch):
         """The one forward path of `task` on a batch ({'x': inputs} or siamese {'a': ..., 'b': ...})."""
         if self.pals is not None:
             self.pals.task = task  # route this forward through the task's PALs
         if task == "sst":
             pooled = self(**batch["x"])
-            return TaskOutput(self.sst_head(pooled), u=pooled if self.proj is None else self.proj(pooled))
+            return TaskOutput(self.sst_head(self.head_input(pooled)), u=pooled if self.proj is None else self.proj(pooled))
+        if task in self.extra_heads:
+            out = self.extra_heads[task](self.head_input(self(**batch["x"])))
+            kind = EXTRA_TASKS[task]
+            if kind.kind == "class":
+                return TaskOutput(out)
+            lo, hi = kind.label_range  # a score in its range, as the cross-encoded STS head gives one
+            return TaskOutput(lo + (hi - lo) * torch.sigmoid(out.squeeze(-1)))
         if self.encoding[task] == "cross":
-            pooled = self(**batch["x"])
+            pooled = self.head_input(self(**batch["x"]))
             if task == "quora":
                 return TaskOutput(self.para_head(pooled).squeeze(-1))
             score = torch.sigmoid(self.sts_head(pooled).squeeze(-1))
@@ -141,11 +161,13 @@ def load_multitask(path, device="cpu", attn="sdpa", given=None):
 
 def spec_from_args(args):
     """The ModelSpec of a multitask_classifier.py run (flags.parse_multitask's arguments)."""
+    from extra_tasks import parse_extra
     return ModelSpec(pipeline="multitask", pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
                      lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                      lora_targets=args.lora_targets, dropout=args.task_dropout, max_length=args.max_length,
                      pair_encoding=args.pair_encoding, pooling=args.pooling, pals=args.pals, pals_dim=args.pals_dim,
-                     siamese_proj=args.siamese_proj)
+                     siamese_proj=args.siamese_proj, adapter_dim=args.adapter_dim, prefix_length=args.prefix_length,
+                     shared_head=args.shared_head, extra_tasks=[parse_extra(e)[0] for e in args.extra_task])
 
 
 def data_paths(args):

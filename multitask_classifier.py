@@ -16,12 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-from datasets import MULTITASK, TASK_PREFIX, load_multitask_data
+from datasets import MULTITASK, TASK_PREFIX, TaskData, load_multitask_data
+from distill import teacher_targets
+from extra_tasks import EXTRA_TASKS, parse_extra, read_extra
 from evaluation import (format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name,
                         write_multitask_outputs)
 from flags import (ARCHITECTURE, check_max_length, given_flags, hidden_size, multitask_parser, parse_multitask, resolve_lr,
                    run_defining)
-from lora import merge_for_inference
+from finetune import merge_for_inference
 from losses import MultitaskLoss
 from multitask import MultitaskBERT, data_paths, load_multitask, spec_from_args
 from precision import setup_precision
@@ -46,8 +48,14 @@ def published_paths(args, folder):
 
 
 def data_paths_by_flag(args, splits=("train", "dev", "test")):
-    """{'--sst_train': path, ...}: the data files of the run, named by their flags."""
-    return {f"--{TASK_PREFIX[t]}_{s}": getattr(args, f"{TASK_PREFIX[t]}_{s}") for t in MULTITASK for s in splits}
+    """{'--sst_train': path, ...}: the data files of the run, named by their flags (with --extra_task's files and the
+    --distill soft targets when training)."""
+    paths = {f"--{TASK_PREFIX[t]}_{s}": getattr(args, f"{TASK_PREFIX[t]}_{s}") for t in MULTITASK for s in splits}
+    if "train" in splits:
+        paths.update({f"--extra_task {name}": path for name, path in map(parse_extra, args.extra_task)})
+        if args.distill:
+            paths["--distill"] = args.distill
+    return paths
 
 
 class MultitaskPipeline(Pipeline):
@@ -57,8 +65,10 @@ class MultitaskPipeline(Pipeline):
     def __init__(self, args, device):
         self.args, self.device, self.started = args, device, time.perf_counter()
         self.spec = spec_from_args(args)
-        self.data = load_multitask_data(data_paths(args), BertTokenizer.from_pretrained(args.pretrained),
-                                        args.max_length, args.pair_encoding)
+        tokenizer = BertTokenizer.from_pretrained(args.pretrained)
+        self.data = load_multitask_data(data_paths(args), tokenizer, args.max_length, args.pair_encoding)
+        for name, path in map(parse_extra, args.extra_task):  # more training data, each with its own head
+            self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, args.max_length)
         self.model = maybe_compile(MultitaskBERT(self.spec, args.attn).to(device), args.compile)
         self.merge = args.merge
         rank, world = distributed()
@@ -66,7 +76,8 @@ class MultitaskPipeline(Pipeline):
         self.stream = MultitaskBatches(self.data["train"], args.batch_size, args.seed, self.mode, args.epochs,
                                        args.steps_per_epoch, args.bucket, rank, world)
         total = args.epochs * -(-self.stream.steps_per_epoch // args.grad_accum)  # optimizer steps of the run
-        self.loss = MultitaskLoss.from_args(args, self.model, total)
+        teacher = teacher_targets(args.distill, self.data["train"], args.distill_temperature) if args.distill else None
+        self.loss = MultitaskLoss.from_args(args, self.model, total, teacher)
 
     def batches(self, epoch):
         batches, steps, counts = self.stream.epoch(epoch)
@@ -100,7 +111,7 @@ def train_multitask(args, run, device, on_epoch=None, lr_why=""):
     epoch's evaluation (sweep.py's pruner: it may raise to stop the run)."""
     seed_everything(args.seed)
     pipeline = MultitaskPipeline(args, device)
-    trainer = build_trainer(pipeline.model, args, device, pipeline.stream.steps_per_epoch, pcgrad=args.pcgrad)
+    trainer = build_trainer(pipeline.model, args, device, pipeline.stream.steps_per_epoch, tasks=pipeline.stream.sizes)
     world = distributed()[1]
     main_print(f"multitask: {pipeline.mode} training, {args.pair_encoding} pairs, {args.pooling} pooling, "
                f"{args.fine_tune_mode}{' + PALs' if args.pals else ''}, {lr_why or f'lr {args.lr:g}'}, {args.pretrained} on {device}"

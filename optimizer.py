@@ -1,4 +1,6 @@
-"""AdamW as the handout's Algorithm 1 ("efficient" bias correction) with decoupled weight decay."""
+"""The optimizers, written from their papers' algorithms: AdamW as the handout's Algorithm 1 ("efficient" bias
+correction) with decoupled weight decay, and `--optimizer lion` and `--optimizer lamb` beside it (each class
+states its update). `make_optimizer` builds the one the flags name."""
 import math
 
 import torch
@@ -71,3 +73,109 @@ def _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, decay):
     torch._foreach_addcdiv_(params, m, denom, value=-alpha)
     if decay:
         torch._foreach_add_(params, params, alpha=-decay)
+
+
+class Lion(Optimizer):
+    """Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Algorithm 2): the sign of an
+    interpolation between the momentum and the gradient, with decoupled weight decay,
+
+        c_t = beta1 m_{t-1} + (1 - beta1) g_t
+        theta_t = theta_{t-1} - lr (sign(c_t) + lambda theta_{t-1})
+        m_t = beta2 m_{t-1} + (1 - beta2) g_t ,
+
+    defaults beta1 = 0.9, beta2 = 0.99. Every coordinate moves by exactly lr, so its learning rate is smaller than
+    AdamW's (the paper: 3-10x) and its weight decay larger. One state tensor per parameter (AdamW keeps two)."""
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+        if lr < 0.0:
+            raise ValueError(f"invalid learning rate {lr}: must be >= 0")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd = group["lr"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                m = state["exp_avg"]
+                update = (m * beta1 + g * (1 - beta1)).sign_()              # sign(c_t)
+                if wd:
+                    p.mul_(1 - lr * wd)                                      # - lr lambda theta_{t-1}
+                p.add_(update, alpha=-lr)                                    # - lr sign(c_t)
+                m.mul_(beta2).add_(g, alpha=1 - beta2)                       # m_t
+        return loss
+
+
+class Lamb(Optimizer):
+    """LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes",
+    Algorithm 2): Adam's bias-corrected direction plus decoupled weight decay, rescaled per layer (here: per
+    parameter tensor) by the trust ratio ||theta|| / ||u||,
+
+        m_t = beta1 m_{t-1} + (1 - beta1) g_t,       v_t = beta2 v_{t-1} + (1 - beta2) g_t^2
+        r_t = (m_t / (1 - beta1^t)) / (sqrt(v_t / (1 - beta2^t)) + eps)
+        u_t = r_t + lambda theta_{t-1}
+        theta_t = theta_{t-1} - lr (phi(||theta_{t-1}||) / ||u_t||) u_t ,
+
+    with phi the identity, and a ratio of 1 where either norm is 0 (a tensor at zero, such as a fresh bias)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
+        if lr < 0.0:
+            raise ValueError(f"invalid learning rate {lr}: must be >= 0")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(g, alpha=1 - beta1)                       # m_t
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)                # v_t
+                r = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt_().add_(eps))  # r_t
+                u = r.add_(p, alpha=wd) if wd else r                         # u_t
+                w_norm, u_norm = p.norm(), u.norm()
+                ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                p.sub_(lr * ratio * u)                                       # theta_t
+        return loss
+
+
+OPTIMIZERS = {"adamw": AdamW, "lion": Lion, "lamb": Lamb}
+# Lion moves every coordinate by lr, so its default is a third of AdamW's (Chen et al.: 3-10x smaller).
+LION_LR_FACTOR = 3.0
+
+
+def make_optimizer(name, groups, lr, weight_decay=0.0, foreach=True):
+    """The optimizer `--optimizer NAME` asks for, over parameter `groups` (schedule.param_groups)."""
+    if name == "adamw":
+        return AdamW(groups, lr=lr, weight_decay=weight_decay, foreach=foreach)
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[name](groups, lr=lr, weight_decay=weight_decay)

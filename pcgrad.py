@@ -28,21 +28,27 @@ def project_conflicting(grads, generator=None):
     return torch.stack(projected).sum(0)
 
 
-def pcgrad_backward(losses, params, scaler=None, generator=None):
-    """Backpropagate each task's loss separately, combine the gradients by PCGrad, and add the result
-    to `params`' .grad (so gradient accumulation still works). Returns the number of conflicting pairs."""
+def pcgrad_combine(grads, generator=None):
+    """(PCGrad's combined gradient, the number of conflicting task pairs): the Trainer's `combine` for --pcgrad."""
+    conflicts = sum(int(torch.dot(grads[i], grads[j]) < 0) for i in range(len(grads)) for j in range(i + 1, len(grads)))
+    return project_conflicting(grads, generator), conflicts
+
+
+def task_gradients_backward(losses, params, combine, scaler=None):
+    """Backpropagate each task's loss separately, combine the flat per-task gradients with
+    `combine(grads) -> (gradient, count)` (PCGrad's, or gradvac.GradVaccine.combine), and add the result to
+    `params`' .grad (so gradient accumulation still works). Returns the count `combine` gives."""
     flat = []
     for loss in losses:
         loss = scaler.scale(loss) if scaler is not None else loss
         gs = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
         flat.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1).float()
                                for g, p in zip(gs, params)]))
-    conflicts = sum(int(torch.dot(flat[i], flat[j]) < 0) for i in range(len(flat)) for j in range(i + 1, len(flat)))
-    combined = project_conflicting(flat, generator)
+    combined, count = combine(flat)
     offset = 0
     for p in params:
         n = p.numel()
         g = combined[offset:offset + n].view_as(p).to(p.dtype)
         p.grad = g.clone() if p.grad is None else p.grad + g
         offset += n
-    return conflicts
+    return count

@@ -9,7 +9,7 @@ import torch
 from tqdm.auto import tqdm
 
 from monitor import TensorBoard
-from pcgrad import pcgrad_backward
+from pcgrad import pcgrad_combine, task_gradients_backward
 from precision import autocast, grad_scaler
 from utils import MinbertError, Progress, distributed, is_main, main_print, to_device
 
@@ -53,9 +53,12 @@ class Trainer:
     over `grad_accum` batches, a tqdm bar, and tokens/s."""
 
     def __init__(self, model, optimizer, device, amp="none", grad_accum=1, scheduler=None, max_grad_norm=0.0,
-                 pcgrad=False, seed=0):
+                 pcgrad=False, seed=0, gradvac=None):
+        """`pcgrad` or `gradvac` (a gradvac.GradVaccine) combine the task gradients of a step holding every task."""
         self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
-        self.grad_accum, self.scheduler, self.max_grad_norm, self.pcgrad = grad_accum, scheduler, max_grad_norm, pcgrad
+        self.grad_accum, self.scheduler, self.max_grad_norm = grad_accum, scheduler, max_grad_norm
+        self.gradvac = gradvac
+        self.surgery = "pcgrad" if pcgrad else "gradvac" if gradvac is not None else None
         self.scaler = grad_scaler(device, amp)
         self.loss_module = _LossModule(model)
         self.world_size = distributed()[1]
@@ -63,9 +66,11 @@ class Trainer:
         self.progress_every = 60.0  # seconds between plain progress lines when there is no terminal
         self.on_step, self.log_every = None, 20  # on_step(batches, loss, lr) every log_every batches (TensorBoard)
         self.batches = 0  # training batches since the run started (saved with the state, so a resumed run goes on)
-        if pcgrad and self.world_size > 1:
-            raise MinbertError("--pcgrad under DDP is not supported: per-task gradients would each need their "
-                               "own all-reduce; run PCGrad in one process")
+        self.updates = 0  # optimizer steps taken (saved too); step_hooks are called with it after each one
+        self.step_hooks = []
+        if self.surgery and self.world_size > 1:
+            raise MinbertError(f"--{self.surgery} under DDP is not supported: per-task gradients would each need their "
+                               f"own all-reduce; run it in one process")
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
             # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
@@ -81,6 +86,8 @@ class Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.after_step = getattr(loss_fn, "after_step", None)  # e.g. the Bregman teacher's update
         self.conflicts = 0
+        for hook in self.step_hooks:  # e.g. gradual unfreezing, at the step count this epoch starts from
+            hook(self.updates)
         loss_sum = torch.zeros((), device=self.device)
         tokens, steps, t0 = 0, 0, time.perf_counter()
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
@@ -90,9 +97,9 @@ class Trainer:
             batch = to_device(batch, self.device)
             with autocast(self.device, self.amp):
                 loss = self.loss_module(loss_fn, batch)
-            if isinstance(loss, dict) and self.pcgrad:  # every task's batch in this step: gradient surgery
-                self.conflicts += pcgrad_backward([l / self.grad_accum for l in loss.values()], self.params,
-                                                  self.scaler, self.generator)
+            if isinstance(loss, dict) and self.surgery:  # every task's batch in this step: gradient surgery
+                self.conflicts += task_gradients_backward([l / self.grad_accum for l in loss.values()], self.params,
+                                                          self.combine, self.scaler)
                 loss = sum(loss.values())
             else:
                 if isinstance(loss, dict):  # every task's batch, losses summed (one process only: weight 1)
@@ -123,9 +130,15 @@ class Trainer:
         stats = {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
                  "lr": self.optimizer.param_groups[0]["lr"]}
-        if self.pcgrad:
-            stats["pcgrad_conflicts"] = self.conflicts
+        if self.surgery:
+            stats[SURGERY_STAT[self.surgery]] = self.conflicts
         return stats
+
+    def combine(self, grads):
+        """The step's task gradients combined by --pcgrad or --gradvac: (gradient, count for the log)."""
+        if self.surgery == "pcgrad":
+            return pcgrad_combine(grads, self.generator)
+        return self.gradvac.combine(grads, self.generator)
 
     def check_finite(self, mean_loss, steps, total):
         """Stop at a training loss that is NaN or infinite: the weights are then no longer numbers, every later
@@ -143,7 +156,8 @@ class Trainer:
         generator PCGrad draws its task order from."""
         return {"optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-                "scaler": self.scaler.state_dict(), "generator": self.generator.get_state(), "batches": self.batches}
+                "scaler": self.scaler.state_dict(), "generator": self.generator.get_state(), "batches": self.batches,
+                "updates": self.updates, "gradvac": self.gradvac.state_dict() if self.gradvac is not None else None}
 
     def load_state_dict(self, state):
         self.optimizer.load_state_dict(state["optimizer"])
@@ -153,6 +167,9 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.generator.set_state(state["generator"])
         self.batches = state["batches"]
+        self.updates = state.get("updates", self.batches // self.grad_accum)  # earlier checkpoints kept batches only
+        if self.gradvac is not None:
+            self.gradvac.load_state_dict(state["gradvac"])
 
     def step(self):
         if self.max_grad_norm:
@@ -163,8 +180,15 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.scheduler is not None:
             self.scheduler.step()
+        self.updates += 1
+        for hook in self.step_hooks:
+            hook(self.updates)
         if getattr(self, "after_step", None) is not None:
             self.after_step()
+
+
+# The per-epoch log field counting what the gradient surgery did.
+SURGERY_STAT = {"pcgrad": "pcgrad_conflicts", "gradvac": "gradvac_adjustments"}
 
 
 class Diverged(MinbertError):
@@ -211,19 +235,28 @@ class _LossModule(torch.nn.Module):
         return loss_fn(self.model, batch)
 
 
-def build_trainer(model, args, device, steps_per_epoch, pcgrad=False, epochs=None):
-    """AdamW over `model`'s trainable parameters (grouped by layer-wise rate when --llrd < 1), the
+def build_trainer(model, args, device, steps_per_epoch, epochs=None, tasks=()):
+    """The --optimizer over `model`'s trainable parameters (grouped by layer-wise rate when --llrd < 1), the
     --scheduler over all of the run's optimizer steps (`epochs`, default --epochs, of `steps_per_epoch`
-    batches), and the Trainer that steps them."""
-    from optimizer import AdamW
+    batches), --freeze_layers and --gradual_unfreeze (freezing.py), and the Trainer that steps them; with
+    --pcgrad or --gradvac it combines the gradients of `tasks` (Part 2)."""
+    from freezing import setup_freezing
+    from gradvac import GradVaccine
+    from optimizer import make_optimizer
     from schedule import make_scheduler, param_groups
     groups = param_groups(model, args.lr, args.llrd, args.head_lr, args.weight_decay)
     describe_trainable(model)
-    optimizer = AdamW(groups, lr=args.lr, weight_decay=args.weight_decay, foreach=args.foreach)
+    optimizer = make_optimizer(args.optimizer, groups, args.lr, args.weight_decay, args.foreach)
     total = (epochs or args.epochs) * -(-steps_per_epoch // args.grad_accum)
     scheduler = make_scheduler(optimizer, args.scheduler, args.warmup_ratio, total)
-    return Trainer(model, optimizer, device, args.amp, args.grad_accum, scheduler=scheduler,
-                   max_grad_norm=args.max_grad_norm, pcgrad=pcgrad, seed=args.seed)
+    gradvac = GradVaccine(len(tasks), args.gradvac_beta) if getattr(args, "gradvac", False) else None
+    trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum, scheduler=scheduler,
+                      max_grad_norm=args.max_grad_norm, pcgrad=getattr(args, "pcgrad", False), seed=args.seed,
+                      gradvac=gradvac)
+    unfreeze = setup_freezing(model.bert, args.freeze_layers, args.gradual_unfreeze, main_print)
+    if unfreeze is not None:
+        trainer.step_hooks.append(unfreeze)
+    return trainer
 
 
 def describe_trainable(model):
@@ -323,7 +356,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
     published. Returns the pipeline's result (rank 0) or None (other ranks)."""
     from checkpoint import load_checkpoint, load_trainable_state, plain, rng_state, save_checkpoint, set_rng_state
     from flags import check_same_run
-    from lora import merge_for_inference
+    from finetune import merge_for_inference
     from runs import publish
     from utils import append_jsonl, barrier, deferred_interrupt, set_interrupt_hint
     model, stopper, start = pipeline.model, EarlyStopping(patience), 0
@@ -384,7 +417,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                      "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
                      "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
                      "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
-                     **{k: v for k, v in stats.items() if k == "pcgrad_conflicts"}, **info}
+                     **{k: v for k, v in stats.items() if k in SURGERY_STAT.values()}, **info}
             append_jsonl(files.log, plain(entry))
             set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there")
         if monitor is not None:

@@ -164,3 +164,29 @@ def test_all_loss_weights_zero_is_refused(tmp_path, course_data, tiny_model):
     from utils import MinbertError
     with pytest.raises(MinbertError, match=r"--loss_weights 0 0 0: every task's loss is switched off"):
         mt.main(_args(tmp_path, course_data, tiny_model, "--loss_weights", "0", "0", "0"))
+
+
+def test_a_shared_head_layer_is_trained_by_every_task_and_each_keeps_its_output(tiny_model):
+    from checkpoint import ModelSpec
+    from utils import MinbertError
+    model = mt.MultitaskBERT(ModelSpec(pretrained=str(tiny_model), shared_head=8, dropout=[0.0] * 3))
+    assert model.sst_head[-1].in_features == model.para_head[-1].in_features == model.sts_head[-1].in_features == 8
+    ids = torch.tensor([[2, 7, 8, 3, 9, 10, 3]])
+    mask, types = torch.ones_like(ids), torch.tensor([[0, 0, 0, 0, 1, 1, 1]])
+    for task, out in (("sst", lambda: model.predict_sentiment(ids, mask)),
+                      ("quora", lambda: model.predict_paraphrase(ids, mask, token_type_ids=types)),
+                      ("sts", lambda: model.predict_similarity(ids, mask, token_type_ids=types))):
+        model.zero_grad(set_to_none=True)
+        out().sum().backward()
+        with_grad = {n.split(".")[0] for n, p in model.named_parameters() if p.grad is not None}
+        assert "shared" in with_grad and {"sst": "sst_head", "quora": "para_head", "sts": "sts_head"}[task] in with_grad
+        assert len(with_grad & {"sst_head", "para_head", "sts_head"}) == 1  # the other tasks' outputs are untouched
+    with pytest.raises(MinbertError, match="--shared_head shares a hidden layer .* with --pair_encoding siamese"):
+        mt.get_args(["--shared_head", "8", "--pair_encoding", "siamese"])
+
+
+def test_a_shared_head_run_rescores_from_its_checkpoint(tmp_path, course_data, tiny_model):
+    trained = mt.main(_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--shared_head", "16",
+                            "--pair_encoding", "mixed"))
+    rescored = mt.main(_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
+    assert rescored == pytest.approx(trained)

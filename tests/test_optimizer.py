@@ -138,3 +138,66 @@ def test_bad_hyperparameters():
         AdamW(p, lr=-1)
     with pytest.raises(ValueError, match="betas"):
         AdamW(p, betas=(1.0, 0.9))
+
+
+# ----------------------------------------------------------------------------- Lion and LAMB, by their papers' equations
+
+def test_lion_follows_its_algorithm_on_hand_made_tensors():
+    """Chen et al. 2023, Algorithm 2, two steps worked by hand: c = b1 m + (1 - b1) g; theta -= lr (sign(c) +
+    lambda theta); m = b2 m + (1 - b2) g."""
+    from optimizer import Lion
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5]))
+    opt = Lion([p], lr=0.1, betas=(0.9, 0.99), weight_decay=0.5)
+    p.grad = torch.tensor([0.3, -0.2, 0.0])
+    opt.step()
+    # m0 = 0: c = 0.1 g = [0.03, -0.02, 0]; sign = [1, -1, 0]; theta = theta (1 - 0.05) - 0.1 sign
+    expected = torch.tensor([1.0 * 0.95 - 0.1, -2.0 * 0.95 + 0.1, 0.5 * 0.95])
+    torch.testing.assert_close(p.data, expected)
+    m1 = 0.01 * torch.tensor([0.3, -0.2, 0.0])
+    torch.testing.assert_close(opt.state[p]["exp_avg"], m1)
+    p.grad = torch.tensor([-0.01, -0.5, 0.2])
+    opt.step()
+    c = 0.9 * m1 + 0.1 * torch.tensor([-0.01, -0.5, 0.2])  # [0.0017, -0.0518, 0.02]: signs +, -, +
+    torch.testing.assert_close(p.data, expected * 0.95 - 0.1 * torch.sign(c))
+    torch.testing.assert_close(opt.state[p]["exp_avg"], 0.99 * m1 + 0.01 * torch.tensor([-0.01, -0.5, 0.2]))
+
+
+def test_lamb_scales_adams_step_by_the_trust_ratio():
+    """You et al. 2020, Algorithm 2, one step by hand: r = m_hat / (sqrt(v_hat) + eps), u = r + lambda theta,
+    theta -= lr ||theta|| / ||u|| u; a tensor at zero takes the plain step (ratio 1)."""
+    from optimizer import Lamb
+    w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))          # ||w|| = 5
+    b = torch.nn.Parameter(torch.zeros(2))                    # ||b|| = 0
+    opt = Lamb([w, b], lr=0.01, betas=(0.9, 0.999), eps=0.0, weight_decay=0.1)
+    w.grad, b.grad = torch.tensor([1.0, -2.0]), torch.tensor([0.5, 0.5])
+    opt.step()
+    # step 1: m_hat = g, v_hat = g^2, so r = sign(g) = [1, -1]; u = r + 0.1 [3, 4] = [1.3, -0.6]
+    u = torch.tensor([1.3, -0.6])
+    torch.testing.assert_close(w.data, torch.tensor([3.0, 4.0]) - 0.01 * 5.0 / u.norm() * u)
+    torch.testing.assert_close(b.data, -0.01 * torch.tensor([1.0, 1.0]))  # r = [1, 1], u = r, ratio 1
+    # one more step: the bias corrections of step 2
+    w0, g = w.data.clone(), torch.tensor([0.2, 0.4])
+    w.grad, b.grad = g, None
+    opt.step()
+    m = 0.9 * 0.1 * torch.tensor([1.0, -2.0]) + 0.1 * g
+    v = 0.999 * 0.001 * torch.tensor([1.0, 4.0]) + 0.001 * g ** 2
+    r = (m / (1 - 0.9 ** 2)) / (v / (1 - 0.999 ** 2)).sqrt()
+    u = r + 0.1 * w0
+    torch.testing.assert_close(w.data, w0 - 0.01 * w0.norm() / u.norm() * u)
+
+
+@pytest.mark.parametrize("name", ["lion", "lamb"])
+def test_the_other_optimizers_train_a_pipeline(tmp_path, course_data, tiny_model, name, capsys):
+    import multitask_classifier as mt
+    from conftest import part2_args
+    mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "3", "--optimizer", name))
+    saved = torch.load(tmp_path / "ck" / "mt-last.pt", weights_only=True)["trainer"]["optimizer"]
+    keys = {k for s in saved["state"].values() for k in s}
+    assert keys == ({"exp_avg"} if name == "lion" else {"step", "exp_avg", "exp_avg_sq"})
+
+
+def test_lion_defaults_to_a_third_of_adamws_rate():
+    import flags
+    args = flags.parse_multitask(["--pretrained", "all-minilm-l6-v2", "--optimizer", "lion"])
+    why = flags.resolve_lr(args, 384)
+    assert args.lr == pytest.approx(1e-4 / 3) and "Lion: a third of AdamW's" in why

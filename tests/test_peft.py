@@ -14,6 +14,7 @@ import multitask_classifier as mt
 from bert import BertModel
 from checkpoint import ModelSpec
 from conftest import ROOT, part1_args, part2_args as mt_args, tiny_config
+from finetune import merge_for_inference
 from pals import PALs, default_dim
 from trainer import describe_trainable
 from utils import MinbertError
@@ -245,3 +246,93 @@ def test_adapter_state_into_a_plain_model_names_the_mode(tiny_model):
         load_trainable_state(plain, trainable_state(lora), "ck.pt")
     with pytest.raises(MinbertError, match="this model has adapters and the checkpoint none"):
         load_trainable_state(lora, trainable_state(plain), "ck.pt")
+
+
+# ----------------------------------------------------------------------------- Houlsby adapters and prefix tuning
+
+def _grads(model):
+    ids, mask, types = _batch()
+    (model.predict_sentiment(ids, mask).sum() + model.predict_paraphrase(ids, mask, token_type_ids=types).sum()
+     + model.predict_similarity(ids, mask, token_type_ids=types).sum()).backward()
+    return {n for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_houlsby_adapters_train_with_the_layer_norms_and_start_near_the_identity(tiny_model):
+    from houlsby import HoulsbyAdapter
+    model = mt.MultitaskBERT(_config(tiny_model, "adapter", adapter_dim=4))
+    layers = model.bert.bert_layers
+    assert all(isinstance(l.attention_dense, HoulsbyAdapter) and isinstance(l.out_dense, HoulsbyAdapter) for l in layers)
+    with_grad = _grads(model)
+    assert with_grad == {n for n, p in model.named_parameters() if p.requires_grad}
+    bert_part = {n for n in with_grad if n.startswith("bert.")}
+    assert bert_part and all(".down." in n or ".up." in n or "layer_norm" in n for n in bert_part)
+    assert sum(1 for n in bert_part if n.endswith("down.weight")) == 2 * len(layers)  # two adapters a layer
+    # near the identity at the start: the pretrained model's output, moved only a little
+    plain = BertModel.from_pretrained(str(tiny_model)).eval()
+    model.eval()
+    ids, mask, _ = _batch()
+    diff = (model.bert(ids, mask)["last_hidden_state"] - plain(ids, mask)["last_hidden_state"]).abs().max().item()
+    assert 0 < diff < 0.05
+
+
+def test_merge_is_refused_for_houlsby_adapters_saying_why(tmp_path, course_data, tiny_model):
+    with pytest.raises(MinbertError, match="--merge cannot fold Houlsby adapters: a nonlinearity sits between"):
+        mt.main(mt_args(tmp_path, course_data, tiny_model, "--fine-tune-mode", "adapter", "--merge"))
+
+
+def test_prefix_tuning_trains_only_the_prefix_and_every_token_attends_to_it(tiny_model):
+    model = mt.MultitaskBERT(_config(tiny_model, "prefix", prefix_length=3))
+    with_grad = _grads(model)
+    bert_part = {n for n in with_grad if n.startswith("bert.")}
+    assert bert_part == {n for n, p in model.bert.named_parameters(prefix="bert") if n.startswith("bert.prefix_tuning.")}
+    # the two attention paths agree with the prefix's keys and values prepended, padding included
+    bert = model.bert.eval()
+    ids, mask, _ = _batch()
+    mask[1, 4:] = 0
+    sdpa = bert(ids, mask)["last_hidden_state"]
+    for layer in bert.bert_layers:
+        layer.self_attention.attn_impl = "explicit"
+    torch.testing.assert_close(bert(ids, mask)["last_hidden_state"], sdpa, rtol=1e-5, atol=1e-5)
+    kv = bert.prefix_tuning.keys_values()
+    assert kv.shape == (2, 2, 4, 3, 8)  # layers, key/value, heads, length, head size
+    # the prefix is attended: the output moves away from the plain model's, and back when the prefix is detached
+    plain = BertModel.from_pretrained(str(tiny_model)).eval()
+    assert not torch.allclose(sdpa, plain(ids, mask)["last_hidden_state"], atol=1e-4)
+    for layer in bert.bert_layers:
+        layer.self_attention.prefix = None
+    torch.testing.assert_close(bert(ids, mask)["last_hidden_state"], plain(ids, mask)["last_hidden_state"])
+
+
+def test_merging_a_prefix_drops_its_mlp_and_predicts_the_same(tiny_model):
+    model = mt.MultitaskBERT(_config(tiny_model, "prefix")).eval()
+    ids, mask, types = _batch()
+    with torch.no_grad():
+        before = model.predict_similarity(ids, mask, token_type_ids=types)
+        merge_for_inference(model.bert, True, "prefix", log=lambda *_: None)
+        after = model.predict_similarity(ids, mask, token_type_ids=types)
+    assert not hasattr(model.bert.prefix_tuning, "mlp") and model.bert.prefix_tuning.folded is not None
+    torch.testing.assert_close(after, before, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode, extra", [("adapter", ["--adapter_dim", "4"]), ("prefix", ["--prefix_length", "3"])])
+def test_adapter_and_prefix_modes_end_to_end(tmp_path, course_data, tiny_model, mode, extra):
+    # fp32: the --merge comparison below is the prefix fold's algebra, not rounding (see the LoRA test above)
+    args = mt_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--amp", "none", "--fine-tune-mode", mode, *extra)
+    mt.main(args)
+    saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)
+    assert saved["spec"]["fine_tune_mode"] == mode
+    bert_keys = [k for k in saved["model"] if k.startswith("bert.")]
+    assert bert_keys and all((".down." in k or ".up." in k or "layer_norm" in k) if mode == "adapter"
+                             else k.startswith("bert.prefix_tuning.") for k in bert_keys)
+    before = _files(tmp_path / "pred")
+    # the mode and its settings come from the checkpoint
+    again = [a for a in mt_args(tmp_path, course_data, tiny_model, "--amp", "none") if a not in ("--fine-tune-mode", "full-model")]
+    mt.main(again + ["--eval_only", str(tmp_path / "ck" / "mt.pt")] + (["--merge"] if mode == "prefix" else []))
+    after = _files(tmp_path / "pred")
+    for name in before:
+        if name.startswith("sts"):
+            a = [float(l.split(" , ")[1]) for l in before[name].splitlines()[1:]]
+            b = [float(l.split(" , ")[1]) for l in after[name].splitlines()[1:]]
+            assert np.allclose(a, b, atol=2e-4)
+        else:
+            assert before[name] == after[name]

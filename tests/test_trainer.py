@@ -19,11 +19,12 @@ def _files(folder):
 
 
 @pytest.mark.parametrize("extra", [[], ["--rdrop_weight", "1", "--smart_bregman_weight", "1", "--pair_encoding", "mixed"],
-                                   ["--sampler", "all", "--pcgrad"]])
+                                   ["--sampler", "all", "--pcgrad"], ["--sampler", "all", "--gradvac"],
+                                   ["--gradual_unfreeze", "3", "--optimizer", "lamb", "--shared_head", "8"]])
 def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model,
                                                                           monkeypatch, extra):
-    """The model, optimizer, schedule, random states, each task stream's place, early stopping and the Bregman
-    teacher all come back: the six files are the same."""
+    """The model, optimizer, schedule, random states, each task stream's place, early stopping, the Bregman
+    teacher, GradVac's averages and the unfreezing schedule's step all come back: the six files are the same."""
     common = ["--epochs", "3", "--steps_per_epoch", "4", "--patience", "5", *extra]
     straight = mt.main(part2_args(tmp_path / "straight", course_data, tiny_model, *common))
     restore = interrupt_second_epoch(monkeypatch)
