@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from bert import BertModel
 from checkpoint import ModelSpec
-from datasets import TASKS, SentenceClassificationDataset, data_file, read_examples
+from datasets import TASKS, SentenceClassificationDataset, data_file, read_examples, set_pad_multiple, setup_shapes
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from flags import check_max_length, hidden_size, parse_classifier, resolve_lr, run_defining
 from finetune import prepare_backbone
@@ -82,6 +82,7 @@ class SentimentPipeline(Pipeline):
         self.data = {s: SentenceClassificationDataset(read_examples(data_file(args.data_dir, name, s), name, s),
                                                       name, tokenizer, args.max_length)
                      for s in ("train", "dev", "test")}
+        set_pad_multiple(self.data, args.pad_multiple)
         self.spec = ModelSpec(pipeline="classifier", pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
                               lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                               lora_targets=args.lora_targets, dropout=[args.hidden_dropout_prob],
@@ -144,6 +145,7 @@ def main(argv=None, on_epoch=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device, log=main_print)
+    setup_shapes(args, device, log=main_print)
     check_max_length(args.max_length, args.pretrained)
     lr_why = resolve_lr(args, hidden_size(args.pretrained))
     stems = [f"{args.fine_tune_mode}-{n}" for n in args.datasets]

@@ -197,6 +197,8 @@ class TaskData:
             dtype=torch.float32 if self.task.kind == "regression" else torch.long)
         self.lengths = np.array([sum(len(v[0][i]) for v in self.inputs.values()) for i in range(len(examples))])
         self.features = None  # cached backbone outputs, when the backbone is frozen
+        self.max_length = max_length
+        self.pad_multiple = 0  # --pad_multiple (set_pad_multiple): 0 pads a batch to its longest row
 
     def __len__(self):
         return len(self.examples)
@@ -207,7 +209,7 @@ class TaskData:
         # With cached backbone features the token inputs are not needed at all.
         for key, (ids, types) in ({} if self.features is not None else self.inputs).items():
             rows = [ids[i] for i in index]
-            width = max(len(r) for r in rows)
+            width = padded_width(max(len(r) for r in rows), self.pad_multiple, self.max_length)
             input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
             token_types = np.zeros((len(rows), width), dtype=np.int64)
             for j, i in enumerate(index):
@@ -288,6 +290,42 @@ def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("tr
                                        task_encoding(pair_encoding, task))
                     for task in MULTITASK}
             for split in splits}
+
+
+# ----------------------------------------------------------------------------- fixed shapes (--pad_multiple)
+
+# On a GPU a batch padded to its own longest row is a new shape almost every step: kernels are chosen, and CUDA
+# graphs or torch.compile would capture, once per shape. Rounding the width up to a multiple of 16 leaves
+# max_length / 16 shapes per batch size (8 at --max_length 128), at the price of a few padded positions, which a
+# GPU computes nearly for free. On a CPU every padded position costs its full compute, so there it is off.
+GPU_PAD_MULTIPLE = 16
+
+
+def padded_width(longest, multiple, max_length):
+    """The width a batch whose longest row is `longest` is padded to: that row's length, or rounded up to a
+    multiple of `multiple`, but never past max_length (the longest a row can be) unless the row is longer."""
+    if not multiple:
+        return longest
+    return max(longest, min(-(-longest // multiple) * multiple, max_length))
+
+
+def setup_shapes(args, device, log=print):
+    """Resolve --pad_multiple in place: not given, it is GPU_PAD_MULTIPLE on a GPU and 0 (off) elsewhere."""
+    if args.pad_multiple is None:
+        args.pad_multiple = GPU_PAD_MULTIPLE if device.type == "cuda" else 0
+    if args.pad_multiple:
+        log(f"fixed shapes: each batch padded to a multiple of {args.pad_multiple} tokens (--pad_multiple; 0 turns it off)")
+    return args.pad_multiple
+
+
+def set_pad_multiple(data, multiple):
+    """Give every TaskData in `data` (one, or dicts of them, nested) the padding multiple; returns `data`."""
+    if isinstance(data, TaskData):
+        data.pad_multiple = multiple
+    elif isinstance(data, dict):
+        for d in data.values():
+            set_pad_multiple(d, multiple)
+    return data
 
 
 def batch_indices(lengths, batch_size, shuffle, seed=0, bucket=True, chunk_batches=50):

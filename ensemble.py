@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from checkpoint import load_checkpoint, read_spec
-from datasets import MULTITASK, data_file, load_multitask_data, read_examples
+from datasets import MULTITASK, data_file, load_multitask_data, read_examples, set_pad_multiple, setup_shapes
 from distill import SOFT_TARGETS, save_soft_targets
 from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
 from flags import Parser, add_speed_flags, positive_int
@@ -106,6 +106,7 @@ def checkpoint_member(path, args, device, ref, cache):
         paths = {t: {s: data_file(args.data_dir, t, s) for s in splits} for t in MULTITASK}
         cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
                                          spec.pair_encoding, splits)
+        set_pad_multiple(cache[key], args.pad_multiple)
     data = cache[key]
     outputs = {}
     for split in SPLITS:
@@ -159,6 +160,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device)
+    setup_shapes(args, device)
     out = Path(args.out)
     check_members(args.members)
     ref = reference(args.data_dir)

@@ -58,7 +58,7 @@ def given_flags(parser, argv):
 
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.
-RUN_FREE = {"use_gpu", "amp", "attn", "compile", "foreach", "resume", "run_name", "run_dir", "checkpoint",
+RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "foreach", "resume", "run_name", "run_dir", "checkpoint",
             "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard",
             "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
 # Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they hold
@@ -177,6 +177,9 @@ def add_speed_flags(ap, training=True):
                    help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
                         "CPUs with AMX or AVX512-BF16), fp16 with a grad scaler on older GPUs, fp32 otherwise")
     g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
+    g.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",
+                   help="pad each batch to a multiple of N tokens, so that a few fixed shapes recur (default: 16 on a "
+                        "GPU, 0 = to the batch's longest row on the CPU, where padding costs compute)")
     if not training:
         return g
     g.add_argument("--no_bucket", dest="bucket", action="store_false",

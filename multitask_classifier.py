@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from datasets import MULTITASK, TASK_PREFIX, TaskData, load_multitask_data
+from datasets import MULTITASK, TASK_PREFIX, TaskData, load_multitask_data, set_pad_multiple, setup_shapes
 from distill import teacher_targets
 from extra_tasks import EXTRA_TASKS, parse_extra, read_extra
 from evaluation import (format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name,
@@ -69,6 +69,7 @@ class MultitaskPipeline(Pipeline):
         self.data = load_multitask_data(data_paths(args), tokenizer, args.max_length, args.pair_encoding)
         for name, path in map(parse_extra, args.extra_task):  # more training data, each with its own head
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, args.max_length)
+        set_pad_multiple(self.data, args.pad_multiple)
         self.model = maybe_compile(MultitaskBERT(self.spec, args.attn).to(device), args.compile)
         self.merge = args.merge
         rank, world = distributed()
@@ -137,6 +138,7 @@ def test_multitask(args, device, argv=None):
         main_print(f"tokenizing at --max_length {max_length} (the model was trained at {spec.max_length})")
     data = load_multitask_data(data_paths(args), BertTokenizer.from_pretrained(spec.pretrained), max_length,
                                spec.pair_encoding, ("dev", "test"))
+    set_pad_multiple(data, args.pad_multiple)
     folder = Path(args.eval_only).parent
     # The files go beside the checkpoint: in its run folder (locked, so that no run is writing there), or in a
     # folder of the user's, where a file of the same name that no run wrote is kept as a backup first.
@@ -173,6 +175,7 @@ def main(argv=None, on_epoch=None):
     args = get_args(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device, log=main_print)
+    setup_shapes(args, device, log=main_print)
     outputs = [(f"--{TASK_PREFIX[t]}_{s}_out", getattr(args, f"{TASK_PREFIX[t]}_{s}_out")) for t in MULTITASK
                for s in ("dev", "test")]
     splits = ("dev", "test") if args.eval_only else ("train", "dev", "test")

@@ -8,16 +8,22 @@ from torch.optim import Optimizer
 
 
 class AdamW(Optimizer):
+    """The handout's AdamW. `capturable=True` keeps everything a step reads on the parameters' device: the step
+    count is a tensor there, and a group's "lr" may be a 0-d tensor too (schedule.DeviceSchedule writes it in
+    place), so a step runs no Python arithmetic on changing values and no host sync. That is what a CUDA graph
+    of the whole training step needs (it replays recorded kernels, with their Python scalars frozen); the
+    arithmetic is the same, which tests/test_optimizer.py checks step for step against the plain path."""
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
-                 correct_bias=True, foreach=True):
-        if lr < 0.0:
+                 correct_bias=True, foreach=True, capturable=False):
+        if not torch.is_tensor(lr) and lr < 0.0:
             raise ValueError(f"invalid learning rate {lr}: must be >= 0")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
         if eps < 0.0:
             raise ValueError(f"invalid epsilon {eps}: must be >= 0")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        correct_bias=correct_bias, foreach=foreach)
+                        correct_bias=correct_bias, foreach=foreach, capturable=capturable)
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -30,24 +36,31 @@ class AdamW(Optimizer):
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
+            capturable = group.get("capturable", False)
             for p in params:
                 if p.grad.is_sparse:
                     raise RuntimeError("AdamW does not support sparse gradients")
                 state = self.state[p]
                 if not state:
-                    state["step"] = 0
+                    state["step"] = torch.zeros((), dtype=torch.float32, device=p.device) if capturable else 0
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
+                if capturable:
+                    state["step"].add_(1)
+                else:
+                    state["step"] += 1
+            grads = [p.grad for p in params]
+            m = [self.state[p]["exp_avg"] for p in params]
+            v = [self.state[p]["exp_avg_sq"] for p in params]
+            if capturable:
+                _step_capturable(group, params, grads, m, v, self.state[params[0]]["step"])
+                continue
             # All tensors of a group share one step count (they are created and stepped together).
             t = self.state[params[0]]["step"]
             beta1, beta2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
             # Efficient bias correction: fold both corrections into the step size.
             alpha = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
-            grads = [p.grad for p in params]
-            m = [self.state[p]["exp_avg"] for p in params]
-            v = [self.state[p]["exp_avg_sq"] for p in params]
             (_step_foreach if group["foreach"] else _step_loop)(params, grads, m, v, beta1, beta2, alpha, eps, lr * wd)
         return loss
 
@@ -73,6 +86,27 @@ def _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, decay):
     torch._foreach_addcdiv_(params, m, denom, value=-alpha)
     if decay:
         torch._foreach_add_(params, params, alpha=-decay)
+
+
+def _step_capturable(group, params, grads, m, v, t):
+    """Algorithm 1 with the step count `t` and the learning rate as tensors on the device: the step size
+    alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t) is computed there, and applied with tensor multiplies where
+    the plain path passes Python floats to addcdiv."""
+    beta1, beta2 = group["betas"]
+    eps, wd = group["eps"], group["weight_decay"]
+    lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=t.device)
+    alpha = lr * torch.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
+    torch._foreach_mul_(m, beta1)
+    torch._foreach_add_(m, grads, alpha=1 - beta1)
+    torch._foreach_mul_(v, beta2)
+    torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+    denom = torch._foreach_sqrt(v)
+    torch._foreach_add_(denom, eps)
+    update = torch._foreach_div(m, denom)
+    torch._foreach_mul_(update, -alpha)
+    torch._foreach_add_(params, update)
+    if wd:
+        torch._foreach_mul_(params, 1 - lr * wd)
 
 
 class Lion(Optimizer):

@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from checkpoint import ModelSpec
-from datasets import Example, TaskData, data_file, read_examples
+from datasets import Example, TaskData, data_file, read_examples, set_pad_multiple, setup_shapes
 from flags import check_max_length, parse_pretrain, run_defining
 from hub import resolve_pretrained
 from mlm import BertForMaskedLM, mask_tokens
@@ -132,6 +132,7 @@ class PretrainPipeline(Pipeline):
         train_texts, dev_texts = split_texts(read_texts(args), args.seed)
         self.train = as_data(train_texts, self.tokenizer, args.max_length)
         self.dev = as_data(dev_texts, self.tokenizer, args.max_length)
+        set_pad_multiple({"train": self.train, "dev": self.dev}, args.pad_multiple)
         self.model, self.had_head = BertForMaskedLM.from_pretrained(args.pretrained, attn_impl=args.attn)
         maybe_compile(self.model.to(device), args.compile)
         self.spec = ModelSpec(pipeline="pretrain", pretrained=str(args.pretrained), fine_tune_mode="full-model",
@@ -174,6 +175,7 @@ def main(argv=None):
     args = parse_pretrain(argv)
     device = get_device(args.use_gpu)
     setup_precision(args, device)
+    setup_shapes(args, device)
     check_max_length(args.max_length, args.pretrained)
     with open_run("pretrain", ["pretrain"], run_dir=args.out, resume=args.resume, flag="--out") as run:
         return pretrain(args, run, device)

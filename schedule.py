@@ -18,6 +18,7 @@ at the full rate (or `--head_lr`). Lower layers hold more general features, so t
 import math
 import re
 
+import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 SCHEDULES = ("constant", "linear", "cosine")
@@ -41,6 +42,48 @@ def make_scheduler(optimizer, kind, warmup_ratio, total_steps):
     """LambdaLR stepped once per optimizer step; warm-up covers `warmup_ratio` of all `total_steps`."""
     warmup = int(round(warmup_ratio * total_steps))
     return LambdaLR(optimizer, lambda step: lr_factor(step, kind, warmup, total_steps))
+
+
+def lr_factor_tensor(step, kind, warmup_steps, total_steps):
+    """lr_factor with the step count a tensor, computed on its device without a host sync (the same formula)."""
+    step = step.float()
+    warm = (step + 1) / max(1, warmup_steps)
+    p = ((step - warmup_steps) / max(1, total_steps - warmup_steps)).clamp(max=1.0)
+    after = {"constant": torch.ones_like(p), "linear": 1.0 - p, "cosine": 0.5 * (1.0 + torch.cos(math.pi * p))}.get(kind)
+    if after is None:
+        raise ValueError(f"unknown schedule {kind!r} (one of {', '.join(SCHEDULES)})")
+    return torch.where(step < warmup_steps, warm, after)
+
+
+class DeviceSchedule:
+    """The schedule of make_scheduler, kept on the device for a capturable optimizer (AdamW(capturable=True)):
+    each group's "lr" becomes a 0-d tensor that `step` rewrites in place from a step-count tensor, so the
+    whole update, schedule included, can be recorded once in a CUDA graph and replayed."""
+
+    def __init__(self, optimizer, kind, warmup_ratio, total_steps, device):
+        self.optimizer, self.kind, self.total = optimizer, kind, total_steps
+        self.warmup = int(round(warmup_ratio * total_steps))
+        self.steps = torch.zeros((), dtype=torch.float32, device=device)
+        self.base = [torch.tensor(float(g["lr"]), device=device) for g in optimizer.param_groups]
+        for g, base in zip(optimizer.param_groups, self.base):
+            g["lr"] = base.clone()
+        self._write()
+
+    def _write(self):
+        factor = lr_factor_tensor(self.steps, self.kind, self.warmup, self.total)
+        for g, base in zip(self.optimizer.param_groups, self.base):
+            g["lr"].copy_(base * factor)
+
+    def step(self):
+        self.steps.add_(1)
+        self._write()
+
+    def state_dict(self):
+        return {"steps": self.steps.clone()}
+
+    def load_state_dict(self, state):
+        self.steps.copy_(state["steps"])
+        self._write()
 
 
 def layer_depth(name, num_layers):

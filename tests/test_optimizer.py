@@ -201,3 +201,52 @@ def test_lion_defaults_to_a_third_of_adamws_rate():
     args = flags.parse_multitask(["--pretrained", "all-minilm-l6-v2", "--optimizer", "lion"])
     why = flags.resolve_lr(args, 384)
     assert args.lr == pytest.approx(1e-4 / 3) and "Lion: a third of AdamW's" in why
+
+
+# ----------------------------------------------------------------------------- the capturable step (device-side state)
+
+@pytest.mark.parametrize("kind", ["constant", "linear", "cosine"])
+def test_the_device_schedule_is_the_host_schedule(kind):
+    from schedule import lr_factor, lr_factor_tensor
+    got = [float(lr_factor_tensor(torch.tensor(s), kind, 3, 12)) for s in range(15)]
+    assert got == pytest.approx([lr_factor(s, kind, 3, 12) for s in range(15)], rel=1e-6)
+
+
+def test_capturable_adamw_with_the_device_schedule_takes_the_plain_steps():
+    """Two groups at different rates, weight decay, warm-up then linear decay: the capturable path (step count
+    and learning rate as tensors, written in place) gives the plain path's parameters step for step."""
+    from schedule import DeviceSchedule, make_scheduler
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(5, 4), torch.nn.Linear(5, 4)
+    b.load_state_dict(a.state_dict())
+
+    def groups(m):
+        return [{"params": [m.weight], "lr": 1e-2}, {"params": [m.bias], "lr": 3e-2}]
+    plain = AdamW(groups(a), weight_decay=0.1)
+    plain_schedule = make_scheduler(plain, "linear", 0.25, 12)
+    capt = AdamW(groups(b), weight_decay=0.1, capturable=True)
+    capt_schedule = DeviceSchedule(capt, "linear", 0.25, 12, torch.device("cpu"))
+    for step in range(12):
+        x = torch.randn(6, 5)
+        for m, opt, sched in ((a, plain, plain_schedule), (b, capt, capt_schedule)):
+            m.zero_grad()
+            m(x).pow(2).mean().backward()
+            opt.step()
+            sched.step()
+        for p, q in zip(a.parameters(), b.parameters()):
+            torch.testing.assert_close(q, p)  # fp32 tolerance: alpha is rounded to fp32 on the device path
+        assert [float(g["lr"]) for g in capt.param_groups] == pytest.approx([g["lr"] for g in plain.param_groups])
+    state = capt.state[b.weight]
+    assert torch.is_tensor(state["step"]) and float(state["step"]) == 12
+    assert all(torch.is_tensor(g["lr"]) and g["lr"].dim() == 0 for g in capt.param_groups)
+
+
+def test_a_device_schedule_resumes_where_it_stopped():
+    from schedule import DeviceSchedule
+    p = torch.nn.Parameter(torch.zeros(2))
+    first = DeviceSchedule(AdamW([p], lr=1.0, capturable=True), "cosine", 0.1, 20, torch.device("cpu"))
+    for _ in range(7):
+        first.step()
+    again = DeviceSchedule(AdamW([p], lr=1.0, capturable=True), "cosine", 0.1, 20, torch.device("cpu"))
+    again.load_state_dict(first.state_dict())
+    assert float(again.optimizer.param_groups[0]["lr"]) == float(first.optimizer.param_groups[0]["lr"]) < 1.0

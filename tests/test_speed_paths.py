@@ -141,3 +141,48 @@ def test_mfu_above_100_percent_is_reported_as_a_measurement_error():
     value, note = bench.mfu(1.12e11, peak)
     assert value is None and note.startswith("measurement error: 112%")
     assert bench.mfu(1e10, None) == (None, "no native peak for this precision")
+
+
+# ----------------------------------------------------------------------------- fixed shapes (--pad_multiple)
+
+def test_padded_width_rounds_up_within_max_length():
+    from datasets import padded_width
+    assert [padded_width(n, 16, 128) for n in (1, 16, 17, 100, 120, 128)] == [16, 16, 32, 112, 128, 128]
+    assert padded_width(120, 100, 128) == 128      # rounded to 200 would pass max_length: capped there
+    assert padded_width(37, 0, 128) == 37          # 0: the batch's longest row, as before
+
+
+def test_pad_multiple_defaults_to_16_on_a_gpu_and_off_on_the_cpu():
+    from types import SimpleNamespace
+    from datasets import setup_shapes
+    for device, expected in (("cpu", 0), ("cuda", 16)):
+        args = SimpleNamespace(pad_multiple=None)
+        assert setup_shapes(args, torch.device(device), log=lambda *_: None) == expected == args.pad_multiple
+    assert setup_shapes(SimpleNamespace(pad_multiple=0), torch.device("cuda"), log=lambda *_: None) == 0  # the switch
+
+
+def test_fixed_shapes_change_the_widths_and_not_the_predictions(course_data, tiny_model):
+    """Padded positions are masked out of attention and pooling: every prediction is the same (fp32), while
+    every batch is one of a few widths."""
+    from checkpoint import ModelSpec
+    from datasets import MULTITASK, data_file, load_multitask_data, set_pad_multiple
+    from evaluation import model_eval_multitask
+    from multitask import MultitaskBERT
+    from tokenizer import BertTokenizer
+    torch.manual_seed(0)
+    paths = {t: {"dev": data_file(course_data, t, "dev")} for t in MULTITASK}
+    for encoding in ("cross", "siamese"):
+        data = load_multitask_data(paths, BertTokenizer.from_pretrained(str(tiny_model)), 40, encoding, ("dev",))["dev"]
+        model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding=encoding, dropout=[0.1] * 3))
+        plain = {}
+        model_eval_multitask(model, data, 4, torch.device("cpu"), raw=plain)
+        def widths():
+            return [b[k]["input_ids"].shape[1] for d in data.values() for b in d.batches(4) for k in ("x", "a", "b") if k in b]
+        unpadded = widths()
+        set_pad_multiple(data, 8)  # the tiny sentences are short: 8 rather than 16 gives them several shapes
+        padded = widths()
+        assert all(w % 8 == 0 for w in padded) and len(set(padded)) < len(set(unpadded)) and padded != unpadded
+        fixed = {}
+        model_eval_multitask(model, data, 4, torch.device("cpu"), raw=fixed)
+        for task in MULTITASK:
+            torch.testing.assert_close(torch.as_tensor(fixed[task]), torch.as_tensor(plain[task]), rtol=1e-5, atol=1e-5)
