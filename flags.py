@@ -90,8 +90,12 @@ def check_same_run(saved, now, source, log=print):
     new path with the same bytes (a data folder moved or copied) is said in one line and accepted. A
     checkpoint of an earlier minbert, which recorded paths rather than contents, is not held to its paths."""
     keys = (set(saved) | set(now)) - RUN_FREE - PATH_FLAGS - {"inputs"}
-    diff = [f"{flag_spelling(k)} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
-            for k in sorted(keys) if saved.get(k) != now.get(k)]
+    def differs(k):  # a --no_X switch stores X as True when it was not given
+        if flag_spelling(k).startswith("--no_"):
+            return f"{flag_spelling(k)} {'not given' if saved.get(k) else 'given'} in the checkpoint's run, " \
+                   f"{'not given' if now.get(k) else 'given'} now"
+        return f"{flag_spelling(k)} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
+    diff = [differs(k) for k in sorted(keys) if saved.get(k) != now.get(k)]
     was, new = saved.get("inputs") or {}, now.get("inputs") or {}
     if was:  # an earlier minbert recorded no inputs
         diff += [f"the run read {what} ({was[what]['path']}), this one does not" for what in sorted(set(was) - set(new))]
@@ -133,7 +137,7 @@ IDLE_FLAGS = {
                        "is the momentum of SMART's Bregman teacher, which is off without --smart_bregman_weight above 0"),
     "adapter_dim": (lambda a, t: a.fine_tune_mode == "adapter", "sets the width of --fine-tune-mode adapter's adapters"),
     "prefix_length": (lambda a, t: a.fine_tune_mode == "prefix", "sets the length of --fine-tune-mode prefix's prefix"),
-    "foreach": (lambda a, t: a.optimizer == "adamw", "switches AdamW's multi-tensor kernels, which --optimizer "
+    "foreach": (lambda a, t: a.optimizer == "adamw", "switches off AdamW's multi-tensor kernels, which --optimizer "
                                                       "lion and lamb do not have"),
     **{f: (lambda a, t: a.fine_tune_mode != "last-linear-layer",
            "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
@@ -155,8 +159,12 @@ MULTITASK_IDLE = {
 }
 
 
+# Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
+SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "bucket": "--no_bucket"}
+
+
 def flag_spelling(dest):
-    return "--fine-tune-mode" if dest == "fine_tune_mode" else f"--{dest}"
+    return SPELLED.get(dest, f"--{dest}")
 
 
 def check_idle_flags(args, typed, rules):

@@ -223,3 +223,13 @@ def test_default_lr_follows_the_checkpoints_width():
     assert lora.lr == 1e-3  # only new weights train
     given = mt.get_args(["--lr", "7e-5"])
     assert resolve_lr(given, 768) == "lr 7e-05" and given.lr == 7e-5
+
+
+def test_a_no_switch_is_named_as_typed():
+    """--no_foreach and --no_bucket store foreach and bucket: messages name the switch the user typed."""
+    import flags
+    from utils import MinbertError
+    with pytest.raises(MinbertError, match="^--no_foreach switches off AdamW's multi-tensor kernels"):
+        flags.parse_multitask(["--optimizer", "lion", "--no_foreach"])
+    with pytest.raises(MinbertError, match="--no_bucket given in the checkpoint's run, not given now"):
+        flags.check_same_run({"bucket": False}, {"bucket": True}, "ck.pt")
