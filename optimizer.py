@@ -7,6 +7,24 @@ import torch
 from torch.optim import Optimizer
 
 
+def check_hyperparameters(lr, betas, eps=0.0):
+    """The checks every optimizer here makes of its settings (a ValueError naming the bad one)."""
+    if not torch.is_tensor(lr) and lr < 0.0:
+        raise ValueError(f"invalid learning rate {lr}: must be >= 0")
+    if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+        raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+    if eps < 0.0:
+        raise ValueError(f"invalid epsilon {eps}: must be >= 0")
+
+
+def evaluate_closure(closure):
+    """torch.optim's protocol: a step may be given a closure that recomputes the loss; returns that loss."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class AdamW(Optimizer):
     """The handout's AdamW. `capturable=True` keeps everything a step reads on the parameters' device: the step
     count is a tensor there, and a group's "lr" may be a 0-d tensor too (schedule.DeviceSchedule writes it in
@@ -16,22 +34,14 @@ class AdamW(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
                  correct_bias=True, foreach=True, capturable=False):
-        if not torch.is_tensor(lr) and lr < 0.0:
-            raise ValueError(f"invalid learning rate {lr}: must be >= 0")
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
-        if eps < 0.0:
-            raise ValueError(f"invalid epsilon {eps}: must be >= 0")
+        check_hyperparameters(lr, betas, eps)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         correct_bias=correct_bias, foreach=foreach, capturable=capturable)
         super().__init__(params, defaults)
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
@@ -75,14 +85,20 @@ def _step_loop(params, grads, m, v, beta1, beta2, alpha, eps, decay):
             p.add_(p, alpha=-decay)                                # decoupled weight decay, after the step
 
 
-def _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, decay):
-    """The same arithmetic in the same order, each line one multi-tensor kernel over the whole group."""
+def _moments_foreach(grads, m, v, beta1, beta2, eps):
+    """m_t and v_t in place, one multi-tensor kernel a line; returns sqrt(v_t) + eps."""
     torch._foreach_mul_(m, beta1)
     torch._foreach_add_(m, grads, alpha=1 - beta1)
     torch._foreach_mul_(v, beta2)
     torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
     denom = torch._foreach_sqrt(v)
     torch._foreach_add_(denom, eps)
+    return denom
+
+
+def _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, decay):
+    """The same arithmetic in the same order, each line one multi-tensor kernel over the whole group."""
+    denom = _moments_foreach(grads, m, v, beta1, beta2, eps)
     torch._foreach_addcdiv_(params, m, denom, value=-alpha)
     if decay:
         torch._foreach_add_(params, params, alpha=-decay)
@@ -96,13 +112,7 @@ def _step_capturable(group, params, grads, m, v, t):
     eps, wd = group["eps"], group["weight_decay"]
     lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=t.device)
     alpha = lr * torch.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
-    torch._foreach_mul_(m, beta1)
-    torch._foreach_add_(m, grads, alpha=1 - beta1)
-    torch._foreach_mul_(v, beta2)
-    torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
-    denom = torch._foreach_sqrt(v)
-    torch._foreach_add_(denom, eps)
-    update = torch._foreach_div(m, denom)
+    update = torch._foreach_div(m, _moments_foreach(grads, m, v, beta1, beta2, eps))
     torch._foreach_mul_(update, -alpha)
     torch._foreach_add_(params, update)
     if wd:
@@ -121,18 +131,12 @@ class Lion(Optimizer):
     AdamW's (the paper: 3-10x) and its weight decay larger. One state tensor per parameter (AdamW keeps two)."""
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
-        if lr < 0.0:
-            raise ValueError(f"invalid learning rate {lr}: must be >= 0")
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+        check_hyperparameters(lr, betas)
         super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             lr, wd = group["lr"], group["weight_decay"]
@@ -165,18 +169,12 @@ class Lamb(Optimizer):
     with phi the identity, and a ratio of 1 where either norm is 0 (a tensor at zero, such as a fresh bias)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
-        if lr < 0.0:
-            raise ValueError(f"invalid learning rate {lr}: must be >= 0")
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"invalid betas {betas}: each must be in [0, 1)")
+        check_hyperparameters(lr, betas, eps)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from utils import MinbertError, atomic_write, is_main
+from utils import MinbertError, atomic_write, is_main, process_alive
 
 RUNS_ROOT = Path("runs")
 SOURCES = ".sources.json"
@@ -88,15 +88,7 @@ def _alive(info):
     pid, host = info.get("pid"), info.get("host")
     if not isinstance(pid, int):
         return False
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return host != socket.gethostname() or process_alive(pid)
 
 
 def _try_lock(fd):

@@ -42,7 +42,7 @@ from pathlib import Path
 from flags import (Parser, check_idle_flags, classifier_parser, given_flags, multitask_parser, nonneg_int,
                    positive_int, seed)
 from runs import check_run_name
-from utils import MinbertError, main_guard, set_interrupt_hint
+from utils import MinbertError, main_guard, process_alive, set_interrupt_hint
 
 ROOT = Path(__file__).resolve().parent
 PIPELINES = {"classifier": ROOT / "classifier.py", "multitask": ROOT / "multitask_classifier.py"}
@@ -207,7 +207,7 @@ def reclaim_dead_workers(study):
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker = t.user_attrs.get("worker", "")
         name, _, pid = worker.rpartition(":")
-        if name != host or not pid.isdigit() or _alive(int(pid)):
+        if name != host or not pid.isdigit() or process_alive(int(pid)):
             continue
         try:
             if study._storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL):
@@ -215,16 +215,6 @@ def reclaim_dead_workers(study):
                 print(f"trial {t.number}: its worker (process {pid}) is gone; queued to run again")
         except optuna.exceptions.UpdateFinishedTrialError:
             pass  # another worker got there first
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def finished(study):

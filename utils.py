@@ -213,6 +213,17 @@ def write_error(path, e):
                         f"partial file is left; make room and run the same command again")
 
 
+def process_alive(pid):
+    """Whether process `pid` on this machine may still be running (one we may not signal counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def atomic_write(path, write_fn, mode="wb"):
     """Write through a temporary sibling and rename, so an interrupted run never leaves half a file: Ctrl-C
     waits for the write to finish (deferred_interrupt), and a failed write (a full disk) removes the
