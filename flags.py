@@ -14,7 +14,7 @@ from pathlib import Path
 from datasets import TASK_PREFIX, data_file
 from finetune import ADAPTER_LR, ADAPTER_MODES, FINE_TUNE_MODES, NEW_WEIGHT_MODES, check_merge
 from lora import TARGETS
-from optimizer import LION_LR_FACTOR, OPTIMIZERS
+from optimizer import LR_FACTOR, OPTIMIZERS
 from precision import AMP_CHOICES
 from utils import MinbertError, Parser, distributed  # noqa: F401 (Parser: the scripts' parser class)
 
@@ -255,7 +255,7 @@ def add_recipe_flags(ap, regularizers, full_model_only=False):
     g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="the optimizer's decoupled weight decay")
     g.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adamw",
                    help="adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or lamb "
-                        "(You et al. 2020): optimizer.py")
+                        "(You et al. 2020; default lr five times AdamW's): optimizer.py")
     g.add_argument("--freeze_layers", type=nonneg_int, default=0,
                    help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; freezing.py)")
     g.add_argument("--gradual_unfreeze", type=nonneg_int, default=0, metavar="STEPS",
@@ -396,14 +396,16 @@ WIDE, WIDE_LR = 768, 3e-5
 
 
 def resolve_lr(args, hidden_size):
-    """Fill in --lr when it was not given, by what trains and how wide the checkpoint is (and, for --optimizer lion,
-    a third of that); returns the reason for the start line."""
+    """Fill in --lr when it was not given, by what trains and how wide the checkpoint is (and by --optimizer:
+    optimizer.LR_FACTOR); returns the reason for the start line."""
     if args.lr is not None:
         return f"lr {args.lr:g}"
     why = _default_lr(args, hidden_size)
-    if getattr(args, "optimizer", "adamw") == "lion":
-        args.lr /= LION_LR_FACTOR
-        why = why.replace(f"lr {args.lr * LION_LR_FACTOR:g} (", f"lr {args.lr:g} (Lion: a third of AdamW's, whose ", 1)
+    factor, reason = LR_FACTOR[getattr(args, "optimizer", "adamw")]
+    if factor != 1.0:
+        adamw = args.lr
+        args.lr = adamw * factor
+        why = why.replace(f"lr {adamw:g} (", f"lr {args.lr:g} ({reason}, whose ", 1)
     return why
 
 

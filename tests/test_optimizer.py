@@ -196,11 +196,13 @@ def test_the_other_optimizers_train_a_pipeline(tmp_path, course_data, tiny_model
     assert keys == ({"exp_avg"} if name == "lion" else {"step", "exp_avg", "exp_avg_sq"})
 
 
-def test_lion_defaults_to_a_third_of_adamws_rate():
+@pytest.mark.parametrize("name, lr, reason", [("lion", 1e-4 / 3, "Lion: a third of AdamW's"),
+                                              ("lamb", 5e-4, "LAMB: five times AdamW's")])
+def test_lion_and_lamb_default_to_their_own_rates(name, lr, reason):
     import flags
-    args = flags.parse_multitask(["--pretrained", "all-minilm-l6-v2", "--optimizer", "lion"])
+    args = flags.parse_multitask(["--pretrained", "all-minilm-l6-v2", "--optimizer", name])
     why = flags.resolve_lr(args, 384)
-    assert args.lr == pytest.approx(1e-4 / 3) and "Lion: a third of AdamW's" in why
+    assert args.lr == pytest.approx(lr) and why.startswith(f"lr {args.lr:g} ({reason}, whose default")
 
 
 # ----------------------------------------------------------------------------- the capturable step (device-side state)
