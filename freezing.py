@@ -18,6 +18,8 @@ taken, so a resumed run freezes what the uninterrupted one did.
 """
 from utils import MinbertError
 
+EMBEDDINGS = ("word_embedding", "pos_embedding", "tk_type_embedding", "embed_layer_norm")  # BertModel's names
+
 
 class GradualUnfreezing:
     """Called with the number of optimizer steps taken; sets how many groups are frozen then."""
@@ -31,6 +33,15 @@ class GradualUnfreezing:
 
     def __call__(self, updates):
         self.bert.frozen_groups = self.frozen_at(updates)
+
+
+def frozen_parameters(bert, freeze_layers):
+    """The parameters --freeze_layers keeps frozen for the whole run: the embeddings' and the lowest layers'."""
+    if not freeze_layers:
+        return []
+    lowest = [bert.bert_layers[i] for i in range(min(freeze_layers, len(bert.bert_layers)))]
+    embeddings = [p for n, p in bert.named_parameters() if n.split(".")[0] in EMBEDDINGS]
+    return embeddings + [p for layer in lowest for p in layer.parameters()]
 
 
 def setup_freezing(bert, freeze_layers=0, gradual_unfreeze=0, log=print):

@@ -240,12 +240,13 @@ def build_trainer(model, args, device, steps_per_epoch, epochs=None, tasks=()):
     --scheduler over all of the run's optimizer steps (`epochs`, default --epochs, of `steps_per_epoch`
     batches), --freeze_layers and --gradual_unfreeze (freezing.py), and the Trainer that steps them; with
     --pcgrad or --gradvac it combines the gradients of `tasks` (Part 2)."""
-    from freezing import setup_freezing
+    from freezing import frozen_parameters, setup_freezing
     from gradvac import GradVaccine
     from optimizer import make_optimizer
     from schedule import make_scheduler, param_groups
+    unfreeze = setup_freezing(model.bert, args.freeze_layers, args.gradual_unfreeze, main_print)
     groups = param_groups(model, args.lr, args.llrd, args.head_lr, args.weight_decay)
-    describe_trainable(model)
+    describe_trainable(model, args.optimizer, frozen_parameters(model.bert, args.freeze_layers))
     optimizer = make_optimizer(args.optimizer, groups, args.lr, args.weight_decay, args.foreach)
     total = (epochs or args.epochs) * -(-steps_per_epoch // args.grad_accum)
     scheduler = make_scheduler(optimizer, args.scheduler, args.warmup_ratio, total)
@@ -253,21 +254,23 @@ def build_trainer(model, args, device, steps_per_epoch, epochs=None, tasks=()):
     trainer = Trainer(model, optimizer, device, args.amp, args.grad_accum, scheduler=scheduler,
                       max_grad_norm=args.max_grad_norm, pcgrad=getattr(args, "pcgrad", False), seed=args.seed,
                       gradvac=gradvac)
-    unfreeze = setup_freezing(model.bert, args.freeze_layers, args.gradual_unfreeze, main_print)
     if unfreeze is not None:
         trainer.step_hooks.append(unfreeze)
     return trainer
 
 
-def describe_trainable(model):
-    """Print (and return) how many parameters train and what AdamW's state for them costs: exp_avg and
-    exp_avg_sq, each the size of its parameter."""
-    params = list(model.parameters())
-    trainable = [p for p in params if p.requires_grad]
+def describe_trainable(model, optimizer="adamw", frozen=()):
+    """Print (and return) how many parameters train and what the optimizer's state for them costs (AdamW and
+    LAMB keep two tensors the size of each parameter, Lion one). `frozen`: parameters that never receive a
+    gradient although they require one (--freeze_layers)."""
+    from optimizer import OPTIMIZERS, STATE_TENSORS
+    params, frozen = list(model.parameters()), {id(p) for p in frozen}
+    trainable = [p for p in params if p.requires_grad and id(p) not in frozen]
     n, total = sum(p.numel() for p in trainable), sum(p.numel() for p in params)
-    state_bytes = 2 * sum(p.numel() * p.element_size() for p in trainable)
+    state_bytes = STATE_TENSORS[optimizer] * sum(p.numel() * p.element_size() for p in trainable)
+    name = OPTIMIZERS[optimizer].__name__
     main_print(f"trainable parameters: {n:,} of {total:,} ({100 * n / max(total, 1):.2f}%); "
-                        f"AdamW state {state_bytes / 2**20:.1f} MiB")
+               f"{name} state {state_bytes / 2**20:.1f} MiB")
     return {"trainable": n, "total": total, "optimizer_state_bytes": state_bytes}
 
 

@@ -7,8 +7,9 @@ import multitask_classifier as mt
 from bert import BertModel
 from checkpoint import ModelSpec
 from conftest import part2_args
-from freezing import GradualUnfreezing, setup_freezing
+from freezing import GradualUnfreezing, frozen_parameters, setup_freezing
 from multitask import MultitaskBERT
+from trainer import describe_trainable
 from utils import MinbertError
 
 
@@ -35,6 +36,10 @@ def test_freeze_layers_keeps_the_lowest_groups_out_of_the_gradient(tiny_model, k
     setup_freezing(model.bert, freeze_layers=k, log=lambda *_: None)
     with_grad = _grads_after_one_batch(model)
     assert {_group(n) for n in with_grad} == trained
+    # the start line counts what receives a gradient, and the optimizer state it needs (Lion: one tensor each)
+    info = describe_trainable(model, "lion", frozen_parameters(model.bert, k))
+    assert info["trainable"] == sum(p.numel() for n, p in model.named_parameters() if _group(n) in trained)
+    assert info["optimizer_state_bytes"] == 4 * info["trainable"]
     assert all(p.requires_grad for p in model.parameters())  # saved in checkpoints as before: nothing changes shape
 
 
