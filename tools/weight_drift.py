@@ -1,0 +1,70 @@
+"""How far fine-tuning moved each kind of BERT tensor: the relative change ||w - w0|| / ||w0|| of every encoder
+tensor of a checkpoint against the pretrained weights, summarised (median over tensors) per kind.
+
+    python tools/weight_drift.py runs/a/multitask.pt runs/b/multitask.pt [--pretrained all-minilm-l6-v2]
+
+Optimizers differ less in how far they move the weights overall than in where: AdamW's step is about the same
+size for every coordinate, so tensors of large values (LayerNorm gains, near 1) change little relative to
+their size; LAMB's trust ratio makes every tensor's step proportional to its norm (RESULTS.md, "Part 2: the
+extensions of handout 5.3"). Only tensors that exist in both are compared (adapters and heads are new).
+"""
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bert import BertModel  # noqa: E402
+from utils import MinbertError, Parser, main_guard, refuse_code, safe_load  # noqa: E402
+
+KINDS = ("weight matrices", "linear biases", "embedding tables", "LayerNorm gains", "LayerNorm biases")
+
+
+def tensor_kind(name, value):
+    if "layer_norm" in name:
+        return "LayerNorm gains" if name.endswith("weight") else "LayerNorm biases"
+    if "embedding" in name:
+        return "embedding tables"
+    return "weight matrices" if value.dim() == 2 else "linear biases"
+
+
+def drift(model_state, pretrained_state, prefix="bert."):
+    """{kind: [relative change of each tensor]} over the encoder tensors the two states share (the pooler aside:
+    mean pooling leaves it untrained)."""
+    out = {}
+    for name, value in model_state.items():
+        if not name.startswith(prefix):
+            continue
+        base = pretrained_state.get(name[len(prefix):])
+        if base is None or base.shape != value.shape or name.startswith(prefix + "pooler"):
+            continue
+        base = base.float()
+        change = (value.float() - base).norm() / base.norm().clamp_min(1e-12)
+        out.setdefault(tensor_kind(name[len(prefix):], base), []).append(change.item())
+    return out
+
+
+def main(argv=None):
+    ap = Parser(description=__doc__)
+    ap.add_argument("checkpoints", nargs="+", help="checkpoints that multitask_classifier.py or classifier.py wrote")
+    ap.add_argument("--pretrained", default="all-minilm-l6-v2", help="the weights they started from")
+    args = ap.parse_args(argv)
+    start = BertModel.from_pretrained(args.pretrained).state_dict()
+    print(f"median relative change per tensor against {args.pretrained}")
+    print("checkpoint | " + " | ".join(KINDS))
+    rows = {}
+    for path in args.checkpoints:
+        state, culprit = safe_load(path)
+        if culprit is not None:
+            raise refuse_code(path, culprit)
+        if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+            raise MinbertError(f"{path}: not a minbert checkpoint (no model weights in it)")
+        by_kind = drift(state["model"], start)
+        if not by_kind:
+            raise MinbertError(f"{path}: none of its tensors is one of {args.pretrained}'s (another checkpoint?)")
+        rows[path] = {k: statistics.median(v) for k, v in by_kind.items()}
+        print(f"{path} | " + " | ".join(f"{rows[path][k]:.2e}" if k in rows[path] else "-" for k in KINDS))
+    return rows
+
+
+if __name__ == "__main__":
+    main_guard(main)
