@@ -1,0 +1,45 @@
+"""An ablation of LAMB's gain (RESULTS.md, "Part 2: the extensions of handout 5.3"): multitask_classifier.py
+with AdamW, where BERT's LayerNorm gains train at FACTOR times the rate of everything else.
+
+    python tools/layernorm_rate.py FACTOR [multitask_classifier.py flags ...]
+
+LAMB at 5e-4 moves the weight matrices about as far as AdamW at 1e-4 does, but the LayerNorm gains, whose
+values sit near 1, about ten times further relative to their size (tools/weight_drift.py). If that is what
+helps, AdamW with the gains alone at about ten times its rate should help as much.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import multitask_classifier  # noqa: E402
+import schedule  # noqa: E402
+from utils import MinbertError, main_guard  # noqa: E402
+
+
+def with_layernorm_factor(param_groups, factor):
+    """schedule.param_groups, with every LayerNorm gain of BERT moved into a group of its own at `factor` times
+    its rate."""
+    def groups(model, lr, llrd=1.0, head_lr=None, weight_decay=0.0):
+        gains = {id(p) for n, p in model.named_parameters() if "layer_norm" in n and n.endswith(".weight")}
+        out = []
+        for g in param_groups(model, lr, llrd, head_lr, weight_decay):
+            rest = [p for p in g["params"] if id(p) not in gains]
+            mine = [p for p in g["params"] if id(p) in gains]
+            out += [{**g, "params": ps, "lr": g["lr"] * f} for ps, f in ((rest, 1.0), (mine, factor)) if ps]
+        return out
+    return groups
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        factor = float(argv.pop(0))
+    except (IndexError, ValueError):
+        raise MinbertError("usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags]") from None
+    schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
+    print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters")
+    return multitask_classifier.main(argv)
+
+
+if __name__ == "__main__":
+    main_guard(main)
