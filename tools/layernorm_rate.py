@@ -7,13 +7,13 @@ LAMB at 5e-4 moves the weight matrices about as far as AdamW at 1e-4 does, but t
 values sit near 1, about ten times further relative to their size (tools/weight_drift.py). If that is what
 helps, AdamW with the gains alone at about ten times its rate should help as much.
 """
+import runpy
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import multitask_classifier  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 import schedule  # noqa: E402
-from utils import MinbertError, main_guard  # noqa: E402
 
 
 def with_layernorm_factor(param_groups, factor):
@@ -30,16 +30,12 @@ def with_layernorm_factor(param_groups, factor):
     return groups
 
 
-def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        factor = float(argv.pop(0))
-    except (IndexError, ValueError):
-        raise MinbertError("usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags]") from None
-    schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
-    print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters")
-    return multitask_classifier.main(argv)
-
-
 if __name__ == "__main__":
-    main_guard(main)
+    try:
+        factor = float(sys.argv[1])
+    except (IndexError, ValueError):
+        sys.exit("usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags]")
+    schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
+    print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters", flush=True)
+    sys.argv = [str(ROOT / "multitask_classifier.py"), *sys.argv[2:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")  # the script itself, as `python multitask_classifier.py` runs it
