@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from config import BertConfig
-from datasets import TaskData, batch_indices, data_file, read_examples
+from datasets import TaskData, batch_indices, data_file, read_examples, setup_shapes
 from optimizer import AdamW
 from tokenizer import BertTokenizer
 from flags import DEFAULT_REGULARIZERS, Parser, add_regularizer_flags, nonneg_int, positive_int
@@ -83,7 +83,8 @@ def mfu(flop_per_s, peak):
 
 
 def make_batches(args, tokenizer, bucket, seed=0):
-    """Index lists of real examples (or synthetic token ids) as padded batches on the host."""
+    """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches are
+    padded to a multiple of --pad_multiple, as the pipelines pad them."""
     if args.data == "synthetic":
         rng = np.random.default_rng(seed)
         out = []
@@ -96,6 +97,7 @@ def make_batches(args, tokenizer, bucket, seed=0):
     task = "sst" if args.data == "sst" else "quora"
     examples = read_examples(data_file(args.data_dir, task, "train"), task, "train", log=lambda *_: None)
     data = TaskData(examples, task, tokenizer, max_length=args.seq_len)
+    data.pad_multiple = args.pad_multiple if bucket else 0
     idx = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=seed, bucket=bucket)
     return [data.batch(i) for i in idx[:args.warmup + args.steps]]
 
@@ -207,7 +209,7 @@ def run(args, device, tokenizer, cfg, label, fast=True, bucket=None, hf=False, a
                                ("bregman", args.smart_bregman_weight)) if v and recipe}
     results = {"label": label, "fine_tune_mode": "full-model" if hf else args.fine_tune_mode,
                "pals": bool(args.pals and not hf), "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl,
-               "bucket": bucket, "foreach": fast or hf, "compile": bool(fast and args.compile), "regularizers": terms}
+               "bucket": bucket, "pad_multiple": args.pad_multiple if bucket else 0, "foreach": fast or hf, "compile": bool(fast and args.compile), "regularizers": terms}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     for name, step, mult in (("train", train_step, 3), ("infer", infer_step, 1)):
@@ -251,6 +253,9 @@ def build_parser():
                     help="auto: bf16/fp16 only where the hardware runs it natively, else fp32")
     ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path of the fast runs")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model in the fast runs")
+    ap.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",
+                    help="pad bucketed batches to a multiple of N tokens, as the pipelines do (default: 16 on a GPU, 0 "
+                         "on the CPU)")
     ap.add_argument("--steps", type=positive_int, default=20, help="timed batches per pass")
     ap.add_argument("--warmup", type=nonneg_int, default=3, help="untimed batches first")
     ap.add_argument("--repeats", type=positive_int, default=3, help="timed passes over the batches; the median counts")
@@ -283,6 +288,7 @@ def main():
         cfg = BertConfig(**CONFIGS[args.config])
     args.amp, why = resolve_amp(args.amp, device)
     print(f"precision: {why}")
+    setup_shapes(args, device)
     # The peak for fp32 and for each precision the hardware runs natively: an emulated one means nothing.
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     peaks = {p: matmul_peak(device, dtypes[p], repeats=args.peak_repeats)
@@ -312,7 +318,7 @@ def main():
             print(f"{r['label']:>11} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
                   f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
                   f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
-                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, foreach {r['foreach']}, compile {r['compile']}]")
+                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, foreach {r['foreach']}, compile {r['compile']}]")
         if r["regularizers"]:
             print(f"{r['label']:>11} training loss with " + ", ".join(f"{k} {v:g}" for k, v in r["regularizers"].items()))
         print(f"{r['label']:>11} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
