@@ -26,9 +26,16 @@ def _trials(tmp_path, study):
     return optuna.load_study(study_name=study, storage=f"sqlite:///{tmp_path / 'runs' / 'sweeps' / (study + '.db')}").trials
 
 
+def _ctrl_c_reaches_python():
+    # A job that a non-interactive shell starts in the background (`pytest ... &` in a script, as CI or nohup
+    # may) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the sweep would
+    # never see the test's Ctrl-C. A user's terminal gives the default disposition, as this does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path, argv):
     return subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ctrl_c_reaches_python)
 
 
 def _children(pid):
@@ -74,7 +81,7 @@ def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, course_da
     out, err = _stop_during_trial(_start(tmp_path, argv), tmp_path / "runs" / "sweeps" / "s", 2, signal.SIGINT)
     assert "Traceback" not in err
     line = [l for l in err.splitlines() if l.startswith("interrupted:")]
-    assert line and "continue the sweep with: python sweep.py classifier --trials 3" in line[0]
+    assert line and "continue the sweep with: python sweep.py classifier --trials 3" in line[0], (out[-3000:], err[-3000:])
     done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     trials = _trials(tmp_path, "s")
