@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from config import BertConfig
-from datasets import TaskData, batch_indices, data_file, read_examples, setup_shapes
+from datasets import TaskData, batch_indices, data_file, read_examples, set_pad_multiple, setup_shapes
 from optimizer import AdamW
 from tokenizer import BertTokenizer
 from flags import DEFAULT_REGULARIZERS, Parser, add_regularizer_flags, nonneg_int, positive_int
@@ -96,8 +96,7 @@ def make_batches(args, tokenizer, bucket, seed=0):
         return out
     task = "sst" if args.data == "sst" else "quora"
     examples = read_examples(data_file(args.data_dir, task, "train"), task, "train", log=lambda *_: None)
-    data = TaskData(examples, task, tokenizer, max_length=args.seq_len)
-    data.pad_multiple = args.pad_multiple if bucket else 0
+    data = set_pad_multiple(TaskData(examples, task, tokenizer, max_length=args.seq_len), args.pad_multiple if bucket else 0)
     idx = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=seed, bucket=bucket)
     return [data.batch(i) for i in idx[:args.warmup + args.steps]]
 

@@ -18,6 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from datasets import data_file, read_examples  # noqa: E402
 from distill import TASKS, teacher_targets  # noqa: E402
+from evaluation import accuracy, pearson  # noqa: E402
+from flags import positive_float  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 
@@ -27,16 +29,13 @@ def agreement(targets, examples):
     for task in TASKS:
         gold, target = [e.label for e in examples[task]], targets[task].double()
         if task == "sst":
-            y = torch.tensor(gold)
-            out[task] = [("argmax = gold", (target.argmax(-1) == y).double().mean().item()),
-                         ("p(gold)", target[torch.arange(len(y)), y].mean().item())]
+            out[task] = [("argmax = gold", accuracy(target.argmax(-1).numpy(), gold)),
+                         ("p(gold)", target[torch.arange(len(gold)), torch.tensor(gold)].mean().item())]
         elif task == "quora":
-            y = torch.tensor(gold, dtype=torch.double)
-            p_gold = torch.where(y > 0.5, target, 1 - target)
+            p_gold = torch.where(torch.tensor(gold) > 0.5, target, 1 - target)  # P(paraphrase) or its complement
             out[task] = [("argmax = gold", (p_gold > 0.5).double().mean().item()), ("p(gold)", p_gold.mean().item())]
         else:
-            y = torch.tensor(gold, dtype=torch.double)
-            out[task] = [("Pearson r", torch.corrcoef(torch.stack([target, y]))[0, 1].item())]
+            out[task] = [("Pearson r", pearson(target.numpy(), gold))]
     return out
 
 
@@ -44,10 +43,9 @@ def main(argv=None):
     ap = Parser(description=__doc__)
     ap.add_argument("soft_targets", help="the soft-targets.npz of ensemble.py --soft_targets")
     ap.add_argument("--data_dir", default="data")
-    ap.add_argument("--distill_temperature", type=float, default=2.0)
+    ap.add_argument("--distill_temperature", type=positive_float, default=2.0)
     args = ap.parse_args(argv)
-    examples = {t: [e for e in read_examples(data_file(args.data_dir, t, "train"), t, "train", log=lambda *a: None)]
-                for t in TASKS}
+    examples = {t: read_examples(data_file(args.data_dir, t, "train"), t, "train", log=lambda *a: None) for t in TASKS}
     train = {t: SimpleNamespace(ids=[e.id for e in examples[t]]) for t in TASKS}
     targets = teacher_targets(args.soft_targets, train, args.distill_temperature)
     for task, figures in agreement(targets, examples).items():
