@@ -279,13 +279,30 @@ def _refused_global(message):
     return m.group(1) if m else None
 
 
+# torch's restricted (weights_only) unpickler could be made to run code from the file before 2.6
+# (CVE-2025-32434); with an older torch (setup.sh MINBERT_TORCH=skip keeps the one installed) nothing is loaded.
+SAFE_LOADER_TORCH = (2, 6)
+
+
+def torch_release(version=None):
+    """(major, minor) of a torch version string ('2.13.0+cpu' -> (2, 13))."""
+    import re
+    m = re.match(r"(\d+)\.(\d+)", str(version or torch.__version__))
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""):
     """torch.load(path, weights_only=True): tensors and plain values only, so loading runs no code of the
     file's. `allowed` are further classes the caller trusts (safe_globals). Returns (object, None), or
     (None, 'module.name') when the file holds a Python object outside `allowed`: the caller refuses it
     (refuse_code) or knows another reading. A damaged file is one line (`advice` appended); torch's own
-    advice to retry with weights_only=False never reaches the user."""
+    advice to retry with weights_only=False never reaches the user. With a torch older than
+    SAFE_LOADER_TORCH the file is not opened at all: that torch's restricted loader is not restricted."""
     import pickle
+    if torch_release() < SAFE_LOADER_TORCH:
+        raise MinbertError(f"{path}: not loaded: torch {torch.__version__} can be made to run code from a file it "
+                           f"loads, even with weights_only=True (CVE-2025-32434, fixed in torch 2.6); install "
+                           f"torch>=2.6 (setup.sh installs 2.13.0)")
     try:
         with torch.serialization.safe_globals(list(allowed)):
             return torch.load(path, map_location=map_location, weights_only=True), None

@@ -70,6 +70,20 @@ def test_any_code_in_a_pickle_is_refused(tmp_path):
     assert not marker.exists()
 
 
+def test_a_torch_whose_restricted_loader_can_run_code_loads_nothing(tmp_path, monkeypatch):
+    """Before torch 2.6, weights_only=True could be bypassed (CVE-2025-32434): such a torch never opens the file."""
+    import utils
+    path = tmp_path / "ck.pt"
+    torch.save({"w": torch.zeros(2)}, path)
+    opened = []
+    monkeypatch.setattr(utils.torch, "load", lambda *a, **kw: opened.append(a))
+    monkeypatch.setattr(utils.torch, "__version__", "2.5.1+cu121")
+    with pytest.raises(MinbertError, match=r"ck.pt: not loaded: torch 2.5.1\+cu121 can be made to run code .* install torch>=2.6"):
+        load_checkpoint(path)
+    assert opened == []
+    assert utils.torch_release("2.13.0+cpu") == (2, 13) and utils.torch_release("2.6.0") >= utils.SAFE_LOADER_TORCH
+
+
 def test_damaged_and_foreign_files_are_one_line(tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
