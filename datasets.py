@@ -284,10 +284,13 @@ def task_encoding(pair_encoding, task):
     return pair_encoding
 
 
-def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("train", "dev", "test")):
-    """{split: {task: dataset}} for SST, Quora and STS; `paths[task][split]` is each CSV."""
-    return {split: {task: task_dataset(read_examples(paths[task][split], task, split), task, tokenizer, max_length,
-                                       task_encoding(pair_encoding, task))
+def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("train", "dev", "test"), train_filter=None):
+    """{split: {task: dataset}} for SST, Quora and STS; `paths[task][split]` is each CSV. `train_filter(example)`
+    says which training examples to keep (--fold; distill.outside_fold)."""
+    def examples(task, split):
+        rows = read_examples(paths[task][split], task, split)
+        return [e for e in rows if train_filter(e)] if split == "train" and train_filter else rows
+    return {split: {task: task_dataset(examples(task, split), task, tokenizer, max_length, task_encoding(pair_encoding, task))
                     for task in MULTITASK}
             for split in splits}
 

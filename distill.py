@@ -20,7 +20,21 @@ training examples by id; a student trained on other data than its teachers is re
 Measured (RESULTS.md, "At 3 epochs"): the students gain over the default recipe, but one teacher's targets
 teach as well as three teachers' there: the targets are the teachers' outputs on their own training data,
 which they fit far better than held-out data (tools/soft_targets.py).
+
+Cross-fitted targets (--fold I/K). Hinton et al. distil on a transfer set, data the teacher was not fitted to.
+With no unlabelled data at hand, the training set can serve as its own transfer set by cross-fitting: K
+teachers, teacher I trained without fold I of every training set (`multitask_classifier.py --fold I/K`), and
+each training example's target taken only from the teachers that did not see it:
+
+    target(x) = mean over the members m with x in fold(m) of p_m(x)          fold(x) = sha256(id) mod K + 1
+
+    for I in 1 2 3; do python multitask_classifier.py --fold $I/3 --run_name cf$I ...; done
+    python ensemble.py runs/cf1/multitask.pt runs/cf2/multitask.pt runs/cf3/multitask.pt --soft_targets --run_name cf
+    python multitask_classifier.py --distill runs/cf/soft-targets.npz ...
+
+A fold is a hash of the example's id, so every run and every machine splits the data alike.
 """
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +46,53 @@ SOFT_TARGETS = "soft-targets.npz"
 TASKS = ("sst", "quora", "sts")
 
 
-def save_soft_targets(path, members, outputs):
-    """outputs: {task: (ids, [one raw-output array per member])}; written as one .npz (no pickles)."""
+def fold_of(example_id, folds):
+    """The fold (1..folds) of a training example, from a hash of its id: the same in every run, whatever the file's
+    order (Python's own hash() of a string changes from one process to the next)."""
+    return int.from_bytes(hashlib.sha256(str(example_id).encode()).digest()[:8], "big") % folds + 1
+
+
+def outside_fold(fold):
+    """The training-example filter of --fold I/K: keeps the examples that are not in fold I (None: keeps all)."""
+    if not fold:
+        return None
+    held_out, folds = fold
+    return lambda example: fold_of(example.id, folds) != held_out
+
+
+def held_out_weights(member_folds, ids):
+    """[members x examples] 1.0 where the member did not train on the example. `member_folds` is each member's
+    --fold (I, K), or None for a member trained on everything; the K folds of one split must all be there, so
+    that every example has a teacher that did not see it."""
+    if not any(member_folds):
+        return None
+    if not all(member_folds):
+        plain = member_folds.index(None) + 1
+        raise MinbertError(f"--soft_targets: member {plain} was trained on every training example and others with "
+                           f"--fold; cross-fitted targets need every member trained with --fold I/K")
+    ks = {k for _, k in member_folds}
+    if len(ks) > 1:
+        raise MinbertError(f"--soft_targets: the members were trained with --fold of {' and '.join(map(str, sorted(ks)))} "
+                           f"folds; give the members of one K")
+    k = ks.pop()
+    missing = sorted(set(range(1, k + 1)) - {i for i, _ in member_folds})
+    if missing:
+        raise MinbertError(f"--soft_targets: no member was trained with --fold {missing[0]}/{k}, so fold {missing[0]}'s "
+                           f"examples have no teacher that did not see them; give one member per fold")
+    folds = np.array([fold_of(i, k) for i in ids])
+    return np.stack([(folds == i).astype(np.float32) for i, _ in member_folds])
+
+
+def save_soft_targets(path, members, outputs, member_folds=None):
+    """outputs: {task: (ids, [one raw-output array per member])}; written as one .npz (no pickles). With members
+    trained on folds (`member_folds`, each member's --fold), `{task}_weights` marks each member's held-out examples."""
     fields = {"members": np.array([str(m) for m in members])}
     for task, (ids, per_member) in outputs.items():
         fields[f"{task}_ids"] = np.array(ids)
         fields[f"{task}_outputs"] = np.stack([np.asarray(o, dtype=np.float32) for o in per_member])
+        weights = held_out_weights(list(member_folds or [None] * len(per_member)), ids)
+        if weights is not None:
+            fields[f"{task}_weights"] = weights
     atomic_write(path, lambda fp: np.savez_compressed(fp, **fields))
     return path
 
@@ -63,12 +118,22 @@ def teacher_targets(path, train, temperature):
         if missing:
             raise MinbertError(f"--distill {path}: no teacher prediction for {task} training id {missing[0]} (and "
                                f"{len(missing) - 1} more): the ensemble saw other training data than this run")
-        out = out[:, [row[i] for i in train[task].ids]]
+        order = [row[i] for i in train[task].ids]
+        out = out[:, order]
+        # Each member's say in an example's target: all members alike, or (cross-fitted) only those that did not see it.
+        w = torch.ones(out.shape[:2], dtype=torch.float64)
+        if f"{task}_weights" in data:
+            w = torch.from_numpy(data[f"{task}_weights"]).double()[:, order]
+            unseen = (w.sum(0) <= 0).nonzero().flatten()
+            if len(unseen):
+                raise MinbertError(f"--distill {path}: {task} training id {train[task].ids[unseen[0]]} has no teacher "
+                                   f"that did not train on it")
+        w = w / w.sum(0)
         if task == "sst":
-            target = torch.softmax(out / temperature, dim=-1).mean(0)
+            target = (w[..., None] * torch.softmax(out / temperature, dim=-1)).sum(0)
         elif task == "quora":
-            target = torch.sigmoid(out / temperature).mean(0)
+            target = (w * torch.sigmoid(out / temperature)).sum(0)
         else:
-            target = out.mean(0)
+            target = (w * out).sum(0)
         targets[task] = target.float()
     return targets

@@ -16,7 +16,8 @@ The ensemble is a run like any other: its six files go into its own folder (runs
 
 --soft_targets also runs every member (checkpoints only) on the three training sets and writes their raw outputs
 into the run folder as soft-targets.npz, which `multitask_classifier.py --distill` trains a single student on
-(distill.py).
+(distill.py). Members trained with --fold I/K, one per fold, give cross-fitted targets: each training example's
+from the members that did not train on it.
 """
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import torch
 
 from checkpoint import load_checkpoint, read_spec
 from datasets import MULTITASK, data_file, load_multitask_data, read_examples, set_pad_multiple, setup_shapes
-from distill import SOFT_TARGETS, save_soft_targets
+from distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
 from flags import Parser, add_speed_flags, positive_int
 from multitask import load_multitask
@@ -78,8 +79,9 @@ def decide(task, mean):
 
 
 def check_members(members):
-    """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs."""
-    seen = {}
+    """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs.
+    Returns each checkpoint member's --fold (I, K), or None."""
+    seen, folds = {}, []
     for m in members:
         p = Path(m)
         if not p.exists():
@@ -89,14 +91,19 @@ def check_members(members):
             raise MinbertError(f"{m}: the same member as {seen[key]}; an ensemble of one model twice is that model")
         seen[key] = m
         if p.is_file():
-            read_spec(load_checkpoint(p), p, "multitask")
+            state = load_checkpoint(p)
+            read_spec(state, p, "multitask")
+            fold = (state.get("flags") or {}).get("fold")
+            folds.append(tuple(fold) if fold else None)
+    return folds
 
 
 def checkpoint_member(path, args, device, ref, cache):
-    """({(task, split): outputs to average}, {task: (training ids, raw outputs)} with --soft_targets, else None) of
+    """({(task, split): outputs to average}, {task: (training ids, raw outputs), "fold": its --fold or None} with
+    --soft_targets, else None) of
     one multitask checkpoint. `cache` keeps the tokenised data between members that share a tokenizer, length and
     pair encoding (the usual case)."""
-    model, _, spec = load_multitask(path, device, args.attn)
+    model, state, spec = load_multitask(path, device, args.attn)
     classes = model.sst_head[-1].out_features
     if classes != N_SST:
         raise MinbertError(f"{path}: its SST head has {classes} classes, the ensemble's task has {N_SST}")
@@ -120,7 +127,9 @@ def checkpoint_member(path, args, device, ref, cache):
         return outputs, None
     raw = {}
     model_eval_multitask(model, data["train"], args.batch_size, device, args.amp, raw=raw)
-    return outputs, {task: (data["train"][task].ids, raw[task]) for task in MULTITASK}
+    fold = (state.get("flags") or {}).get("fold")  # --fold I/K: the member did not see fold I
+    return outputs, {"fold": tuple(fold) if fold else None,
+                     **{task: (data["train"][task].ids, raw[task]) for task in MULTITASK}}
 
 
 def folder_member(folder, ref):
@@ -162,7 +171,9 @@ def main(argv=None):
     setup_precision(args, device)
     setup_shapes(args, device)
     out = Path(args.out)
-    check_members(args.members)
+    folds = check_members(args.members)
+    if args.soft_targets:
+        held_out_weights(folds, [])  # members of cross-fitted targets: one per fold, checked before any runs
     ref = reference(args.data_dir)
     folders = {m: folder_member(m, ref) for m in args.members if Path(m).is_dir()}  # cheap: checked up front too
     if args.soft_targets and folders:
@@ -187,10 +198,12 @@ def main(argv=None):
         scores = dev_scores(mean, ref)
         print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
         if args.soft_targets:
+            folds = [s["fold"] for s in soft]
             path = save_soft_targets(run.folder / SOFT_TARGETS, args.members,
-                                     {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK})
-            print(f"soft targets of {len(soft)} members on the training sets: {path}; train a student on them with "
-                  f"multitask_classifier.py --distill {path}")
+                                     {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK}, folds)
+            how = ", each example's from the members that did not train on it (--fold)" if any(folds) else ""
+            print(f"soft targets of {len(soft)} members on the training sets{how}: {path}; train a student on them "
+                  f"with multitask_classifier.py --distill {path}")
         publish([(f, out / f.name) for f in files], run.name, run.folder)
         return scores
 

@@ -199,6 +199,17 @@ def add_speed_flags(ap, training=True):
     return g
 
 
+def fold_spec(text):
+    """--fold I/K: [I, K] with K >= 2 and 1 <= I <= K."""
+    try:
+        i, k = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/K (e.g. 1/3: train without fold 1 of 3)") from None
+    if k < 2 or not 1 <= i <= k:
+        raise argparse.ArgumentTypeError(f"{text}: I/K needs K >= 2 and 1 <= I <= K")
+    return [i, k]
+
+
 def lora_targets(text):
     names = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in names if t not in TARGETS]
@@ -556,6 +567,9 @@ def multitask_parser():
     ap.add_argument("--distill", metavar="SOFT_TARGETS", default=None,
                     help="train on an ensemble's predictions too (Hinton et al. 2015): the soft-targets.npz that "
                          "ensemble.py --soft_targets writes (distill.py)")
+    ap.add_argument("--fold", type=fold_spec, default=None, metavar="I/K",
+                    help="train without fold I of K of every training set (folds by a hash of the example id): the "
+                         "teachers of cross-fitted soft targets, one run per fold (distill.py)")
     ap.add_argument("--distill_weight", type=fraction, default=0.5,
                     help="alpha: the loss is (1 - alpha) gold + alpha distillation")
     ap.add_argument("--distill_temperature", type=positive_float, default=2.0,

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from datasets import MULTITASK, TASK_PREFIX, TaskData, load_multitask_data, set_pad_multiple, setup_shapes
-from distill import teacher_targets
+from distill import outside_fold, teacher_targets
 from extra_tasks import EXTRA_TASKS, parse_extra, read_extra
 from evaluation import (format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name,
                         write_multitask_outputs)
@@ -66,7 +66,12 @@ class MultitaskPipeline(Pipeline):
         self.args, self.device, self.started = args, device, time.perf_counter()
         self.spec = spec_from_args(args)
         tokenizer = BertTokenizer.from_pretrained(args.pretrained)
-        self.data = load_multitask_data(data_paths(args), tokenizer, args.max_length, args.pair_encoding)
+        self.data = load_multitask_data(data_paths(args), tokenizer, args.max_length, args.pair_encoding,
+                                        train_filter=outside_fold(args.fold))
+        if args.fold:
+            main_print(f"--fold {args.fold[0]}/{args.fold[1]}: training without fold {args.fold[0]} of "
+                       f"{args.fold[1]} of each training set (ensemble.py --soft_targets takes this run's outputs "
+                       f"on that fold only)")
         for name, path in map(parse_extra, args.extra_task):  # more training data, each with its own head
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, args.max_length)
         set_pad_multiple(self.data, args.pad_multiple)

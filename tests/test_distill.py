@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import ensemble
 import multitask_classifier as mt
 from conftest import part2_args
-from distill import save_soft_targets, teacher_targets
+from distill import fold_of, held_out_weights, outside_fold, save_soft_targets, teacher_targets
 from losses import DistillationLoss
 from utils import MinbertError
 
@@ -79,6 +79,82 @@ def test_an_ensemble_writes_soft_targets_and_a_student_trains_on_them(tmp_path, 
     assert log["loss_terms"]["distill"] > 0
     with pytest.raises(MinbertError, match="--soft_targets: member .* is a folder of predictions"):
         ensemble.main([members[0], str(tmp_path / "1" / "pred"), "--data_dir", str(course_data), "--soft_targets"])
+
+
+def test_the_folds_split_every_training_set_alike_and_each_example_is_held_out_once():
+    ids = [f"id{n}" for n in range(300)]
+    folds = [fold_of(i, 3) for i in ids]
+    assert folds == [fold_of(i, 3) for i in ids] and set(folds) == {1, 2, 3}  # stable, and every fold has examples
+    assert all(60 < folds.count(k) < 140 for k in (1, 2, 3))  # a hash spreads them (100 each on average)
+    examples = [_Train(None) for _ in ids]
+    for e, i in zip(examples, ids):
+        e.id = i
+    kept = [{e.id for e in examples if outside_fold((k, 3))(e)} for k in (1, 2, 3)]
+    for i, k in zip(ids, folds):  # run k trains on all but fold k: each example is missing from exactly one run
+        assert [i in s for s in kept] == [j != k for j in (1, 2, 3)]
+    assert outside_fold(None) is None
+
+
+def test_cross_fitted_targets_come_from_the_members_that_did_not_see_the_example(tmp_path):
+    ids = [f"id{n}" for n in range(12)]
+    held_out = np.array([fold_of(i, 2) for i in ids])  # member 1 trained without fold 1, member 2 without fold 2
+    sts = [np.full(12, 1.0), np.full(12, 4.0)]
+    quora = [np.full(12, -3.0), np.full(12, 3.0)]
+    sst = [np.zeros((12, 5)), np.eye(5)[np.arange(12) % 5] * 4]
+    path = save_soft_targets(tmp_path / "cf.npz", ["m1", "m2"], {"sst": (ids, sst), "quora": (ids, quora),
+                                                                 "sts": (ids, sts)}, [(1, 2), (2, 2)])
+    got = teacher_targets(path, {t: _Train(ids) for t in ("sst", "quora", "sts")}, temperature=2.0)
+    torch.testing.assert_close(got["sts"], torch.tensor(np.where(held_out == 1, 1.0, 4.0), dtype=torch.float32))
+    torch.testing.assert_close(got["quora"], torch.sigmoid(torch.tensor(np.where(held_out == 1, -1.5, 1.5))).float())
+    from_m2 = torch.softmax(torch.tensor(sst[1]) / 2, -1)
+    torch.testing.assert_close(got["sst"], torch.where(torch.tensor(held_out == 1)[:, None], torch.full((12, 5), 0.2,
+                                                       dtype=torch.float64), from_m2).float())
+    with pytest.raises(MinbertError, match="no member was trained with --fold 2/2"):
+        held_out_weights([(1, 2), (1, 2)], ids)
+    with pytest.raises(MinbertError, match="--fold of 2 and 3 folds"):
+        held_out_weights([(1, 2), (2, 3)], ids)
+    with pytest.raises(MinbertError, match="member 2 was trained on every training example"):
+        held_out_weights([(1, 2), None], ids)
+    assert held_out_weights([None, None], ids) is None
+    # a file whose marks leave an example without a teacher that did not see it is refused, naming the example
+    with np.load(path, allow_pickle=False) as z:
+        fields = {k: z[k] for k in z.files}
+    fields["sts_weights"][:, 3] = 0
+    np.savez(tmp_path / "bad.npz", **fields)
+    with pytest.raises(MinbertError, match="sts training id id3 has no teacher that did not train on it"):
+        teacher_targets(tmp_path / "bad.npz", {t: _Train(ids) for t in ("sst", "quora", "sts")}, 2.0)
+
+
+def test_fold_teachers_train_on_their_part_and_give_cross_fitted_targets(tmp_path, course_data, tiny_model,
+                                                                         monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    members = []
+    for fold in ("1/2", "2/2"):
+        name = fold.replace("/", "of")
+        mt.main(part2_args(tmp_path / name, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2",
+                           "--fold", fold))
+        out = capsys.readouterr().out
+        assert f"--fold {fold}: training without fold {fold[0]} of 2" in out
+        sizes = {t: len([i for i in course_ids(course_data, t) if fold_of(i, 2) != int(fold[0])]) for t in ("sst", "quora", "sts")}
+        assert f"train sizes {sizes}" in out  # the run trained on the examples outside its fold only
+        members.append(str(tmp_path / name / "ck" / "mt.pt"))
+    with pytest.raises(MinbertError, match="no member was trained with --fold 2/2"):  # refused before any member runs
+        ensemble.main(members[:1] + ["--data_dir", str(course_data), "--run_name", "one", "--soft_targets"])
+    ensemble.main(members + ["--data_dir", str(course_data), "--run_name", "cf", "--out", str(tmp_path / "ens"),
+                             "--soft_targets"])
+    assert "each example's from the members that did not train on it" in capsys.readouterr().out
+    with np.load(tmp_path / "runs" / "cf" / "soft-targets.npz", allow_pickle=False) as z:
+        expected = np.stack([[fold_of(i, 2) == k for i in z["sst_ids"]] for k in (1, 2)]).astype(np.float32)
+        np.testing.assert_array_equal(z["sst_weights"], expected)
+    with pytest.raises(MinbertError, match="argument --fold: 3/2: I/K needs K >= 2 and 1 <= I <= K"):
+        mt.get_args(["--fold", "3/2"])
+    with pytest.raises(MinbertError, match="argument --fold: 'half' is not I/K"):
+        mt.get_args(["--fold", "half"])
+
+
+def course_ids(data, task):
+    from datasets import data_file, read_examples
+    return [e.id for e in read_examples(data_file(data, task, "train"), task, "train", log=lambda *a: None)]
 
 
 def test_distillation_settings_act_only_with_distill():
