@@ -51,6 +51,9 @@ def build_parser():
     ap.add_argument("--soft_targets", action="store_true",
                     help=f"also write the members' outputs on the training sets to {SOFT_TARGETS} in the run folder, "
                          f"for multitask_classifier.py --distill (checkpoint members only)")
+    ap.add_argument("--in_sample", action="store_true",
+                    help="with members trained with --fold: average every member on every training example anyway, "
+                         "seen or not (the ablation of cross-fitted targets)")
     add_speed_flags(ap, training=False)
     return ap
 
@@ -172,6 +175,11 @@ def main(argv=None):
     setup_shapes(args, device)
     out = Path(args.out)
     folds = check_members(args.members)
+    if args.in_sample and not (args.soft_targets and any(folds)):
+        raise MinbertError("--in_sample changes cross-fitted soft targets: it needs --soft_targets and members trained "
+                           "with --fold")
+    if args.in_sample:
+        folds = [None] * len(folds)
     if args.soft_targets:
         held_out_weights(folds, [])  # members of cross-fitted targets: one per fold, checked before any runs
     ref = reference(args.data_dir)
@@ -198,7 +206,7 @@ def main(argv=None):
         scores = dev_scores(mean, ref)
         print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
         if args.soft_targets:
-            folds = [s["fold"] for s in soft]
+            folds = [None if args.in_sample else s["fold"] for s in soft]
             path = save_soft_targets(run.folder / SOFT_TARGETS, args.members,
                                      {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK}, folds)
             how = ", each example's from the members that did not train on it (--fold)" if any(folds) else ""

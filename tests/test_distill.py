@@ -146,6 +146,12 @@ def test_fold_teachers_train_on_their_part_and_give_cross_fitted_targets(tmp_pat
     with np.load(tmp_path / "runs" / "cf" / "soft-targets.npz", allow_pickle=False) as z:
         expected = np.stack([[fold_of(i, 2) == k for i in z["sst_ids"]] for k in (1, 2)]).astype(np.float32)
         np.testing.assert_array_equal(z["sst_weights"], expected)
+    ensemble.main(members + ["--data_dir", str(course_data), "--run_name", "in", "--out", str(tmp_path / "ens2"),
+                             "--soft_targets", "--in_sample"])  # the ablation: every member on every example
+    with np.load(tmp_path / "runs" / "in" / "soft-targets.npz", allow_pickle=False) as z:
+        assert "sst_weights" not in z.files and z["sst_outputs"].shape == (2, 48, 5)
+    with pytest.raises(MinbertError, match="--in_sample changes cross-fitted soft targets"):
+        ensemble.main(members + ["--data_dir", str(course_data), "--in_sample"])
     with pytest.raises(MinbertError, match="argument --fold: 3/2: I/K needs K >= 2 and 1 <= I <= K"):
         mt.get_args(["--fold", "3/2"])
     with pytest.raises(MinbertError, match="argument --fold: 'half' is not I/K"):
