@@ -49,6 +49,12 @@ def setup_freezing(bert, freeze_layers=0, gradual_unfreeze=0, log=print):
     layers = bert.config.num_hidden_layers
     if freeze_layers > layers:
         raise MinbertError(f"--freeze_layers {freeze_layers}: the model has {layers} layers")
+    if freeze_layers == layers and bert.bert_layers[0].self_attention.prefix is not None:
+        # A frozen layer runs without a graph, so no gradient reaches the prefix it reads: with every layer frozen
+        # the prefix would not train at all, although it is counted as trainable.
+        raise MinbertError(f"--freeze_layers {freeze_layers} with --fine-tune-mode prefix: every layer frozen leaves the "
+                           f"prefixes without a gradient, so only the heads would train; freeze fewer layers, or use "
+                           f"--fine-tune-mode last-linear-layer")
     floor = freeze_layers + 1 if freeze_layers else 0
     bert.frozen_groups = floor
     if floor:

@@ -80,3 +80,14 @@ def test_freezing_is_refused_where_it_cannot_act(tiny_model):
     bert = BertModel.from_pretrained(str(tiny_model))
     with pytest.raises(MinbertError, match="--freeze_layers 3: the model has 2 layers"):
         setup_freezing(bert, freeze_layers=3)
+
+
+def test_every_layer_frozen_under_prefix_tuning_is_refused_since_the_prefix_would_not_train(tiny_model):
+    from prefix import add_prefix
+    model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), dropout=[0.0] * 3))
+    model.prefix_module = add_prefix(model.bert, 2)
+    layers = model.bert.config.num_hidden_layers
+    with pytest.raises(MinbertError, match=f"--freeze_layers {layers} with --fine-tune-mode prefix: every layer frozen"):
+        setup_freezing(model.bert, freeze_layers=layers, log=lambda *_: None)
+    setup_freezing(model.bert, freeze_layers=layers - 1, log=lambda *_: None)  # the top layer's prefix still learns
+    assert {n.split(".")[0] for n in _grads_after_one_batch(model)} >= {"prefix_module"}
