@@ -29,10 +29,13 @@ _minbert_setup() (
   mkdir -p predictions
   echo "setup done: activate the environment with 'source $venv/bin/activate'"
 )
-if _minbert_setup "$@"; then
+# Called as a plain command, not as an `if` condition: bash ignores `set -e` inside a condition, and a failed
+# step would then end in "setup done".
+_minbert_setup "$@"
+_minbert_rc=$?
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then
   # Sourced: leave the venv active, as the handout's `source setup.sh` did with conda.
-  [ "${BASH_SOURCE[0]}" != "$0" ] && . "$(dirname "${BASH_SOURCE[0]}")/${MINBERT_VENV:-.venv}/bin/activate"
-  true
-else
-  rc=$?; [ "${BASH_SOURCE[0]}" != "$0" ] && return $rc || exit $rc
+  [ $_minbert_rc = 0 ] && . "$(dirname "${BASH_SOURCE[0]}")/${MINBERT_VENV:-.venv}/bin/activate"
+  return $_minbert_rc
 fi
+exit $_minbert_rc
