@@ -383,7 +383,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
         main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
     set_interrupt_hint(f"{files.stem} epoch {start - 1} is saved in {files.last}; {continue_hint} continues from there"
                        if start else f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} "
-                                     f"starts it again")
+                                     f"starts it again", retry=continue_hint)
     monitor = TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs else None
     if monitor is not None:
         trainer.on_step = monitor.step
@@ -422,7 +422,8 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                      "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
                      **{k: v for k, v in stats.items() if k in SURGERY_STAT.values()}, **info}
             append_jsonl(files.log, plain(entry))
-            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there")
+            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there",
+                               retry=continue_hint)
         if monitor is not None:
             monitor.epoch(trainer.batches, entry)
         speed = f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"] else "head on cached features"
@@ -451,5 +452,5 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
         merge_for_inference(model.bert, True, pipeline.spec.fine_tune_mode, main_print)
     result, published = pipeline.write_outputs(files, best)
     publish(published, run_name, files.folder)
-    set_interrupt_hint(f"{files.stem} is complete in {files.folder}")
+    set_interrupt_hint(f"{files.stem} is complete in {files.folder}", retry=continue_hint)
     return result

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +34,14 @@ class Parser(argparse.ArgumentParser):
         raise MinbertError(f"{self.prog}: {message}")
 
 
-# What an interrupted run should be told: set by a pipeline each time it saves a resumable checkpoint.
-_INTERRUPT_HINT = {"text": None}
+# What an interrupted run should be told: set by a pipeline each time it saves a resumable checkpoint. `retry`
+# is the command that continues the run (e.g. "the same command plus --resume --run_name r"), which a failed
+# write (a full disk) names too: once a run folder holds files, the plain same command is refused there.
+_INTERRUPT_HINT = {"text": None, "retry": None}
 
 
-def set_interrupt_hint(text):
-    _INTERRUPT_HINT["text"] = text
+def set_interrupt_hint(text, retry=None):
+    _INTERRUPT_HINT.update(text=text, retry=retry)
 
 
 def main_guard(main):
@@ -209,8 +212,9 @@ def write_error(path, e):
     why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
            errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
            errno.EROFS: "the file system is read-only"}.get(getattr(e, "errno", None), e.strerror or str(e))
+    retry = f"then run {_INTERRUPT_HINT['retry']}" if _INTERRUPT_HINT["retry"] else "run the same command again"
     return MinbertError(f"{path}: cannot write it: {why}; the file there before (if any) is unchanged and no "
-                        f"partial file is left; make room and run the same command again")
+                        f"partial file is left; make room and {retry}")
 
 
 def process_alive(pid):
@@ -304,7 +308,10 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
                            f"loads, even with weights_only=True (CVE-2025-32434, fixed in torch 2.6); install "
                            f"torch>=2.6 (setup.sh installs 2.13.0)")
     try:
-        with torch.serialization.safe_globals(list(allowed)):
+        # torch warns (several lines) about a pickle protocol its restricted loader does not read, then fails:
+        # the failure is the one line below, the warning would only bury it.
+        with torch.serialization.safe_globals(list(allowed)), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             return torch.load(path, map_location=map_location, weights_only=True), None
     except pickle.UnpicklingError as e:
         culprit = _refused_global(str(e))

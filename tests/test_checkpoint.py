@@ -70,6 +70,22 @@ def test_any_code_in_a_pickle_is_refused(tmp_path):
     assert not marker.exists()
 
 
+def test_a_plain_pickle_is_one_line_without_torchs_protocol_warning(tmp_path, course_data):
+    """pickle.dumps' own protocol (not torch.save's zip): torch's loader warns about the protocol in several lines,
+    then fails; the user sees one line, and nothing in the file runs."""
+    import pickle
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    evil.write_bytes(pickle.dumps(_Touch(marker)))
+    evil.with_name("also.pt").write_bytes(evil.read_bytes())
+    out = _cli("ensemble.py", str(evil), str(evil.with_name("also.pt")), "--data_dir", str(course_data),
+               "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "evil.pt: cannot read checkpoint (damaged, or not a file torch.save wrote" in err[0], err
+    assert not marker.exists()
+
+
 def test_a_torch_whose_restricted_loader_can_run_code_loads_nothing(tmp_path, monkeypatch):
     """Before torch 2.6, weights_only=True could be bypassed (CVE-2025-32434): such a torch never opens the file."""
     import utils
@@ -210,6 +226,14 @@ def test_a_checkpoint_write_that_fails_is_one_line_and_leaves_nothing(tmp_path, 
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and "mt.pt: cannot write it: the file would exceed the size limit" in err[0], err
     assert not list((tmp_path / "ck").glob("*.tmp")) and not (tmp_path / "ck" / "mt.pt").exists()
+    # The advice is the command that continues the run (the folder now holds the run's lock and events, so the
+    # plain same command would be refused there); followed with room to write, it completes the run.
+    advice = err[0].split("make room and then run the same command plus ")[1].split()
+    assert advice[0] == "--resume", err[0]
+    done = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"), *args, *advice], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "ck" / "mt.pt").exists() and (tmp_path / "pred" / "sst-dev-output.csv").exists()
 
 
 def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
