@@ -50,6 +50,11 @@ def prepare_backbone(bert, spec):
     Both pipelines call this. Returns the new modules (adapters, or the prefix)."""
     mode = spec.fine_tune_mode
     if mode in ADAPTER_MODES:
+        hidden = bert.config.hidden_size  # every target linear has the hidden size on one side
+        if spec.lora_rank > hidden:
+            raise MinbertError(f"--lora_rank {spec.lora_rank}: above the hidden size {hidden} of {spec.pretrained}, where "
+                               f"B A cannot have a higher rank than {hidden} and only adds parameters; at most "
+                               f"--lora_rank {hidden} (full rank), or --fine-tune-mode full-model")
         return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout,
                             dora=mode == "dora")
     if mode == "adapter":

@@ -136,9 +136,9 @@ def resolve_pretrained(name_or_path, cache=None):
     """Map a --pretrained value to a local Checkpoint, downloading from the HF hub when needed."""
     p = Path(os.path.expanduser(str(name_or_path)))
     if p.is_dir():
-        return Checkpoint(p)
-    if p.is_file():
-        return Checkpoint(p.parent, weights=p)
+        return Checkpoint(p, name=f"--pretrained {name_or_path}")
+    if p.is_file():  # a weights file: config.json and vocab.txt beside it
+        return Checkpoint(p.parent, weights=p, name=f"--pretrained {name_or_path} (a file: its folder)")
     key = str(name_or_path).lower()
     if key in PACKAGED:
         module, dist = PACKAGED[key]

@@ -24,7 +24,7 @@ from sklearn.metrics import f1_score, precision_recall_curve  # noqa: E402
 from checkpoint import load_checkpoint  # noqa: E402
 from evaluation import pearson  # noqa: E402
 from flags import Parser  # noqa: E402
-from runs import backup_line, protect, read_log, read_text, record  # noqa: E402
+from runs import backup_line, protect, read_log, read_text, record, run_folder_of  # noqa: E402
 from utils import MinbertError, main_guard  # noqa: E402
 
 DPI = 150
@@ -276,7 +276,7 @@ def _md_escape(text, limit=160):
 
 def report(targets, out_dir):
     runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
-    out = OutFolder(out_dir)
+    out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs})
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
@@ -351,11 +351,15 @@ class OutFolder:
     file before it is written: one there that no run and no report wrote (or that changed since) is kept as
     a dated backup (runs.protect); `close()` records what was written and says in one line what was kept."""
 
-    def __init__(self, out):
+    def __init__(self, out, own=()):
         self.path, self.kept, self.written = Path(out), [], []
         for p in (self.path, *self.path.parents):
             if p.exists() and not p.is_dir():
                 raise MinbertError(f"--out {self.path}: {p} is a file; report.py writes a folder of figures there")
+        folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
+        if folder is not None and folder not in own:
+            raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not about, whose "
+                               f"files belong to its checkpoint and log: name a folder outside it (default: reports/)")
         self.path.mkdir(parents=True, exist_ok=True)
 
     def file(self, name):

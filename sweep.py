@@ -59,12 +59,16 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 def parse_space(items):
     """['lr=log:1e-5:2e-4', 'hidden_dropout_prob=0.1,0.3'] -> {flag: (kind, values)}; a bad item is one line."""
-    space = {}
+    space, items_of = {}, {}
     for item in items:
         if "=" not in item:
             raise MinbertError(f"--space {item!r}: expected FLAG=SPEC, e.g. lr=log:1e-5:2e-4 or hidden_dropout_prob=0.1,0.3")
         flag, spec = item.split("=", 1)
         flag = flag.lstrip("-")
+        if flag_name(flag) in items_of:  # argparse would let the last one win: a sweep the user did not mean
+            raise MinbertError(f"--space names {flag_name(flag)} twice ({items_of[flag_name(flag)]!r} and {item!r}): "
+                               f"give each flag once, with all its values")
+        items_of[flag_name(flag)] = item
         parts = spec.split(":")
         if parts[0] in ("log", "float", "int"):
             if len(parts) != 3:
@@ -96,6 +100,11 @@ def check_flags(pipeline, base, space):
         if reserved in base or any(flag_name(f) == reserved for f in space):
             raise MinbertError(f"{reserved} is set by the sweep for every trial (seeds: --seeds); drop it from the "
                                f"trial flags")
+    for flag in space:
+        name = flag_name(flag)
+        if any(tok == name or tok.startswith(name + "=") for tok in base):
+            raise MinbertError(f"{name} is searched by --space and also fixed after --: drop one of the two (each trial "
+                               f"would take the value argparse sees last)")
     parser = PARSERS[pipeline]()
     parser.parse_args(base)
     for flag, (kind, values) in space.items():

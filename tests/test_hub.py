@@ -135,6 +135,10 @@ def test_missing_config_vocab_or_weights(tmp_path):
     (folder / "config.json").unlink()
     with pytest.raises(MinbertError, match="missing config file"):
         BertModel.from_pretrained(folder)
+    stray = tmp_path / "notes.txt"  # a file given as --pretrained: the message says its folder was looked in
+    stray.write_text("not weights")
+    with pytest.raises(MinbertError, match=r"--pretrained .*notes.txt \(a file: its folder\): missing config file"):
+        BertModel.from_pretrained(stray)
     folder, _ = make_hf_checkpoint(tmp_path / "ck2")
     (folder / "vocab.txt").unlink()
     from tokenizer import BertTokenizer

@@ -36,6 +36,14 @@ def _batch():
 
 
 @pytest.mark.parametrize("mode", ["lora", "dora"])
+def test_a_rank_above_the_hidden_size_is_refused(tiny_model, mode):
+    """B A has rank at most min(in, out), the hidden size for every target: a larger r only adds parameters."""
+    mt.MultitaskBERT(_config(tiny_model, mode, lora_rank=32))  # the tiny model's hidden size: full rank, allowed
+    with pytest.raises(MinbertError, match=r"--lora_rank 33: above the hidden size 32 .* at most --lora_rank 32"):
+        mt.MultitaskBERT(_config(tiny_model, mode, lora_rank=33))
+
+
+@pytest.mark.parametrize("mode", ["lora", "dora"])
 def test_only_adapters_and_heads_get_gradients(tiny_model, mode):
     model = mt.MultitaskBERT(_config(tiny_model, mode))
     ids, mask, types = _batch()

@@ -188,7 +188,12 @@ def test_an_output_inside_another_runs_folder_is_refused(tmp_path, course_data, 
     with pytest.raises(MinbertError, match=r"--out .*: inside .*a/ck, the folder of another run"):
         ensemble.main([str(other / "mt.pt"), str(tmp_path / "a" / "pred"), "--data_dir", str(course_data),
                        "--run_dir", str(tmp_path / "ens"), "--out", str(other)])
+    mt.main(_quick(tmp_path / "b", course_data, tiny_model))
+    with pytest.raises(MinbertError, match=r"--out .*a/ck: inside .*a/ck, the folder of a run this report is not about"):
+        report.main([str(tmp_path / "b" / "ck"), "--out", str(other)])
     assert _snapshot(other) == before
+    report.main([str(tmp_path / "a" / "ck"), "--out", str(other)])  # into the folder of the run it is about: taken
+    assert (other / "report.md").is_file()
 
 
 # ----------------------------------------------------------------------------- publishing keeps the user's files

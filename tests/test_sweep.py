@@ -162,6 +162,8 @@ def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, cours
     (["--space", "lr=1e-3", "--prune_warmup", "-1"], r"--prune_warmup: -1 must be an integer >= 0"),
     (["--space", "lr=1e-3", "--storage", "notaurl"], r"--storage notaurl: not a database URL"),
     (["--space", "seed=1,2"], r"--seed is set by the sweep"),
+    (["--space", "lr=1e-4,2e-4", "lr=1e-3"], r"--space names --lr twice \('lr=1e-4,2e-4' and 'lr=1e-3'\)"),
+    (["--space", "batch_size=8,16"], r"--batch_size is searched by --space and also fixed after --: drop one of the two"),
 ])
 def test_bad_input_is_one_line_before_anything_trains(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
     monkeypatch.chdir(tmp_path)
