@@ -30,7 +30,7 @@ def _run(tmp_path, script, args, nproc):
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                 "--standalone"] if nproc > 1 else [sys.executable]
     out = subprocess.run([*launcher, str(ROOT / script), *args], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=180)
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return out.stdout
 
@@ -77,7 +77,7 @@ def test_an_error_under_torchrun_is_said_once(setup):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
                           str(ROOT / "multitask_classifier.py"), "--pretrained", str(model), "--data_dir",
-                          str(data / "absent")], cwd=tmp, env=env, capture_output=True, text=True, timeout=180)
+                          str(data / "absent")], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode != 0
     errors = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
     assert len(errors) == 1 and "data file not found" in errors[0], out.stderr[-3000:]

@@ -118,14 +118,19 @@ def test_no_library_module_imports_a_pipeline_script():
         assert not imported & scripts, f"{path.name} imports {sorted(imported & scripts)}"
 
 
-def test_progress_lines_without_a_terminal(capsys):
+def test_progress_lines_without_a_terminal(capsys, monkeypatch):
+    import utils
     from utils import Progress
+    clock = iter([100.0, 101.0, 130.0, 161.5])  # a scripted clock: the test does not depend on the machine's speed
+    monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
     p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)
-    p.update(2, tokens=1000, mean_loss=lambda: 1.5)
-    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # within the minute: no second line
+    p.update(2, tokens=1000, mean_loss=lambda: 1.5)  # 1 s in: the first line
+    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # 29 s after it: within the minute, no second line
+    p.update(5, tokens=2500, mean_loss=lambda: 1.3)  # 60.5 s after it: the next line
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("sst epoch 0: step 2/10, loss 1.5000, ")
-    assert "tokens/s" in lines[0] and "elapsed, about" in lines[0]
+    assert len(lines) == 2 and lines[0] == "sst epoch 0: step 2/10, loss 1.5000, 1000 tokens/s, 0m01s elapsed, about 0m04s left"
+    assert lines[1].startswith("sst epoch 0: step 5/10, loss 1.3000, ") and "1m01s elapsed" in lines[1]
+    monkeypatch.undo()
     Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
     assert capsys.readouterr().out == ""
 
