@@ -83,7 +83,7 @@ def test_two_runs_started_at_once_with_one_name_one_is_refused(tmp_path, course_
     cmd = [sys.executable, str(ROOT / "multitask_classifier.py"), *_quick(tmp_path, course_data, tiny_model)]
     procs = [subprocess.Popen(cmd + ["--lr", lr], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for lr in ("1e-3", "5e-4")]
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = [p.communicate(timeout=600) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], outs
     err = next(e for p, (_, e) in zip(procs, outs) if p.returncode == 2).strip().splitlines()

@@ -53,7 +53,7 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
     out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
                           "--data_dir", str(course_data), "--steps", "2", "--warmup", "1", "--repeats", "1",
                           "--batch_size", "8", "--peak_repeats", "3", "--compare", "--json", str(tmp_path / "b.json")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads((tmp_path / "b.json").read_text())
     # --amp auto: a reduced precision only where this machine runs it natively, and its peak only then
