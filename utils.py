@@ -65,6 +65,29 @@ def main_guard(main):
         if rank0:
             print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
         sys.exit(130)
+    except (MemoryError, RuntimeError) as e:
+        line = out_of_memory(e)
+        if line is None:
+            raise  # a bug: its traceback is what a report needs
+        rank = os.environ.get("RANK", "0")  # a rank runs out on its own, so each one says so
+        print(f"error: {'' if rank == '0' else f'rank {rank}: '}{line}", file=sys.stderr)
+        sys.exit(2)
+
+
+def out_of_memory(e):
+    """The one line for an allocation that failed (torch on the CPU or a GPU, or Python), or None for another error.
+    What was saved stays as it was: checkpoints are written whole or not at all (atomic_write)."""
+    import re
+    text = str(e)
+    if not isinstance(e, MemoryError) and not re.search(r"can't allocate memory|out of memory", text, re.I):
+        return None
+    where = "the GPU" if "CUDA" in text or "cuda" in text else "this machine"
+    size = re.search(r"allocate (\d+) bytes", text)
+    size = (f"{int(size.group(1)) / 2 ** 30:,.1f} GiB" if size else
+            next(iter(re.findall(r"[Tt]ried to allocate ([\d.]+ [KMGT]?i?B)", text)), None))
+    what = f"torch could not allocate {size}" if size else "an allocation failed"
+    return (f"out of memory: {what} on {where}; the model or a batch is larger than it holds: lower --batch_size or "
+            f"--max_length, or a size you gave (a width, rank or length flag)")
 
 
 class Progress:

@@ -286,6 +286,38 @@ def test_ctrl_c_before_any_checkpoint_says_so(capsys):
     assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
 
 
+def test_a_model_larger_than_memory_is_one_line(tmp_path, course_data, tiny_model):
+    """A size flag far beyond the machine (a 10^12-unit shared head: 128 TB) is refused by the allocator at once;
+    the user sees one line saying so, not torch's traceback."""
+    out = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"),
+                          *_part2(tmp_path, course_data, tiny_model, "--shared_head", str(10 ** 12))],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and re.match(r"error: out of memory: torch could not allocate [\d,.]+ GiB on this machine; "
+                                      r".*lower --batch_size", err[0]), err
+
+
+@pytest.mark.parametrize("error, expected", [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB"),
+     "out of memory: torch could not allocate 20.00 GiB on the GPU"),
+    (MemoryError(), "out of memory: an allocation failed on this machine"),
+])
+def test_out_of_memory_on_a_gpu_or_in_python_is_one_line(capsys, error, expected):
+    def main():
+        raise error
+    with pytest.raises(SystemExit) as e:
+        main_guard(main)
+    assert e.value.code == 2 and capsys.readouterr().err.startswith(f"error: {expected}; ")
+
+
+def test_another_runtime_error_keeps_its_traceback():
+    def main():
+        raise RuntimeError("a bug")
+    with pytest.raises(RuntimeError, match="a bug"):
+        main_guard(main)
+
+
 # ----------------------------------------------------------------------------- the minor ones
 
 def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny_model):
