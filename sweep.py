@@ -162,6 +162,23 @@ def check_same_space(study, space, spelled):
                                f"not {spelled}: give that --space to continue the study, or a new --study for the new space")
 
 
+def check_same_study(study, pipeline, base, seeds):
+    """A study's trials are comparable only when they ran the same pipeline, with the same flags after -- and the
+    same seeds: the first worker records them in the study, and a later start with others is one line (its
+    winning command would otherwise be built from flags the best trial never ran with)."""
+    now = {"pipeline": pipeline, "trial_flags": list(base), "seeds": list(seeds)}
+    spelled = {"pipeline": lambda v: v, "trial_flags": lambda v: " ".join(v) or "(none)",
+               "seeds": lambda v: "--seeds " + " ".join(map(str, v))}
+    what = {"pipeline": "ran {} trials", "trial_flags": "ran with the flags after -- {}", "seeds": "ran {}"}
+    for key, value in now.items():
+        before = study.user_attrs.get(key)
+        if before is None:
+            study.set_user_attr(key, value)
+        elif before != value:
+            raise MinbertError(f"study {study.study_name}: its trials {what[key].format(spelled[key](before))}, not "
+                               f"{spelled[key](value)}: the same to continue the study, or a new --study")
+
+
 def space_size(space):
     """How many distinct configurations the space holds (inf with a range)."""
     return math.prod(len(v) if kind == "choice" else math.inf for kind, v in space.values())
@@ -391,6 +408,7 @@ def sweep(args, base, command):
     except Exception as e:
         raise MinbertError(f"study {study_name}: cannot create or load it ({str(e).splitlines()[0][:300]})") from None
     check_same_space(study, space, " ".join(args.space))
+    check_same_study(study, args.pipeline, base, args.seeds)
     study.sampler = make_sampler(args, space, study)
     folder.mkdir(parents=True, exist_ok=True)
     csv_path = folder / "trials.csv"

@@ -4,6 +4,7 @@ after the epoch it rejects; a trial whose flags cannot work together fails alone
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -250,6 +251,29 @@ def test_a_study_continued_with_another_space_is_one_line(tmp_path, monkeypatch,
     with pytest.raises(MinbertError, match=rf"study s: its trials searched --space lr=1e-3,2e-3, not {space}"):
         sweep.main(["classifier", "--space", space, "--sampler", sampler, "--study", "s", "--", *_base(course_data, tiny_model)])
     assert not list((tmp_path / "runs" / "sweeps").glob("s/t*"))
+
+
+def test_a_study_continued_with_another_pipeline_flags_or_seeds_is_one_line(tmp_path, course_data, tiny_model):
+    """Trials of another pipeline, other fixed flags or other seeds are not comparable with the study's: each is
+    refused before anything trains, the study as it was."""
+    sweep_flags = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3", "--trials", "1", "--study", "s", "--no_prune"]
+    base = _base(course_data, tiny_model)
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *sweep_flags, "--", *base], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for flags, trial_flags, match in [
+        (["multitask", *sweep_flags[1:]], [b for b in base if b not in ("--datasets", "sst")],
+         r"study s: its trials ran classifier trials, not multitask"),
+        (sweep_flags, [*base, "--max_length", "16"],
+         r"study s: its trials ran with the flags after -- --pretrained .*--smart_weight 0, not --pretrained .*--max_length "
+         r"16: the same to continue"),
+        ([*sweep_flags, "--seeds", "1", "2"], base, r"study s: its trials ran --seeds 11711, not --seeds 1 2"),
+    ]:
+        again = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *flags, "--", *trial_flags], cwd=tmp_path,
+                               capture_output=True, text=True)
+        assert again.returncode == 2 and re.search(match, again.stderr), again.stderr[-2000:]
+        assert len(again.stderr.strip().splitlines()) == 1, again.stderr[-2000:]
+    assert len(_trials(tmp_path, "s")) == 1
 
 
 @pytest.mark.parametrize("argv, match", [
