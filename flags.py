@@ -221,7 +221,7 @@ def lora_targets(text):
 def add_adapter_flags(ap):
     """The settings of the modes that train new weights on a frozen BERT (finetune.py), the same in both pipelines."""
     g = ap.add_argument_group("adapters (--fine-tune-mode lora, dora, adapter or prefix)")
-    g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank")
+    g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank, at most the hidden size (the rank B A can have)")
     g.add_argument("--lora_alpha", type=positive_float, default=16.0, help="the update is scaled by alpha / r")
     g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
     g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
