@@ -28,7 +28,7 @@ from losses import MultitaskLoss
 from multitask import MultitaskBERT, data_paths, load_multitask, spec_from_args
 from precision import setup_precision
 from runs import (RunLock, append_row, backup_line, check_outputs, check_table, is_run_folder, open_run, protect,
-                  publish)
+                  publish, same_file)
 from sampling import MultitaskBatches
 from tokenizer import BertTokenizer
 from trainer import Pipeline, build_trainer, fit
@@ -56,6 +56,17 @@ def data_paths_by_flag(args, splits=("train", "dev", "test")):
         if args.distill:
             paths["--distill"] = args.distill
     return paths
+
+
+def note_split_overlap(args):
+    """A dev or test file that is its task's training file (a copy-paste slip, or an on-purpose check that the
+    model can fit its data) is legal but changes what the scores mean: say so in one line."""
+    for task in MULTITASK:
+        prefix = TASK_PREFIX[task]
+        for split in ("dev", "test"):
+            if same_file(getattr(args, f"{prefix}_{split}"), getattr(args, f"{prefix}_train")):
+                main_print(f"note: --{prefix}_{split} {getattr(args, f'{prefix}_{split}')} is the --{prefix}_train "
+                           f"file: its {split} scores measure the training data, not held-out data")
 
 
 class MultitaskPipeline(Pipeline):
@@ -190,6 +201,7 @@ def main(argv=None, on_epoch=None):
         check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", args.eval_only)], own=folder)
         return test_multitask(args, device, argv)
     check_max_length(args.max_length, args.pretrained)
+    note_split_overlap(args)
     lr_why = resolve_lr(args, hidden_size(args.pretrained))
     stem = args.checkpoint_name or "multitask"
     with open_run("multitask", [stem], args.run_name, args.run_dir, args.resume) as run:

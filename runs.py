@@ -282,7 +282,8 @@ def _named(items):
     return [(None, Path(i)) if not isinstance(i, tuple) else (i[0], Path(i[1])) for i in items]
 
 
-def _same(a, b):
+def same_file(a, b):
+    """Whether two paths name one file (a link or another spelling counts as the same)."""
     a, b = Path(a), Path(b)
     try:
         if a.exists() and b.exists():
@@ -313,11 +314,11 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None):
         if want_dir:
             continue
         for what, other in inputs:
-            if _same(path, other):
+            if same_file(path, other):
                 raise MinbertError(f"{name}: is {what}, which this run reads; writing there would destroy it: "
                                    f"name another file")
         for other_name, other in seen:
-            if _same(path, other):
+            if same_file(path, other):
                 raise MinbertError(f"{name}: {other_name} names the same file; each output needs its own")
         seen.append((name, path))
         folder = run_folder_of(path.parent)
@@ -399,7 +400,7 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
     for src, dest in pairs:
         src, dest = Path(src), Path(dest)
         dests.append(dest)
-        if _same(src, dest):  # published where the run wrote it: nothing to copy
+        if same_file(src, dest):  # published where the run wrote it: nothing to copy
             continue
         published.append(dest)
         data = src.read_bytes()

@@ -160,6 +160,16 @@ def test_eval_only_says_which_max_length_it_uses(tmp_path, course_data, tiny_mod
     assert "tokenizing at --max_length 8 (the model was trained at 32)" in capsys.readouterr().out
 
 
+def test_a_dev_file_that_is_the_training_file_is_named_in_one_line(tmp_path, course_data, tiny_model, capsys):
+    # Legal (a check that the model fits its data) but the dev scores then mean something else: one note, and
+    # only for the task whose files coincide.
+    train = course_data / "ids-sst-train.csv"
+    mt.main(_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1", "--sst_dev", str(train)))
+    notes = [l for l in capsys.readouterr().out.splitlines() if l.startswith("note:")]
+    assert notes == [f"note: --sst_dev {train} is the --sst_train file: its dev scores measure the training data, "
+                     f"not held-out data"]
+
+
 def test_all_loss_weights_zero_is_refused(tmp_path, course_data, tiny_model):
     from utils import MinbertError
     with pytest.raises(MinbertError, match=r"--loss_weights 0 0 0: every task's loss is switched off"):
