@@ -97,26 +97,28 @@ def save_soft_targets(path, members, outputs, member_folds=None):
     return path
 
 
-def teacher_targets(path, train, temperature):
-    """{task: tensor of the teacher's target per training example, in the order of `train[task]`'s examples}."""
+def teacher_targets(path, train, temperature, flag="--distill"):
+    """{task: tensor of the teacher's target per training example, in the order of `train[task]`'s examples}.
+    `flag` names where the path came from in a message ("" for a positional argument)."""
     path = Path(path)
+    where = f"{flag} {path}" if flag else str(path)
     if not path.is_file():
-        raise MinbertError(f"--distill {path}: file not found (ensemble.py --soft_targets writes it)")
+        raise MinbertError(f"{where}: file not found (ensemble.py --soft_targets writes it)")
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
     except Exception as e:
-        raise MinbertError(f"--distill {path}: cannot read soft targets ({type(e).__name__}); ensemble.py "
+        raise MinbertError(f"{where}: cannot read soft targets ({type(e).__name__}); ensemble.py "
                            f"--soft_targets writes them") from None
     targets = {}
     for task in TASKS:
         if f"{task}_outputs" not in data:
-            raise MinbertError(f"--distill {path}: no {task} soft targets in it (not written by ensemble.py --soft_targets?)")
+            raise MinbertError(f"{where}: no {task} soft targets in it (not written by ensemble.py --soft_targets?)")
         ids, out = data[f"{task}_ids"], torch.from_numpy(data[f"{task}_outputs"]).double()
         row = {i: n for n, i in enumerate(ids.tolist())}
         missing = [i for i in train[task].ids if i not in row]
         if missing:
-            raise MinbertError(f"--distill {path}: no teacher prediction for {task} training id {missing[0]} (and "
+            raise MinbertError(f"{where}: no teacher prediction for {task} training id {missing[0]} (and "
                                f"{len(missing) - 1} more): the ensemble saw other training data than this run")
         order = [row[i] for i in train[task].ids]
         out = out[:, order]
@@ -126,7 +128,7 @@ def teacher_targets(path, train, temperature):
             w = torch.from_numpy(data[f"{task}_weights"]).double()[:, order]
             unseen = (w.sum(0) <= 0).nonzero().flatten()
             if len(unseen):
-                raise MinbertError(f"--distill {path}: {task} training id {train[task].ids[unseen[0]]} has no teacher "
+                raise MinbertError(f"{where}: {task} training id {train[task].ids[unseen[0]]} has no teacher "
                                    f"that did not train on it")
         w = w / w.sum(0)
         if task == "sst":

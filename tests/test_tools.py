@@ -1,5 +1,6 @@
 """tools/: weight_drift.py (the relative change of each kind of encoder tensor against the pretrained weights),
 layernorm_rate.py, and soft_targets.py (how far an ensemble's soft targets agree with the gold labels)."""
+import re
 import sys
 
 import pytest
@@ -73,3 +74,12 @@ def test_soft_targets_compares_the_targets_with_the_gold_labels(tmp_path, course
     p_gold = right * torch.sigmoid(torch.tensor(4.0)).item() + (1 - right) * torch.sigmoid(torch.tensor(-4.0)).item()
     assert f"argmax = gold {right:.3f}, p(gold) {p_gold:.3f}" in out[1]
     assert "Pearson r 1.000" in out[2]  # a linear map of the gold scores
+
+
+def test_soft_targets_names_its_own_argument_when_the_file_is_bad(tmp_path, course_data):
+    # The path is the tool's positional argument, not --distill: the one line must not name a flag not given.
+    import soft_targets
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not an npz")
+    with pytest.raises(MinbertError, match=rf"^{re.escape(str(bad))}: cannot read soft targets"):
+        soft_targets.main([str(bad), "--data_dir", str(course_data)])

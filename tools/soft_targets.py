@@ -47,7 +47,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     examples = {t: read_examples(data_file(args.data_dir, t, "train"), t, "train", log=lambda *a: None) for t in TASKS}
     train = {t: SimpleNamespace(ids=[e.id for e in examples[t]]) for t in TASKS}
-    targets = teacher_targets(args.soft_targets, train, args.distill_temperature)
+    targets = teacher_targets(args.soft_targets, train, args.distill_temperature, flag="")
     for task, figures in agreement(targets, examples).items():
         print(f"{task} ({len(examples[task])} training examples): "
               + ", ".join(f"{name} {value:.3f}" for name, value in figures))
