@@ -61,12 +61,14 @@ def data_paths_by_flag(args, splits=("train", "dev", "test")):
 def note_split_overlap(args):
     """A dev or test file that is its task's training file (a copy-paste slip, or an on-purpose check that the
     model can fit its data) is legal but changes what the scores mean: say so in one line."""
+    paths = data_paths_by_flag(args)
     for task in MULTITASK:
-        prefix = TASK_PREFIX[task]
+        train = f"--{TASK_PREFIX[task]}_train"
         for split in ("dev", "test"):
-            if same_file(getattr(args, f"{prefix}_{split}"), getattr(args, f"{prefix}_train")):
-                main_print(f"note: --{prefix}_{split} {getattr(args, f'{prefix}_{split}')} is the --{prefix}_train "
-                           f"file: its {split} scores measure the training data, not held-out data")
+            flag = f"--{TASK_PREFIX[task]}_{split}"
+            if same_file(paths[flag], paths[train]):
+                main_print(f"note: {flag} {paths[flag]} is the {train} file: its {split} scores measure the training "
+                           f"data, not held-out data")
 
 
 class MultitaskPipeline(Pipeline):

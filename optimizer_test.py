@@ -28,7 +28,7 @@ def test_optimizer(opt_class, **opt_kwargs):
 
 
 def main():
-    ref = np.load("optimizer_test.npy")
+    ref = np.load("optimizer_test.npy", allow_pickle=False)
     for foreach in (False, True):
         actual = test_optimizer(AdamW, foreach=foreach).numpy()
         if not np.allclose(ref, actual, atol=1e-6, rtol=1e-4):

@@ -166,17 +166,16 @@ def check_same_study(study, pipeline, base, seeds):
     """A study's trials are comparable only when they ran the same pipeline, with the same flags after -- and the
     same seeds: the first worker records them in the study, and a later start with others is one line (its
     winning command would otherwise be built from flags the best trial never ran with)."""
-    now = {"pipeline": pipeline, "trial_flags": list(base), "seeds": list(seeds)}
-    spelled = {"pipeline": lambda v: v, "trial_flags": lambda v: " ".join(v) or "(none)",
-               "seeds": lambda v: "--seeds " + " ".join(map(str, v))}
-    what = {"pipeline": "ran {} trials", "trial_flags": "ran with the flags after -- {}", "seeds": "ran {}"}
-    for key, value in now.items():
+    recorded = [("pipeline", pipeline, "ran {} trials", str),
+                ("trial_flags", list(base), "ran with the flags after -- {}", lambda v: " ".join(v) or "(none)"),
+                ("seeds", list(seeds), "ran {}", lambda v: "--seeds " + " ".join(map(str, v)))]
+    for key, value, ran, spell in recorded:
         before = study.user_attrs.get(key)
         if before is None:
             study.set_user_attr(key, value)
         elif before != value:
-            raise MinbertError(f"study {study.study_name}: its trials {what[key].format(spelled[key](before))}, not "
-                               f"{spelled[key](value)}: the same to continue the study, or a new --study")
+            raise MinbertError(f"study {study.study_name}: its trials {ran.format(spell(before))}, not {spell(value)}: "
+                               f"the same to continue the study, or a new --study")
 
 
 def space_size(space):

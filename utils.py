@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -77,11 +78,10 @@ def main_guard(main):
 def out_of_memory(e):
     """The one line for an allocation that failed (torch on the CPU or a GPU, or Python), or None for another error.
     What was saved stays as it was: checkpoints are written whole or not at all (atomic_write)."""
-    import re
     text = str(e)
     if not isinstance(e, MemoryError) and not re.search(r"can't allocate memory|out of memory", text, re.I):
         return None
-    where = "the GPU" if "CUDA" in text or "cuda" in text else "this machine"
+    where = "the GPU" if "cuda" in text.lower() else "this machine"
     size = re.search(r"allocate (\d+) bytes", text)
     size = (f"{int(size.group(1)) / 2 ** 30:,.1f} GiB" if size else
             next(iter(re.findall(r"[Tt]ried to allocate ([\d.]+ [KMGT]?i?B)", text)), None))
@@ -301,7 +301,6 @@ def git_blob_id(path):
 def _refused_global(message):
     """The 'module.name' torch's restricted unpickler refused, from its message (the wording changed
     between torch releases: 'Unsupported global: GLOBAL x.y', 'unsupported GLOBAL x.y whose module ...')."""
-    import re
     m = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", message)
     return m.group(1) if m else None
 
@@ -313,7 +312,6 @@ SAFE_LOADER_TORCH = (2, 6)
 
 def torch_release(version=None):
     """(major, minor) of a torch version string ('2.13.0+cpu' -> (2, 13))."""
-    import re
     m = re.match(r"(\d+)\.(\d+)", str(version or torch.__version__))
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
@@ -323,7 +321,7 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
     file's. `allowed` are further classes the caller trusts (safe_globals). Returns (object, None), or
     (None, 'module.name') when the file holds a Python object outside `allowed`: the caller refuses it
     (refuse_code) or knows another reading. A damaged file is one line (`advice` appended); torch's own
-    advice to retry with weights_only=False never reaches the user. With a torch older than
+    advice to load the file unrestricted never reaches the user. With a torch older than
     SAFE_LOADER_TORCH the file is not opened at all: that torch's restricted loader is not restricted."""
     import pickle
     if torch_release() < SAFE_LOADER_TORCH:
