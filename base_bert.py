@@ -6,8 +6,9 @@ import torch
 import torch.nn as nn
 
 from config import BertConfig, ConfigError
-from hub import cache_dir, resolve_pretrained
-from utils import MinbertError, refuse_code, safe_load
+from minbert.files import refuse_code, safe_load
+from minbert.hub import cache_dir, resolve_pretrained
+from utils import MinbertError
 
 # HF checkpoint name (after the optional 'bert.' prefix, with gamma/beta renamed) -> our name.
 # One table: reading it top to bottom tells where every pretrained tensor lands.

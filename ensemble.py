@@ -16,27 +16,15 @@ The ensemble is a run like any other: its six files go into its own folder (runs
 
 --soft_targets also runs every member (checkpoints only) on the three training sets and writes their raw outputs
 into the run folder as soft-targets.npz, which `multitask_classifier.py --distill` trains a single student on
-(distill.py). Members trained with --fold I/K, one per fold, give cross-fitted targets: each training example's
+(minbert/objectives/distill.py). Members trained with --fold I/K, one per fold, give cross-fitted targets: each training example's
 from the members that did not train on it.
 """
-from pathlib import Path
-
-import numpy as np
-import torch
-
-from checkpoint import load_checkpoint, read_spec
-from datasets import MULTITASK, data_file, load_multitask_data, read_examples, set_pad_multiple, setup_shapes
-from distill import SOFT_TARGETS, held_out_weights, save_soft_targets
-from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
-from flags import Parser, add_speed_flags, positive_int
-from multitask import load_multitask
-from precision import setup_precision
-from runs import check_outputs, open_run, publish
-from tokenizer import BertTokenizer
-from utils import MinbertError, get_device, main_guard
-
-N_SST = 5
-SPLITS = ("dev", "test")
+from minbert.flags.groups import add_speed_flags
+from minbert.flags.settings import ensemble_settings
+from minbert.flags.types import positive_int
+from minbert.objectives.distill import SOFT_TARGETS
+from minbert.pipelines.ensemble import run_ensemble
+from utils import Parser, main_guard
 
 
 def build_parser():
@@ -58,162 +46,10 @@ def build_parser():
     return ap
 
 
-def reference(data_dir):
-    """{(task, split): (ids, gold)}: the ids every member must predict, in file order, and the gold labels
-    (None where a row has none, and on test)."""
-    return {(task, split): tuple(zip(*[(e.id, e.label) for e in read_examples(data_file(data_dir, task, split), task,
-                                                                                split, log=lambda *_: None)]))
-            for task in MULTITASK for split in SPLITS}
-
-
-def as_probabilities(task, outputs):
-    """Raw outputs in the form that is averaged: SST class probabilities, Quora P(paraphrase), STS scores.
-    float64, so averaging copies of one model gives back its own decisions."""
-    x = torch.as_tensor(np.asarray(outputs, dtype=np.float64))
-    if task == "sst":
-        return torch.softmax(x, -1).numpy()
-    return torch.sigmoid(x).numpy() if task == "quora" else x.numpy()
-
-
-def decide(task, mean):
-    if task == "sst":
-        return mean.argmax(-1)
-    return (mean > 0.5).astype(np.int64) if task == "quora" else mean
-
-
-def check_members(members):
-    """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs.
-    Returns each checkpoint member's --fold (I, K), or None."""
-    seen, folds = {}, []
-    for m in members:
-        p = Path(m)
-        if not p.exists():
-            raise MinbertError(f"{m}: no such checkpoint or prediction folder")
-        key = p.resolve()
-        if key in seen:
-            raise MinbertError(f"{m}: the same member as {seen[key]}; an ensemble of one model twice is that model")
-        seen[key] = m
-        if p.is_file():
-            state = load_checkpoint(p)
-            read_spec(state, p, "multitask")
-            fold = (state.get("flags") or {}).get("fold")
-            folds.append(tuple(fold) if fold else None)
-    return folds
-
-
-def checkpoint_member(path, args, device, ref, cache):
-    """({(task, split): outputs to average}, {task: (training ids, raw outputs), "fold": its --fold or None} with
-    --soft_targets, else None) of
-    one multitask checkpoint. `cache` keeps the tokenised data between members that share a tokenizer, length and
-    pair encoding (the usual case)."""
-    model, state, spec = load_multitask(path, device, args.attn)
-    classes = model.sst_head[-1].out_features
-    if classes != N_SST:
-        raise MinbertError(f"{path}: its SST head has {classes} classes, the ensemble's task has {N_SST}")
-    splits = SPLITS + (("train",) if args.soft_targets else ())
-    key = (spec.pretrained, spec.max_length, spec.pair_encoding)
-    if key not in cache:
-        paths = {t: {s: data_file(args.data_dir, t, s) for s in splits} for t in MULTITASK}
-        cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
-                                         spec.pair_encoding, splits)
-        set_pad_multiple(cache[key], args.pad_multiple)
-    data = cache[key]
-    outputs = {}
-    for split in SPLITS:
-        raw = {}
-        model_eval_multitask(model, data[split], args.batch_size, device, args.amp, raw=raw)
-        for task in MULTITASK:
-            if data[split][task].ids != list(ref[task, split][0]):
-                raise MinbertError(f"{path}: its {task} {split} ids differ from {args.data_dir}'s")
-            outputs[task, split] = as_probabilities(task, raw[task])
-    if not args.soft_targets:
-        return outputs, None
-    raw = {}
-    model_eval_multitask(model, data["train"], args.batch_size, device, args.amp, raw=raw)
-    fold = (state.get("flags") or {}).get("fold")  # --fold I/K: the member did not see fold I
-    return outputs, {"fold": tuple(fold) if fold else None,
-                     **{task: (data["train"][task].ids, raw[task]) for task in MULTITASK}}
-
-
-def folder_member(folder, ref):
-    """The six prediction files of `folder` as one-hot probabilities (SST, Quora) and scores (STS)."""
-    outputs = {}
-    for (task, split), (ids, _) in ref.items():
-        path = Path(folder) / output_name(task, split)
-        preds, duplicated = read_predictions(path)
-        if duplicated:
-            raise MinbertError(f"{path}: id {duplicated[0]} appears more than once")
-        if list(preds) != list(ids):
-            stray = [i for i in preds if i not in set(ids)] + [i for i in ids if i not in preds]
-            raise MinbertError(f"{path}: its ids are not those of {task} {split}: "
-                               + (f"id {stray[0]} is in one and not the other" if stray else "they come in another order"))
-        values = np.array(list(preds.values()))
-        labels = {"sst": np.arange(N_SST), "quora": np.arange(2)}.get(task)
-        if labels is not None:
-            bad = np.flatnonzero(~np.isin(values, labels))
-            if len(bad):
-                raise MinbertError(f"{path}: id {ids[bad[0]]}: {values[bad[0]]:g} is not a {task} label "
-                                   f"(0-{len(labels) - 1})")
-            values = np.eye(N_SST)[values.astype(int)] if task == "sst" else values
-        outputs[task, split] = values
-    return outputs
-
-
-def dev_scores(outputs, ref):
-    scores = {}
-    for task in MULTITASK:
-        _, gold = ref[task, "dev"]
-        keep = [i for i, g in enumerate(gold) if g is not None]
-        scores[task] = score(task, decide(task, outputs[task, "dev"])[keep], np.array([gold[i] for i in keep]))
-    return scores
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    device = get_device(args.use_gpu)
-    setup_precision(args, device)
-    setup_shapes(args, device)
-    out = Path(args.out)
-    folds = check_members(args.members)
-    if args.in_sample and not (args.soft_targets and any(folds)):
-        raise MinbertError("--in_sample changes cross-fitted soft targets: it needs --soft_targets and members trained "
-                           "with --fold")
-    if args.in_sample:
-        folds = [None] * len(folds)
-    if args.soft_targets:
-        held_out_weights(folds, [])  # members of cross-fitted targets: one per fold, checked before any runs
-    ref = reference(args.data_dir)
-    folders = {m: folder_member(m, ref) for m in args.members if Path(m).is_dir()}  # cheap: checked up front too
-    if args.soft_targets and folders:
-        raise MinbertError(f"--soft_targets: member {next(iter(folders))} is a folder of predictions, which hold no "
-                           f"outputs on the training sets; give checkpoints")
-    inputs = [(f"the {t} {s} data file", data_file(args.data_dir, t, s)) for t in MULTITASK for s in SPLITS] + [
-        (f"member {m}", m) for m in args.members if not Path(m).is_dir()] + [
-        (f"a file of member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
-    with open_run("ensemble", None, args.run_name, args.run_dir) as run:
-        check_outputs(dirs=[("--out", out)], files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
-                      inputs=inputs, own=run.folder)
-        members, cache, soft = [], {}, []
-        for m in args.members:
-            outputs, train = (folders[m], None) if m in folders else checkpoint_member(m, args, device, ref, cache)
-            members.append(outputs)
-            soft.append(train)
-            print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
-        mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
-        files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
-                 for (task, split), (ids, _) in ref.items()]
-        (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in args.members))
-        scores = dev_scores(mean, ref)
-        print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
-        if args.soft_targets:
-            folds = [None if args.in_sample else s["fold"] for s in soft]
-            path = save_soft_targets(run.folder / SOFT_TARGETS, args.members,
-                                     {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK}, folds)
-            how = ", each example's from the members that did not train on it (--fold)" if any(folds) else ""
-            print(f"soft targets of {len(soft)} members on the training sets{how}: {path}; train a student on them "
-                  f"with multitask_classifier.py --distill {path}")
-        publish([(f, out / f.name) for f in files], run.name, run.folder)
-        return scores
+    return run_ensemble(ensemble_settings(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ from sklearn.metrics import f1_score
 from tqdm.auto import tqdm
 
 from datasets import MULTITASK, TASK_PREFIX, TASKS, read_examples
-from precision import autocast
-from runs import read_text
-from utils import MinbertError, Parser, Progress, atomic_write, main_guard, to_device
+from minbert.files import atomic_write, read_text
+from minbert.precision import autocast
+from utils import MinbertError, Parser, Progress, main_guard, to_device
 
 
 @torch.inference_mode()

@@ -1,5 +1,6 @@
 """Zip the code and predictions for Gradescope: cs224n_default_final_project_submission.zip holds every
-top-level *.py file and predictions/*, nothing else. Refuses, naming them, if required prediction files
+top-level *.py file, the minbert/ package the scripts import, and predictions/*, nothing else (unzipped into an
+empty folder, the code runs). Refuses, naming them, if required prediction files
 are missing or empty, or if a file's ids are not exactly those of the split it belongs to (a run on a
 subset of the data, or another split's file under this name).
 
@@ -9,7 +10,10 @@ subset of the data, or another split's file under this name).
 import zipfile
 from pathlib import Path
 
-from utils import MinbertError, Parser, atomic_write, main_guard
+from datasets import data_file, read_examples
+from evaluation import read_predictions
+from minbert.files import atomic_write
+from utils import MinbertError, Parser, main_guard
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
 PART1 = [f"{m}-{d}-{s}-out.csv" for m in ("full-model", "last-linear-layer") for d in ("sst", "cfimdb")
@@ -28,8 +32,6 @@ def split_of(name):
 def id_problem(path, data_dir):
     """Why the ids in prediction file `path` are not those of its split, or None. The course CSV of the split
     is the reference; without it the check is refused rather than skipped."""
-    from datasets import data_file, read_examples
-    from evaluation import read_predictions
     task, split = split_of(path.name)
     gold = data_file(data_dir, task, split)
     if not gold.is_file():
@@ -75,9 +77,9 @@ def build(root=".", part="auto", out=None, data_dir=None):
     bad += [f"{c} (missing)" for c in PART1_CODE if "1" in chosen and not (root / c).is_file()]
     if bad:
         raise MinbertError(f"not zipping, Part {' and '.join(chosen)} needs: " + ", ".join(bad))
-    files = sorted(p for p in root.glob("*.py")) + sorted(
+    files = sorted(root.glob("*.py")) + sorted(p for p in (root / "minbert").rglob("*.py")) + sorted(
         p for p in (root / "predictions").iterdir()
-        # raw dev scores, and dated backups of files no run wrote (runs.protect), are not for the zip
+        # raw dev scores, and dated backups of files no run wrote (minbert/runs/outputs.py), are not for the zip
         if p.is_file() and not p.name.startswith(".") and p.suffix not in (".npz", ".bak"))
     out = Path(out) if out else root / ZIP_NAME
 

@@ -11,8 +11,9 @@ from math import erf, sqrt
 
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
-from hub import resolve_pretrained
-from utils import MinbertError, Parser, main_guard, refuse_code, safe_load
+from minbert.files import refuse_code, safe_load
+from minbert.hub import resolve_pretrained
+from utils import MinbertError, Parser, main_guard
 
 INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
 ATOL, RTOL = 1e-5, 1e-3

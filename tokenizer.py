@@ -3,7 +3,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from hub import resolve_pretrained
+from minbert.hub import resolve_pretrained
 from utils import MinbertError
 
 

@@ -1,20 +1,12 @@
 """Shared helpers: errors and the scripts' entry guard, progress lines without a terminal, seeding, ranks and
-device, masks, atomic files, batches to the device."""
+device, masks, batches to the device. (Files written whole and loaded safely: minbert/files.py.)"""
 import argparse
 import atexit
-import contextlib
-import errno
-import hashlib
-import json
 import os
 import random
 import re
-import signal
 import sys
-import threading
 import time
-import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,6 +35,11 @@ _INTERRUPT_HINT = {"text": None, "retry": None}
 
 def set_interrupt_hint(text, retry=None):
     _INTERRUPT_HINT.update(text=text, retry=retry)
+
+
+def interrupt_retry():
+    """The command that continues the run now going (None before a run has one)."""
+    return _INTERRUPT_HINT["retry"]
 
 
 def main_guard(main):
@@ -119,7 +116,7 @@ def _clock(seconds):
     return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
-# ----------------------------------------------------------------------------- seeding, device, AMP
+# ----------------------------------------------------------------------------- seeding, ranks, device
 
 def seed_everything(seed):
     random.seed(seed)
@@ -204,48 +201,7 @@ def extended_attention_mask(attention_mask, dtype):
     return (1.0 - mask) * torch.finfo(dtype).min
 
 
-# ----------------------------------------------------------------------------- files
-
-_DEFER = {"depth": 0, "caught": False}
-
-
-@contextlib.contextmanager
-def deferred_interrupt():
-    """Ctrl-C (SIGINT) waits until the block ends: a file being written is completed, then the
-    KeyboardInterrupt is raised. Without this, an interrupt inside torch.save leaves torch's zip writer
-    half-closed, and the traceback of its second error replaces the one-line message. Nested blocks defer
-    to the outermost. Signal handlers can be set from the main thread only; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if _DEFER["depth"]:
-        _DEFER["depth"] += 1
-        try:
-            yield
-        finally:
-            _DEFER["depth"] -= 1
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: _DEFER.update(caught=True))
-    _DEFER.update(depth=1, caught=False)
-    try:
-        yield
-    finally:
-        _DEFER["depth"] = 0
-        signal.signal(signal.SIGINT, previous)
-        if _DEFER["caught"]:
-            _DEFER["caught"] = False
-            raise KeyboardInterrupt
-
-
-def write_error(path, e):
-    """One line for an OSError met while writing `path` (a full disk, a file-size limit, no permission)."""
-    why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
-           errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
-           errno.EROFS: "the file system is read-only"}.get(getattr(e, "errno", None), e.strerror or str(e))
-    retry = f"then run {_INTERRUPT_HINT['retry']}" if _INTERRUPT_HINT["retry"] else "run the same command again"
-    return MinbertError(f"{path}: cannot write it: {why}; the file there before (if any) is unchanged and no "
-                        f"partial file is left; make room and {retry}")
-
+# ----------------------------------------------------------------------------- processes
 
 def process_alive(pid):
     """Whether process `pid` on this machine may still be running (one we may not signal counts as running)."""
@@ -256,107 +212,6 @@ def process_alive(pid):
     except PermissionError:
         return True
     return True
-
-
-def atomic_write(path, write_fn, mode="wb"):
-    """Write through a temporary sibling and rename, so an interrupted run never leaves half a file: Ctrl-C
-    waits for the write to finish (deferred_interrupt), and a failed write (a full disk) removes the
-    temporary file and is one line naming the file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with deferred_interrupt():
-        try:
-            with open(tmp, mode) as fp:
-                write_fn(fp)
-                fp.flush()
-                os.fsync(fp.fileno())
-            os.replace(tmp, path)
-        except BaseException as e:
-            tmp.unlink(missing_ok=True)
-            cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
-            if cause is not None:  # torch.save re-raises a failed write as a RuntimeError of its own
-                raise write_error(path, cause) from None
-            raise
-    return path
-
-
-def append_jsonl(path, record):
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with deferred_interrupt(), open(path, "a") as fp:
-            fp.write(json.dumps(record) + "\n")
-    except OSError as e:
-        raise write_error(path, e) from None
-
-
-def file_digest(path):
-    """The sha256 of a file's bytes (hex)."""
-    with open(path, "rb") as fp:
-        return hashlib.file_digest(fp, "sha256").hexdigest()
-
-
-def git_blob_id(path):
-    """The id `git hash-object` prints: sha1 over 'blob <size>\\0' + content."""
-    data = Path(path).read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-# ----------------------------------------------------------------------------- loading tensors safely
-
-def _refused_global(message):
-    """The 'module.name' torch's restricted unpickler refused, from its message (the wording changed
-    between torch releases: 'Unsupported global: GLOBAL x.y', 'unsupported GLOBAL x.y whose module ...')."""
-    m = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", message)
-    return m.group(1) if m else None
-
-
-# torch's restricted (weights_only) unpickler could be made to run code from the file before 2.6
-# (CVE-2025-32434); with an older torch (setup.sh MINBERT_TORCH=skip keeps the one installed) nothing is loaded.
-SAFE_LOADER_TORCH = (2, 6)
-
-
-def torch_release(version=None):
-    """(major, minor) of a torch version string ('2.13.0+cpu' -> (2, 13))."""
-    m = re.match(r"(\d+)\.(\d+)", str(version or torch.__version__))
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
-def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""):
-    """torch.load(path, weights_only=True): tensors and plain values only, so loading runs no code of the
-    file's. `allowed` are further classes the caller trusts (safe_globals). Returns (object, None), or
-    (None, 'module.name') when the file holds a Python object outside `allowed`: the caller refuses it
-    (refuse_code) or knows another reading. A damaged file is one line (`advice` appended); torch's own
-    advice to load the file unrestricted never reaches the user. With a torch older than
-    SAFE_LOADER_TORCH the file is not opened at all: that torch's restricted loader is not restricted."""
-    import pickle
-    if torch_release() < SAFE_LOADER_TORCH:
-        raise MinbertError(f"{path}: not loaded: torch {torch.__version__} can be made to run code from a file it "
-                           f"loads, even with weights_only=True (CVE-2025-32434, fixed in torch 2.6); install "
-                           f"torch>=2.6 (setup.sh installs 2.13.0)")
-    try:
-        # torch warns (several lines) about a pickle protocol its restricted loader does not read, then fails:
-        # the failure is the one line below, the warning would only bury it.
-        with torch.serialization.safe_globals(list(allowed)), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return torch.load(path, map_location=map_location, weights_only=True), None
-    except pickle.UnpicklingError as e:
-        culprit = _refused_global(str(e))
-        if culprit is None:
-            raise MinbertError(f"{path}: cannot read {what} (damaged, or not a file torch.save wrote){advice}") from None
-        return None, culprit
-    except Exception as e:  # torch raises many kinds for a damaged file
-        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-        raise MinbertError(f"{path}: cannot read {what} ({type(e).__name__}: "
-                           f"{lines[0][:200] if lines else 'no detail'}){advice}") from None
-
-
-def refuse_code(path, culprit):
-    """The one line for a file holding a Python object that loading would have to build (run)."""
-    return MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
-                        f"({culprit}); nothing in it was run. Checkpoints and weights hold only tensors and plain values, "
-                        f"so this file is not one, or it was altered")
 
 
 # ----------------------------------------------------------------------------- the training step

@@ -83,14 +83,6 @@ def resolve_amp(requested, device):
     return requested, f"{requested} (--amp {requested}; warning: {why})"
 
 
-def setup_precision(args, device, log=print):
-    """Resolve `args.amp` ('auto' to what this hardware runs natively) in place and say in one line what
-    was picked and why; an explicit choice the hardware runs badly also warns once."""
-    args.amp, why = resolve_amp(args.amp, device)
-    log(f"precision: {why}")
-    return args.amp
-
-
 def autocast(device, amp):
     """Autocast context for `amp` in {'none', 'bf16', 'fp16'}: matmuls in half precision, the rest fp32."""
     dtype = AMP_DTYPES[amp]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from runs import read_log  # noqa: E402
+from minbert.runs.logs import read_log  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",

@@ -15,12 +15,14 @@ sys.path.insert(0, str(ROOT))
 
 PAGE = ROOT / "docs" / "flags.md"
 # (script, module holding its parser, the parser's builder), in the order a user meets them.
-SCRIPTS = [("classifier.py", "flags", "classifier_parser"), ("multitask_classifier.py", "flags", "multitask_parser"),
-           ("pretrain.py", "flags", "pretrain_parser"), ("sweep.py", "sweep", "build_parser"),
+SCRIPTS = [("classifier.py", "minbert.flags.parsers", "classifier_parser"),
+           ("multitask_classifier.py", "minbert.flags.parsers", "multitask_parser"),
+           ("pretrain.py", "minbert.flags.parsers", "pretrain_parser"), ("sweep.py", "sweep", "build_parser"),
            ("ensemble.py", "ensemble", "build_parser"), ("report.py", "report", "build_parser"),
            ("bench.py", "bench", "build_parser"), ("prepare_submit.py", "prepare_submit", "build_parser"),
            ("evaluation.py", "evaluation", "build_parser"), ("sanity_check.py", "sanity_check", "build_parser"),
-           ("datasets.py", "datasets", "build_parser"), ("checkpoint.py", "checkpoint", "build_parser")]
+           ("datasets.py", "datasets", "build_parser"),
+           ("tools/convert_checkpoint.py", "tools.convert_checkpoint", "build_parser")]
 # Earlier spellings, still accepted and hidden from --help.
 ALIASES = {"classifier.py": "`--checkpoint_dir DIR` is `--run_dir DIR`.",
            "multitask_classifier.py": "`--checkpoint PATH` is `--run_dir` PATH's folder, with the best checkpoint "

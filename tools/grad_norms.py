@@ -15,25 +15,27 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from datasets import MULTITASK, load_multitask_data  # noqa: E402
-from flags import parse_multitask  # noqa: E402
-from losses import MultitaskLoss  # noqa: E402
-from multitask import MultitaskBERT, data_paths, spec_from_args  # noqa: E402
+from minbert.flags.settings import multitask_settings, parse_multitask  # noqa: E402
+from minbert.objectives.losses import MultitaskLoss  # noqa: E402
+from minbert.tasks.multitask import MultitaskBERT  # noqa: E402
 from tokenizer import BertTokenizer  # noqa: E402
 from utils import main_guard, seed_everything  # noqa: E402
 
 
-def grad_norms(args, batches=3):
-    """{task: (mean loss, mean encoder gradient norm)} over the first `batches` shuffled training batches."""
-    seed_everything(args.seed)
-    data = load_multitask_data(data_paths(args), BertTokenizer.from_pretrained(args.pretrained), args.max_length,
-                               args.pair_encoding, ["train"])["train"]
-    model = MultitaskBERT(spec_from_args(args)).train()
-    loss_fn = MultitaskLoss.from_args(args)  # SMART left out: the task losses' own pull
+def grad_norms(settings, batches=3):
+    """{task: (mean loss, mean encoder gradient norm)} over the first `batches` shuffled training batches of a
+    specs.MultitaskSettings."""
+    s, spec = settings, settings.model
+    seed_everything(s.recipe.seed)
+    data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
+                               spec.pair_encoding, ["train"])["train"]
+    model = MultitaskBERT(spec).train()
+    loss_fn = MultitaskLoss.from_spec(s.losses)  # the regularisers left out: the task losses' own pull
     encoder = [p for p in model.bert.parameters() if p.requires_grad]
     out = {}
     for task in MULTITASK:
         losses, norms = [], []
-        for i, batch in zip(range(batches), data[task].batches(args.batch_size, True, args.seed)):
+        for i, batch in zip(range(batches), data[task].batches(s.data.batch_size, True, s.recipe.seed)):
             model.zero_grad(set_to_none=True)
             loss = loss_fn(model, {**batch, "task": task})
             loss.backward()
@@ -44,8 +46,8 @@ def grad_norms(args, batches=3):
 
 
 def main(argv=None):
-    args = parse_multitask(argv)
-    for task, (loss, norm) in grad_norms(args).items():
+    argv = sys.argv[1:] if argv is None else argv
+    for task, (loss, norm) in grad_norms(multitask_settings(parse_multitask(argv), argv)).items():
         print(f"{task}: loss {loss:.3f}, encoder gradient norm {norm:.3f}")
 
 

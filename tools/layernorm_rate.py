@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import schedule  # noqa: E402
+from minbert.training import schedule  # noqa: E402
 
 
 def with_layernorm_factor(param_groups, factor):

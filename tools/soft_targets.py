@@ -2,7 +2,7 @@
 
     python tools/soft_targets.py runs/ENSEMBLE/soft-targets.npz [--data_dir data] [--distill_temperature 2]
 
-For each task, the targets `--distill` trains on (distill.teacher_targets, at the same temperature) against the
+For each task, the targets `--distill` trains on (minbert/objectives/distill.py teacher_targets, at the same temperature) against the
 gold labels of the same training examples: SST and Quora, how often the target's most likely class is the gold one
 and the mean probability it gives the gold class; STS, the Pearson r of the target scores with the gold ones.
 Teachers trained on these very examples fit them far better than held-out data, so the closer these figures
@@ -17,9 +17,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from datasets import data_file, read_examples  # noqa: E402
-from distill import TASKS, teacher_targets  # noqa: E402
 from evaluation import accuracy, pearson  # noqa: E402
-from flags import positive_float  # noqa: E402
+from minbert.flags.types import positive_float  # noqa: E402
+from minbert.objectives.distill import TASKS, teacher_targets  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 

@@ -15,7 +15,6 @@ and the task heads train: 2 m (2 d + 1) + 2 d parameters a layer.
 Unlike LoRA, an adapter cannot be folded into BERT's weights: f (GELU here) sits between its two projections.
 --merge is refused for it, naming why; the adapters run at inference as they are (2 extra small matmuls a layer).
 """
-import torch
 import torch.nn as nn
 
 INIT_STD = 1e-2

@@ -1,4 +1,5 @@
-"""What trains under `--fine-tune-mode`, in both pipelines, and what `--merge` does with it.
+"""What trains under `--fine-tune-mode`, in both pipelines, and what `--merge` does with it: one row of MODES per
+mode, the flag's choices read from it.
 
     last-linear-layer  BERT frozen; the task heads train (the handout's default for Part 1)
     full-model         every parameter trains
@@ -9,28 +10,89 @@
 `--merge` makes inference cost what the plain model costs where the mode allows it: LoRA and DoRA fold into
 BERT's weights, a prefix drops its reparameterisation MLP; Houlsby adapters have a nonlinearity between their
 projections, so nothing can be folded and --merge is refused for them, saying why.
+
+A new method is a module beside these (its paper and equation in the docstring) and one row here: how to attach
+it, how to merge it (or why it cannot be merged), and whether only new weights train (then its default learning
+rate is ADAPTER_LR). docs/architecture.md walks through adding one.
 """
-from houlsby import add_houlsby_adapters
-from lora import add_adapters, merge_adapters
-from prefix import add_prefix
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from minbert.finetuning.houlsby import add_houlsby_adapters
+from minbert.finetuning.lora import add_adapters, merge_adapters
+from minbert.finetuning.prefix import add_prefix
 from utils import MinbertError
 
-FINE_TUNE_MODES = ["last-linear-layer", "full-model", "lora", "dora", "adapter", "prefix"]
-ADAPTER_MODES = ("lora", "dora")  # the modes the --lora_* flags configure
-NEW_WEIGHT_MODES = ("lora", "dora", "adapter", "prefix")  # BERT frozen, only new weights (and heads) train
 # Where only adapters (or other new modules) and heads train, a larger default rate than full fine-tuning's
 # (Hu et al. 2022 train LoRA at about 10x).
 ADAPTER_LR = 1e-3
 
 
+@dataclass(frozen=True)
+class Mode:
+    """One --fine-tune-mode: `attach(bert, spec)` sets what trains (adding the mode's modules, returned);
+    `merge(bert)` folds them for inference and returns the line saying so, or `no_merge` says why it cannot."""
+    attach: Callable
+    new_weights: bool                     # BERT frozen, only new weights (and the heads) train: lr ADAPTER_LR
+    merge: Optional[Callable] = None
+    no_merge: str = ""
+    lora_flags: bool = False              # the --lora_* flags configure it
+
+
+def _train_bert(trains):
+    def attach(bert, spec):
+        for p in bert.parameters():
+            p.requires_grad = trains
+        return []
+    return attach
+
+
+def _attach_lora(dora):
+    def attach(bert, spec):
+        hidden = bert.config.hidden_size  # every target linear has the hidden size on one side
+        if spec.lora_rank > hidden:
+            raise MinbertError(f"--lora_rank {spec.lora_rank}: above the hidden size {hidden} of {spec.pretrained}, where "
+                               f"B A cannot have a higher rank than {hidden} and only adds parameters; at most "
+                               f"--lora_rank {hidden} (full rank), or --fine-tune-mode full-model")
+        return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout, dora=dora)
+    return attach
+
+
+def _attach_prefix(bert, spec):
+    bert.prefix_tuning = add_prefix(bert, spec.prefix_length)  # a submodule: saved, moved with the model
+    return [bert.prefix_tuning]
+
+
+def _fold_prefix(bert):
+    bert.prefix_tuning.fold()
+    return "merged the prefix: its reparameterisation MLP is computed once and dropped"
+
+
+def _merge_lora(bert):
+    return f"merged {merge_adapters(bert)} adapters into BERT's weights"
+
+
+MODES = {
+    "last-linear-layer": Mode(_train_bert(False), new_weights=True,
+                              no_merge="this model is last-linear-layer: it needs --fine-tune-mode lora, dora or prefix"),
+    "full-model": Mode(_train_bert(True), new_weights=False,
+                       no_merge="this model is full-model: it needs --fine-tune-mode lora, dora or prefix"),
+    "lora": Mode(_attach_lora(False), new_weights=True, merge=_merge_lora, lora_flags=True),
+    "dora": Mode(_attach_lora(True), new_weights=True, merge=_merge_lora, lora_flags=True),
+    "adapter": Mode(lambda bert, spec: add_houlsby_adapters(bert, spec.adapter_dim), new_weights=True,
+                    no_merge="a nonlinearity sits between the two projections of Houlsby adapters, so they are no change "
+                             "of BERT's weights; they run at inference as they are (drop --merge)"),
+    "prefix": Mode(_attach_prefix, new_weights=True, merge=_fold_prefix),
+}
+FINE_TUNE_MODES = list(MODES)
+ADAPTER_MODES = tuple(name for name, m in MODES.items() if m.lora_flags)  # the modes the --lora_* flags configure
+
+
 def check_merge(mode):
     """--merge: refused, in one line, for a mode that has nothing to fold."""
-    if mode == "adapter":
-        raise MinbertError("--merge cannot fold Houlsby adapters: a nonlinearity sits between their two projections, "
-                           "so they are no change of BERT's weights; they run at inference as they are (drop --merge)")
-    if mode not in ADAPTER_MODES + ("prefix",):
-        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), "
-                           f"but this model is {mode}: it needs --fine-tune-mode lora, dora or prefix")
+    if MODES[mode].merge is None:
+        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), but "
+                           f"{MODES[mode].no_merge}")
 
 
 def merge_for_inference(bert, merge, mode, log=print):
@@ -38,32 +100,12 @@ def merge_for_inference(bert, merge, mode, log=print):
     if not merge:
         return
     check_merge(mode)
-    if mode == "prefix":
-        bert.prefix_tuning.fold()
-        log("merged the prefix: its reparameterisation MLP is computed once and dropped")
-    else:
-        log(f"merged {merge_adapters(bert)} adapters into BERT's weights")
+    log(MODES[mode].merge(bert))
 
 
 def prepare_backbone(bert, spec):
-    """Set what of `bert` trains under spec.fine_tune_mode (a checkpoint.ModelSpec), adding the mode's new modules.
+    """Set what of `bert` trains under spec.fine_tune_mode (a specs.ModelSpec), adding the mode's new modules.
     Both pipelines call this. Returns the new modules (adapters, or the prefix)."""
-    mode = spec.fine_tune_mode
-    if mode in ADAPTER_MODES:
-        hidden = bert.config.hidden_size  # every target linear has the hidden size on one side
-        if spec.lora_rank > hidden:
-            raise MinbertError(f"--lora_rank {spec.lora_rank}: above the hidden size {hidden} of {spec.pretrained}, where "
-                               f"B A cannot have a higher rank than {hidden} and only adds parameters; at most "
-                               f"--lora_rank {hidden} (full rank), or --fine-tune-mode full-model")
-        return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout,
-                            dora=mode == "dora")
-    if mode == "adapter":
-        return add_houlsby_adapters(bert, spec.adapter_dim)
-    if mode == "prefix":
-        bert.prefix_tuning = add_prefix(bert, spec.prefix_length)  # a submodule: saved, moved with the model
-        return [bert.prefix_tuning]
-    if mode not in FINE_TUNE_MODES:
-        raise ValueError(f"unknown fine-tune mode {mode!r}; choose from {', '.join(FINE_TUNE_MODES)}")
-    for p in bert.parameters():
-        p.requires_grad = mode == "full-model"
-    return []
+    if spec.fine_tune_mode not in MODES:
+        raise ValueError(f"unknown fine-tune mode {spec.fine_tune_mode!r}; choose from {', '.join(MODES)}")
+    return MODES[spec.fine_tune_mode].attach(bert, spec)

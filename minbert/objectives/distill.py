@@ -13,8 +13,11 @@ averaged predictions, softened by a temperature T:
     Quora  p_teacher = mean over members of sigmoid(z_m / T)        (P(paraphrase))
     STS    s_teacher = mean over members of their 0-5 scores        (a regression target has no temperature)
 
-and the loss of a batch is (1 - alpha) gold + alpha distillation (losses.DistillationLoss), so that one model
-at one model's cost keeps what it can of the ensemble's gain. The targets are matched to the student's
+and the loss of a batch is (1 - alpha) gold + alpha distillation (DistillationLoss below: T^2 KL(p_teacher ||
+softmax(z / T)) for SST, T^2 times the binary cross-entropy of sigmoid(z / T) against p_teacher for Quora, the
+binary KL up to the teacher's entropy, a constant; (s - s_teacher)^2 for STS; the T^2 keeps the soft term's
+gradient on the scale of the hard one as T changes), so that one model at one model's cost keeps what it can of
+the ensemble's gain. The targets are matched to the student's
 training examples by id; a student trained on other data than its teachers is refused in one line.
 
 Measured (RESULTS.md, "At 3 epochs"): the students gain over the default recipe, but one teacher's targets
@@ -39,8 +42,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-from utils import MinbertError, atomic_write
+from minbert.files import atomic_write
+from utils import MinbertError
 
 SOFT_TARGETS = "soft-targets.npz"
 TASKS = ("sst", "quora", "sts")
@@ -139,3 +145,18 @@ def teacher_targets(path, train, temperature, flag="--distill"):
             target = (w * out).sum(0)
         targets[task] = target.float()
     return targets
+
+
+class DistillationLoss(nn.Module):
+    def __init__(self, temperature=2.0):
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, task, student, teacher):
+        T = self.temperature
+        if task == "sst":
+            log_p = F.log_softmax(student.float() / T, dim=-1)
+            return T * T * F.kl_div(log_p, teacher, reduction="batchmean")
+        if task == "quora":
+            return T * T * F.binary_cross_entropy_with_logits(student.float() / T, teacher)
+        return F.mse_loss(student.float(), teacher)

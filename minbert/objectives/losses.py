@@ -1,87 +1,17 @@
-"""The training losses: sentence-embedding losses for Part 2 (handout 5.3), one nn.Module each, and the
-two pipelines' whole training losses (ClassificationLoss for Part 1, MultitaskLoss for Part 2), which add
-them and the regularisers to each task's own loss.
-
-Similarity regression (--sts_loss), on s = cos(u, v) for siamese pairs (the model's score / 5 for
-cross-encoded ones) against the gold score y on 0..5:
-  - CosineSimilarityLoss: (s - y / 5)^2, Sentence-BERT's regression objective (Reimers & Gurevych 2019).
-  - CoSENTLoss: log(1 + sum over pairs (i, j) of the batch with y_i > y_j of exp(lambda (s_j - s_i))),
-    lambda = 20 (Su 2022, "CoSENT"): only the order of the scores is trained, not their values.
-
-In-batch contrastive losses, on the siamese sentence embeddings:
-  - MultipleNegativesRankingLoss: -1/K sum_i [S(a_i, b_i) - log sum_j exp S(a_i, b_j)], S = scale * cos,
-    scale 20 (Henderson et al. 2017; the handout's equation 9): b_i is a_i's positive, every other b_j
-    in the batch a negative.
-  - SimCSELoss: the same cross-entropy with S = cos / tau, tau = 0.05, between two encodings of the same
-    sentences that differ only in their dropout masks (Gao et al. 2021, unsupervised SimCSE, eq. 1).
-
-Knowledge distillation (--distill, distill.py):
-  - DistillationLoss: the student's outputs against an ensemble's soft targets (Hinton et al. 2015, section 2):
-    T^2 KL(p_teacher || softmax(z / T)) for SST, T^2 times the binary cross-entropy of sigmoid(z / T) against
-    p_teacher for Quora (the binary KL up to the teacher's entropy, a constant), (s - s_teacher)^2 for STS. The
-    T^2 keeps the soft term's gradient on the scale of the hard one as T changes.
+"""The two pipelines' whole training losses (handout 4 and 5): ClassificationLoss for Part 1, MultitaskLoss for
+Part 2. Each adds to every task's own loss what the settings ask for: the sentence-embedding losses
+(embedding.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, R-Drop
+(rdrop.py) and SMART's two terms (smart.py). Each term's mean over an epoch goes into the log.
 """
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from extra_tasks import EXTRA_TASKS
+from minbert.objectives.distill import DistillationLoss
+from minbert.objectives.embedding import STS_LOSSES, MultipleNegativesRankingLoss, SimCSELoss
+from minbert.objectives.rdrop import RDrop
+from minbert.objectives.smart import BregmanProximal, SmartRegularizer
+from minbert.tasks.extra import EXTRA_TASKS
 
-
-def cosine_matrix(a, b):
-    """cos(a_i, b_j) for every i, j: [K, K]."""
-    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T
-
-
-class CosineSimilarityLoss(nn.Module):
-    def forward(self, scores, gold):
-        return F.mse_loss(scores, gold / 5.0)
-
-
-class CoSENTLoss(nn.Module):
-    def __init__(self, scale=20.0):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, scores, gold):
-        diff = self.scale * (scores[None, :] - scores[:, None])  # [i, j] = lambda (s_j - s_i)
-        wrong_way = gold[:, None] > gold[None, :]  # pairs where i should score above j
-        diff = diff.masked_fill(~wrong_way, float("-inf"))
-        # log(1 + sum exp(.)) = logsumexp over [0, the terms]; a batch with no ordered pair costs 0
-        return torch.logsumexp(torch.cat([diff.new_zeros(1), diff.flatten()]), dim=0)
-
-
-class MultipleNegativesRankingLoss(nn.Module):
-    def __init__(self, scale=20.0):
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, anchors, positives):
-        scores = self.scale * cosine_matrix(anchors, positives)
-        return F.cross_entropy(scores, torch.arange(len(scores), device=scores.device))
-
-
-class SimCSELoss(MultipleNegativesRankingLoss):
-    def __init__(self, temperature=0.05):
-        super().__init__(scale=1.0 / temperature)
-
-
-class DistillationLoss(nn.Module):
-    def __init__(self, temperature=2.0):
-        super().__init__()
-        self.temperature = temperature
-
-    def forward(self, task, student, teacher):
-        T = self.temperature
-        if task == "sst":
-            log_p = F.log_softmax(student.float() / T, dim=-1)
-            return T * T * F.kl_div(log_p, teacher, reduction="batchmean")
-        if task == "quora":
-            return T * T * F.binary_cross_entropy_with_logits(student.float() / T, teacher)
-        return F.mse_loss(student.float(), teacher)
-
-
-# ----------------------------------------------------------------------------- the pipelines' training losses
 
 # How a task's outputs are compared by the consistency terms (smart.divergence).
 OUTPUT_KIND = {"sst": "multiclass", "cfimdb": "multiclass", "quora": "binary", "sts": "regression",
@@ -99,17 +29,15 @@ class TermLoss(nn.Module):
         self.sums, self.counts = {}, {}
 
     @staticmethod
-    def regularizers(args, model, total_steps):
-        """The regularisers the flags ask for: --rdrop_weight, --smart_weight (and its --smart_* settings),
-        --smart_bregman_weight over a run of `total_steps` optimizer steps."""
-        from rdrop import RDrop
-        from smart import BregmanProximal, SmartRegularizer
-        return {"rdrop": RDrop(args.rdrop_weight) if args.rdrop_weight else None,
-                "smart": SmartRegularizer(args.smart_weight, args.smart_step, args.smart_steps, args.smart_noise,
-                                          args.smart_projection, args.smart_eps, args.smart_dropout)
-                if args.smart_weight else None,
-                "bregman": BregmanProximal(model, args.smart_bregman_weight, args.smart_momentum, total_steps)
-                if args.smart_bregman_weight else None}
+    def regularizers(spec, model, total_steps):
+        """The regularisers `spec` (a specs.Regularizers) asks for: --rdrop_weight, --smart_weight (and its
+        --smart_* settings), --smart_bregman_weight over a run of `total_steps` optimizer steps."""
+        return {"rdrop": RDrop(spec.rdrop_weight) if spec.rdrop_weight else None,
+                "smart": SmartRegularizer(spec.smart_weight, spec.smart_step, spec.smart_steps, spec.smart_noise,
+                                          spec.smart_projection, spec.smart_eps, spec.smart_dropout)
+                if spec.smart_weight else None,
+                "bregman": BregmanProximal(model, spec.smart_bregman_weight, spec.smart_momentum, total_steps)
+                if spec.smart_bregman_weight else None}
 
     def track(self, name, value):
         """Keep `value`'s running sum for the log; returns `value` itself (with its gradient)."""
@@ -166,7 +94,7 @@ class MultitaskLoss(TermLoss):
                  distill_weight=0.5, distill_temperature=2.0, **regularizers):
         super().__init__(**regularizers)
         self.weights = dict(weights)  # a task not in it (an --extra_task) weighs 1
-        self.similarity = {"cosine": CosineSimilarityLoss(), "cosent": CoSENTLoss()}.get(sts_loss)
+        self.similarity = STS_LOSSES[sts_loss]() if STS_LOSSES[sts_loss] is not None else None
         self.mnrl_weight, self.mnrl = mnrl_weight, MultipleNegativesRankingLoss(mnrl_scale)
         self.simcse_weight, self.simcse = simcse_weight, SimCSELoss()
         # --distill: {task: the teacher's target of every training example} (distill.teacher_targets)
@@ -174,12 +102,12 @@ class MultitaskLoss(TermLoss):
         self.distillation = DistillationLoss(distill_temperature)
 
     @classmethod
-    def from_args(cls, args, model=None, total_steps=1, teacher=None):
-        """The loss multitask_classifier.py's flags ask for (--loss_weights, --sts_loss, --mnrl_*, --simcse_weight,
-        --distill's weight and temperature with the `teacher` targets, and the regularisers when a model is given)."""
-        regs = cls.regularizers(args, model, total_steps) if model is not None else {}
-        return cls(dict(zip(("sst", "quora", "sts"), args.loss_weights)), args.sts_loss, args.mnrl_weight,
-                   args.mnrl_scale, args.simcse_weight, teacher, args.distill_weight, args.distill_temperature, **regs)
+    def from_spec(cls, losses, regularizers=None, model=None, total_steps=1, teacher=None):
+        """The loss `losses` (a specs.TaskLosses) asks for, with the `teacher` targets of --distill, and the
+        `regularizers` (a specs.Regularizers) when a model is given."""
+        regs = cls.regularizers(regularizers, model, total_steps) if model is not None and regularizers else {}
+        return cls(losses.weights, losses.sts_loss, losses.mnrl_weight, losses.mnrl_scale, losses.simcse_weight,
+                   teacher, losses.distill_weight, losses.distill_temperature, **regs)
 
     def forward(self, model, batch):
         if "parts" in batch:

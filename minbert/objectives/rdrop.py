@@ -12,7 +12,7 @@ learning rate means what it means without R-Drop). Classifiers compare their sof
 """
 import torch.nn as nn
 
-from smart import divergence
+from minbert.objectives.smart import divergence
 
 
 class RDrop(nn.Module):

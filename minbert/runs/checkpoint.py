@@ -6,91 +6,29 @@ file from a teammate or the internet can hold weights and nothing that executes 
 
     format     "minbert-checkpoint", version 2
     pipeline   "classifier", "multitask" or "pretrain"
-    spec       the model's architecture (ModelSpec below): everything needed to rebuild it
+    spec       the model's architecture (specs.ModelSpec): everything needed to rebuild it
     model      the trained tensors (a frozen backbone is rebuilt from `spec.pretrained`)
-    flags      the run-defining flags (flags.run_defining): a resumption must agree with them
+    flags      the run-defining flags (runs/identity.py): a resumption must agree with them
     epoch, scores, run
     and, in the '-last' checkpoint a run resumes from: trainer (optimizer, scheduler, grad scaler),
     rng (python, numpy, torch), stopper (early stopping), pipeline_state (data order)
 
 Checkpoints of the earlier format (the whole `args` namespace pickled, `pathlib` paths among them) are
 read through the same restricted loader with only `pathlib`'s path classes allowed, and converted in
-memory; `python checkpoint.py --convert OLD.pt NEW.pt` writes the new format to disk.
+memory; `python tools/convert_checkpoint.py OLD.pt NEW.pt` writes the new format to disk.
 """
 import pathlib
 import random
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from utils import MinbertError, atomic_write, main_guard, refuse_code, safe_load
+from minbert.files import atomic_write, refuse_code, safe_load
+from minbert.specs import ModelSpec, plain
+from utils import MinbertError
 
 FORMAT, VERSION = "minbert-checkpoint", 2
-
-
-@dataclass
-class ModelSpec:
-    """A pipeline model's architecture: the values that decide its parameters and what its forward does.
-    Part 1 (classifier) uses the first block; Part 2 (multitask) all but num_labels."""
-    pipeline: str = "multitask"
-    pretrained: str = "bert-base-uncased"
-    fine_tune_mode: str = "full-model"
-    lora_rank: int = 8
-    lora_alpha: float = 16.0
-    lora_dropout: float = 0.0
-    lora_targets: list = None            # default: ["query", "value"]
-    dropout: list = None                 # head dropout: one value (Part 1), or SST, Quora, STS (Part 2)
-    max_length: int = 128                # how inputs were tokenized
-    num_labels: int = 5                  # Part 1: 5 (SST) or 2 (CFIMDB)
-    pair_encoding: str = "cross"         # Part 2 from here on
-    pooling: str = "mean"
-    pals: bool = False
-    pals_dim: int = None
-    siamese_proj: int = 0
-    adapter_dim: int = 64                # --fine-tune-mode adapter (houlsby.py)
-    prefix_length: int = 10              # --fine-tune-mode prefix (prefix.py)
-    shared_head: int = 0                 # a hidden layer the task heads share (0: none)
-    extra_tasks: list = None             # --extra_task's data sets, each with a head (extra_tasks.py)
-
-    def __post_init__(self):
-        self.lora_targets = list(self.lora_targets or ["query", "value"])
-        self.extra_tasks = list(self.extra_tasks or [])
-        self.dropout = [float(d) for d in (self.dropout if self.dropout is not None else [0.1])]
-
-    def to_dict(self):
-        return plain(asdict(self))
-
-    @classmethod
-    def from_dict(cls, d, source="checkpoint"):
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise MinbertError(f"{source}: the model spec has fields this minbert does not know ({', '.join(unknown)}); "
-                               f"it was written by a newer version")
-        return cls(**d)
-
-    def differences(self, given):
-        """[(field, saved value, given value)] for the fields in `given` ({field: value}) that differ."""
-        return [(k, getattr(self, k), v) for k, v in given.items() if plain(getattr(self, k)) != plain(v)]
-
-
-def plain(value):
-    """`value` as plain data (what weights_only loading accepts and a JSON log can hold): paths become
-    strings, tuples and sets lists, numpy scalars Python numbers."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [plain(v) for v in value]
-        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
-    if isinstance(value, pathlib.PurePath):
-        return str(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (str, int, float, bool)) or torch.is_tensor(value):
-        return value
-    raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
 
 
 # ----------------------------------------------------------------------------- reading and writing
@@ -216,28 +154,3 @@ def set_rng_state(state):
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
-
-
-# ----------------------------------------------------------------------------- converting files
-
-def build_parser():
-    from flags import Parser
-    ap = Parser(prog="checkpoint.py", description="Convert a checkpoint of the earlier format into the current one.")
-    ap.add_argument("--convert", nargs=2, metavar=("OLD.pt", "NEW.pt"), required=True,
-                    help="read OLD.pt (the earlier format) and write it as NEW.pt in the current one")
-    return ap
-
-
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    src, dest = args.convert
-    state = load_checkpoint(src)
-    if Path(dest).exists():
-        raise MinbertError(f"{dest}: exists; the converter does not overwrite files")
-    state.pop("converted_from", None)
-    save_checkpoint(dest, state)
-    print(f"{dest}: {state['pipeline']} checkpoint (epoch {state['epoch']}) in format version {VERSION}")
-
-
-if __name__ == "__main__":
-    main_guard(main)

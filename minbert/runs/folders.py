@@ -1,23 +1,15 @@
-"""Run folders: no run destroys another's results, nor a file the user had.
+"""Run folders: every training run writes into a folder of its own, one process at a time.
 
-Every training run writes its checkpoints, per-epoch log and prediction files into a folder of its own,
-`runs/NAME/` (NAME: `--run_name`, by default the script and a timestamp; `--run_dir DIR` anywhere). The
-folder is the run's alone:
+Every training run writes its checkpoints, per-epoch log and prediction files into `runs/NAME/` (NAME:
+`--run_name`, by default the script and a timestamp; `--run_dir DIR` anywhere). The folder is the run's alone:
   - `.minbert-run` in it marks it as a run folder, and the process writing into it holds a lock on that file
     (flock, released by the kernel when the process ends, so a killed run leaves no stale lock; where the
     file system has no flock, the process id written in the file is checked instead). A second process
     asking for the folder is refused in one line naming the first.
   - A folder holding files that no run wrote is refused (`--run_dir data` would mix run files among the CSVs);
     `--run_name` stays under runs/.
-  - No output path may name an input of the run, name the same file as another output, or lie inside
-    another run's folder (whose files belong to that run's checkpoint and log).
-The handout's paths (`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the
-run just finished, and one line says which run's files they replaced; those stay in that run's folder.
-`predictions/.sources.json` remembers which run wrote each published file and its sha256: a file there that
-no run wrote, or that changed since, is never replaced without being kept as a dated backup, said in one line.
+What a run may write outside its folder, and how it publishes its predictions: runs/outputs.py.
 """
-import csv
-import hashlib
 import json
 import os
 import socket
@@ -26,13 +18,26 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from utils import MinbertError, atomic_write, is_main, process_alive
+from utils import MinbertError, is_main, process_alive
 
 RUNS_ROOT = Path("runs")
-SOURCES = ".sources.json"
 RUN_MARK = ".minbert-run"
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
            "ensemble": "ensemble.py"}
+
+
+# runs/ is an output folder, and earlier versions of minbert had a module runs.py: without this file a stale
+# `import runs` would import the folder as an empty namespace package instead of failing.
+ROOT_GUARD = ('raise ImportError("runs/ is the folder of minbert\'s training runs, not a module; the run-folder code is '
+              'minbert.runs (docs/architecture.md lists where every module went)")\n')
+
+
+def guard_root(root):
+    """Make `root` (runs/ by default) fail loudly when imported as a module, by an __init__.py that raises."""
+    init = Path(root) / "__init__.py"
+    if not init.exists():
+        init.parent.mkdir(parents=True, exist_ok=True)
+        init.write_text(ROOT_GUARD)
 
 
 def new_run_name(prefix):
@@ -260,230 +265,6 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         raise
     if run.lock is not None:
         run.lock.claim()
+        if not run_dir:
+            guard_root(root)
     return run
-
-
-# ----------------------------------------------------------------------------- outputs and inputs
-
-def append_row(path, fields, row):
-    """Append `row` to the CSV table at `path` (its header first if the file is new)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as fp:
-        w = csv.DictWriter(fp, fields)
-        if new:
-            w.writeheader()
-        w.writerow(row)
-
-
-def _named(items):
-    """[(flag, path)] from a list of paths or (flag, path) pairs."""
-    return [(None, Path(i)) if not isinstance(i, tuple) else (i[0], Path(i[1])) for i in items]
-
-
-def same_file(a, b):
-    """Whether two paths name one file (a link or another spelling counts as the same)."""
-    a, b = Path(a), Path(b)
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
-
-
-def check_outputs(dirs=(), files=(), inputs=(), own=None):
-    """Fail before training, not after it, when an output cannot or must not be written:
-      - a folder that is a file, a file that is a folder, or a parent that is a file;
-      - two outputs naming one file;
-      - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
-      - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's).
-    `dirs` and `files` are paths or (flag, path) pairs; the flag names the output in the message."""
-    own = Path(os.path.abspath(own)) if own is not None else None
-    seen = []
-    for (flag, path), want_dir in [(d, True) for d in _named(dirs)] + [(f, False) for f in _named(files)]:
-        name = f"{flag} {path}" if flag else str(path)
-        if path.exists() and path.is_dir() != want_dir:
-            raise MinbertError(f"{name}: is a {'file' if want_dir else 'folder'}, but the run writes a "
-                               f"{'folder' if want_dir else 'file'} there; move it or pick another path")
-        for parent in path.parents:
-            if parent.exists() and not parent.is_dir():
-                raise MinbertError(f"{parent}: is a file, but the run writes {path} inside it; "
-                                   f"move it or pick another path")
-        if want_dir:
-            continue
-        for what, other in inputs:
-            if same_file(path, other):
-                raise MinbertError(f"{name}: is {what}, which this run reads; writing there would destroy it: "
-                                   f"name another file")
-        for other_name, other in seen:
-            if same_file(path, other):
-                raise MinbertError(f"{name}: {other_name} names the same file; each output needs its own")
-        seen.append((name, path))
-        folder = run_folder_of(path.parent)
-        if folder is not None and folder != own:
-            raise MinbertError(f"{name}: inside {folder}, the folder of another run, whose files belong to its "
-                               f"checkpoint and log: name a path outside it")
-
-
-def check_table(path, fields, flag):
-    """A table rows are appended to (--results): refused in one line when the file there is another table."""
-    path = Path(path)
-    if path.is_file() and path.stat().st_size:
-        with open(path, encoding="utf-8", errors="replace", newline="") as fp:
-            first = fp.readline().strip()
-        if first.lstrip("\ufeff") != ",".join(fields):
-            raise MinbertError(f"{flag} {path}: not a results table of this script (its first line is {first[:60]!r}), so "
-                               f"rows appended to it would garble it: name another file")
-
-
-def _sha256(data):
-    return hashlib.sha256(data).hexdigest()
-
-
-def _backup_name(dest):
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup, n = dest.with_name(f"{dest.name}.{stamp}.bak"), 2
-    while backup.exists():
-        backup, n = dest.with_name(f"{dest.name}.{stamp}-{n}.bak"), n + 1
-    return backup
-
-
-def written_by(dest):
-    """The record of the run that wrote the file at `dest` (from its folder's .sources.json), or None when no run
-    did or the file changed since."""
-    rec = _read_sources(Path(dest).parent / SOURCES).get(Path(dest).name)
-    if not isinstance(rec, dict):
-        return None
-    if "sha256" in rec and Path(dest).is_file() and _sha256(Path(dest).read_bytes()) != rec["sha256"]:
-        return None
-    return rec
-
-
-def protect(dests):
-    """Before `dests` are written: each one that exists and that no run wrote (or that changed since) is
-    renamed to a dated backup beside it (NAME.YYYYmmdd-HHMMSS.bak). Returns [(dest, backup)]."""
-    kept = []
-    for dest in map(Path, dests):
-        if dest.is_file() and written_by(dest) is None:
-            backup = _backup_name(dest)
-            os.replace(dest, backup)
-            kept.append((dest, backup))
-    return kept
-
-
-def backup_line(kept):
-    """The one line saying which files were kept as backups (empty when none)."""
-    if not kept:
-        return ""
-    return ("kept files that no run wrote (or that changed since) as dated backups: "
-            + ", ".join(f"{d} -> {b.name}" for d, b in kept))
-
-
-def record(dests, run_name, run_dir):
-    """Note in each destination folder's .sources.json which run wrote `dests`, with their sha256."""
-    by_folder = {}
-    for dest in map(Path, dests):
-        by_folder.setdefault(dest.parent, []).append(dest)
-    for folder, files in by_folder.items():
-        sources = _read_sources(folder / SOURCES)
-        for dest in files:
-            sources[dest.name] = {"run": run_name, "dir": str(run_dir), "sha256": _sha256(dest.read_bytes())}
-        atomic_write(folder / SOURCES, lambda fp: json.dump(sources, fp, indent=1, sort_keys=True), mode="w")
-
-
-def publish(pairs, run_name, run_dir, log=print, what="predictions"):
-    """Copy each (run file, published path) pair. The line it prints names the run whose published files
-    were replaced and the folder where they still are; a file there that no run wrote is kept as a backup."""
-    replaced, copies, dests, published = set(), [], [], []
-    for src, dest in pairs:
-        src, dest = Path(src), Path(dest)
-        dests.append(dest)
-        if same_file(src, dest):  # published where the run wrote it: nothing to copy
-            continue
-        published.append(dest)
-        data = src.read_bytes()
-        if dest.is_file() and dest.read_bytes() == data:
-            continue
-        old = written_by(dest) if dest.is_file() else None
-        if old is not None:
-            replaced.add(f"run {old['run']} (still in {old['dir']})")
-        copies.append((dest, data))
-    kept = protect([d for d, _ in copies])
-    for dest, data in copies:
-        atomic_write(dest, lambda fp: fp.write(data))
-    if not dests:
-        return ""
-    if published:
-        record(published, run_name, run_dir)
-    line = f"run {run_name}'s {what} copied to " + ", ".join(str(d) for d in dests)
-    if replaced:
-        line += f", replacing those of {'; '.join(sorted(replaced))}"
-    log(line)
-    if kept:
-        log(backup_line(kept))
-    return line
-
-
-def _read_sources(path):
-    try:
-        data = json.loads(Path(path).read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-# ----------------------------------------------------------------------------- reading a run's log
-
-# The pipelines whose epoch logs share the one schema (trainer.fit writes them).
-PIPELINES = ("classifier", "multitask", "pretrain")
-
-
-def _legacy(rec):
-    """A record of the earlier per-pipeline log formats, in the current schema."""
-    if "dev_mean" in rec:
-        return {**rec, "pipeline": "multitask", "dev_score": rec["dev_mean"]}
-    if "dev_acc" in rec:
-        return {**rec, "pipeline": "classifier", "dev_score": rec["dev_acc"],
-                "dev": {"accuracy": rec["dev_acc"], "f1": rec.get("dev_f1"), "train_accuracy": rec.get("train_acc")}}
-    if "masked_acc" in rec:
-        return {**rec, "pipeline": "pretrain", "dev_score": rec["masked_acc"],
-                "dev": {k: rec[k] for k in ("masked_acc", "masked_loss") if k in rec}}
-    return rec
-
-
-def read_text(path, what):
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise MinbertError(f"{path}: not a text file, so not a {what}") from None
-    except IsADirectoryError:
-        raise MinbertError(f"{path}: is a folder, not a {what}") from None
-
-
-def read_log(path):
-    path = Path(path)
-    if not path.is_file():
-        raise MinbertError(f"{path}: log not found")
-    records, stopped = [], None
-    for n, line in enumerate(read_text(path, "run log").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise MinbertError(f"{path}: line {n}: truncated or not JSON; the run was probably cut off while "
-                               f"writing it: delete that line and report again") from None
-        if isinstance(rec, dict) and "stopped" in rec:
-            stopped = rec["stopped"]  # the line saying why the run stopped early
-            continue
-        rec = _legacy(rec) if isinstance(rec, dict) else rec
-        if not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec or rec.get("pipeline") not in PIPELINES:
-            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py "
-                               f"or pretrain.py")
-        records.append(rec)
-    if not records:
-        raise MinbertError(f"{path}: no epoch finished" + (f"; the run stopped: {stopped}" if stopped else
-                                                           " (the log is empty)"))
-    return records

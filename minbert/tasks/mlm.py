@@ -1,4 +1,5 @@
-"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), for pretrain.py.
+"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), for pretrain.py
+(pipelines/pretrain.py).
 
 Masking rule: each non-special token is chosen with probability p (0.15); a chosen token is replaced by
 [MASK] 80% of the time, by a random vocabulary token 10%, and kept 10%; the loss is cross-entropy on the
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 from base_bert import read_state_dict
 from bert import BertModel
-from hub import resolve_pretrained
+from minbert.hub import resolve_pretrained
 from utils import MinbertError
 
 IGNORE = -100

@@ -1,9 +1,10 @@
 """The Part 2 model: one shared BERT, a head per task (handout section 5.2's MultitaskBERT).
 
-multitask_classifier.py trains and tests it; it lives in this library module so that ensemble.py,
-tools/ and the tests can rebuild a saved model without importing a script.
+multitask_classifier.py trains and tests it (pipelines/multitask.py), ensemble.py and tools/ rebuild saved
+models with `load_multitask`; the script re-exports the class, so `from multitask_classifier import MultitaskBERT`
+works as the handout writes it.
 
-Every task has one forward path, `task_forward(task, batch)`, which training (losses.MultitaskLoss),
+Every task has one forward path, `task_forward(task, batch)`, which training (objectives/losses.py MultitaskLoss),
 evaluation (evaluation.model_eval_multitask) and the handout's `predict_sentiment`, `predict_paraphrase`
 and `predict_similarity` all call. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]' in one input) or
 siamese (two sentence embeddings u, v: paraphrase from [u, v, |u-v|, u*v], similarity 5 ReLU(cos(u, v))),
@@ -16,14 +17,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bert import BertModel
-from checkpoint import ModelSpec, load_checkpoint, load_trainable_state, read_spec
-from datasets import task_encoding
-from extra_tasks import EXTRA_TASKS
-from finetune import prepare_backbone
-from pals import PALs
+from datasets import MULTITASK, task_encoding
+from minbert.finetuning.modes import prepare_backbone
+from minbert.finetuning.pals import PALs
+from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec
+from minbert.runs.identity import flag_spelling
+from minbert.specs import ModelSpec, plain
+from minbert.tasks.extra import EXTRA_TASKS
 from utils import MinbertError
 
-MULTITASK = ("sst", "quora", "sts")
 N_SENTIMENT = 5
 
 
@@ -36,7 +38,7 @@ class TaskOutput:
 
 
 class MultitaskBERT(nn.Module):
-    """One shared BERT, a head per task, built from a checkpoint.ModelSpec."""
+    """One shared BERT, a head per task, built from a specs.ModelSpec."""
 
     def __init__(self, spec: ModelSpec, attn="sdpa"):
         super().__init__()
@@ -151,26 +153,9 @@ def load_multitask(path, device="cpu", attn="sdpa", given=None):
     spec = read_spec(state, path, "multitask")
     diff = spec.differences(given or {})
     if diff:
-        flag = lambda k: "--fine-tune-mode" if k == "fine_tune_mode" else f"--{k}"  # noqa: E731
         raise MinbertError(f"{path}: cannot evaluate, the checkpoint comes from another configuration: "
-                           + "; ".join(f"{flag(k)} {s!r} in the checkpoint, {g!r} given" for k, s, g in diff))
+                           + "; ".join(f"{flag_spelling(k)} {plain(s)!r} in the checkpoint, {plain(g)!r} given"
+                                       for k, s, g in diff))
     model = MultitaskBERT(spec, attn).to(device)
     load_trainable_state(model, state["model"], path)
     return model, state, spec
-
-
-def spec_from_args(args):
-    """The ModelSpec of a multitask_classifier.py run (flags.parse_multitask's arguments)."""
-    from extra_tasks import parse_extra
-    return ModelSpec(pipeline="multitask", pretrained=args.pretrained, fine_tune_mode=args.fine_tune_mode,
-                     lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                     lora_targets=args.lora_targets, dropout=args.task_dropout, max_length=args.max_length,
-                     pair_encoding=args.pair_encoding, pooling=args.pooling, pals=args.pals, pals_dim=args.pals_dim,
-                     siamese_proj=args.siamese_proj, adapter_dim=args.adapter_dim, prefix_length=args.prefix_length,
-                     shared_head=args.shared_head, extra_tasks=[parse_extra(e)[0] for e in args.extra_task])
-
-
-def data_paths(args):
-    """{task: {split: the CSV}} from the handout's --sst_train, --para_dev, ... flags."""
-    from datasets import TASK_PREFIX
-    return {t: {s: getattr(args, f"{TASK_PREFIX[t]}_{s}") for s in ("train", "dev", "test")} for t in MULTITASK}

@@ -1,0 +1,71 @@
+"""The defaults that are decisions: the recipe measured best (RESULTS.md) against the handout's plain values, and
+the defaults that depend on the checkpoint (the learning rate by what trains and how wide the model is, the
+longest input its position embeddings allow)."""
+from config import BertConfig, ConfigError
+from minbert.finetuning.modes import ADAPTER_LR, MODES
+from minbert.hub import resolve_pretrained
+from optimizer import LR_FACTOR
+from utils import MinbertError
+
+# The handout's plain training: a constant learning rate, no warm-up, no clipping, no regulariser.
+HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0,
+                  "rdrop_weight": 0.0, "smart_bregman_weight": 0.0}
+# Part 2's handout defaults, for --recipe handout (ours are the recipe measured best on MiniLM, see RESULTS.md).
+MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hidden_dropout_prob": 0.3, "lr": 1e-5}
+
+# The regularisers of the default recipe, per pipeline: the rows measured best in RESULTS.md ("The
+# regularisers: which mechanism helps"). Part 1 applies them to full-model only: they need BERT in the graph,
+# and last-linear-layer trains on cached features.
+DEFAULT_REGULARIZERS = {
+    "classifier": {"rdrop_weight": 0.0, "smart_weight": 0.0},
+    "multitask": {"rdrop_weight": 2.0, "smart_weight": 0.0},
+}
+REGULARIZER_WEIGHTS = ("rdrop_weight", "smart_weight")
+
+# full-model's default learning rate: the best measured on MiniLM (RESULTS.md), and the handout's.
+FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
+# For checkpoints as wide as bert-base or wider, fine-tuning the whole model: the middle of the range the BERT
+# paper gives (Devlin et al. 2019, appendix A.3: 2e-5 to 5e-5); 1e-4 was measured on the 384-wide MiniLM only.
+WIDE, WIDE_LR = 768, 3e-5
+
+
+def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size):
+    """(the learning rate, the reason the start line gives): `lr` when given, else the default for what trains
+    (finetuning/modes.py), how wide the checkpoint is and which optimizer steps (optimizer.LR_FACTOR)."""
+    if lr is not None:
+        return lr, f"lr {lr:g}"
+    if MODES[fine_tune_mode].new_weights:  # adapters, heads on a frozen BERT (with or without PALs): new weights only
+        lr, why = ADAPTER_LR, f"lr {ADAPTER_LR:g} (default when only new weights train: adapters, PALs or heads)"
+    elif hidden_size >= WIDE:
+        lr, why = WIDE_LR, (f"lr {WIDE_LR:g} (default for a checkpoint of hidden size {hidden_size} >= {WIDE}: the "
+                            f"middle of the BERT paper's fine-tuning range 2e-5 to 5e-5; 1e-4 was measured best on the "
+                            f"384-wide MiniLM only)")
+    else:
+        lr = FULL_MODEL_LR["best"]
+        why = (f"lr {lr:g} (default for a checkpoint of hidden size {hidden_size} < {WIDE}: the best measured on "
+               f"the 384-wide MiniLM, see RESULTS.md)")
+    factor, reason = LR_FACTOR[optimizer]
+    if factor != 1.0:
+        adamw, lr = lr, lr * factor
+        why = why.replace(f"lr {adamw:g} (", f"lr {lr:g} ({reason}, whose ", 1)
+    return lr, why
+
+
+def checkpoint_config(pretrained):
+    """The BertConfig of a --pretrained checkpoint (one line when its config.json is bad)."""
+    try:
+        return BertConfig.from_json_file(resolve_pretrained(pretrained).require("config").config)
+    except ConfigError as e:
+        raise MinbertError(str(e)) from None
+
+
+def check_max_length(max_length, pretrained):
+    """--max_length must fit the checkpoint's position embeddings: refused at start, not when a long row
+    arrives mid-epoch. Returns the checkpoint's limit."""
+    limit = checkpoint_config(pretrained).max_position_embeddings
+    if max_length < 2:
+        raise MinbertError(f"--max_length {max_length}: must be at least 2 ([CLS] and [SEP])")
+    if max_length > limit:
+        raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
+                           f"so at most --max_length {limit}")
+    return limit

@@ -1,0 +1,154 @@
+"""The flag groups several scripts share, declared once: speed switches, adapter settings, the training recipe
+and its regularisers, the run folder. Defaults that are decisions live in defaults.py."""
+import argparse
+from pathlib import Path
+
+from minbert.flags.types import (fraction, llrd_factor, lora_targets, momentum, nonneg_float, nonneg_int, positive_float,
+                                 positive_int, probability)
+from minbert.precision import AMP_CHOICES
+from minbert.training.schedule import SCHEDULES
+from optimizer import OPTIMIZERS
+
+
+def add_speed_flags(ap, training=True):
+    """The fast-path switches; each fast path is on by default where it is safe. Inference alone
+    (training=False) takes only the ones that act there."""
+    g = ap.add_argument_group("speed")
+    g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
+                        "CPUs with AMX or AVX512-BF16), fp16 with a grad scaler on older GPUs, fp32 otherwise")
+    g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
+    g.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",
+                   help="pad each batch to a multiple of N tokens, so that a few fixed shapes recur (default: 16 on a "
+                        "GPU, 0 = to the batch's longest row on the CPU, where padding costs compute)")
+    if not training:
+        return g
+    g.add_argument("--no_bucket", dest="bucket", action="store_false",
+                   help="batch in plain shuffled order (default: length-bucketed batches)")
+    g.add_argument("--no_foreach", dest="foreach", action="store_false",
+                   help="AdamW's reference per-tensor loop instead of multi-tensor foreach kernels")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model")
+    g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients over this many batches")
+    return g
+
+
+def add_adapter_flags(ap):
+    """The settings of the modes that train new weights on a frozen BERT (minbert/finetuning/modes.py), the same in both pipelines."""
+    g = ap.add_argument_group("adapters (--fine-tune-mode lora, dora, adapter or prefix)")
+    g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank, at most the hidden size (the rank B A can have)")
+    g.add_argument("--lora_alpha", type=positive_float, default=16.0, help="the update is scaled by alpha / r")
+    g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
+    g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
+                   help="the linears of every layer that get adapters: any of query,key,value,attention_dense,"
+                        "interm_dense,out_dense (default query,value)")
+    g.add_argument("--adapter_dim", type=positive_int, default=64,
+                   help="--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (minbert/finetuning/houlsby.py)")
+    g.add_argument("--prefix_length", type=positive_int, default=10,
+                   help="--fine-tune-mode prefix: the number of trainable keys and values in every layer (minbert/finetuning/prefix.py)")
+    g.add_argument("--merge", action="store_true",
+                   help="fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final "
+                        "predictions (and in --eval_only), so inference costs what the plain model does")
+    return g
+
+
+def add_recipe_flags(ap, regularizers, full_model_only=False):
+    """The training-recipe levers both pipelines share (minbert/training/, minbert/objectives/), defaulting to
+    the recipe measured best on MiniLM (RESULTS.md), and `--recipe handout`, which puts every default back
+    to the handout's plain values."""
+    g = ap.add_argument_group("training recipe")
+    g.add_argument("--recipe", choices=["best", "handout"], default="best",
+                   help="defaults: best (the recipe measured best, see RESULTS.md) or handout (its plain values: "
+                        "constant lr, no warm-up or clipping, its lr, batch size, dropout and fine-tune mode); "
+                        "flags given explicitly win either way")
+    g.add_argument("--scheduler", choices=SCHEDULES, default="linear",
+                   help="learning rate after warm-up: constant (the handout), linear or cosine decay to 0")
+    g.add_argument("--warmup_ratio", type=fraction, default=0.1,
+                   help="share of all optimizer steps spent warming up")
+    g.add_argument("--max_grad_norm", type=nonneg_float, default=0.0,
+                   help="clip the global gradient norm (0: off)")
+    g.add_argument("--patience", type=nonneg_int, default=0,
+                   help="stop after this many epochs without a better dev score (0: never)")
+    g.add_argument("--llrd", type=llrd_factor, default=1.0,
+                   help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
+    g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
+    g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="the optimizer's decoupled weight decay")
+    g.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adamw",
+                   help="adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or lamb "
+                        "(You et al. 2020; default lr five times AdamW's): optimizer.py")
+    g.add_argument("--freeze_layers", type=nonneg_int, default=0,
+                   help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; minbert/finetuning/freezing.py)")
+    g.add_argument("--gradual_unfreeze", type=nonneg_int, default=0, metavar="STEPS",
+                   help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then unfreeze one more "
+                        "layer from the top every STEPS optimizer steps, the embeddings last (0: off; minbert/finetuning/freezing.py)")
+    add_regularizer_flags(g, regularizers, full_model_only)
+    return g
+
+
+def _weight_default(weight, full_model_only):
+    if full_model_only:
+        return f"{weight:g} for full-model, 0 otherwise" if weight else "0"
+    return f"{weight:g}"
+
+
+def add_regularizer_flags(g, defaults, full_model_only=False):
+    """R-Drop and SMART (minbert/objectives/rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times their step.
+    `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only they default to None here and
+    the parser resolves them once the fine-tune mode is known."""
+    def default(name):
+        return None if full_model_only else defaults[name]
+    g.add_argument("--rdrop_weight", type=nonneg_float, default=default("rdrop_weight"),
+                   help="R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over both passes plus this "
+                        "weight times their symmetric KL (squared error for STS) (0: off; default "
+                        + _weight_default(defaults["rdrop_weight"], full_model_only) + ")")
+    g.add_argument("--smart_weight", type=nonneg_float, default=default("smart_weight"),
+                   help="SMART's adversarial smoothness term lambda_s (minbert/objectives/smart.py) (0: off; default "
+                        + _weight_default(defaults["smart_weight"], full_model_only) + ")")
+    g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size eta")
+    g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's ascent steps")
+    g.add_argument("--smart_noise", type=nonneg_float, default=1e-5, help="sigma of SMART's initial Gaussian perturbation")
+    g.add_argument("--smart_projection", choices=["reference", "ball"], default="reference",
+                   help="reference: as the authors' code, each token's perturbation scaled to infinity norm ~1 after "
+                        "the step; ball: the paper's Algorithm 1, projected onto the --smart_eps ball")
+    g.add_argument("--smart_eps", type=nonneg_float, default=1e-5,
+                   help="the infinity-norm radius of --smart_projection ball")
+    g.add_argument("--smart_dropout", action="store_true",
+                   help="keep dropout on in SMART's perturbed passes (default off: the term then measures "
+                        "smoothness only, not the difference between two dropout masks)")
+    g.add_argument("--smart_bregman_weight", type=nonneg_float, default=0.0,
+                   help="mu of SMART's Bregman proximal point step: a symmetric-KL trust region around a momentum "
+                        "teacher (0: off; the paper's mu is 1)")
+    g.add_argument("--smart_momentum", type=momentum, default=None,
+                   help="the teacher's EMA momentum beta (default: the paper's 0.99 for the first 10%% of the "
+                        "updates, 0.999 after)")
+    return g
+
+
+def add_run_flags(ap, prefix, checkpoint_alias):
+    """Where a run's files go (one spelling in both pipelines: --run_name or --run_dir) and --resume."""
+    g = ap.add_argument_group("run folder")
+    g.add_argument("--run_name", default="",
+                   help=f"the run's folder under runs/ (default: {prefix}-TIMESTAMP); an existing one is refused "
+                        f"unless --resume")
+    g.add_argument("--run_dir", default=None,
+                   help="the run's folder anywhere (instead of runs/RUN_NAME): checkpoints, log and predictions")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the last completed epoch (of --run_name / --run_dir, else the newest run)")
+    add_tensorboard_flag(g)
+    if checkpoint_alias == "--checkpoint_dir":
+        g.add_argument("--checkpoint_dir", dest="run_dir", help=argparse.SUPPRESS)  # the earlier spelling
+    else:
+        g.add_argument("--checkpoint", action=_CheckpointPath, help=argparse.SUPPRESS)  # the earlier spelling
+    ap.set_defaults(checkpoint_name=None)
+    return g
+
+
+def add_tensorboard_flag(ap):
+    ap.add_argument("--no_tensorboard", dest="tensorboard", action="store_false",
+                    help="write no TensorBoard event files into the run folder (default: written, minbert/training/monitor.py)")
+
+
+class _CheckpointPath(argparse.Action):
+    """Part 2's earlier --checkpoint PATH: the run folder is PATH's folder, the best checkpoint PATH itself."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        namespace.run_dir, namespace.checkpoint_name = str(Path(value).parent), Path(value).stem

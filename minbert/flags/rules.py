@@ -1,0 +1,104 @@
+"""Flags that cannot do what they say in a configuration, refused in one line before anything trains: a flag typed
+where it would change nothing (a flag silently ignored makes a run the user did not mean to make), and flags that
+cannot work together. Every rule reads the parsed flags as a dict, {destination: value}, and `typed`, the
+destinations given on the command line (not left at their defaults)."""
+from minbert.finetuning.modes import ADAPTER_MODES, check_merge
+from minbert.runs.identity import flag_spelling
+from minbert.tasks.extra import parse_extra
+from utils import MinbertError
+
+# Flags that act only in some configurations: {flag: (acts(values, typed), what it does and when)}.
+IDLE_FLAGS = {
+    **{f: (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
+           "sets the adapters, which only --fine-tune-mode lora or dora adds")
+       for f in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")},
+    "llrd": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
+             "scales the learning rates of BERT's layers, which --fine-tune-mode last-linear-layer freezes"),
+    **{f: (lambda v, t: v["smart_weight"] > 0,
+           "shapes SMART's adversarial term, which is off without --smart_weight above 0")
+       for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_dropout")},
+    "smart_eps": (lambda v, t: v["smart_weight"] > 0 and v["smart_projection"] == "ball",
+                  "is the radius of --smart_projection ball, used only with --smart_weight above 0"),
+    "smart_momentum": (lambda v, t: v["smart_bregman_weight"] > 0,
+                       "is the momentum of SMART's Bregman teacher, which is off without --smart_bregman_weight above 0"),
+    "adapter_dim": (lambda v, t: v["fine_tune_mode"] == "adapter", "sets the width of --fine-tune-mode adapter's adapters"),
+    "prefix_length": (lambda v, t: v["fine_tune_mode"] == "prefix", "sets the length of --fine-tune-mode prefix's prefix"),
+    "foreach": (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which --optimizer "
+                                                         "lion and lamb do not have"),
+    **{f: (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
+           "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
+       for f in ("freeze_layers", "gradual_unfreeze")},
+}
+CLASSIFIER_IDLE = {
+    "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
+                "compiles BERT's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
+}
+MULTITASK_IDLE = {
+    "pals_dim": (lambda v, t: v["pals"], "is the width of the PALs, which only --pals adds"),
+    "gradvac_beta": (lambda v, t: v["gradvac"], "is GradVac's moving-average decay, which is off without --gradvac"),
+    **{f: (lambda v, t: v["distill"] is not None, "shapes the distillation loss, which is off without --distill")
+       for f in ("distill_weight", "distill_temperature")},
+    "mnrl_scale": (lambda v, t: v["mnrl_weight"] > 0, "scales the MNRL loss, which is off without --mnrl_weight above 0"),
+    "sampler": (lambda v, t: not v["sequential"], "picks each step's task, which --sequential does not do"),
+    "hidden_dropout_prob": (lambda v, t: "task_dropout" not in t,
+                            "is every head's dropout, which --task_dropout replaces with one per head"),
+}
+
+
+def check_idle_flags(values, typed, rules):
+    """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""
+    for dest in sorted(typed):
+        if dest in rules and not rules[dest][0](values, typed):
+            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}: as given it would change nothing, so it is "
+                               f"refused rather than ignored (drop it, or add what it needs)")
+
+
+def check_recipe_combination(v):
+    """Recipe flags that cannot work together in either pipeline, refused in one line."""
+    if v["smart_weight"] and (v["freeze_layers"] or v["gradual_unfreeze"]):
+        raise MinbertError("--smart_weight needs the gradient at BERT's embeddings, which frozen layers do not pass "
+                           "on (--freeze_layers, --gradual_unfreeze): drop one of them")
+
+
+def check_classifier_combination(v):
+    """Part 1's flags that cannot work together (after its regularisers' defaults are resolved)."""
+    twice = sorted({d for d in v["datasets"] if v["datasets"].count(d) > 1})
+    if twice:
+        raise MinbertError(f"--datasets {' '.join(v['datasets'])}: {twice[0]} given twice; each dataset trains once")
+    if v["smart_weight"] and v["fine_tune_mode"] == "last-linear-layer":
+        raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
+                           "features of a frozen BERT: use --fine-tune-mode full-model")
+    check_recipe_combination(v)
+    if v["merge"]:
+        check_merge(v["fine_tune_mode"])
+
+
+def check_multitask_combination(v):
+    """Part 2's flags that cannot work together, each refused in one line naming the fix."""
+    if v["pair_encoding"] == "cross":
+        needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if v[f]]
+        if needs:
+            raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not have: "
+                               f"add --pair_encoding siamese (or mixed)")
+    if v["merge"]:
+        check_merge(v["fine_tune_mode"])
+    for surgery in ("pcgrad", "gradvac"):
+        if v[surgery] and v["sampler"] != "all":
+            raise MinbertError(f"--{surgery} needs the gradients of every task in one step: add --sampler all")
+        if v[surgery] and v["sequential"]:
+            raise MinbertError(f"--{surgery} cannot be combined with --sequential (one task at a time)")
+    if v["pcgrad"] and v["gradvac"]:
+        raise MinbertError("--pcgrad and --gradvac are two ways to combine the task gradients: choose one")
+    names = [e.partition("=")[0] for e in v["extra_task"]]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise MinbertError(f"--extra_task: {twice[0]} given twice; each data set has one head (concatenate the files)")
+    for item in v["extra_task"]:
+        parse_extra(item)
+    if v["shared_head"] and v["pair_encoding"] == "siamese":
+        raise MinbertError("--shared_head shares a hidden layer between the heads of SST and cross-encoded pairs; with "
+                           "--pair_encoding siamese only SST has such a head: use cross or mixed")
+    check_recipe_combination(v)
+    if not any(v["loss_weights"]):
+        raise MinbertError("--loss_weights 0 0 0: every task's loss is switched off, so nothing would train; "
+                           "give at least one task a weight above 0")

@@ -1,0 +1,217 @@
+"""The one place that reads what argparse parsed: it checks the flags against each other (rules.py), resolves the
+defaults that depend on other flags, the machine or the checkpoint (the regularisers' weights, the precision, the
+padding multiple, the learning rate), and returns the frozen settings the library takes (specs.py). Below this
+module nothing sees an argparse Namespace.
+
+    args = parse_multitask(argv)                     # flags parsed and checked: one line for a bad one
+    settings = multitask_settings(args, argv)        # typed, resolved, frozen
+    run_multitask(settings)                          # pipelines/multitask.py
+"""
+import sys
+
+from datasets import TASK_PREFIX, data_file, resolve_pad_multiple
+from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
+                                    check_max_length, checkpoint_config, resolve_lr)
+from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
+                                   parse_with_recipe, pretrain_parser)
+from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, check_classifier_combination,
+                                 check_idle_flags, check_multitask_combination)
+from minbert.precision import resolve_amp
+from minbert.runs.identity import defining_flags, flag_spelling
+from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData, MultitaskSettings,
+                           PretrainSettings, Recipe, Regularizers, RunSpec, Runtime, SweepSettings, TaskLosses)
+from minbert.tasks.extra import parse_extra
+from utils import MinbertError, distributed, get_device, main_print
+
+MULTITASK = tuple(TASK_PREFIX)
+
+
+# ----------------------------------------------------------------------------- the parts every pipeline shares
+
+def regularizers(v):
+    """Regularizers from the parsed flags ({destination: value}, their weights resolved)."""
+    return Regularizers(**{f: v[f] for f in Regularizers.__dataclass_fields__})
+
+
+def recipe(v, lr, lr_why):
+    """Recipe from the parsed flags, with the learning rate resolved (defaults.resolve_lr)."""
+    surgery = "pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None
+    return Recipe(lr=lr, epochs=v["epochs"], optimizer=v["optimizer"], weight_decay=v["weight_decay"], llrd=v["llrd"],
+                  head_lr=v["head_lr"], scheduler=v["scheduler"], warmup_ratio=v["warmup_ratio"],
+                  max_grad_norm=v["max_grad_norm"], grad_accum=v["grad_accum"], foreach=v["foreach"],
+                  freeze_layers=v["freeze_layers"], gradual_unfreeze=v["gradual_unfreeze"], surgery=surgery,
+                  gradvac_beta=v.get("gradvac_beta", 1e-2), patience=v["patience"], seed=v["seed"], lr_why=lr_why)
+
+
+def runtime(v, log=main_print):
+    """Runtime for this machine: the device, --amp auto and --pad_multiple resolved for it (a line says each)."""
+    device = get_device(v["use_gpu"])
+    amp, why = resolve_amp(v["amp"], device)
+    log(f"precision: {why}")
+    pad = resolve_pad_multiple(v["pad_multiple"], device)
+    if pad:
+        log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
+    return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
+                   tensorboard=v.get("tensorboard", False))
+
+
+def _lr(v):
+    """(lr, why) for the run: --lr, or the default for what trains and the checkpoint's width."""
+    return resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"], checkpoint_config(v["pretrained"]).hidden_size)
+
+
+def _run(v, lr, stem=None):
+    return RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], stem=stem,
+                   flags=defining_flags({**v, "lr": lr}))
+
+
+# ----------------------------------------------------------------------------- Part 1: classifier.py
+
+def _classifier_values(args):
+    """The parsed flags with the defaults that depend on the fine-tune mode resolved: the handout recipe's
+    full-model rate, and the regularisers (they need BERT in the graph: by default full-model only)."""
+    v = dict(vars(args))
+    if v["lr"] is None and v["fine_tune_mode"] == "full-model" and v["recipe"] == "handout":
+        v["lr"] = FULL_MODEL_LR["handout"]
+    for name in REGULARIZER_WEIGHTS:
+        if v[name] is None:
+            v[name] = DEFAULT_REGULARIZERS["classifier"][name] if v["fine_tune_mode"] == "full-model" else 0.0
+    return v
+
+
+def parse_classifier(argv=None):
+    """classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
+    args, typed = parse_with_recipe(classifier_parser(), argv, {})
+    v = _classifier_values(args)
+    check_idle_flags(v, typed, {**IDLE_FLAGS, **CLASSIFIER_IDLE})
+    check_classifier_combination(v)
+    return args
+
+
+def classifier_settings(args, log=main_print):
+    v = _classifier_values(args)
+    run_time = runtime(v, log)
+    check_max_length(v["max_length"], v["pretrained"])
+    lr, why = _lr(v)
+    model = ModelSpec(pipeline="classifier", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
+                      lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"], lora_dropout=v["lora_dropout"],
+                      lora_targets=v["lora_targets"], dropout=[v["hidden_dropout_prob"]], max_length=v["max_length"],
+                      adapter_dim=v["adapter_dim"], prefix_length=v["prefix_length"])
+    return ClassifierSettings(model=model, recipe=recipe(v, lr, why), regularizers=regularizers(v), runtime=run_time,
+                              run=_run(v, lr), datasets=tuple(v["datasets"]), data_dir=v["data_dir"],
+                              batch_size=v["batch_size"], bucket=v["bucket"], predictions_dir=v["predictions_dir"],
+                              merge=v["merge"])
+
+
+# ----------------------------------------------------------------------------- Part 2: multitask_classifier.py
+
+def _multitask_values(args):
+    """The parsed flags with --task_dropout and the data files (--sst_train, ... under --data_dir) filled in."""
+    v = dict(vars(args))
+    if v["task_dropout"] is None:
+        v["task_dropout"] = [v["hidden_dropout_prob"]] * 3
+    for task, prefix in TASK_PREFIX.items():
+        for split in ("train", "dev", "test"):
+            if v[f"{prefix}_{split}"] is None:
+                v[f"{prefix}_{split}"] = str(data_file(v["data_dir"], task, split))
+    return v
+
+
+def parse_multitask(argv=None):
+    """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
+    args, typed = parse_with_recipe(multitask_parser(), argv, MULTITASK_HANDOUT)
+    v = _multitask_values(args)
+    if v["eval_only"]:
+        ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that
+        if ignored:
+            main_print(f"--eval_only re-scores the saved model, so the training flags "
+                       f"{', '.join(map(flag_spelling, ignored))} change nothing")
+    else:
+        check_idle_flags(v, typed, {**IDLE_FLAGS, **MULTITASK_IDLE})
+        check_multitask_combination(v)
+    if v["sampler"] == "all" and distributed()[1] > 1:
+        raise MinbertError("--sampler all (and --pcgrad, --gradvac) run in one process only; drop torchrun or pick "
+                           "another sampler")
+    return args
+
+
+def multitask_model(v):
+    """The ModelSpec of a multitask_classifier.py run."""
+    return ModelSpec(pipeline="multitask", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
+                     lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"], lora_dropout=v["lora_dropout"],
+                     lora_targets=v["lora_targets"], dropout=v["task_dropout"], max_length=v["max_length"],
+                     pair_encoding=v["pair_encoding"], pooling=v["pooling"], pals=v["pals"], pals_dim=v["pals_dim"],
+                     siamese_proj=v["siamese_proj"], adapter_dim=v["adapter_dim"], prefix_length=v["prefix_length"],
+                     shared_head=v["shared_head"], extra_tasks=[parse_extra(e)[0] for e in v["extra_task"]])
+
+
+def multitask_settings(args, argv=None, log=main_print):
+    """MultitaskSettings of a parsed command line; `argv` tells which flags were typed (default sys.argv)."""
+    v = _multitask_values(args)
+    typed = given_flags(multitask_parser(), sys.argv[1:] if argv is None else argv)
+    run_time = runtime(v, log)
+    data = MultitaskData(paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev", "test")} for t in MULTITASK},
+                         extra=tuple(parse_extra(e) for e in v["extra_task"]), batch_size=v["batch_size"],
+                         bucket=v["bucket"], sampler="sequential" if v["sequential"] else v["sampler"],
+                         steps_per_epoch=v["steps_per_epoch"], fold=tuple(v["fold"]) if v["fold"] else None,
+                         distill=v["distill"])
+    published = {(t, s): v[f"{TASK_PREFIX[t]}_{s}_out"] for t in MULTITASK for s in ("dev", "test")}
+    common = dict(data=data, runtime=run_time, published=published, results=v["results"], merge=v["merge"])
+    if v["eval_only"]:
+        return MultitaskSettings(model=multitask_model(v), recipe=Recipe(lr=v["lr"] or 0.0), eval_only=v["eval_only"],
+                                 given={k: v[k] for k in ARCHITECTURE if k in typed},
+                                 max_length_given="max_length" in typed, run=RunSpec(dir=v["run_dir"]), **common)
+    check_max_length(v["max_length"], v["pretrained"])
+    lr, why = _lr(v)
+    losses = TaskLosses(weights=dict(zip(MULTITASK, v["loss_weights"])), sts_loss=v["sts_loss"],
+                        mnrl_weight=v["mnrl_weight"], mnrl_scale=v["mnrl_scale"], simcse_weight=v["simcse_weight"],
+                        distill_weight=v["distill_weight"], distill_temperature=v["distill_temperature"])
+    return MultitaskSettings(model=multitask_model(v), recipe=recipe(v, lr, why), losses=losses,
+                             regularizers=regularizers(v), run=_run(v, lr, v["checkpoint_name"]), **common)
+
+
+# ----------------------------------------------------------------------------- pretrain.py
+
+def parse_pretrain(argv=None):
+    return pretrain_parser().parse_args(argv)
+
+
+def pretrain_settings(args, log=print):
+    v = dict(vars(args))
+    run_time = runtime(v, log)
+    check_max_length(v["max_length"], v["pretrained"])
+    return PretrainSettings(pretrained=v["pretrained"], out=v["out"], recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
+                            runtime=run_time, run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)),
+                            data_dir=v["data_dir"], texts=v["texts"], max_length=v["max_length"],
+                            batch_size=v["batch_size"], mask_prob=v["mask_prob"], max_steps=v["max_steps"],
+                            bucket=v["bucket"])
+
+
+# ----------------------------------------------------------------------------- the other commands
+
+def ensemble_settings(args):
+    v = vars(args)
+    return EnsembleSettings(members=tuple(v["members"]), runtime=runtime(v, print),
+                            run=RunSpec(name=v["run_name"], dir=v["run_dir"]), data_dir=v["data_dir"], out=v["out"],
+                            batch_size=v["batch_size"], soft_targets=v["soft_targets"], in_sample=v["in_sample"])
+
+
+def sweep_settings(args, base, command):
+    """SweepSettings of sweep.py's own flags; `base` are the flags after --, `command` the sweep's argv."""
+    v = vars(args)
+    return SweepSettings(pipeline=v["pipeline"], space=tuple(v["space"]), base=tuple(base), command=tuple(command),
+                         trials=v["trials"], seeds=tuple(v["seeds"]), sampler=v["sampler"],
+                         sampler_seed=v["sampler_seed"], study=v["study"], storage=v["storage"], prune=v["prune"],
+                         prune_startup=v["prune_startup"], prune_warmup=v["prune_warmup"])
+
+
+def bench_settings(args):
+    """(BenchSettings, the precision's reason) of bench.py's flags."""
+    v = vars(args)
+    run_time = runtime({**v, "tensorboard": False}, print)
+    why = resolve_amp(v["amp"], run_time.device)[1]
+    return BenchSettings(runtime=run_time, regularizers=regularizers(v), pretrained=v["pretrained"], config=v["config"],
+                         data=v["data"], data_dir=v["data_dir"], seq_len=v["seq_len"], batch_size=v["batch_size"],
+                         steps=v["steps"], warmup=v["warmup"], repeats=v["repeats"], peak_repeats=v["peak_repeats"],
+                         fine_tune_mode=v["fine_tune_mode"], lora_rank=v["lora_rank"], pals=v["pals"],
+                         compare=v["compare"], hf=v["hf"]), why

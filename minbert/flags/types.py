@@ -1,0 +1,51 @@
+"""Checked value types for flags: a value outside its range is one line naming the flag (argparse adds the flag's
+name to an ArgumentTypeError), never a run that starts and fails later."""
+import argparse
+import math
+
+from minbert.finetuning.lora import TARGETS
+
+
+def _number(kind, check, what):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value) or not check(value):  # NaN and infinity mean no run anyone wants
+            raise argparse.ArgumentTypeError(f"{text} must be {what}")
+        return value
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: v > 0, "a number > 0")
+nonneg_float = _number(float, lambda v: v >= 0, "a number >= 0")
+probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
+fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
+llrd_factor = _number(float, lambda v: 0 < v <= 1, "a factor in (0, 1]")
+momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
+# NumPy's legacy seeding (np.random.seed) takes 0 .. 2**32 - 1, so a seed outside would fail mid-start.
+seed = _number(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295 (2**32 - 1)")
+
+
+def fold_spec(text):
+    """--fold I/K: [I, K] with K >= 2 and 1 <= I <= K."""
+    try:
+        i, k = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/K (e.g. 1/3: train without fold 1 of 3)") from None
+    if k < 2 or not 1 <= i <= k:
+        raise argparse.ArgumentTypeError(f"{text}: I/K needs K >= 2 and 1 <= I <= K")
+    return [i, k]
+
+
+def lora_targets(text):
+    """--lora_targets: a comma-separated list of the linears of finetuning/lora.py's TARGETS."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TARGETS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose a comma-separated list of {','.join(TARGETS)}")
+    return names

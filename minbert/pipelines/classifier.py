@@ -1,0 +1,132 @@
+"""Part 1 (handout section 4): fine-tune BERT for sentiment on SST and CFIMDB, one model per dataset.
+
+For each dataset the run trains (`train`), keeps the best dev epoch, reloads it and writes dev and test
+predictions (`test`); the epoch protocol (checkpoints, --resume, early stopping, the log) is training/fit.py's.
+classifier.py is the command; its flags become a specs.ClassifierSettings in flags/settings.py.
+"""
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+
+from datasets import TASKS, SentenceClassificationDataset, data_file, read_examples, set_pad_multiple
+from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
+from minbert.objectives.losses import ClassificationLoss
+from minbert.runs.folders import open_run
+from minbert.runs.identity import run_defining
+from minbert.runs.outputs import check_outputs
+from minbert.tasks.sentiment import BertSentimentClassifier
+from minbert.training.fit import Pipeline, fit
+from minbert.training.trainer import build_trainer
+from tokenizer import BertTokenizer
+from utils import distributed, main_print, maybe_compile, seed_everything
+
+
+def model_eval(data, model, device, amp="none", desc="eval"):
+    """(accuracy, macro-F1, predictions, gold labels, ids, logits) of `model` on a labelled dataset."""
+    model.eval()
+    logits = predict(model.logits, data, 64, device, amp, desc=desc)
+    pred, gold = logits.argmax(-1), data.labels.numpy()
+    return accuracy(pred, gold), macro_f1(pred, gold), pred, gold, data.ids, logits
+
+
+def test(model, data, files, device, amp="none"):
+    """Predict dev and test with `model` (the best epoch), write both leaderboard files and the raw dev
+    outputs into the run folder; returns the dev accuracy."""
+    name = data["dev"].task.name
+    acc, _, dev_pred, _, _, logits = model_eval(data["dev"], model, device, amp, desc=f"{name} dev")
+    write_dev_scores(files.folder / f"{files.stem}-dev-scores.npz", name, data["dev"], logits, dev_pred)
+    write_predictions(files.folder / f"{files.stem}-dev-out.csv", name, data["dev"].ids, dev_pred)
+    test_pred = predict(model.logits, data["test"], 64, device, amp, desc=f"{name} test").argmax(-1)
+    write_predictions(files.folder / f"{files.stem}-test-out.csv", name, data["test"].ids, test_pred)
+    return acc
+
+
+class SentimentPipeline(Pipeline):
+    """One dataset of Part 1 for training/fit.py."""
+    kind, score_name = "classifier", "dev accuracy"
+
+    def __init__(self, settings, name):
+        s, rt = settings, settings.runtime
+        self.settings, self.name, self.device, self.amp = s, name, rt.device, rt.amp
+        tokenizer = BertTokenizer.from_pretrained(s.model.pretrained)
+        self.data = {split: SentenceClassificationDataset(read_examples(data_file(s.data_dir, name, split), name, split),
+                                                          name, tokenizer, s.model.max_length)
+                     for split in ("train", "dev", "test")}
+        set_pad_multiple(self.data, rt.pad_multiple)
+        self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
+        self.model = BertSentimentClassifier(self.spec, rt.attn).to(self.device)
+        self.merge = s.merge
+        frozen = self.spec.fine_tune_mode == "last-linear-layer"
+        if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
+            self.model.bert.eval()
+            for split, d in self.data.items():
+                d.features = torch.from_numpy(predict(lambda b: self.model.embed(**b["x"]), d, 64, self.device, self.amp,
+                                                      desc=f"{name} {split} features"))
+        maybe_compile(self.model, rt.compile and not frozen)  # a frozen backbone has already done its work
+        self.steps = -(-len(self.data["train"]) // s.batch_size)
+        total = s.recipe.epochs * -(-self.steps // s.recipe.grad_accum)  # optimizer steps of the run
+        self.loss = ClassificationLoss(**ClassificationLoss.regularizers(s.regularizers, self.model, total))
+
+    def batches(self, epoch):
+        rank, world = distributed()
+        s = self.settings
+        return (self.data["train"].batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket, rank, world),
+                self.steps, {"dataset": self.name})
+
+    def evaluate(self):
+        train_acc = model_eval(self.data["train"], self.model, self.device, self.amp, f"{self.name} train")[0]
+        acc, f1 = model_eval(self.data["dev"], self.model, self.device, self.amp, f"{self.name} dev")[:2]
+        return {"accuracy": acc, "f1": f1, "train_accuracy": train_acc}, acc
+
+    def describe(self, m):
+        return f"train acc {m['train_accuracy']:.3f}, dev acc {m['accuracy']:.3f}, dev f1 {m['f1']:.3f}"
+
+    def write_outputs(self, files, best):
+        acc = test(self.model, self.data, files, self.device, self.amp)
+        print(f"{self.name}: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder} "
+              f"(checkpoint {files.best.name}, log {files.log.name})")
+        published = [(files.folder / f"{files.stem}-{s}-out.csv",
+                      Path(self.settings.predictions_dir) / f"{files.stem}-{s}-out.csv") for s in ("dev", "test")]
+        return {"dataset": self.name, "dev_acc": acc, "best_epoch": best["epoch"]}, published
+
+
+def stem(settings, name):
+    """The file stem of one dataset's model in the run folder: the handout's {mode}-{dataset}."""
+    return f"{settings.model.fine_tune_mode}-{name}"
+
+
+def train(settings, name, run, on_epoch=None):
+    """Train on one dataset, keep the best dev epoch, reload it and write its dev and test predictions.
+    `on_epoch(epoch, dev_acc)` is called after each epoch's evaluation."""
+    s = settings
+    seed_everything(s.recipe.seed)
+    pipeline = SentimentPipeline(s, name)
+    trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
+    main_print(pipeline.data["train"].describe_batches(s.batch_size, s.bucket))
+    inputs = {f"{name} {split} data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
+    return fit(pipeline, trainer, run.files(stem(s, name)), run.name, s.recipe.epochs, s.recipe.patience,
+               s.run.resume, run_defining(s.run.flags, inputs), on_epoch, f"the same command plus --resume {run.how}",
+               s.runtime.tensorboard)
+
+
+def run_classifier(settings, on_epoch=None):
+    """Part 1 as classifier.py runs it: a run folder, then every --datasets entry trained in turn."""
+    s = settings
+    stems = [stem(s, n) for n in s.datasets]
+    with open_run("classifier", stems, s.run.name, s.run.dir, s.run.resume) as run:
+        check_outputs(dirs=[("--predictions_dir", s.predictions_dir)],
+                      files=[("--predictions_dir", Path(s.predictions_dir) / f"{st}-{x}-out.csv")
+                             for st in stems for x in ("dev", "test")],
+                      inputs=[(f"the {n} {split} data file", data_file(s.data_dir, n, split)) for n in s.datasets
+                              for split in ("train", "dev", "test")], own=run.folder)
+        world = distributed()[1]
+        main_print(f"fine-tune mode {s.model.fine_tune_mode}, {s.recipe.lr_why}, {s.model.pretrained} on "
+                   f"{s.runtime.device}" + (f", {world} processes" if world > 1 else "") + f"; run folder {run.folder}")
+        results = []
+        for name in s.datasets:
+            t0 = time.perf_counter()
+            results.append(train(s, name, run, on_epoch))
+            main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
+        return results

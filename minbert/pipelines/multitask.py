@@ -1,0 +1,207 @@
+"""Part 2 (handout section 5): one BERT for sentiment (SST), paraphrase (Quora) and similarity (STS).
+
+`train_multitask` trains, keeps the best dev mean and writes the six leaderboard files from it; `test_multitask`
+rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
+  - MultitaskBERT (forward, predict_sentiment, predict_paraphrase, predict_similarity): tasks/multitask.py;
+  - which task each step trains (--sampler, --sequential) and the task streams: tasks/sampling.py;
+  - the training loss and its terms (--sts_loss, MNRL, SimCSE, R-Drop, SMART, --distill): objectives/losses.py;
+  - the epoch protocol (checkpoints, --resume, early stopping, the log): training/fit.py;
+  - scoring and the leaderboard files: evaluation.py; the flags: flags/parsers.py, turned into a
+    specs.MultitaskSettings by flags/settings.py.
+"""
+import time
+from pathlib import Path
+
+from datasets import MULTITASK, TASK_PREFIX, TaskData, load_multitask_data, set_pad_multiple
+from evaluation import format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name, \
+    write_multitask_outputs
+from minbert.finetuning.modes import merge_for_inference
+from minbert.flags.defaults import check_max_length
+from minbert.objectives.distill import outside_fold, teacher_targets
+from minbert.objectives.losses import MultitaskLoss
+from minbert.runs.folders import RunLock, is_run_folder, open_run
+from minbert.runs.identity import run_defining
+from minbert.runs.outputs import append_row, backup_line, check_outputs, check_table, protect, publish, same_file
+from minbert.tasks.extra import EXTRA_TASKS, read_extra
+from minbert.tasks.multitask import MultitaskBERT, load_multitask
+from minbert.tasks.sampling import MultitaskBatches
+from minbert.training.fit import Pipeline, fit
+from minbert.training.trainer import build_trainer
+from tokenizer import BertTokenizer
+from utils import distributed, main_print, maybe_compile, seed_everything
+
+SPLITS = ("train", "dev", "test")
+
+
+def published_paths(settings, folder):
+    """[(run-folder file, the handout's path it is copied to)] for the six leaderboard files."""
+    return [(Path(folder) / output_name(t, s), Path(settings.published[t, s])) for t in MULTITASK for s in ("dev", "test")]
+
+
+def data_paths_by_flag(settings, splits=SPLITS):
+    """{'--sst_train': path, ...}: the data files of the run, named by their flags (with --extra_task's files and the
+    --distill soft targets when training)."""
+    d = settings.data
+    paths = {f"--{TASK_PREFIX[t]}_{s}": d.paths[t][s] for t in MULTITASK for s in splits}
+    if "train" in splits:
+        paths.update({f"--extra_task {name}": path for name, path in d.extra})
+        if d.distill:
+            paths["--distill"] = d.distill
+    return paths
+
+
+def note_split_overlap(settings):
+    """A dev or test file that is its task's training file (a copy-paste slip, or an on-purpose check that the
+    model can fit its data) is legal but changes what the scores mean: say so in one line."""
+    paths = data_paths_by_flag(settings)
+    for task in MULTITASK:
+        train = f"--{TASK_PREFIX[task]}_train"
+        for split in ("dev", "test"):
+            flag = f"--{TASK_PREFIX[task]}_{split}"
+            if same_file(paths[flag], paths[train]):
+                main_print(f"note: {flag} {paths[flag]} is the {train} file: its {split} scores measure the training "
+                           f"data, not held-out data")
+
+
+class MultitaskPipeline(Pipeline):
+    """Part 2 for training/fit.py: the three tasks' data, the sampler, the loss, the dev mean, the six files."""
+    kind, score_name = "multitask", "dev mean"
+
+    def __init__(self, settings):
+        s, rt = settings, settings.runtime
+        self.settings, self.device, self.amp, self.started = s, rt.device, rt.amp, time.perf_counter()
+        self.spec, d = s.model, s.data
+        tokenizer = BertTokenizer.from_pretrained(self.spec.pretrained)
+        self.data = load_multitask_data(d.paths, tokenizer, self.spec.max_length, self.spec.pair_encoding,
+                                        train_filter=outside_fold(d.fold))
+        if d.fold:
+            main_print(f"--fold {d.fold[0]}/{d.fold[1]}: training without fold {d.fold[0]} of {d.fold[1]} of each "
+                       f"training set (ensemble.py --soft_targets takes this run's outputs on that fold only)")
+        for name, path in d.extra:  # more training data, each with its own head
+            self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, self.spec.max_length)
+        set_pad_multiple(self.data, rt.pad_multiple)
+        self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn).to(self.device), rt.compile)
+        self.merge = s.merge
+        rank, world = distributed()
+        self.mode = d.sampler
+        self.stream = MultitaskBatches(self.data["train"], d.batch_size, s.recipe.seed, self.mode, s.recipe.epochs,
+                                       d.steps_per_epoch, d.bucket, rank, world)
+        total = s.recipe.epochs * -(-self.stream.steps_per_epoch // s.recipe.grad_accum)  # optimizer steps of the run
+        teacher = (teacher_targets(d.distill, self.data["train"], s.losses.distill_temperature) if d.distill else None)
+        self.loss = MultitaskLoss.from_spec(s.losses, s.regularizers, self.model, total, teacher)
+
+    def batches(self, epoch):
+        batches, steps, counts = self.stream.epoch(epoch)
+        return batches, steps, {"batches": counts}
+
+    def evaluate(self):
+        scores, _ = model_eval_multitask(self.model, self.data["dev"], 64, self.device, self.amp)
+        return scores, multitask_mean(scores)
+
+    def describe(self, scores):
+        return f"dev {format_scores(scores)}"
+
+    def state_dict(self):
+        return self.stream.state_dict()
+
+    def load_state_dict(self, state):
+        self.stream.load_state_dict(state)
+
+    def write_outputs(self, files, best):
+        s = self.settings
+        scores, _ = write_multitask_outputs(self.model, self.data["dev"], self.data["test"], files.folder, self.device,
+                                            self.amp)
+        minutes = (time.perf_counter() - self.started) / 60
+        append_row(s.results, RESULT_FIELDS, result_row(s, files.folder.name, self.mode, scores, best["epoch"], minutes))
+        print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} (checkpoint, "
+              f"log {files.log.name}, predictions); results table {s.results}; {minutes:.1f} minutes")
+        return scores, published_paths(s, files.folder)
+
+
+def train_multitask(settings, run, on_epoch=None):
+    """Train, keep the best dev mean, write the six files. `on_epoch(epoch, dev_mean)` is called after each
+    epoch's evaluation (sweep.py's pruner: it may raise to stop the run)."""
+    s = settings
+    seed_everything(s.recipe.seed)
+    pipeline = MultitaskPipeline(s)
+    trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.stream.steps_per_epoch,
+                            tasks=pipeline.stream.sizes)
+    world, m = distributed()[1], s.model
+    main_print(f"multitask: {pipeline.mode} training, {m.pair_encoding} pairs, {m.pooling} pooling, "
+               f"{m.fine_tune_mode}{' + PALs' if m.pals else ''}, {s.recipe.lr_why}, {m.pretrained} on "
+               f"{s.runtime.device}" + (f", {world} processes" if world > 1 else "")
+               + f"; train sizes {pipeline.stream.sizes}")
+    for d in pipeline.data["train"].values():
+        main_print(d.describe_batches(s.data.batch_size, s.data.bucket))
+    return fit(pipeline, trainer, run.files(s.run.stem or "multitask"), run.name, s.recipe.epochs, s.recipe.patience,
+               s.run.resume, run_defining(s.run.flags, data_paths_by_flag(s)), on_epoch,
+               f"the same command plus --resume {run.how}", s.runtime.tensorboard)
+
+
+def test_multitask(settings):
+    """Rewrite the six leaderboard files (and the raw dev outputs) from the model saved in settings.eval_only,
+    rebuilt from its own spec; architecture flags typed on the command line (settings.given) must agree with it."""
+    s, rt = settings, settings.runtime
+    model, state, spec = load_multitask(s.eval_only, rt.device, rt.attn, s.given)
+    merge_for_inference(model.bert, s.merge, spec.fine_tune_mode, main_print)
+    max_length = spec.max_length
+    if s.max_length_given and s.model.max_length != spec.max_length:
+        check_max_length(s.model.max_length, spec.pretrained)
+        max_length = s.model.max_length
+        main_print(f"tokenizing at --max_length {max_length} (the model was trained at {spec.max_length})")
+    data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(spec.pretrained), max_length,
+                               spec.pair_encoding, ("dev", "test"))
+    set_pad_multiple(data, rt.pad_multiple)
+    folder = Path(s.eval_only).parent
+    # The files go beside the checkpoint: in its run folder (locked, so that no run is writing there), or in a
+    # folder of the user's, where a file of the same name that no run wrote is kept as a backup first.
+    lock = RunLock(folder).acquire("--eval_only", "multitask").claim() if is_run_folder(folder) else None
+    try:
+        kept = [] if lock else protect(multitask_output_files(folder))
+        if kept:
+            print(backup_line(kept))
+        scores, _ = write_multitask_outputs(model, data["dev"], data["test"], folder, rt.device, rt.amp)
+        publish(published_paths(s, folder), state.get("run") or folder.name, folder)
+    finally:
+        if lock:
+            lock.release()
+    print(f"{s.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}")
+    return scores
+
+
+RESULT_FIELDS = ["run", "training", "pair_encoding", "pooling", "fine_tune_mode", "pretrained", "lr", "batch_size",
+                 "epochs", "steps_per_epoch", "seed", "loss_weights", "sst_acc", "quora_acc", "sts_r", "mean",
+                 "best_epoch", "minutes"]
+
+
+def result_row(settings, run_name, mode, s, best_epoch, minutes):
+    """The results table's row of one finished run (--results)."""
+    m, r, d = settings.model, settings.recipe, settings.data
+    return {"run": run_name, "training": mode, "pair_encoding": m.pair_encoding, "pooling": m.pooling,
+            "fine_tune_mode": m.fine_tune_mode, "pretrained": m.pretrained, "lr": r.lr,
+            "batch_size": d.batch_size, "epochs": r.epochs, "steps_per_epoch": d.steps_per_epoch or "",
+            "seed": r.seed, "loss_weights": " ".join(f"{settings.losses.weights[t]:g}" for t in MULTITASK),
+            "sst_acc": f"{s['sst']:.4f}", "quora_acc": f"{s['quora']:.4f}", "sts_r": f"{s['sts']:.4f}",
+            "mean": f"{multitask_mean(s):.4f}", "best_epoch": best_epoch, "minutes": f"{minutes:.1f}"}
+
+
+def run_multitask(settings, on_epoch=None):
+    """Part 2 as multitask_classifier.py runs it: --eval_only re-scores a checkpoint; otherwise a run folder, the
+    outputs checked against the inputs before anything trains, then training."""
+    s = settings
+    outputs = [(f"--{TASK_PREFIX[t]}_{x}_out", s.published[t, x]) for t in MULTITASK for x in ("dev", "test")]
+    splits = ("dev", "test") if s.eval_only else SPLITS
+    inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(s, splits).items()]
+    if s.eval_only:
+        folder = Path(s.eval_only).parent
+        check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", s.eval_only)], own=folder)
+        return test_multitask(s)
+    note_split_overlap(s)
+    stem = s.run.stem or "multitask"
+    with open_run("multitask", [stem], s.run.name, s.run.dir, s.run.resume) as run:
+        files = run.files(stem)
+        check_table(s.results, RESULT_FIELDS, "--results")
+        check_outputs(files=outputs + [("--results", s.results)], own=run.folder,
+                      inputs=inputs + [("this run's checkpoint", files.best), ("this run's checkpoint", files.last),
+                                       ("this run's log", files.log)])
+        return train_multitask(s, run, on_epoch)

@@ -1,0 +1,277 @@
+"""The settings the library receives: frozen dataclasses, built once from the flags (minbert/flags/settings.py)
+and passed down, each holding what its consumer needs.
+
+    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so a saved model can be rebuilt
+    Recipe        the optimisation: optimizer, learning rates, schedule, clipping, freezing, gradient surgery
+    Regularizers  R-Drop and SMART's two terms, both pipelines
+    TaskLosses    Part 2's task weights, similarity and embedding losses, distillation
+    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes (never the result)
+    RunSpec       where a run writes, whether it resumes, and the flags that define it
+and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings).
+
+A test builds `Recipe(lr=1e-3)` in one line; a pipeline without gradient surgery keeps Recipe's default.
+"""
+import pathlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Mapping, Optional
+
+import numpy as np
+import torch
+
+from utils import MinbertError
+
+
+def plain(value):
+    """`value` as plain data (what weights_only loading accepts and a JSON log can hold): paths become
+    strings, tuples and sets lists, numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [plain(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (str, int, float, bool)) or torch.is_tensor(value):
+        return value
+    raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A pipeline model's architecture: the values that decide its parameters and what its forward does.
+    Part 1 (classifier) uses the first block; Part 2 (multitask) all but num_labels."""
+    pipeline: str = "multitask"
+    pretrained: str = "bert-base-uncased"
+    fine_tune_mode: str = "full-model"
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.0
+    lora_targets: tuple = None           # default: ("query", "value")
+    dropout: tuple = None                # head dropout: one value (Part 1), or SST, Quora, STS (Part 2)
+    max_length: int = 128                # how inputs were tokenized
+    num_labels: int = 5                  # Part 1: 5 (SST) or 2 (CFIMDB)
+    pair_encoding: str = "cross"         # Part 2 from here on
+    pooling: str = "mean"
+    pals: bool = False
+    pals_dim: int = None
+    siamese_proj: int = 0
+    adapter_dim: int = 64                # --fine-tune-mode adapter (finetuning/houlsby.py)
+    prefix_length: int = 10              # --fine-tune-mode prefix (finetuning/prefix.py)
+    shared_head: int = 0                 # a hidden layer the task heads share (0: none)
+    extra_tasks: tuple = None            # --extra_task's data sets, each with a head (tasks/extra.py)
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen: set once, here)
+        set_("lora_targets", tuple(self.lora_targets or ("query", "value")))
+        set_("extra_tasks", tuple(self.extra_tasks or ()))
+        set_("dropout", tuple(float(d) for d in (self.dropout if self.dropout is not None else [0.1])))
+
+    def to_dict(self):
+        return plain(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d, source="checkpoint"):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise MinbertError(f"{source}: the model spec has fields this minbert does not know ({', '.join(unknown)}); "
+                               f"it was written by a newer version")
+        return cls(**d)
+
+    def differences(self, given):
+        """[(field, saved value, given value)] for the fields in `given` ({field: value}) that differ."""
+        return [(k, getattr(self, k), v) for k, v in given.items() if plain(getattr(self, k)) != plain(v)]
+
+
+@dataclass(frozen=True)
+class Regularizers:
+    """--rdrop_weight and SMART's --smart_* (objectives/rdrop.py, objectives/smart.py); a weight of 0 is off."""
+    rdrop_weight: float = 0.0
+    smart_weight: float = 0.0
+    smart_step: float = 1e-3
+    smart_steps: int = 1
+    smart_noise: float = 1e-5
+    smart_projection: str = "reference"
+    smart_eps: float = 1e-5
+    smart_dropout: bool = False
+    smart_bregman_weight: float = 0.0
+    smart_momentum: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The optimisation a run takes (training/trainer.py build_trainer, training/fit.py)."""
+    lr: float
+    epochs: int = 10
+    optimizer: str = "adamw"             # adamw, lion or lamb (optimizer.py)
+    weight_decay: float = 0.0
+    llrd: float = 1.0                    # layer-wise learning-rate decay (training/schedule.py)
+    head_lr: Optional[float] = None      # the heads' rate (default lr)
+    scheduler: str = "linear"
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 0.0           # 0: no clipping
+    grad_accum: int = 1
+    foreach: bool = True                 # AdamW's multi-tensor kernels (False: the reference loop)
+    freeze_layers: int = 0               # finetuning/freezing.py
+    gradual_unfreeze: int = 0
+    surgery: Optional[str] = None        # "pcgrad" or "gradvac": combine the task gradients of a step
+    gradvac_beta: float = 1e-2
+    patience: int = 0                    # early stopping (0: never)
+    seed: int = 11711
+    lr_why: str = ""                     # why this learning rate (the start line says it)
+
+
+@dataclass(frozen=True)
+class TaskLosses:
+    """Part 2's training loss (objectives/losses.py MultitaskLoss): each task's weight, --sts_loss, the
+    sentence-embedding terms and distillation's weight and temperature."""
+    weights: Mapping = field(default_factory=lambda: {"sst": 1.0, "quora": 1.0, "sts": 1.0})
+    sts_loss: str = "mse"
+    mnrl_weight: float = 0.0
+    mnrl_scale: float = 20.0
+    simcse_weight: float = 0.0
+    distill_weight: float = 0.5
+    distill_temperature: float = 2.0
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where and how fast a run computes; what it computes does not depend on these (beyond rounding), so a run
+    may resume with other values. amp and pad_multiple are resolved for the device ('auto' and None are gone)."""
+    device: torch.device = torch.device("cpu")
+    amp: str = "none"                    # none, bf16 or fp16 (precision.py)
+    attn: str = "sdpa"
+    pad_multiple: int = 0                # pad batches to a multiple of this many tokens (0: to the longest row)
+    compile: bool = False
+    tensorboard: bool = True
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Where a run writes (runs/folders.py) and which flags define it (runs/identity.py)."""
+    name: str = ""                       # --run_name (under runs/)
+    dir: Optional[str] = None            # --run_dir (anywhere)
+    resume: bool = False
+    stem: Optional[str] = None           # the best checkpoint's file stem (Part 2's --checkpoint PATH)
+    flags: Mapping = field(default_factory=dict)  # the run-defining flags, as plain values
+
+
+# ----------------------------------------------------------------------------- one object per pipeline
+
+@dataclass(frozen=True)
+class ClassifierSettings:
+    """Part 1 (classifier.py): one model per --datasets entry; `model.num_labels` is set per dataset."""
+    model: ModelSpec
+    recipe: Recipe
+    regularizers: Regularizers = Regularizers()
+    runtime: Runtime = Runtime()
+    run: RunSpec = RunSpec()
+    datasets: tuple = ("sst", "cfimdb")
+    data_dir: str = "data"
+    batch_size: int = 8
+    bucket: bool = True
+    predictions_dir: str = "predictions"
+    merge: bool = False
+
+
+@dataclass(frozen=True)
+class MultitaskData:
+    """Part 2's data: the CSVs ({task: {split: path}}), --extra_task's files, how batches are drawn."""
+    paths: Mapping
+    extra: tuple = ()                    # ((name, path), ...)
+    batch_size: int = 32
+    bucket: bool = True
+    sampler: str = "annealed"            # annealed, proportional, round-robin, all, or sequential
+    steps_per_epoch: Optional[int] = None
+    fold: Optional[tuple] = None         # (I, K): train without fold I of K
+    distill: Optional[str] = None        # soft-targets.npz of ensemble.py --soft_targets
+
+
+@dataclass(frozen=True)
+class MultitaskSettings:
+    """Part 2 (multitask_classifier.py): training, or with `eval_only` re-scoring a saved model."""
+    model: ModelSpec
+    recipe: Recipe
+    data: MultitaskData
+    losses: TaskLosses = TaskLosses()
+    regularizers: Regularizers = Regularizers()
+    runtime: Runtime = Runtime()
+    run: RunSpec = RunSpec()
+    published: Mapping = field(default_factory=dict)  # {(task, split): the leaderboard path it is copied to}
+    results: str = "predictions/multitask-results.csv"
+    merge: bool = False
+    eval_only: Optional[str] = None      # a checkpoint to re-score instead of training
+    given: Mapping = field(default_factory=dict)  # --eval_only: architecture flags typed ({spec field: value})
+    max_length_given: bool = False       # --eval_only: --max_length typed (tokenize at it, not the checkpoint's)
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """pretrain.py: masked-LM pretraining of `pretrained` on the task text (or --texts), written to `out`."""
+    pretrained: str
+    out: str
+    recipe: Recipe
+    runtime: Runtime = Runtime()
+    run: RunSpec = RunSpec()
+    data_dir: str = "data"
+    texts: Optional[str] = None
+    max_length: int = 128
+    batch_size: int = 32
+    mask_prob: float = 0.15
+    max_steps: int = 0                   # 0: no limit
+    bucket: bool = True
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    """ensemble.py: K multitask models (checkpoints, or folders of their six prediction files) averaged."""
+    members: tuple
+    runtime: Runtime = Runtime()
+    run: RunSpec = RunSpec()
+    data_dir: str = "data"
+    out: str = "predictions"
+    batch_size: int = 64
+    soft_targets: bool = False           # also the members' outputs on the training sets, for --distill
+    in_sample: bool = False              # with --fold members: every member on every example (the ablation)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """sweep.py: an Optuna study over a pipeline's flags (sweeps/)."""
+    pipeline: str                        # classifier or multitask
+    space: tuple                         # --space items as typed, FLAG=SPEC
+    base: tuple = ()                     # the flags after --, passed to every trial
+    command: tuple = ()                  # the sweep's own command line (for the line that continues it)
+    trials: int = 8
+    seeds: tuple = (11711,)
+    sampler: str = "tpe"
+    sampler_seed: Optional[int] = None
+    study: Optional[str] = None
+    storage: Optional[str] = None
+    prune: bool = True
+    prune_startup: int = 2
+    prune_warmup: int = 0
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """bench.py: what is timed (the model, the batches, what trains, the recipe's regularisers) and against what."""
+    runtime: Runtime
+    regularizers: Regularizers = Regularizers()
+    pretrained: Optional[str] = None     # a checkpoint, or None for random weights of `config`
+    config: str = "minilm"
+    data: str = "sst"                    # sst, quora (real training batches) or synthetic
+    data_dir: str = "data"
+    seq_len: int = 128
+    batch_size: int = 32
+    steps: int = 20
+    warmup: int = 3
+    repeats: int = 3
+    peak_repeats: int = 10
+    fine_tune_mode: str = "full-model"
+    lora_rank: int = 8
+    pals: bool = False
+    compare: bool = False                # also every switch off
+    hf: bool = False                     # also HF transformers on the same batches

@@ -1,0 +1,112 @@
+"""sweep.py's search space: `--space FLAG=SPEC` items parsed and checked against the pipeline's own parser before
+anything trains, turned into Optuna suggestions and back into command-line flags."""
+import math
+
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from minbert.flags.parsers import classifier_parser, multitask_parser
+from utils import MinbertError
+
+PARSERS = {"classifier": classifier_parser, "multitask": multitask_parser}
+# Flags the sweep sets for every trial: where its files go, and its seed.
+RESERVED = ["--seed", "--run_name", "--run_dir", "--checkpoint_dir", "--checkpoint", "--predictions_dir", "--results",
+            "--resume", "--eval_only"] + [f"--{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")]
+
+
+def parse_space(items):
+    """['lr=log:1e-5:2e-4', 'hidden_dropout_prob=0.1,0.3'] -> {flag: (kind, values)}; a bad item is one line."""
+    space, items_of = {}, {}
+    for item in items:
+        if "=" not in item:
+            raise MinbertError(f"--space {item!r}: expected FLAG=SPEC, e.g. lr=log:1e-5:2e-4 or hidden_dropout_prob=0.1,0.3")
+        flag, spec = item.split("=", 1)
+        flag = flag.lstrip("-")
+        if flag_name(flag) in items_of:  # argparse would let the last one win: a sweep the user did not mean
+            raise MinbertError(f"--space names {flag_name(flag)} twice ({items_of[flag_name(flag)]!r} and {item!r}): "
+                               f"give each flag once, with all its values")
+        items_of[flag_name(flag)] = item
+        parts = spec.split(":")
+        if parts[0] in ("log", "float", "int"):
+            if len(parts) != 3:
+                raise MinbertError(f"--space {item!r}: {parts[0]} needs LO:HI, e.g. {flag}={parts[0]}:1e-5:1e-3")
+            try:
+                lo, hi = (int(p) if parts[0] == "int" else float(p) for p in parts[1:])
+            except ValueError:
+                raise MinbertError(f"--space {item!r}: LO and HI must be numbers") from None
+            if not lo < hi or (parts[0] == "log" and lo <= 0):
+                raise MinbertError(f"--space {item!r}: need LO < HI" + (" and LO > 0" if parts[0] == "log" else ""))
+            space[flag] = (parts[0], (lo, hi))
+        else:
+            choices = [c for c in spec.split(",") if c]
+            if not choices:
+                raise MinbertError(f"--space {item!r}: no choices")
+            space[flag] = ("choice", choices)
+    return space
+
+
+def flag_name(flag):
+    return "--fine-tune-mode" if flag in ("fine_tune_mode", "fine-tune-mode") else f"--{flag}"
+
+
+def check_flags(pipeline, base, space):
+    """Parse the fixed flags, and each value of the space on its own: an unknown flag or a value of the
+    wrong type fails here, in one line, before anything trains. Whether values work together is each
+    trial's own check (an incompatible trial fails alone)."""
+    for reserved in RESERVED:
+        if reserved in base or any(flag_name(f) == reserved for f in space):
+            raise MinbertError(f"{reserved} is set by the sweep for every trial (seeds: --seeds); drop it from the "
+                               f"trial flags")
+    for flag in space:
+        name = flag_name(flag)
+        if any(tok == name or tok.startswith(name + "=") for tok in base):
+            raise MinbertError(f"{name} is searched by --space and also fixed after --: drop one of the two (each trial "
+                               f"would take the value argparse sees last)")
+    parser = PARSERS[pipeline]()
+    parser.parse_args(base)
+    for flag, (kind, values) in space.items():
+        for v in values:
+            parser.parse_args(base + [flag_name(flag), str(v)])
+    if pipeline == "classifier":
+        datasets = parser.parse_args(base).datasets
+        if len(datasets) != 1:
+            raise MinbertError("a classifier sweep scores one dataset: pass --datasets sst (or cfimdb) after --")
+
+
+def suggest(trial, space):
+    values = {}
+    for flag, (kind, vals) in space.items():
+        if kind == "log":
+            values[flag] = trial.suggest_float(flag, *vals, log=True)
+        elif kind == "float":
+            values[flag] = trial.suggest_float(flag, *vals)
+        elif kind == "int":
+            values[flag] = trial.suggest_int(flag, *vals)
+        else:
+            values[flag] = trial.suggest_categorical(flag, vals)
+    return values
+
+
+def as_argv(values):
+    return [x for flag, v in values.items() for x in (flag_name(flag), f"{v:.4g}" if isinstance(v, float) else str(v))]
+
+
+def distributions(space):
+    """The Optuna distribution each flag of `space` is suggested from (what a study's trials record)."""
+    kinds = {"log": lambda v: FloatDistribution(*v, log=True), "float": lambda v: FloatDistribution(*v),
+             "int": lambda v: IntDistribution(*v), "choice": lambda v: CategoricalDistribution(v)}
+    return {flag: kinds[kind](values) for flag, (kind, values) in space.items()}
+
+
+def describe_space(dists):
+    """--space's spelling of {flag: distribution}."""
+    def one(d):
+        if hasattr(d, "choices"):
+            return ",".join(map(str, d.choices))
+        kind = "log" if getattr(d, "log", False) else "float" if type(d).__name__ == "FloatDistribution" else "int"
+        return f"{kind}:{d.low:g}:{d.high:g}"
+    return " ".join(f"{flag}={one(d)}" for flag, d in sorted(dists.items()))
+
+
+def space_size(space):
+    """How many distinct configurations the space holds (inf with a range)."""
+    return math.prod(len(v) if kind == "choice" else math.inf for kind, v in space.values())

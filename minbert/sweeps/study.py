@@ -1,0 +1,158 @@
+"""The sweep loop (sweep.py): this worker's share of a study, trial by trial, until the study holds --trials finished
+ones; every trial appended to runs/sweeps/STUDY/trials.csv; at the end a ranked table (mean and spread over seeds)
+and the winning command line."""
+import csv
+import shlex
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import optuna
+
+from minbert.runs.folders import check_run_name
+from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
+from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, finished, open_storage,
+                                    reclaim_dead_workers, requeue_interrupted, running_elsewhere)
+from minbert.sweeps.trials import PIPELINES, TrialFailed, run_trial
+from utils import MinbertError, set_interrupt_hint
+
+SWEEPS = Path("runs") / "sweeps"  # each study's database, trial folders and trials.csv
+
+
+FIELDS = ["trial", "state", "params", "seeds", "scores", "mean", "std", "minutes", "worker", "note"]
+
+
+def append_row(path, row):
+    new = not path.exists()
+    with open(path, "a", newline="") as fp:
+        w = csv.DictWriter(fp, FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def make_sampler(settings, space, study):
+    if settings.sampler == "grid":
+        return optuna.samplers.GridSampler({f: v for f, (_, v) in space.items()})
+    # A fixed seed would replay the same suggestions every time a worker starts (after a restart, or in
+    # a second worker); --sampler_seed makes one worker's suggestions repeatable, shifted by the study's size.
+    seed = settings.sampler_seed
+    shifted = None if seed is None else (seed + len(study.get_trials(deepcopy=False))) % 2 ** 32
+    return optuna.samplers.TPESampler(seed=shifted)
+
+
+def sweep(settings):
+    """Run this worker's share of the study (a specs.SweepSettings); returns summarize's result."""
+    st, base, command = settings, list(settings.base), list(settings.command)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    space = parse_space(st.space)
+    if not space:
+        raise MinbertError("--space: give at least one FLAG=SPEC")
+    if st.sampler == "grid" and any(kind != "choice" for kind, _ in space.values()):
+        raise MinbertError("--sampler grid takes comma lists only (e.g. lr=1e-5,3e-5); ranges need --sampler tpe")
+    if len(set(st.seeds)) != len(st.seeds):
+        raise MinbertError(f"--seeds {' '.join(map(str, st.seeds))}: a seed given twice; each seed runs once per trial")
+    check_flags(st.pipeline, base, space)
+    study_name = check_run_name(st.study, "--study", SWEEPS) if st.study else f"{st.pipeline}-sweep"
+    folder = SWEEPS / study_name
+    storage = open_storage(st.storage, folder.parent / f"{study_name}.db")
+    pruner = (optuna.pruners.MedianPruner(n_startup_trials=st.prune_startup, n_warmup_steps=st.prune_warmup)
+              if st.prune else optuna.pruners.NopPruner())
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own one line per trial, not Optuna's tracebacks
+    try:
+        study = optuna.create_study(study_name=study_name, storage=storage, pruner=pruner, direction="maximize",
+                                    load_if_exists=True)
+    except Exception as e:
+        raise MinbertError(f"study {study_name}: cannot create or load it ({str(e).splitlines()[0][:300]})") from None
+    check_same_space(study, space, " ".join(st.space))
+    check_same_study(study, st.pipeline, base, st.seeds)
+    study.sampler = make_sampler(settings, space, study)
+    folder.mkdir(parents=True, exist_ok=True)
+    csv_path = folder / "trials.csv"
+    reclaim_dead_workers(study)
+    optuna.storages.fail_stale_trials(study)
+    wanted = min(st.trials, space_size(space))
+    print(f"study {study_name} in {storage.url}: {len(finished(study))} trial(s) finished before, wanting {wanted}; "
+          f"worker {WORKER}; trials logged to {csv_path}")
+    seeds = " ".join(map(str, st.seeds))
+
+    def objective(trial):
+        values = suggest(trial, space)
+        trial.set_user_attr("worker", WORKER)
+        trial.set_user_attr("interrupted", False)  # a queued retry carries its original's attributes
+        t0 = time.perf_counter()
+        row = {"trial": trial.number, "params": " ".join(as_argv(values)), "seeds": seeds, "worker": WORKER}
+        minutes = lambda: f"{(time.perf_counter() - t0) / 60:.1f}"  # noqa: E731
+        twin = duplicate_of(study, trial, values)
+        if twin is not None:
+            trial.set_user_attr("duplicate_of", twin)
+            print(f"trial {trial.number}: same flags as trial {twin}, which is evaluated once; skipped")
+            raise optuna.TrialPruned()
+        print(f"trial {trial.number}: {' '.join(as_argv(values))} (seeds {seeds})")
+
+        def report(step, score):
+            trial.report(score, step)
+            if trial.should_prune():
+                append_row(csv_path, {**row, "state": "pruned", "mean": score, "minutes": minutes()})
+                print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed {st.seeds[step // 1000]} "
+                      f"(dev score {score:.4f})")
+                raise optuna.TrialPruned()
+        try:
+            scores = run_trial(st.pipeline, base, values, st.seeds, folder, trial.number, report)
+        except TrialFailed as e:
+            trial.set_user_attr("error", str(e))
+            append_row(csv_path, {**row, "state": "failed", "minutes": minutes(), "note": str(e)})
+            print(f"trial {trial.number} failed: {e}")
+            return float("nan")  # Optuna records it as failed; the sweep goes on
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            raise
+        mean = statistics.fmean(scores)
+        std = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        trial.set_user_attr("scores", scores)
+        append_row(csv_path, {**row, "state": "complete", "scores": " ".join(f"{s:.4f}" for s in scores),
+                              "mean": f"{mean:.4f}", "std": f"{std:.4f}", "minutes": minutes()})
+        print(f"trial {trial.number}: mean dev score {mean:.4f} over seeds {seeds}")
+        return mean
+
+    duplicates = 0
+    try:
+        while len(finished(study)) + running_elsewhere(study) < wanted and duplicates < 20:
+            before = len(study.get_trials(deepcopy=False))
+            study.optimize(objective, n_trials=1, catch=())
+            last = study.get_trials(deepcopy=False)[before:]
+            duplicates = duplicates + 1 if last and all("duplicate_of" in t.user_attrs for t in last) else 0
+    except KeyboardInterrupt:
+        requeue_interrupted(study)
+        set_interrupt_hint(f"this worker's trial was stopped and is queued to run again; continue the sweep with: "
+                           f"{shlex.join(['python', 'sweep.py', *command])}")
+        raise
+    return summarize(study, settings)
+
+
+def summarize(study, settings):
+    """The ranked table of the study's complete trials and the winning command line."""
+    st, base = settings, list(settings.base)
+    S = optuna.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == S.COMPLETE]
+    failed = [t for t in trials if t.state == S.FAIL and "error" in t.user_attrs]
+    pruned = [t for t in trials if t.state == S.PRUNED and "duplicate_of" not in t.user_attrs]
+    print(f"study {study.study_name}: {len(complete)} complete, {len(pruned)} pruned, {len(failed)} failed on their flags")
+    for t in failed:
+        print(f"  trial {t.number} failed: {t.user_attrs['error']}")
+    if not complete:
+        print("no complete trial yet")
+        return None
+    rows = sorted(complete, key=lambda t: -t.value)
+    print(f"{'rank':<5} {'trial':<6} {'mean':<8} {'spread':<8} flags")
+    for i, t in enumerate(rows, start=1):
+        scores = t.user_attrs.get("scores", [t.value])
+        spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        print(f"{i:<5} {t.number:<6} {t.value:<8.4f} {spread:<8.4f} {' '.join(as_argv(t.params))}")
+    best = rows[0]
+    command = " ".join(shlex.quote(a) for a in ["python", PIPELINES[st.pipeline].name, *base, *as_argv(best.params)])
+    print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds {' '.join(map(str, st.seeds))}")
+    print(f"winning command: {command}")
+    return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete)}

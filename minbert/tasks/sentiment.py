@@ -1,0 +1,36 @@
+"""The Part 1 model (handout section 4.2's BertSentimentClassifier): BERT's pooled output, dropout, a linear layer.
+
+classifier.py trains it (pipelines/classifier.py) and re-exports it, so `from classifier import
+BertSentimentClassifier` works as the handout writes it; bench.py times the same module.
+"""
+import torch.nn as nn
+
+from bert import BertModel
+from minbert.finetuning.modes import prepare_backbone
+from minbert.specs import ModelSpec
+
+
+class BertSentimentClassifier(nn.Module):
+    """BERT -> pooler_output -> dropout -> linear. What of BERT trains follows spec.fine_tune_mode: nothing in
+    'last-linear-layer', everything in 'full-model', only the adapters in 'lora', 'dora', 'adapter' and 'prefix'.
+    `bert` (a BertModel) replaces the one spec.pretrained names (bench.py's random models)."""
+
+    def __init__(self, spec: ModelSpec, attn="sdpa", bert=None):
+        super().__init__()
+        self.spec, self.num_labels = spec, spec.num_labels
+        self.bert = bert if bert is not None else BertModel.from_pretrained(spec.pretrained, attn_impl=attn)
+        prepare_backbone(self.bert, spec)
+        self.dropout = nn.Dropout(spec.dropout[0])
+        self.classifier = nn.Linear(self.bert.config.hidden_size, spec.num_labels)
+
+    def embed(self, input_ids, attention_mask, token_type_ids=None):
+        return self.bert(input_ids, attention_mask, token_type_ids)["pooler_output"]
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, features=None):
+        """Logits; `features` are cached pooler outputs of a frozen BERT, used instead of running it."""
+        pooled = features if features is not None else self.embed(input_ids, attention_mask, token_type_ids)
+        return self.classifier(self.dropout(pooled))
+
+    def logits(self, batch):
+        """The logits of a batch (token inputs, or cached features): the one path training and evaluation use."""
+        return self(features=batch["features"]) if "features" in batch else self(**batch["x"])

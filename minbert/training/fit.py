@@ -1,0 +1,220 @@
+"""The epoch protocol every pipeline shares (classifier.py, multitask_classifier.py, pretrain.py): `fit` trains a
+Pipeline epoch by epoch and, after each one, scores it on dev, keeps the best checkpoint and a resumable one,
+writes the log line and applies early stopping; `--resume` continues exactly where the last epoch ended. At the
+end the best epoch is reloaded and the pipeline writes its outputs."""
+import math
+
+import torch
+
+from minbert.files import append_jsonl, deferred_interrupt
+from minbert.finetuning.modes import merge_for_inference
+from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state, save_checkpoint,
+                                     set_rng_state, trainable_state)
+from minbert.runs.identity import check_same_run
+from minbert.runs.outputs import publish
+from minbert.specs import plain
+from minbert.training.monitor import TensorBoard
+from minbert.training.trainer import SURGERY_STAT, Diverged
+from utils import MinbertError, barrier, distributed, is_main, main_print, set_interrupt_hint
+
+
+class EarlyStopping:
+    """Stop when the dev score has not improved for `patience` epochs (0: never stop)."""
+
+    def __init__(self, patience, best=-math.inf, best_epoch=-1, waited=0):
+        self.patience, self.best, self.best_epoch, self.waited = patience, best, best_epoch, waited
+
+    def update(self, score, epoch):
+        """Record an epoch's dev score; True if it is the best so far."""
+        if score > self.best:
+            self.best, self.best_epoch, self.waited = score, epoch, 0
+            return True
+        self.waited += 1
+        return False
+
+    @property
+    def should_stop(self):
+        return bool(self.patience) and self.waited >= self.patience
+
+    def reason(self, what="dev score"):
+        return (f"stopping early: the {what} has not improved for {self.waited} epoch(s) since epoch "
+                f"{self.best_epoch} ({self.best:.4f}), --patience {self.patience}")
+
+    def state_dict(self):
+        return {"best": self.best, "best_epoch": self.best_epoch, "waited": self.waited}
+
+    def load_state_dict(self, state):
+        self.best, self.best_epoch, self.waited = state["best"], state["best_epoch"], state["waited"]
+
+
+def stop_signal(stop):
+    """Rank 0's early-stopping decision, the same on every rank (a broadcast under DDP)."""
+    rank, world = distributed()
+    if world == 1:
+        return stop
+    flag = torch.tensor([int(stop)])
+    torch.distributed.broadcast(flag, src=0)
+    return bool(flag.item())
+
+
+class Pipeline:
+    """What a pipeline gives `fit`: its model and loss, its data, how it scores an epoch and what it writes
+    at the end. Everything else (ranks, checkpoints, resuming, early stopping, the log, publishing) is
+    `fit`'s, the same for classifier.py, multitask_classifier.py and pretrain.py.
+
+    Attributes: `kind` ('classifier', 'multitask', 'pretrain'), `model`, `loss` (an objectives.losses.TermLoss or
+    any callable(model, batch)), `spec` (specs.ModelSpec, or None), `score_name` (what the dev score is),
+    `merge` (fold adapters before the final predictions)."""
+    kind, spec, score_name, merge = "train", None, "dev score", False
+
+    def batches(self, epoch):
+        """(iterable of host batches, number of steps, {extra log fields}) of one epoch."""
+        raise NotImplementedError
+
+    def evaluate(self):
+        """({metric: value} on dev, the dev score early stopping and the best checkpoint follow)."""
+        raise NotImplementedError
+
+    def describe(self, metrics):
+        """The dev part of an epoch's printed line."""
+        return ", ".join(f"dev {k} {v:.3f}" for k, v in metrics.items())
+
+    def write_outputs(self, files, best):
+        """After the best epoch is reloaded: write the run's outputs; returns (result, [(file, published path)])."""
+        raise NotImplementedError
+
+    def state_dict(self):
+        """The data order's state at an epoch's end (what a resumed run must continue from)."""
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def loss_state(loss):
+    """The loss's own state (a Bregman teacher's weights), for the resumable checkpoint."""
+    return {k: v.detach().clone() for k, v in loss.state_dict().items()} if isinstance(loss, torch.nn.Module) else {}
+
+
+def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
+    """The fields every checkpoint of a run carries beside its tensors (runs/checkpoint.py)."""
+    return {"format": FORMAT, "version": VERSION, "pipeline": pipeline.kind,
+            "spec": pipeline.spec.to_dict() if pipeline.spec is not None else None,
+            "model": trainable_state(pipeline.model), "epoch": epoch, "scores": metrics, "run": run_name,
+            "model_name": files.stem, "flags": flags}
+
+
+def diverged(e, pipeline, files, run_name, epoch, stopper):
+    """The one-line error of a run whose weights diverged in `epoch`, after a line in its log saying so."""
+    if is_main():
+        append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
+                                 "stopped": str(e)})
+    kept = (f"; epoch {stopper.best_epoch}, the best before it, is kept in {files.best}"
+            if stopper.best_epoch >= 0 else "")
+    return Diverged(f"{files.stem} epoch {epoch}: {e}{kept}")
+
+
+def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, flags=None, on_epoch=None,
+        continue_hint="", tensorboard=True):
+    """Train `pipeline` for `epochs`, keep its best dev epoch, and write its outputs from that epoch.
+
+    After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping,
+    the best checkpoint (files.best) and the resumable one (files.last: model, optimizer, schedule, grad
+    scaler, random states, the pipeline's data order, early stopping), a line in the log (files.log, one
+    schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)` (sweep.py's pruner may
+    raise there). `resume` continues from files.last when there is one; `flags` are the run-defining flags,
+    which must agree with the checkpoint's. With `tensorboard`, rank 0 also writes event files into the run
+    folder (monitor.py). At the end: the best epoch reloaded, adapters merged (--merge), outputs written and
+    published. Returns the pipeline's result (rank 0) or None (other ranks)."""
+    model, stopper, start = pipeline.model, EarlyStopping(patience), 0
+    if resume and files.last.exists():
+        state = load_checkpoint(files.last)
+        if "trainer" not in state:
+            raise MinbertError(f"{files.last}: not a resumable checkpoint (no optimizer state in it)")
+        check_same_run(state["flags"], flags or {}, files.last, log=main_print)
+        load_trainable_state(model, state["model"], files.last)
+        trainer.load_state_dict(state["trainer"])
+        pipeline.load_state_dict(state["pipeline_state"])
+        if isinstance(pipeline.loss, torch.nn.Module):  # e.g. the Bregman step's teacher
+            pipeline.loss.load_state_dict(state["loss_state"])
+        stopper.load_state_dict(state["stopper"])
+        set_rng_state(state["rng"])
+        start = state["epoch"] + 1
+        main_print(f"resumed {files.stem} from {files.last} after epoch {state['epoch']}")
+        if stopper.should_stop:
+            start = epochs  # the run had stopped early: nothing left to train
+    elif resume:
+        main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
+    set_interrupt_hint(f"{files.stem} epoch {start - 1} is saved in {files.last}; {continue_hint} continues from there"
+                       if start else f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} "
+                                     f"starts it again", retry=continue_hint)
+    monitor = TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs else None
+    if monitor is not None:
+        trainer.on_step = monitor.step
+    for epoch in range(start, epochs):
+        batches, steps, info = pipeline.batches(epoch)
+        if not steps:
+            break
+        try:
+            stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}")
+        except Diverged as e:
+            raise diverged(e, pipeline, files, run_name, epoch, stopper) from None
+        terms = pipeline.loss.pop_terms() if hasattr(pipeline.loss, "pop_terms") else {}
+        if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
+            barrier()
+            if stop_signal(False):
+                break
+            continue
+        metrics, score = pipeline.evaluate()
+        if score != score:
+            raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not numbers): the weights "
+                                    f"diverged; lower --lr, or add --max_grad_norm 1.0"),
+                           pipeline, files, run_name, epoch, stopper) from None
+        best = stopper.update(score, epoch)
+        # The epoch's files as one unit: Ctrl-C waits until both checkpoints and the log line are written and the
+        # interrupt hint names this epoch, so an interrupted run is never half-saved nor told the wrong epoch.
+        with deferred_interrupt():
+            record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
+            if best:
+                save_checkpoint(files.best, record)
+            save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
+                                         "stopper": stopper.state_dict(), "pipeline_state": pipeline.state_dict(),
+                                         "loss_state": loss_state(pipeline.loss)})
+            entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
+                     "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
+                     "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
+                     "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
+                     **{k: v for k, v in stats.items() if k in SURGERY_STAT.values()}, **info}
+            append_jsonl(files.log, plain(entry))
+            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there",
+                               retry=continue_hint)
+        if monitor is not None:
+            monitor.epoch(trainer.batches, entry)
+        speed = f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"] else "head on cached features"
+        print(f"{files.stem} epoch {epoch}: train loss {stats['train_loss']:.3f}, {pipeline.describe(metrics)}, "
+              f"{stats['seconds']:.0f}s, {speed}" + ("" if best else f" (best so far: epoch {stopper.best_epoch})"))
+        if on_epoch is not None:
+            on_epoch(epoch, score)
+        barrier()
+        if stop_signal(stopper.should_stop):
+            print(f"{files.stem}: {stopper.reason(pipeline.score_name)}")
+            append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem,
+                                     "epoch": epoch, "stopped": stopper.reason(pipeline.score_name)})
+            break
+    if monitor is not None:
+        monitor.close()
+    if not is_main():
+        return None
+    if not files.best.exists():
+        if stopper.best_epoch >= 0:
+            raise MinbertError(f"{files.best}: the checkpoint of the best epoch ({stopper.best_epoch}) is missing (moved or "
+                               f"deleted?), so no outputs can be written from it; the last epoch is in {files.last}")
+        raise MinbertError(f"{files.best}: no epoch was trained, so there is no best model to write outputs from")
+    best = load_checkpoint(files.best)
+    load_trainable_state(model, best["model"], files.best)
+    if pipeline.merge:
+        merge_for_inference(model.bert, True, pipeline.spec.fine_tune_mode, main_print)
+    result, published = pipeline.write_outputs(files, best)
+    publish(published, run_name, files.folder)
+    set_interrupt_hint(f"{files.stem} is complete in {files.folder}", retry=continue_hint)
+    return result
