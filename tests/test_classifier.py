@@ -1,107 +1,14 @@
-import json
+
 import subprocess
 import sys
 
 import pytest
 import torch
 
-import classifier
-import evaluation
-from conftest import ROOT, interrupt_second_epoch, part1_args as _args
-from datasets import read_examples
-from utils import MinbertError
+from tests.helpers import ROOT, part1_args
 
 
-@pytest.mark.parametrize("mode", ["last-linear-layer", "full-model"])
-def test_both_modes_end_to_end(tmp_path, course_data, tiny_model, mode, capsys):
-    results = classifier.main(_args(tmp_path, course_data, tiny_model, "--fine-tune-mode", mode))
-    assert [r["dataset"] for r in results] == ["sst", "cfimdb"]
-    out = capsys.readouterr().out
-    for ds in ("sst", "cfimdb"):
-        for split, src in (("dev", "dev"), ("test", "test-student")):
-            path = tmp_path / "pred" / f"{mode}-{ds}-{split}-out.csv"
-            assert str(path) in out  # the run says where its outputs went
-            lines = path.read_text().splitlines()
-            assert lines[0] == "id , Predicted_Sentiment"
-            gold = read_examples(course_data / f"ids-{ds}-{src}.csv", ds, "test" if split == "test" else "dev")
-            assert [l.split(" , ")[0] for l in lines[1:]] == [e.id for e in gold]  # every id, input order
-            n_labels = 5 if ds == "sst" else 2
-            assert all(0 <= int(l.split(" , ")[1]) < n_labels for l in lines[1:])
-        log = (tmp_path / "ck" / f"{mode}-{ds}-log.jsonl").read_text().splitlines()
-        records = [json.loads(l) for l in log]
-        assert len(records) == 2 and {"f1", "accuracy", "train_accuracy"} <= set(records[0]["dev"])
-        assert records[0]["dev_score"] == records[0]["dev"]["accuracy"] and "tokens_per_s" in records[0]
-    # the dev accuracy the run reports is what the scorer finds in the file it wrote
-    r = evaluation.score_file(tmp_path / "pred" / f"{mode}-sst-dev-out.csv", course_data / "ids-sst-dev.csv")
-    assert r["accuracy"] == pytest.approx(results[0]["dev_acc"]) and not r["missing"]
-
-
-def test_last_linear_layer_keeps_bert_frozen(tmp_path, course_data, tiny_model):
-    from checkpoint import ModelSpec
-    m = classifier.BertSentimentClassifier(ModelSpec(pipeline="classifier", pretrained=str(tiny_model),
-                                                     fine_tune_mode="last-linear-layer", dropout=[0.3]))
-    assert not any(p.requires_grad for p in m.bert.parameters())
-    assert all(p.requires_grad for p in m.classifier.parameters())
-    classifier.main(_args(tmp_path, course_data, tiny_model, "--datasets", "sst"))
-    saved = torch.load(tmp_path / "ck" / "last-linear-layer-sst.pt", weights_only=True)["model"]
-    assert set(saved) == {"classifier.weight", "classifier.bias"}  # the frozen backbone is not re-saved
-
-
-def test_learns_on_an_easy_task(tmp_path, course_data, tiny_model):
-    """CFIMDB sentences here carry their label's words: full fine-tuning must beat chance on dev."""
-    res = classifier.main(_args(tmp_path, course_data, tiny_model, "--fine-tune-mode", "full-model", "--lr", "3e-3",
-                                "--epochs", "6", "--datasets", "cfimdb", "--hidden_dropout_prob", "0.0",
-                                "--scheduler", "constant", "--max_grad_norm", "0"))
-    assert res[0]["dev_acc"] >= 0.75
-
-
-def test_same_seed_same_predictions(tmp_path, course_data, tiny_model):
-    a = _args(tmp_path / "a", course_data, tiny_model, "--fine-tune-mode", "full-model", "--datasets", "sst")
-    b = _args(tmp_path / "b", course_data, tiny_model, "--fine-tune-mode", "full-model", "--datasets", "sst")
-    classifier.main(a)
-    classifier.main(b)
-    for split in ("dev", "test"):
-        name = f"full-model-sst-{split}-out.csv"
-        assert (tmp_path / "a" / "pred" / name).read_text() == (tmp_path / "b" / "pred" / name).read_text()
-
-
-def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, tiny_model, monkeypatch):
-    common = ("--fine-tune-mode", "full-model", "--datasets", "sst", "--epochs", "3")
-    classifier.main(_args(tmp_path / "straight", course_data, tiny_model, *common))
-
-    restore = interrupt_second_epoch(monkeypatch)
-    args = _args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume")
-    with pytest.raises(KeyboardInterrupt):
-        classifier.main(args)
-    last = tmp_path / "resumed" / "ck" / "full-model-sst-last.pt"
-    assert torch.load(last, weights_only=True)["epoch"] == 0
-    assert not list((tmp_path / "resumed" / "ck").glob("*.tmp"))
-    restore()
-    classifier.main(args)
-    for split in ("dev", "test"):
-        name = f"full-model-sst-{split}-out.csv"
-        assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
-    with pytest.raises(MinbertError, match=r"another configuration: --lr"):
-        classifier.main(args + ["--lr", "3e-4"])
-
-
-def test_interrupted_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypatch):
-    from checkpoint import FORMAT, VERSION, load_checkpoint, save_checkpoint
-    path = tmp_path / "x.pt"
-    first = {"format": FORMAT, "version": VERSION, "epoch": 1}
-    save_checkpoint(path, first)
-
-    def broken_save(obj, fp):
-        fp.write(b"half a checkpoint")
-        raise KeyboardInterrupt
-    monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(KeyboardInterrupt):
-        save_checkpoint(path, {**first, "epoch": 2})
-    monkeypatch.undo()
-    assert load_checkpoint(path) == first
-
-
-def _cli(*args):
+def cli(*args):
     return subprocess.run([sys.executable, "classifier.py", *args], cwd=ROOT, capture_output=True, text=True)
 
 
@@ -122,7 +29,7 @@ def _cli(*args):
 ])
 def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path, course_data, tiny_model, break_it, match):
     break_it(course_data)
-    out = _cli(*_args(tmp_path, course_data, tiny_model, "--datasets", "sst"))
+    out = cli(*part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"))
     assert out.returncode == 2
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in out.stderr
@@ -134,10 +41,10 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path, course_data, t
 def test_use_gpu_without_gpu(tmp_path, course_data, tiny_model):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    out = _cli(*_args(tmp_path, course_data, tiny_model, "--use_gpu"))
+    out = cli(*part1_args(tmp_path, course_data, tiny_model, "--use_gpu"))
     assert out.returncode == 2 and "no GPU is visible" in out.stderr
 
 
 def test_unknown_pretrained_name(tmp_path, course_data):
-    out = _cli(*_args(tmp_path, course_data, "bert-bsae-uncased"))
+    out = cli(*part1_args(tmp_path, course_data, "bert-bsae-uncased"))
     assert out.returncode == 2 and "not a known name" in out.stderr

@@ -1,9 +1,13 @@
+
 import numpy as np
 import pytest
+import torch
 
 import datasets
-from datasets import TASKS, batch_indices, fetch_data, read_examples
-from utils import MinbertError, git_blob_id
+from datasets import TASKS, batch_indices, read_examples, resolve_pad_multiple
+from tests.helpers import cli, one_line_error, part1_args
+from utils import MinbertError
+
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
 
@@ -86,7 +90,7 @@ def test_pair_label_ranges(tmp_path, task, value, match):
 
 
 def test_every_shared_data_file_reads(tmp_path):
-    from conftest import ROOT, SHARED_DATA
+    from tests.helpers import ROOT, SHARED_DATA
     folder = ROOT / "data" if (ROOT / "data" / "sts-dev.csv").exists() else SHARED_DATA
     if not (folder / "sts-dev.csv").exists():
         pytest.skip("no course data")
@@ -121,47 +125,6 @@ def test_bucketing_cuts_padding_and_stays_random():
 
 # ----------------------------------------------------------------------------- fetching data/
 
-@pytest.fixture
-def course(file_server, tmp_path, monkeypatch):
-    files = {"a.csv": b"\tid\tsentence\tsentiment\n0\tx\t Hi .\t1\n", "b.csv": b"\tid\tsentence\n0\ty\t Yo .\n"}
-    for name, data in files.items():
-        file_server.files[f"/data/{name}"] = data
-        (tmp_path / "local").mkdir(exist_ok=True)
-        (tmp_path / "local" / name).write_bytes(data)
-    blobs = {n: git_blob_id(tmp_path / "local" / n) for n in files}
-    monkeypatch.setattr(datasets, "BLOB_IDS", blobs)
-    monkeypatch.setenv("MINBERT_DATA_URL", file_server.url + "/data")
-    return file_server, tmp_path
-
-
-def test_fetch_downloads_verifies_and_skips_valid_files(course):
-    server, tmp = course
-    fetch_data(tmp / "data", log=lambda *_: None)
-    assert (tmp / "data" / "a.csv").read_bytes() == server.files["/data/a.csv"]
-    n = len(server.log)
-    fetch_data(tmp / "data", log=lambda *_: None)
-    assert len(server.log) == n  # present and valid: not fetched again
-
-
-def test_fetch_refuses_a_download_that_differs(course):
-    server, tmp = course
-    server.files["/data/b.csv"] = b"tampered"
-    with pytest.raises(MinbertError, match="b.csv: git blob id .* not installed"):
-        fetch_data(tmp / "data", log=lambda *_: None)
-    assert not (tmp / "data" / "b.csv").exists()
-
-
-def test_fetch_from_local_folder_says_when_a_copy_differs(course):
-    server, tmp = course
-    (tmp / "local" / "a.csv").write_bytes(b"\tid\tsentence\tsentiment\n0\tz\t Sample .\t1\n")
-    said = []
-    fetch_data(tmp / "data", source=tmp / "local", log=said.append)
-    assert server.log == []  # no network
-    assert any("a.csv: differs from the course release" in s for s in said)
-    (tmp / "local" / "b.csv").unlink()
-    with pytest.raises(MinbertError, match="b.csv: data file not found"):
-        fetch_data(tmp / "data2", source=tmp / "local", log=lambda *_: None)
-
 
 def test_a_byte_order_mark_is_read_as_none(tmp_path, course_data):
     """Excel's "CSV UTF-8" starts the file with a byte-order mark: the same examples as without it, and a
@@ -177,3 +140,61 @@ def test_a_byte_order_mark_is_read_as_none(tmp_path, course_data):
     pred = tmp_path / "pred.csv"
     pred.write_bytes(b"\xef\xbb\xbfid , Predicted_Sentiment\nabc , 3\n")
     assert read_predictions(pred) == ({"abc": 3.0}, [])
+
+
+def test_non_utf8_csv_names_file_and_line(tmp_path, course_data, tiny_model):
+    p = course_data / "ids-sst-train.csv"
+    lines = p.read_bytes().split(b"\n")
+    lines[4] = lines[4].replace(b"the", b"caf\xe9", 1) if b"the" in lines[4] else lines[4] + b"\xe9"
+    p.write_bytes(b"\n".join(lines))
+    out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"), cwd=tmp_path)
+    one_line_error(out, r"ids-sst-train.csv: line 5: byte 0xE9 is not UTF-8")
+
+
+def test_padding_report(course_data, tiny_model):
+    from datasets import TaskData, read_examples
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    d = TaskData(read_examples(course_data / "ids-sst-train.csv", "sst", "train"), "sst", tok)
+    assert d.padding_fraction(8, bucket=True) < d.padding_fraction(8, bucket=False)
+    assert "with length bucketing" in d.describe_batches(8, True)
+
+
+def test_padded_width_rounds_up_within_max_length():
+    from datasets import padded_width
+    assert [padded_width(n, 16, 128) for n in (1, 16, 17, 100, 120, 128)] == [16, 16, 32, 112, 128, 128]
+    assert padded_width(120, 100, 128) == 128      # rounded to 200 would pass max_length: capped there
+    assert padded_width(37, 0, 128) == 37          # 0: the batch's longest row, as before
+
+
+def test_pad_multiple_defaults_to_16_on_a_gpu_and_off_on_the_cpu():
+    for device, expected in (("cpu", 0), ("cuda", 16)):
+        assert resolve_pad_multiple(None, torch.device(device)) == expected
+    assert resolve_pad_multiple(0, torch.device("cuda")) == 0  # the switch
+
+
+def test_fixed_shapes_change_the_widths_and_not_the_predictions(course_data, tiny_model):
+    """Padded positions are masked out of attention and pooling: every prediction is the same (fp32), while
+    every batch is one of a few widths."""
+    from minbert.specs import ModelSpec
+    from datasets import MULTITASK, data_file, load_multitask_data, set_pad_multiple
+    from evaluation import model_eval_multitask
+    from minbert.tasks.multitask import MultitaskBERT
+    from tokenizer import BertTokenizer
+    torch.manual_seed(0)
+    paths = {t: {"dev": data_file(course_data, t, "dev")} for t in MULTITASK}
+    for encoding in ("cross", "siamese"):
+        data = load_multitask_data(paths, BertTokenizer.from_pretrained(str(tiny_model)), 40, encoding, ("dev",))["dev"]
+        model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding=encoding, dropout=[0.1] * 3))
+        plain = {}
+        model_eval_multitask(model, data, 4, torch.device("cpu"), raw=plain)
+        def widths():
+            return [b[k]["input_ids"].shape[1] for d in data.values() for b in d.batches(4) for k in ("x", "a", "b") if k in b]
+        unpadded = widths()
+        set_pad_multiple(data, 8)  # the tiny sentences are short: 8 rather than 16 gives them several shapes
+        padded = widths()
+        assert all(w % 8 == 0 for w in padded) and len(set(padded)) < len(set(unpadded)) and padded != unpadded
+        fixed = {}
+        model_eval_multitask(model, data, 4, torch.device("cpu"), raw=fixed)
+        for task in MULTITASK:
+            torch.testing.assert_close(torch.as_tensor(fixed[task]), torch.as_tensor(plain[task]), rtol=1e-5, atol=1e-5)

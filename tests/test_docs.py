@@ -5,7 +5,8 @@ import ast
 import re
 import sys
 
-from conftest import ROOT
+from tests.helpers import ROOT
+
 
 sys.path.insert(0, str(ROOT / "tools"))
 

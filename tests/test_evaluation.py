@@ -1,15 +1,12 @@
+
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
 
-import prepare_submit
-from conftest import ROOT, write_course_data
-from datasets import data_file, read_examples
 from evaluation import pearson, score_file, write_predictions
-from utils import MinbertError
+from tests.helpers import ROOT
 
 
 def _gold(tmp_path):
@@ -69,56 +66,3 @@ def test_score_accepts_the_course_header_and_sts(tmp_path):
 
 def test_pearson_of_constant_predictions_is_zero():
     assert pearson([1, 1, 1], [1, 2, 3]) == 0.0
-
-
-def _project(tmp_path, names):
-    """A project folder: code, data/ in the course's layout, and prediction files for `names` holding every id
-    of their split."""
-    (tmp_path / "predictions").mkdir(parents=True)
-    write_course_data(tmp_path / "data")
-    for f in ("bert.py", "classifier.py", "optimizer.py", "utils.py"):
-        (tmp_path / f).write_text("# code\n")
-    (tmp_path / "notes.txt").write_text("not code")
-    (tmp_path / "predictions" / ".gitkeep").write_text("")
-    (tmp_path / "predictions" / ".sources.json").write_text("{}")  # which run each file came from
-    (tmp_path / "predictions" / "sst-dev-scores.npz").write_bytes(b"raw dev outputs")
-    for n in names:
-        task, split = prepare_submit.split_of(n)
-        ids = [e.id for e in read_examples(data_file(tmp_path / "data", task, split), task, split)]
-        write_predictions(tmp_path / "predictions" / n, task, ids, [1] * len(ids))
-    return tmp_path
-
-
-def test_zip_holds_code_and_predictions_only(tmp_path):
-    root = _project(tmp_path, prepare_submit.PART1)
-    out = prepare_submit.build(root)
-    names = set(zipfile.ZipFile(out).namelist())
-    assert names == {"bert.py", "classifier.py", "optimizer.py", "utils.py"} | {f"predictions/{n}" for n in prepare_submit.PART1}
-
-
-def test_zip_refuses_missing_or_empty_predictions(tmp_path):
-    root = _project(tmp_path, prepare_submit.PART1[:-1])
-    (root / "predictions" / prepare_submit.PART1[0]).write_text("id , Predicted_Sentiment\n")
-    with pytest.raises(MinbertError) as e:
-        prepare_submit.build(root)
-    msg = str(e.value)
-    assert f"predictions/{prepare_submit.PART1[-1]} (missing)" in msg and f"predictions/{prepare_submit.PART1[0]} (empty)" in msg
-    assert not (root / prepare_submit.ZIP_NAME).exists()
-    with pytest.raises(MinbertError, match="para-dev-output.csv"):
-        prepare_submit.build(_project(tmp_path / "p2", []), part="2")
-
-
-def test_zip_refuses_predictions_of_a_subset_or_another_split(tmp_path):
-    """A run on a 48-row copy of the data writes files with 48 ids where the course's split has more."""
-    root = _project(tmp_path, prepare_submit.PART2)
-    path = root / "predictions" / "sst-test-output.csv"
-    path.write_text("\n".join(path.read_text().splitlines()[:5]) + "\n")  # 4 of the split's ids
-    with pytest.raises(MinbertError, match=r"predictions/sst-test-output.csv \(4 ids where ids-sst-test-student.csv "
-                                           r"has 12, 8 missing"):
-        prepare_submit.build(root, part="2")
-    dev = (root / "predictions" / "sts-dev-output.csv").read_text()
-    (root / "predictions" / "sts-test-output.csv").write_text(dev)  # the dev file under the test name
-    with pytest.raises(MinbertError, match=r"sts-test-output.csv \(16 ids where sts-test-student.csv has 12, 12 "
-                                           r"missing .*, 16 not in test"):
-        prepare_submit.build(root, part="2")
-    assert not (root / prepare_submit.ZIP_NAME).exists()

@@ -1,18 +1,17 @@
 """pretrain.py and mlm.py: the masking rule, the written folder, resuming, and loading it everywhere."""
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 
+from bert import BertModel
 import classifier
+from minbert.tasks.mlm import BertForMaskedLM, IGNORE, mask_tokens
 import multitask_classifier as mt
 import pretrain
-from bert import BertModel
-from mlm import IGNORE, BertForMaskedLM, mask_tokens
-import subprocess
-import sys
-
-from conftest import ROOT, interrupt_second_epoch, needs_minilm, part1_args, part2_args as mt_args
+from tests.helpers import ROOT, interrupt_second_epoch, needs_minilm, part1_args, part2_args
 from utils import MinbertError
 
 
@@ -78,7 +77,7 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     torch.testing.assert_close(trained(ids, mask, labels)[1], again(ids, mask, labels)[1], rtol=0, atol=0)
     # every script loads it as --pretrained
     classifier.main(part1_args(tmp_path / "part1", course_data, out, "--epochs", "1", "--datasets", "sst"))
-    mt.main(mt_args(tmp_path / "part2", course_data, out, "--epochs", "1"))  # a run folder is one pipeline's
+    mt.main(part2_args(tmp_path / "part2", course_data, out, "--epochs", "1"))  # a run folder is one pipeline's
 
 
 def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch):

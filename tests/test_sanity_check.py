@@ -1,12 +1,11 @@
+
 import subprocess
 import sys
 
-import numpy as np
+import pytest
 import torch
 
-import pytest
-
-from conftest import ROOT, make_hf_checkpoint, needs_minilm, tiny_config
+from tests.helpers import ROOT, make_hf_checkpoint, needs_minilm, tiny_config
 
 
 @pytest.fixture

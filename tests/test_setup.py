@@ -4,10 +4,11 @@ The venv is a stand-in (MINBERT_VENV names a folder whose bin/python is a shell 
 installed: the stand-in accepts every pip call and fails the data step, as an offline machine does.
 """
 import os
-import subprocess
 from pathlib import Path
+import subprocess
 
 import pytest
+
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,16 +1,16 @@
+
 import random
 
 import pytest
-import torch
 
-from conftest import ROOT, SHARED_DATA, needs_minilm, write_vocab
+from tests.helpers import ROOT, SHARED_DATA, minilm_available, needs_minilm, write_vocab
 from tokenizer import BertTokenizer
 from utils import MinbertError
 
 
 @pytest.fixture(scope="module")
 def bert_tok():
-    if not __import__("conftest").minilm_available():
+    if not minilm_available():
         pytest.skip("needs the packaged bert-base-uncased vocabulary")
     return BertTokenizer.from_pretrained("all-minilm-l6-v2")
 

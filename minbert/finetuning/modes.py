@@ -31,12 +31,17 @@ ADAPTER_LR = 1e-3
 @dataclass(frozen=True)
 class Mode:
     """One --fine-tune-mode: `attach(bert, spec)` sets what trains (adding the mode's modules, returned);
-    `merge(bert)` folds them for inference and returns the line saying so, or `no_merge` says why it cannot."""
+    `merge(bert)` folds them for inference and returns the line saying so, or `no_merge` is the line saying why
+    it cannot."""
     attach: Callable
     new_weights: bool                     # BERT frozen, only new weights (and the heads) train: lr ADAPTER_LR
     merge: Optional[Callable] = None
     no_merge: str = ""
     lora_flags: bool = False              # the --lora_* flags configure it
+
+
+NOTHING_TO_FOLD = ("--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), but this model "
+                   "is {}: it needs --fine-tune-mode lora, dora or prefix")
 
 
 def _train_bert(trains):
@@ -73,15 +78,13 @@ def _merge_lora(bert):
 
 
 MODES = {
-    "last-linear-layer": Mode(_train_bert(False), new_weights=True,
-                              no_merge="this model is last-linear-layer: it needs --fine-tune-mode lora, dora or prefix"),
-    "full-model": Mode(_train_bert(True), new_weights=False,
-                       no_merge="this model is full-model: it needs --fine-tune-mode lora, dora or prefix"),
+    "last-linear-layer": Mode(_train_bert(False), new_weights=True, no_merge=NOTHING_TO_FOLD.format("last-linear-layer")),
+    "full-model": Mode(_train_bert(True), new_weights=False, no_merge=NOTHING_TO_FOLD.format("full-model")),
     "lora": Mode(_attach_lora(False), new_weights=True, merge=_merge_lora, lora_flags=True),
     "dora": Mode(_attach_lora(True), new_weights=True, merge=_merge_lora, lora_flags=True),
     "adapter": Mode(lambda bert, spec: add_houlsby_adapters(bert, spec.adapter_dim), new_weights=True,
-                    no_merge="a nonlinearity sits between the two projections of Houlsby adapters, so they are no change "
-                             "of BERT's weights; they run at inference as they are (drop --merge)"),
+                    no_merge="--merge cannot fold Houlsby adapters: a nonlinearity sits between their two projections, "
+                             "so they are no change of BERT's weights; they run at inference as they are (drop --merge)"),
     "prefix": Mode(_attach_prefix, new_weights=True, merge=_fold_prefix),
 }
 FINE_TUNE_MODES = list(MODES)
@@ -91,8 +94,7 @@ ADAPTER_MODES = tuple(name for name, m in MODES.items() if m.lora_flags)  # the 
 def check_merge(mode):
     """--merge: refused, in one line, for a mode that has nothing to fold."""
     if MODES[mode].merge is None:
-        raise MinbertError(f"--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), but "
-                           f"{MODES[mode].no_merge}")
+        raise MinbertError(MODES[mode].no_merge)
 
 
 def merge_for_inference(bert, merge, mode, log=print):

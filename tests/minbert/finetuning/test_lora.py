@@ -4,8 +4,8 @@ import torch
 import torch.nn as nn
 
 from bert import BertModel
-from conftest import tiny_config
-from lora import LoRALinear, add_adapters, merge_adapters
+from minbert.finetuning.lora import LoRALinear, add_adapters, merge_adapters
+from tests.helpers import tiny_config
 
 
 def _model(seed=0):

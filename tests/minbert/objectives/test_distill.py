@@ -5,13 +5,12 @@ import json
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import ensemble
+from minbert.objectives.distill import (DistillationLoss, fold_of, held_out_weights, outside_fold, save_soft_targets,
+                                        teacher_targets)
 import multitask_classifier as mt
-from conftest import part2_args
-from distill import fold_of, held_out_weights, outside_fold, save_soft_targets, teacher_targets
-from losses import DistillationLoss
+from tests.helpers import part2_args
 from utils import MinbertError
 
 
@@ -161,8 +160,3 @@ def test_fold_teachers_train_on_their_part_and_give_cross_fitted_targets(tmp_pat
 def course_ids(data, task):
     from datasets import data_file, read_examples
     return [e.id for e in read_examples(data_file(data, task, "train"), task, "train", log=lambda *a: None)]
-
-
-def test_distillation_settings_act_only_with_distill():
-    with pytest.raises(MinbertError, match="--distill_weight shapes the distillation loss, which is off"):
-        mt.get_args(["--distill_weight", "0.3"])

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
+from minbert.objectives.gradvac import GradVaccine
+from minbert.objectives.pcgrad import project_conflicting
 import multitask_classifier as mt
-from conftest import part2_args
-from gradvac import GradVaccine
-from pcgrad import project_conflicting
+from tests.helpers import part2_args
 
 
 def _cos(a, b):
@@ -56,11 +56,3 @@ def test_gradvac_in_part2_logs_its_adjustments(tmp_path, course_data, tiny_model
     assert all("gradvac_adjustments" in r and "pcgrad_conflicts" not in r for r in log)
     ema = torch.load(tmp_path / "ck" / "mt-last.pt", weights_only=True)["trainer"]["gradvac"]["ema"]
     assert ema.shape == (3, 3) and bool((ema != 0).any())  # the averages learned something, and are saved
-
-
-def test_gradvac_needs_every_task_in_a_step_and_is_not_pcgrad():
-    from utils import MinbertError
-    with pytest.raises(MinbertError, match="--gradvac needs the gradients of every task in one step"):
-        mt.get_args(["--gradvac"])
-    with pytest.raises(MinbertError, match="--pcgrad and --gradvac are two ways"):
-        mt.get_args(["--gradvac", "--pcgrad", "--sampler", "all"])

@@ -1,42 +1,22 @@
-"""smart.py and rdrop.py: SMART's adversarial term measures smoothness (not dropout) and grows with the ascent
-step; R-Drop is the disagreement of two dropout passes; the Bregman step's teacher is the model at step 0
-and follows the EMA rule; the divergences by hand."""
+"""objectives/smart.py: SMART's adversarial term measures smoothness (not dropout) and grows with the ascent step;
+the Bregman step's teacher is the model at step 0 and follows the EMA rule; the divergences by hand."""
 import pytest
 import torch
 
-import classifier
-from checkpoint import ModelSpec
-from losses import ClassificationLoss
-from rdrop import RDrop
-from smart import BregmanProximal, SmartRegularizer, divergence, dropout_off, symmetric_kl
-
-IDS = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
-
-
-def _model(tiny_model, dropout):
-    """A Part 1 model in training mode, every dropout (BERT's and the head's) at `dropout`."""
-    model = classifier.BertSentimentClassifier(ModelSpec(pipeline="classifier", pretrained=str(tiny_model),
-                                                         dropout=[dropout]))
-    for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
-            m.p = dropout
-    return model.train()
-
-
-def _batch():
-    return {"x": {"input_ids": IDS, "attention_mask": (IDS != 0).long(), "token_type_ids": torch.zeros_like(IDS)},
-            "labels": torch.tensor([1, 3])}
+from minbert.objectives.losses import ClassificationLoss
+from minbert.objectives.smart import BregmanProximal, SmartRegularizer, divergence, dropout_off, symmetric_kl
+from tests.helpers import sentiment_batch, sentiment_model
 
 
 def _smart(model, seed=0, **kw):
     torch.manual_seed(seed)
-    batch = _batch()
+    batch = sentiment_batch()
     run = lambda: model.logits(batch)  # noqa: E731
     return SmartRegularizer(1.0, **kw)(model, model.bert, run, run(), "multiclass")
 
 
 def test_the_default_smart_term_measures_smoothness_and_grows_with_the_ascent_step(tiny_model):
-    model = _model(tiny_model, 0.3)  # dropout on, as in training
+    model = sentiment_model(tiny_model, 0.3)  # dropout on, as in training
     term = _smart(model)  # the defaults: reference perturbation, dropout off in the perturbed passes
     assert term.item() > 1e-6
     assert model.training and all(m.training for m in model.modules())  # each module's mode is put back
@@ -63,31 +43,20 @@ def test_the_paper_projection_stays_in_the_eps_ball(tiny_model):
     reg = SmartRegularizer(1.0, projection="ball", eps=1e-3, step_size=1.0)
     out = reg.ascend(torch.zeros(2, 5, 8), torch.randn(2, 5, 8))
     assert out.abs().max().item() == pytest.approx(1e-3)
-    model = _model(tiny_model, 0.0)
+    model = sentiment_model(tiny_model, 0.0)
     assert _smart(model, projection="ball", eps=0.0).item() == pytest.approx(0.0, abs=1e-12)
     assert _smart(model, projection="ball", eps=0.5, step_size=0.5, steps=2).item() > 1e-6
 
 
 def test_with_smart_dropout_the_term_holds_the_dropout_difference(tiny_model):
-    model = _model(tiny_model, 0.3)
+    model = sentiment_model(tiny_model, 0.3)
     assert _smart(model, step_size=0.0, noise_std=0.0, keep_dropout=True).item() > 1e-4  # R-Drop's part
 
 
-def test_rdrop_is_zero_without_dropout_and_positive_with_it(tiny_model):
-    for dropout, positive in ((0.0, False), (0.3, True)):
-        model = _model(tiny_model, dropout)
-        loss = ClassificationLoss(rdrop=RDrop(1.0))
-        torch.manual_seed(0)
-        loss(model, _batch())
-        term = loss.pop_terms()["rdrop"]
-        assert (term > 1e-6) if positive else term == pytest.approx(0.0, abs=1e-12)
-    assert RDrop(2.0)(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0]), "regression").item() == pytest.approx(5.0)
-
-
 def test_bregman_is_zero_at_step_0_and_its_teacher_follows_the_ema_rule(tiny_model):
-    model = _model(tiny_model, 0.0)
+    model = sentiment_model(tiny_model, 0.0)
     loss = ClassificationLoss(bregman=BregmanProximal(model, weight=1.0))
-    loss(model, _batch())
+    loss(model, sentiment_batch())
     assert loss.pop_terms()["bregman"] == pytest.approx(0.0, abs=1e-10)  # the teacher is the model
     lin = torch.nn.Linear(2, 1)
     with torch.no_grad():

@@ -8,9 +8,10 @@ import sys
 import pytest
 import torch
 
+from minbert.runs.checkpoint import load_checkpoint
+from minbert.specs import ModelSpec
 import multitask_classifier as mt
-from checkpoint import ModelSpec, load_checkpoint, plain
-from conftest import ROOT, part2_args
+from tests.helpers import ROOT, multitask_spec, part2_args
 from utils import MinbertError
 
 
@@ -32,7 +33,7 @@ class _Open:
         return (open, (str(self.marker), "w"))
 
 
-def _cli(script, *args, cwd=ROOT):
+def cli(script, *args, cwd=ROOT):
     return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True)
 
 
@@ -49,14 +50,14 @@ def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, t
     good = torch.load(trained / "ck" / "mt.pt", weights_only=True)
     evil = trained / "ck" / "evil.pt"
     torch.save({**good, "extra": payload(marker)}, evil)
-    _refused(_cli("multitask_classifier.py", *part2_args(tmp_path / "e", course_data, tiny_model), "--eval_only", str(evil)))
-    _refused(_cli("ensemble.py", str(evil), str(trained / "ck" / "mt.pt"), "--data_dir", str(course_data),
+    _refused(cli("multitask_classifier.py", *part2_args(tmp_path / "e", course_data, tiny_model), "--eval_only", str(evil)))
+    _refused(cli("ensemble.py", str(evil), str(trained / "ck" / "mt.pt"), "--data_dir", str(course_data),
                   "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out")))
-    _refused(_cli("report.py", str(evil), "--out", str(tmp_path / "report")))
+    _refused(cli("report.py", str(evil), "--out", str(tmp_path / "report")))
     # --resume reads the run's '-last' checkpoint
     last = trained / "ck" / "mt-last.pt"
     torch.save({**torch.load(last, weights_only=True), "extra": payload(marker)}, last)
-    _refused(_cli("multitask_classifier.py", *part2_args(trained, course_data, tiny_model, "--epochs", "2"), "--resume"))
+    _refused(cli("multitask_classifier.py", *part2_args(trained, course_data, tiny_model, "--epochs", "2"), "--resume"))
     assert not marker.exists()
 
 
@@ -78,26 +79,12 @@ def test_a_plain_pickle_is_one_line_without_torchs_protocol_warning(tmp_path, co
     evil = tmp_path / "evil.pt"
     evil.write_bytes(pickle.dumps(_Touch(marker)))
     evil.with_name("also.pt").write_bytes(evil.read_bytes())
-    out = _cli("ensemble.py", str(evil), str(evil.with_name("also.pt")), "--data_dir", str(course_data),
+    out = cli("ensemble.py", str(evil), str(evil.with_name("also.pt")), "--data_dir", str(course_data),
                "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out"))
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and "evil.pt: cannot read checkpoint (damaged, or not a file torch.save wrote" in err[0], err
     assert not marker.exists()
-
-
-def test_a_torch_whose_restricted_loader_can_run_code_loads_nothing(tmp_path, monkeypatch):
-    """Before torch 2.6, weights_only=True could be bypassed (CVE-2025-32434): such a torch never opens the file."""
-    import utils
-    path = tmp_path / "ck.pt"
-    torch.save({"w": torch.zeros(2)}, path)
-    opened = []
-    monkeypatch.setattr(utils.torch, "load", lambda *a, **kw: opened.append(a))
-    monkeypatch.setattr(utils.torch, "__version__", "2.5.1+cu121")
-    with pytest.raises(MinbertError, match=r"ck.pt: not loaded: torch 2.5.1\+cu121 can be made to run code .* install torch>=2.6"):
-        load_checkpoint(path)
-    assert opened == []
-    assert utils.torch_release("2.13.0+cpu") == (2, 13) and utils.torch_release("2.6.0") >= utils.SAFE_LOADER_TORCH
 
 
 def test_damaged_and_foreign_files_are_one_line(tmp_path):
@@ -130,14 +117,8 @@ def test_an_earlier_format_checkpoint_is_converted(tmp_path, course_data, tiny_m
     rescored = mt.main(part2_args(tmp_path / "e", course_data, tiny_model) + ["--eval_only", str(old)])
     assert rescored == pytest.approx(scores)
     converted = tmp_path / "new.pt"
-    out = _cli("checkpoint.py", "--convert", str(old), str(converted))
+    out = cli("tools/convert_checkpoint.py", "--convert", str(old), str(converted))
     assert out.returncode == 0 and load_checkpoint(converted)["spec"] == state["spec"]
-
-
-def test_plain_values_only():
-    assert plain({"a": pathlib.Path("x"), "b": (1, 2), "c": {3, 1}}) == {"a": "x", "b": [1, 2], "c": [1, 3]}
-    with pytest.raises(TypeError, match="not plain data"):
-        plain({"f": object()})
 
 
 # ----------------------------------------------------------------------------- writing survives Ctrl-C and a full disk
@@ -180,7 +161,7 @@ def test_ctrl_c_while_a_checkpoint_is_written_completes_it_then_says_one_line(tm
     left), the epoch's log line is written, and the one line names the epoch just saved."""
     import os
     import signal
-    import checkpoint
+    from minbert.runs import checkpoint
     from utils import main_guard
     real, calls = torch.save, []
 
@@ -236,15 +217,27 @@ def test_a_checkpoint_write_that_fails_is_one_line_and_leaves_nothing(tmp_path, 
     assert (tmp_path / "ck" / "mt.pt").exists() and (tmp_path / "pred" / "sst-dev-output.csv").exists()
 
 
-def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
-    import errno
-    from utils import atomic_write
-    target = tmp_path / "f.bin"
-    target.write_bytes(b"previous")
+def test_adapter_state_into_a_plain_model_names_the_mode(tiny_model):
+    from minbert.runs.checkpoint import load_trainable_state, trainable_state
+    lora = mt.MultitaskBERT(multitask_spec(tiny_model, "lora"))
+    plain = mt.MultitaskBERT(multitask_spec(tiny_model, "full-model"))
+    with pytest.raises(MinbertError, match="holds LoRA/DoRA adapters and this model has none"):
+        load_trainable_state(plain, trainable_state(lora), "ck.pt")
+    with pytest.raises(MinbertError, match="this model has adapters and the checkpoint none"):
+        load_trainable_state(lora, trainable_state(plain), "ck.pt")
 
-    def fill_then_fail(fp):
-        fp.write(b"x" * 1000)
-        raise OSError(errno.ENOSPC, "No space left on device")
-    with pytest.raises(MinbertError, match="f.bin: cannot write it: no space left on the device; the file there before"):
-        atomic_write(target, fill_then_fail)
-    assert target.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+def test_interrupted_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypatch):
+    from minbert.runs.checkpoint import FORMAT, VERSION, load_checkpoint, save_checkpoint
+    path = tmp_path / "x.pt"
+    first = {"format": FORMAT, "version": VERSION, "epoch": 1}
+    save_checkpoint(path, first)
+
+    def broken_save(obj, fp):
+        fp.write(b"half a checkpoint")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {**first, "epoch": 2})
+    monkeypatch.undo()
+    assert load_checkpoint(path) == first

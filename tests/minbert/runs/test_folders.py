@@ -1,32 +1,20 @@
 """runs.py: a run folder is one process's and one pipeline's; a folder no run wrote is refused; --run_name and
 --study stay under runs/; no output names an input, another output or a file in another run's folder; a file
 no run wrote is never replaced without a dated backup and a line saying so."""
-import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import classifier
-import ensemble
+from minbert.runs.folders import RUN_MARK, RunLock
 import multitask_classifier as mt
 import pretrain
-import report
-import runs
-from conftest import ROOT, part1_args, part2_args
-from runs import RUN_MARK, RunLock
+from tests.helpers import ROOT, interrupt_second_epoch, part1_args, part2_args, snapshot
 from utils import MinbertError
-
-
-def _snapshot(folder):
-    """{relative path: sha256} of every file under `folder`."""
-    folder = Path(folder)
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _quick(tmp_path, data, model, *extra):
@@ -39,7 +27,7 @@ def _quick(tmp_path, data, model, *extra):
 _HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
-from runs import open_run
+from minbert.runs.folders import open_run
 run = open_run("multitask", ["multitask"], run_dir={folder!r})
 print("locked", flush=True)
 time.sleep(600)
@@ -114,12 +102,12 @@ def test_without_flock_the_process_id_in_the_lock_file_decides(tmp_path, monkeyp
 
 def test_a_run_folder_belongs_to_one_pipeline(tmp_path, course_data, tiny_model):
     mt.main(_quick(tmp_path, course_data, tiny_model))
-    before = _snapshot(tmp_path / "ck")
+    before = snapshot(tmp_path / "ck")
     with pytest.raises(MinbertError, match="the run folder of a multitask_classifier.py run; a classifier.py run"):
         classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"))
     with pytest.raises(MinbertError, match="--out .*ck: the run folder of a multitask_classifier.py run; a pretrain.py"):
         pretrain.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--out", str(tmp_path / "ck")])
-    assert _snapshot(tmp_path / "ck") == before
+    assert snapshot(tmp_path / "ck") == before
 
 
 # ----------------------------------------------------------------------------- what a run folder may be
@@ -129,10 +117,10 @@ def test_a_folder_no_run_wrote_is_refused_and_left_as_it_was(tmp_path, course_da
     mine.mkdir()
     (mine / "sst-dev-output.csv").write_text("my own file\n")
     for folder in (mine, course_data):  # a folder of the user's, and the data folder itself
-        before = _snapshot(folder)
+        before = snapshot(folder)
         with pytest.raises(MinbertError, match=f"--run_dir {folder}: not a run folder: it holds files no run wrote"):
             mt.main(_quick(tmp_path, course_data, tiny_model, "--run_dir", str(folder)))
-        assert _snapshot(folder) == before
+        assert snapshot(folder) == before
     empty = tmp_path / "empty"
     empty.mkdir()
     mt.main(_quick(tmp_path, course_data, tiny_model, "--run_dir", str(empty)))  # an empty folder is fine
@@ -156,113 +144,81 @@ def test_a_nested_run_name_is_a_folder_under_runs(tmp_path, course_data, tiny_mo
 
 # ----------------------------------------------------------------------------- outputs and inputs
 
-def test_no_output_may_name_an_input(tmp_path, course_data, tiny_model):
-    data = _snapshot(course_data)
-    with pytest.raises(MinbertError, match=r"--sst_dev_out .*ids-sst-dev.csv: is the --sst_dev data file, which this "
-                                           r"run reads"):
-        mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", str(course_data / "ids-sst-dev.csv")))
-    with pytest.raises(MinbertError, match=r"--results .*sts-dev.csv: not a results table"):
-        mt.main(_quick(tmp_path, course_data, tiny_model, "--results", str(course_data / "sts-dev.csv")))
-    assert _snapshot(course_data) == data
-    # --eval_only: the checkpoint it reads is an input too
-    mt.main(_quick(tmp_path, course_data, tiny_model))
-    ckpt = tmp_path / "ck" / "mt.pt"
-    saved = ckpt.read_bytes()
-    with pytest.raises(MinbertError, match=r"--sst_test_out .*mt.pt: is the --eval_only checkpoint"):
-        mt.main(_quick(tmp_path, course_data, tiny_model, "--eval_only", str(ckpt), "--sst_test_out", str(ckpt)))
-    assert ckpt.read_bytes() == saved
-
-
-def test_two_outputs_naming_one_file_are_refused(tmp_path, course_data, tiny_model):
-    same = str(tmp_path / "out.csv")
-    with pytest.raises(MinbertError, match=r"--para_dev_out .*out.csv: --sst_dev_out .*out.csv names the same file"):
-        mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", same, "--para_dev_out", same))
-
-
-def test_an_output_inside_another_runs_folder_is_refused(tmp_path, course_data, tiny_model):
-    mt.main(_quick(tmp_path / "a", course_data, tiny_model))
-    other = tmp_path / "a" / "ck"
-    before = _snapshot(other)
-    with pytest.raises(MinbertError, match=r"--sst_dev_out .*: inside .*a/ck, the folder of another run"):
-        mt.main(_quick(tmp_path / "b", course_data, tiny_model, "--sst_dev_out", str(other / "sst-dev-output.csv")))
-    with pytest.raises(MinbertError, match=r"--out .*: inside .*a/ck, the folder of another run"):
-        ensemble.main([str(other / "mt.pt"), str(tmp_path / "a" / "pred"), "--data_dir", str(course_data),
-                       "--run_dir", str(tmp_path / "ens"), "--out", str(other)])
-    mt.main(_quick(tmp_path / "b", course_data, tiny_model))
-    with pytest.raises(MinbertError, match=r"--out .*a/ck: inside .*a/ck, the folder of a run this report is not about"):
-        report.main([str(tmp_path / "b" / "ck"), "--out", str(other)])
-    assert _snapshot(other) == before
-    report.main([str(tmp_path / "a" / "ck"), "--out", str(other)])  # into the folder of the run it is about: taken
-    assert (other / "report.md").is_file()
-
 
 # ----------------------------------------------------------------------------- publishing keeps the user's files
 
-def test_publishing_keeps_a_file_no_run_wrote_as_a_dated_backup(tmp_path, course_data, tiny_model, capsys):
-    pred = tmp_path / "pred"
-    pred.mkdir()
-    (pred / "sst-dev-output.csv").write_text("the user's own predictions\n")
-    mt.main(_quick(tmp_path, course_data, tiny_model))
+
+def _part1_default_paths(data, model, *extra):
+    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "1", "--batch_size", "8",
+            "--datasets", "sst", "--fine-tune-mode", "full-model", *extra]
+
+
+def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "first", "--lr", "1e-3"))
+    first = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()}
+    assert {"full-model-sst.pt", "full-model-sst-dev-out.csv", "full-model-sst-log.jsonl"} <= set(first)
+    published = (tmp_path / "predictions" / "full-model-sst-dev-out.csv").read_bytes()
+    assert published == first["full-model-sst-dev-out.csv"]
+    capsys.readouterr()
+    classifier.main(_part1_default_paths(course_data, tiny_model, "--lr", "3e-2", "--seed", "5"))  # a default name
     out = capsys.readouterr().out
-    backups = list(pred.glob("sst-dev-output.csv.*.bak"))
-    assert len(backups) == 1 and backups[0].read_text() == "the user's own predictions\n"
-    line = [l for l in out.splitlines() if l.startswith("kept files that no run wrote")]
-    assert len(line) == 1 and f"{pred / 'sst-dev-output.csv'} -> {backups[0].name}" in line[0]
-    # a published file the user edited afterwards is theirs now: kept too, when the next run publishes
-    (pred / "sts-dev-output.csv").write_text("edited by hand\n")
-    mt.main(_quick(tmp_path / "again", course_data, tiny_model, *[x for t in ("sst", "para", "sts") for s in ("dev", "test")
-                                                                 for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]))
-    edited = list(pred.glob("sts-dev-output.csv.*.bak"))
-    assert len(edited) == 1 and edited[0].read_text() == "edited by hand\n"
-    assert len(list(pred.glob("*.bak"))) == 2  # what the first run wrote was replaced, not backed up
+    second = [d for d in (tmp_path / "runs").iterdir() if d.is_dir() and d.name != "first"]
+    assert len(second) == 1 and second[0].name.startswith("classifier-")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()} == first  # untouched
+    assert (tmp_path / "predictions" / "full-model-sst-dev-out.csv").read_bytes() == \
+        (second[0] / "full-model-sst-dev-out.csv").read_bytes()
+    if (second[0] / "full-model-sst-dev-out.csv").read_bytes() != published:
+        assert "replacing those of run first (still in runs/first)" in out
+    sources = json.loads((tmp_path / "predictions" / ".sources.json").read_text())
+    assert sources["full-model-sst-dev-out.csv"]["run"] == second[0].name
+    # the same run name again is refused, in one line, before anything is written
+    with pytest.raises(MinbertError, match=r"--run_name runs/first: already holds a run"):
+        classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "first"))
+    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()} == first
 
 
-def test_ensemble_out_into_a_users_folder_keeps_their_file(tmp_path, course_data, tiny_model, capsys):
-    mt.main(_quick(tmp_path, course_data, tiny_model))
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "para-test-output.csv").write_text("mine\n")
-    ensemble.main([str(tmp_path / "ck" / "mt.pt"), str(tmp_path / "pred"), "--data_dir", str(course_data),
-                   "--run_dir", str(tmp_path / "ens"), "--out", str(mine)])
-    assert [p.read_text() for p in mine.glob("para-test-output.csv.*.bak")] == ["mine\n"]
-    assert "kept files that no run wrote" in capsys.readouterr().out
+def test_multitask_runs_get_their_own_folders(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--batch_size", "8",
+              "--fine-tune-mode", "full-model"]
+    mt.main(common + ["--run_name", "a", "--lr", "1e-3"])
+    a_files = {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir() if p.is_file()}
+    assert {"multitask.pt", "multitask-log.jsonl", "sst-dev-output.csv", "para-test-output.csv"} <= set(a_files)
+    mt.main(common + ["--run_name", "b", "--lr", "5e-2", "--seed", "3"])
+    out = capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "a").iterdir() if p.is_file()} == a_files
+    for name in ("sst-dev-output.csv", "sts-test-output.csv"):
+        assert (tmp_path / "predictions" / name).read_bytes() == (tmp_path / "runs" / "b" / name).read_bytes()
+    assert "replacing those of run a (still in runs/a)" in out
+    rows = (tmp_path / "predictions" / "multitask-results.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows] == ["run", "a", "b"]  # the results table only grows
 
 
-def test_report_out_keeps_a_users_file(tmp_path, course_data, tiny_model, capsys):
-    mt.main(_quick(tmp_path, course_data, tiny_model))
-    out = tmp_path / "notes"
-    out.mkdir()
-    (out / "report.md").write_text("my notes\n")
-    report.main([str(tmp_path / "ck"), "--out", str(out)])
-    assert [p.read_text() for p in out.glob("report.md.*.bak")] == ["my notes\n"]
-    report.main([str(tmp_path / "ck"), "--out", str(out)])  # its own report is replaced, not backed up again
-    assert len(list(out.glob("*.bak"))) == 1
+def test_resume_without_a_name_takes_the_newest_run(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    with pytest.raises(MinbertError, match="--resume: no classifier run to resume in runs/"):
+        classifier.main(_part1_default_paths(course_data, tiny_model, "--resume"))
+    monkeypatch.chdir(tmp_path)
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "r1", "--epochs", "2"))
+    restore()
+    capsys.readouterr()
+    classifier.main(_part1_default_paths(course_data, tiny_model, "--resume", "--epochs", "2"))
+    assert "resumed full-model-sst from runs/r1/full-model-sst-last.pt after epoch 0" in capsys.readouterr().out
 
 
-def test_the_submission_zip_leaves_out_backups(tmp_path):
-    import zipfile
-    import prepare_submit
-    (tmp_path / "predictions").mkdir()
-    (tmp_path / "predictions" / "sst-dev-output.csv.20260101-000000.bak").write_text("old\n")
-    (tmp_path / "x.py").write_text("")
-    (tmp_path / "predictions" / "notes.txt").write_text("kept\n")
-    monkeypatched = prepare_submit.problems_with
-    try:
-        prepare_submit.problems_with = lambda *a: []
-        out = prepare_submit.build(tmp_path, part="2")
-    finally:
-        prepare_submit.problems_with = monkeypatched
-    names = zipfile.ZipFile(out).namelist()
-    assert "predictions/notes.txt" in names and not any(n.endswith(".bak") for n in names)
-
-
-def test_protect_and_record_unit(tmp_path):
-    a = tmp_path / "a.csv"
-    a.write_text("user\n")
-    kept = runs.protect([a, tmp_path / "absent.csv"])
-    assert len(kept) == 1 and not a.exists() and kept[0][1].read_text() == "user\n"
-    a.write_text("run\n")
-    runs.record([a], "r1", tmp_path)
-    assert runs.written_by(a)["run"] == "r1" and runs.protect([a]) == []
-    a.write_text("changed\n")
-    assert runs.written_by(a) is None and len(runs.protect([a])) == 1
+def test_restarting_a_run_folder_without_resume_is_refused(tmp_path, course_data, tiny_model, monkeypatch):
+    """The earlier --checkpoint spelling names a run folder too: a new run there would overwrite its best
+    checkpoint and append to its log."""
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(part2_args(tmp_path, course_data, tiny_model))
+    restore()
+    before = (tmp_path / "ck" / "mt.pt").read_bytes()
+    with pytest.raises(MinbertError, match=r"--run_dir .*ck: already holds a run \(mt-log.jsonl\); choose another, "
+                                           r"or add --resume"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model))
+    assert (tmp_path / "ck" / "mt.pt").read_bytes() == before

@@ -1,172 +1,27 @@
 """trainer.fit, the one epoch protocol: a Part 2 run interrupted after an epoch and resumed writes what an
 uninterrupted run writes; every pipeline's log has one schema; the handout's names are where it says; no
 library module imports a pipeline script."""
-import ast
-import importlib
 import json
-from pathlib import Path
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
-import multitask_classifier as mt
-from conftest import ROOT, interrupt_second_epoch, part1_args, part2_args
-from utils import MinbertError
-
-
-def _files(folder):
-    return {p.name: p.read_text() for p in sorted(Path(folder).glob("*-output.csv"))}
-
-
-@pytest.mark.parametrize("extra", [[], ["--rdrop_weight", "1", "--smart_bregman_weight", "1", "--pair_encoding", "mixed"],
-                                   ["--sampler", "all", "--pcgrad"], ["--sampler", "all", "--gradvac"],
-                                   ["--gradual_unfreeze", "3", "--optimizer", "lamb", "--shared_head", "8"]])
-def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model,
-                                                                          monkeypatch, extra):
-    """The model, optimizer, schedule, random states, each task stream's place, early stopping, the Bregman
-    teacher, GradVac's averages and the unfreezing schedule's step all come back: the six files are the same."""
-    common = ["--epochs", "3", "--steps_per_epoch", "4", "--patience", "5", *extra]
-    straight = mt.main(part2_args(tmp_path / "straight", course_data, tiny_model, *common))
-    restore = interrupt_second_epoch(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common))
-    restore()
-    last = torch.load(tmp_path / "resumed" / "ck" / "mt-last.pt", weights_only=True)
-    assert last["epoch"] == 0 and set(last["pipeline_state"]) == {"sst", "quora", "sts"}
-    resumed = mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume"))
-    assert resumed == pytest.approx(straight, abs=1e-6)
-    assert _files(tmp_path / "resumed" / "pred") == _files(tmp_path / "straight" / "pred")
-    log = [json.loads(l) for l in (tmp_path / "resumed" / "ck" / "mt-log.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in log] == [0, 1, 2]  # no epoch twice
-    with pytest.raises(MinbertError, match=r"cannot resume, the checkpoint comes from another configuration: --lr"):
-        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume", "--lr", "3e-3"))
-
-
-def test_restarting_a_run_folder_without_resume_is_refused(tmp_path, course_data, tiny_model, monkeypatch):
-    """The earlier --checkpoint spelling names a run folder too: a new run there would overwrite its best
-    checkpoint and append to its log."""
-    restore = interrupt_second_epoch(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        mt.main(part2_args(tmp_path, course_data, tiny_model))
-    restore()
-    before = (tmp_path / "ck" / "mt.pt").read_bytes()
-    with pytest.raises(MinbertError, match=r"--run_dir .*ck: already holds a run \(mt-log.jsonl\); choose another, "
-                                           r"or add --resume"):
-        mt.main(part2_args(tmp_path, course_data, tiny_model))
-    assert (tmp_path / "ck" / "mt.pt").read_bytes() == before
-
-
-def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model):
-    import classifier
-    import pretrain
-    classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--datasets", "sst", "--epochs", "1"))
-    mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1"))
-    texts = tmp_path / "texts.txt"
-    texts.write_text("the movie was good\nthe film was bad\nit is a great plot\nthis acting is awful\n" * 5)
-    pretrain.main(["--pretrained", str(tiny_model), "--texts", str(texts), "--out", str(tmp_path / "mlm"),
-                   "--epochs", "1", "--batch_size", "8", "--max_length", "16"])
-    logs = {"classifier": tmp_path / "p1" / "ck" / "last-linear-layer-sst-log.jsonl",
-            "multitask": tmp_path / "p2" / "ck" / "mt-log.jsonl", "pretrain": tmp_path / "mlm" / "pretrain-log.jsonl"}
-    keys = {"run", "pipeline", "model", "epoch", "train_loss", "loss_terms", "dev", "dev_score", "score_name", "best",
-            "seconds", "tokens_per_s", "lr", "steps"}
-    for pipeline, path in logs.items():
-        record = [json.loads(l) for l in path.read_text().splitlines()][-1]
-        assert keys <= set(record) and record["pipeline"] == pipeline, (pipeline, sorted(record))
-    import report  # reads all three, one figure of curves per pipeline
-    md, figs = report.report(list(logs.values()), tmp_path / "report")
-    assert {p.name for p in figs} >= {"curves-classifier.png", "curves-multitask.png", "curves-pretrain.png"}
-
-
-def test_tensorboard_event_files_hold_the_runs_curves(tmp_path, course_data, tiny_model):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    mt.main(part2_args(tmp_path, course_data, tiny_model, "--steps_per_epoch", "20"))
-    events = EventAccumulator(str(tmp_path / "ck" / "tb-mt"))
-    events.Reload()
-    tags = set(events.Tags()["scalars"])
-    assert {"train/loss", "train/lr", "dev/sst", "dev/quora", "dev/sts", "train/epoch_loss"} <= tags
-    assert [e.step for e in events.Scalars("dev/sst")] == [20, 40]  # batches since the start, after each epoch
-    mt.main(part2_args(tmp_path / "off", course_data, tiny_model, "--epochs", "1", "--no_tensorboard"))
-    assert not list((tmp_path / "off" / "ck").glob("tb-*"))
-
-
-def test_the_handouts_names_are_where_it_says():
-    """Handout sections 3, 4 and 5.2 name these; each is importable from the file it names."""
-    names = {"bert": ["BertSelfAttention.attention", "BertLayer.add_norm", "BertLayer.forward", "BertModel.embed"],
-             "classifier": ["BertSentimentClassifier", "train", "test", "model_eval", "get_args"],
-             "optimizer": ["AdamW.step"], "tokenizer": ["BertTokenizer"], "base_bert": ["BertPreTrainedModel"],
-             "config": ["BertConfig"],
-             "multitask_classifier": ["MultitaskBERT", "MultitaskBERT.forward", "MultitaskBERT.predict_sentiment",
-                                      "MultitaskBERT.predict_paraphrase", "MultitaskBERT.predict_similarity",
-                                      "train_multitask", "test_multitask", "get_args"],
-             "evaluation": ["model_eval_multitask"],
-             "datasets": ["SentenceClassificationDataset", "SentencePairDataset"]}
-    for module, attrs in names.items():
-        m = importlib.import_module(module)
-        for attr in attrs:
-            obj = m
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-            assert callable(obj), f"{module}.{attr}"
-
-
-def test_no_library_module_imports_a_pipeline_script():
-    scripts = {"classifier", "multitask_classifier", "pretrain"}
-    for path in [*ROOT.glob("*.py"), *(ROOT / "tools").glob("*.py")]:
-        tree = ast.parse(path.read_text())
-        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        assert not imported & scripts, f"{path.name} imports {sorted(imported & scripts)}"
-
-
-def test_progress_lines_without_a_terminal(capsys, monkeypatch):
-    import utils
-    from utils import Progress
-    clock = iter([100.0, 101.0, 130.0, 161.5])  # a scripted clock: the test does not depend on the machine's speed
-    monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
-    p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)
-    p.update(2, tokens=1000, mean_loss=lambda: 1.5)  # 1 s in: the first line
-    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # 29 s after it: within the minute, no second line
-    p.update(5, tokens=2500, mean_loss=lambda: 1.3)  # 60.5 s after it: the next line
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and lines[0] == "sst epoch 0: step 2/10, loss 1.5000, 1000 tokens/s, 0m01s elapsed, about 0m04s left"
-    assert lines[1].startswith("sst epoch 0: step 5/10, loss 1.3000, ") and "1m01s elapsed" in lines[1]
-    monkeypatch.undo()
-    Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
-    assert capsys.readouterr().out == ""
+import classifier
+from minbert.training.trainer import describe_trainable
+from optimizer import AdamW
+from tests.helpers import ROOT, Trainer, make_hf_checkpoint, tiny_config, write_course_data
 
 
 # ----------------------------------------------------------------------------- a run that diverges stops and says so
-
-def test_a_diverging_run_stops_in_one_line_naming_nan(tmp_path, course_data, tiny_model):
-    """--lr 1e6: the loss becomes NaN; the run stops at once (not after every epoch), says NaN and what to do,
-    and its log says why it stopped (report.py reads that)."""
-    import report
-    from trainer import Diverged
-    with pytest.raises(Diverged, match=r"mt epoch 0: the training loss became NaN by step \d+ of 4 \(peak learning "
-                                       r"rate 1e\+06\): the weights diverged.*lower --lr"):
-        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "3", "--steps_per_epoch", "4", "--lr", "1e6"))
-    log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
-    assert len(log) == 1 and log[0]["epoch"] == 0 and "became NaN" in log[0]["stopped"]
-    with pytest.raises(MinbertError, match=r"no epoch finished; the run stopped: the training loss became NaN"):
-        report.main([str(tmp_path / "ck"), "--out", str(tmp_path / "rep")])
-
-
-def test_a_nan_dev_score_stops_the_run(tmp_path, course_data, tiny_model, monkeypatch):
-    """A model whose outputs are NaN scores NaN on STS (not a constant's r of 0): the run stops, naming it."""
-    from multitask_classifier import MultitaskPipeline
-    real = MultitaskPipeline.evaluate
-    monkeypatch.setattr(MultitaskPipeline, "evaluate", lambda self: ({**real(self)[0], "sts": float("nan")}, float("nan")))
-    with pytest.raises(MinbertError, match=r"mt epoch 0: the dev mean is NaN .*the weights diverged"):
-        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1"))
-    import math
-    from evaluation import pearson
-    assert math.isnan(pearson([1.0, float("nan"), 2.0], [1.0, 2.0, 3.0])) and pearson([1.0, 1.0], [1.0, 2.0]) == 0.0
 
 
 def test_under_fp16_a_non_finite_loss_is_left_to_the_grad_scaler():
     """fp16's grad scaler skips a step whose gradients overflow; only without it is a NaN loss divergence."""
     from optimizer import AdamW
-    from trainer import Diverged, Trainer
+    from minbert.training.trainer import Diverged, Trainer
     model = torch.nn.Linear(2, 2)
     t = Trainer(model, AdamW(model.parameters(), lr=1e-3), torch.device("cpu"))
     with pytest.raises(Diverged, match="became infinite by step 3 of 9"):
@@ -175,25 +30,158 @@ def test_under_fp16_a_non_finite_loss_is_left_to_the_grad_scaler():
     t.check_finite(float("nan"), 3, 9)
 
 
-def test_resuming_with_the_data_moved_elsewhere_works_and_other_data_is_refused(tmp_path, course_data, tiny_model,
-                                                                               monkeypatch, capsys):
-    """The run records its inputs' sha256: the same bytes in another folder resume (one line says so); a file
-    with other contents is refused, naming it."""
-    import shutil
-    common = ["--epochs", "2", "--steps_per_epoch", "2"]
-    restore = interrupt_second_epoch(monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        mt.main(part2_args(tmp_path, course_data, tiny_model, *common))
-    restore()
-    moved = tmp_path / "moved"
-    shutil.copytree(course_data, moved)
-    shutil.rmtree(course_data)
-    (moved / "sts-train.csv").write_bytes((moved / "sts-train.csv").read_bytes() + b"\n")  # one more blank line
-    with pytest.raises(MinbertError, match=r"cannot resume.*the --sts_train file .*moved/sts-train.csv holds other "
-                                           r"contents than .*data/sts-train.csv"):
-        mt.main(part2_args(tmp_path, moved, tiny_model, *common, "--resume"))
-    (moved / "sts-train.csv").write_bytes((moved / "sts-train.csv").read_bytes()[:-1])
-    capsys.readouterr()
-    mt.main(part2_args(tmp_path, moved, tiny_model, *common, "--resume"))
-    out = capsys.readouterr().out
-    assert "resuming with input files that moved, their contents unchanged" in out and "resumed mt from" in out
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_amp_training_runs_and_learns(tmp_path, course_data, tiny_model, amp):
+    args = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--datasets", "cfimdb",
+            "--epochs", "6", "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "3e-3",
+            "--hidden_dropout_prob", "0", "--amp", amp, "--scheduler", "constant", "--max_grad_norm", "0", "--checkpoint_dir", str(tmp_path / "ck"),
+            "--predictions_dir", str(tmp_path / "pred")]
+    res = classifier.main(args)
+    assert res[0]["dev_acc"] >= 0.75
+    log = [json.loads(l) for l in (tmp_path / "ck" / "full-model-cfimdb-log.jsonl").read_text().splitlines()]
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in log)
+    assert log[-1]["train_loss"] < log[0]["train_loss"]
+
+
+def test_grad_accum_equals_one_big_batch():
+    """Two half batches accumulated make the same step as the whole batch at once."""
+    def run(accum, batches):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        from optimizer import AdamW
+        t = Trainer(model, AdamW(model.parameters(), lr=0.1), torch.device("cpu"), grad_accum=accum)
+        loss = lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"])
+        t.run_epoch(iter(batches), loss, total=len(batches))
+        return model.weight.detach()
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
+    whole = [{"x": x, "labels": y, "index": torch.arange(8)}]
+    halves = [{"x": x[:4], "labels": y[:4], "index": torch.arange(4)},
+              {"x": x[4:], "labels": y[4:], "index": torch.arange(4)}]
+    torch.testing.assert_close(run(1, whole), run(2, halves))
+
+
+@pytest.mark.parametrize("amp", ["none", "fp16"])
+def test_grad_accum_with_a_partial_last_group(amp):
+    """3 batches with --grad_accum 2: two optimizer steps, the second on the last batch alone."""
+    from optimizer import AdamW
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = AdamW(model.parameters(), lr=0.1)
+    t = Trainer(model, opt, torch.device("cpu"), amp=amp, grad_accum=2)
+    g = torch.Generator().manual_seed(1)
+    batches = [{"x": torch.randn(4, 4, generator=g), "labels": torch.randint(0, 3, (4,), generator=g),
+                "index": torch.arange(4)} for _ in range(3)]
+    t.run_epoch(iter(batches), lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]), total=3)
+    assert opt.state[model.weight]["step"] == 2
+
+
+def test_prefetch_keeps_order_and_raises_errors():
+    from minbert.training.trainer import prefetch
+    cpu = torch.device("cpu")
+    assert list(prefetch(iter(range(100)), cpu)) == list(range(100))
+
+    def broken():
+        yield 1
+        raise ValueError("bad batch")
+    with pytest.raises(ValueError, match="bad batch"):
+        list(prefetch(broken(), cpu))
+
+
+def test_trainable_line_counts_by_hand(capsys):
+    lin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    lin[0].weight.requires_grad = False
+    info = describe_trainable(lin)
+    # trainable: bias 4 + weight 8 + bias 2 = 14 of 12 + 4 + 8 + 2 = 26; AdamW keeps two fp32 tensors of each
+    assert info == {"trainable": 14, "total": 26, "optimizer_state_bytes": 2 * 14 * 4}
+    assert "trainable parameters: 14 of 26 (53.85%)" in capsys.readouterr().out
+
+
+def test_clipping_bounds_the_global_gradient_norm():
+    model = torch.nn.Linear(4, 3)
+    t = Trainer(model, AdamW(model.parameters(), lr=0.0), torch.device("cpu"), max_grad_norm=0.5)
+    seen = {}
+
+    def spy(closure=None):
+        seen["norm"] = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+    t.optimizer.step = spy
+    batch = {"x": torch.randn(8, 4) * 100, "labels": torch.randint(0, 3, (8,)), "index": torch.arange(8)}
+    t.run_epoch(iter([batch]), lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]) * 100, total=1)
+    assert seen["norm"] == pytest.approx(0.5, rel=1e-4)
+
+
+# fp32 whatever the CPU: on one with native bf16, --amp auto trains in bf16, where the ranks' different
+# summation order is rounded to bf16 and the two runs drift apart by more than the tolerance below.
+FP32 = ["--amp", "none"]
+
+
+# and no SMART: its random perturbation is drawn per rank for that rank's half of the batch, so N ranks draw
+# other numbers than one process does (as dropout would; the tiny checkpoint trains without dropout here)
+NO_NOISE = FP32 + ["--smart_weight", "0"]
+
+
+@pytest.fixture
+def ddp(tmp_path):
+    # 45 examples at batch 8: the last global batch (5) splits unevenly over the two ranks
+    data = write_course_data(tmp_path / "data", n_train=45)
+    model, _ = make_hf_checkpoint(tmp_path / "tiny", config=tiny_config(hidden_dropout_prob=0.0,
+                                                                         attention_probs_dropout_prob=0.0))
+    return tmp_path, data, model
+
+
+def _torchrun(tmp_path, script, args, nproc):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                "--standalone"] if nproc > 1 else [sys.executable]
+    out = subprocess.run([*launcher, str(ROOT / script), *args], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def _same_weights(a, b):
+    sa, sb = torch.load(a, weights_only=True)["model"], torch.load(b, weights_only=True)["model"]
+    assert sa.keys() == sb.keys()
+    worst = max(sa, key=lambda k: (sa[k] - sb[k]).abs().max().item())
+    diff = (sa[worst] - sb[worst]).abs().max().item()
+    assert all(torch.allclose(sa[k], sb[k], atol=1e-5, rtol=1e-4) for k in sa), f"{worst}: max |diff| {diff:.3g}"
+
+
+def test_classifier_ddp_equals_single_process(ddp):
+    tmp, data, model = ddp
+    args = ["--pretrained", str(model), "--data_dir", str(data), "--datasets", "sst", "--epochs", "2",
+            "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0",
+            *NO_NOISE]
+    _torchrun(tmp, "classifier.py", args + ["--checkpoint_dir", "one", "--predictions_dir", "p1"], 1)
+    out = _torchrun(tmp, "classifier.py", args + ["--checkpoint_dir", "two", "--predictions_dir", "p2"], 2)
+    assert out.count("sst epoch 1:") == 1  # only rank 0 logs
+    _same_weights(tmp / "one" / "full-model-sst-last.pt", tmp / "two" / "full-model-sst-last.pt")
+    assert len((tmp / "two" / "full-model-sst-log.jsonl").read_text().splitlines()) == 2
+    assert (tmp / "p2" / "full-model-sst-test-out.csv").read_text() == (tmp / "p1" / "full-model-sst-test-out.csv").read_text()
+
+
+def test_multitask_ddp_equals_single_process(ddp):
+    tmp, data, model = ddp
+    args = ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+            "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0", *NO_NOISE]
+
+    def outs(d):
+        return [x for t in ("sst", "para", "sts") for s in ("dev", "test")
+                for x in (f"--{t}_{s}_out", f"{d}/{t}-{s}-output.csv")]
+    _torchrun(tmp, "multitask_classifier.py", args + ["--checkpoint", "one/mt.pt", "--results", "one/r.csv", *outs("one")], 1)
+    out = _torchrun(tmp, "multitask_classifier.py", args + ["--checkpoint", "two/mt.pt", "--results", "two/r.csv",
+                                                       *outs("two")], 2)
+    assert out.count("predictions copied to") == 1
+    _same_weights(tmp / "one" / "mt.pt", tmp / "two" / "mt.pt")
+    assert len((tmp / "two" / "r.csv").read_text().splitlines()) == 2
+
+
+def test_an_error_under_torchrun_is_said_once(ddp):
+    tmp, data, model = ddp
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                          str(ROOT / "multitask_classifier.py"), "--pretrained", str(model), "--data_dir",
+                          str(data / "absent")], cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0
+    errors = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
+    assert len(errors) == 1 and "data file not found" in errors[0], out.stderr[-3000:]

@@ -1,0 +1,66 @@
+"""flags/defaults.py: the recipe measured best against the handout's plain values one flag away, the learning
+rate by what trains, the checkpoint's width and the optimizer, and --max_length within the position embeddings."""
+import pytest
+
+import classifier
+from minbert.flags.defaults import FULL_MODEL_LR, WIDE_LR, resolve_lr
+from minbert.flags.settings import classifier_settings, multitask_settings
+import multitask_classifier as mt
+from tests.helpers import cli, one_line_error
+
+
+def test_max_length_beyond_the_position_embeddings_is_refused_at_start(tmp_path, course_data, tiny_model):
+    for script in ("classifier.py", "multitask_classifier.py"):
+        out = cli(script, "--pretrained", str(tiny_model), "--data_dir", str(course_data), "--max_length", "600",
+                   cwd=tmp_path)
+        one_line_error(out, r"--max_length 600: .*tiny-bert has 512 position embeddings, so at most --max_length 512")
+        assert not (tmp_path / "runs").exists()  # refused before anything was made
+
+
+def _part1(tiny_model, *flags):
+    return classifier_settings(classifier.get_args(["--pretrained", str(tiny_model), *flags]), log=lambda *_: None)
+
+
+def _part2(tiny_model, *flags):
+    argv = ["--pretrained", str(tiny_model), *flags]
+    return multitask_settings(mt.get_args(argv), argv, log=lambda *_: None)
+
+
+def test_handout_recipe_is_one_flag_away(tiny_model):
+    best, plain = _part2(tiny_model), _part2(tiny_model, "--recipe", "handout")
+    assert (best.model.fine_tune_mode, best.data.batch_size, best.recipe.lr, best.model.dropout) == \
+        ("full-model", 32, 1e-4, (0.1,) * 3)
+    assert (best.recipe.scheduler, best.recipe.warmup_ratio, best.recipe.max_grad_norm) == ("linear", 0.1, 0.0)
+    assert (best.regularizers.rdrop_weight, best.regularizers.smart_weight,
+            best.regularizers.smart_bregman_weight) == (2.0, 0.0, 0.0)  # R-Drop
+    assert (plain.model.fine_tune_mode, plain.data.batch_size, plain.recipe.lr, plain.model.dropout) == \
+        ("last-linear-layer", 8, 1e-5, (0.3,) * 3)
+    assert (plain.recipe.scheduler, plain.recipe.warmup_ratio, plain.recipe.max_grad_norm,
+            plain.regularizers.smart_weight, plain.regularizers.rdrop_weight) == ("constant", 0.0, 0.0, 0.0, 0.0)
+    assert _part2(tiny_model, "--recipe=handout", "--lr", "3e-5").recipe.lr == 3e-5  # explicit flags win
+    p1 = _part1(tiny_model, "--fine-tune-mode", "full-model")
+    h1 = _part1(tiny_model, "--fine-tune-mode", "full-model", "--recipe", "handout")
+    assert p1.recipe.lr == FULL_MODEL_LR["best"] and (p1.recipe.scheduler, p1.recipe.max_grad_norm) == ("linear", 0.0)
+    assert (p1.regularizers.smart_weight, p1.regularizers.rdrop_weight) == (0.0, 0.0)  # none measured above baseline
+    llr = _part1(tiny_model)  # last-linear-layer trains on cached features: no regulariser
+    assert (llr.regularizers.smart_weight, llr.regularizers.rdrop_weight) == (0.0, 0.0)
+    assert h1.recipe.lr == 1e-5 and (h1.recipe.scheduler, h1.recipe.warmup_ratio, h1.recipe.max_grad_norm,
+                                     h1.regularizers.smart_weight) == ("constant", 0.0, 0.0, 0.0)
+
+
+def test_default_lr_follows_the_checkpoints_width():
+    """MiniLM's measured 1e-4 for narrow checkpoints; the BERT paper's range from bert-base's 768 up."""
+    lr, why = resolve_lr(None, "full-model", "adamw", 384)
+    assert lr == 1e-4 and "384 < 768: the best measured" in why
+    lr, why = resolve_lr(None, "full-model", "adamw", 768)
+    assert lr == WIDE_LR and "768 >= 768" in why
+    assert resolve_lr(None, "lora", "adamw", 768)[0] == 1e-3  # only new weights train
+    assert resolve_lr(None, "last-linear-layer", "adamw", 768)[0] == 1e-3
+    assert resolve_lr(7e-5, "full-model", "adamw", 768) == (7e-5, "lr 7e-05")
+
+
+@pytest.mark.parametrize("name, lr, reason", [("lion", 1e-4 / 3, "Lion: a third of AdamW's"),
+                                              ("lamb", 5e-4, "LAMB: five times AdamW's")])
+def test_lion_and_lamb_default_to_their_own_rates(tiny_model, name, lr, reason):
+    recipe = _part2(tiny_model, "--optimizer", name).recipe
+    assert recipe.lr == pytest.approx(lr) and recipe.lr_why.startswith(f"lr {recipe.lr:g} ({reason}, whose default")

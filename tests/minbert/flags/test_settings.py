@@ -1,0 +1,23 @@
+"""TODO"""
+import torch
+
+import classifier
+from minbert import precision
+import multitask_classifier as mt
+from tests.helpers import part1_args, part2_args
+
+
+def test_auto_is_every_scripts_default_and_says_what_it_picked(tmp_path, course_data, tiny_model, capsys):
+    classifier.main(part1_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--datasets", "sst"))
+    out = capsys.readouterr().out
+    expected = precision.resolve_amp("auto", torch.device("cpu"))[1]
+    assert f"precision: {expected}" in out and "(auto:" in out
+
+
+def test_eval_only_names_the_training_flags_it_ignores(tmp_path, course_data, tiny_model, capsys):
+    args = part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1")
+    mt.main(args)
+    capsys.readouterr()
+    mt.main(args + ["--eval_only", str(tmp_path / "ck" / "mt.pt")])
+    line = [l for l in capsys.readouterr().out.splitlines() if l.startswith("--eval_only re-scores")]
+    assert len(line) == 1 and "--lr" in line[0] and "--epochs" in line[0] and "--pretrained" not in line[0]

@@ -1,0 +1,35 @@
+"""TODO"""
+import pytest
+
+import classifier
+import multitask_classifier as mt
+from tests.helpers import part2_args
+from utils import MinbertError
+
+
+@pytest.mark.parametrize("flag, value, match", [
+    ("--epochs", "0", r"argument --epochs: 0 must be an integer >= 1"),
+    ("--epochs", "-1", r"argument --epochs: -1 must be an integer >= 1"),
+    ("--batch_size", "0", r"argument --batch_size: 0 must be an integer >= 1"),
+    ("--lr", "-1", r"argument --lr: -1 must be a number > 0"),
+    ("--lr", "abc", r"argument --lr: 'abc' is not a number"),
+    ("--hidden_dropout_prob", "1.5", r"argument --hidden_dropout_prob: 1.5 must be a probability in \[0, 1\)"),
+    ("--grad_accum", "0", r"argument --grad_accum: 0 must be an integer >= 1"),
+    ("--max_length", "0", r"argument --max_length: 0 must be an integer >= 1"),
+    ("--weight_decay", "-0.1", r"argument --weight_decay: -0.1 must be a number >= 0"),
+    # NumPy's legacy seeding takes 0 .. 2**32 - 1: outside, a traceback mid-start
+    ("--seed", "-1", r"argument --seed: -1 must be an integer from 0 to 4294967295"),
+    ("--seed", "99999999999", r"argument --seed: 99999999999 must be an integer from 0 to 4294967295"),
+    # infinity passes "> 0" but is no learning rate, weight or norm anyone means
+    ("--lr", "inf", r"argument --lr: inf must be a number > 0"),
+    ("--max_grad_norm", "inf", r"argument --max_grad_norm: inf must be a number >= 0"),
+    ("--rdrop_weight", "inf", r"argument --rdrop_weight: inf must be a number >= 0"),
+])
+@pytest.mark.parametrize("script", [classifier, mt])
+def test_numeric_flags_are_checked_at_parse_time(script, flag, value, match):
+    with pytest.raises(MinbertError, match=match):
+        script.get_args(["--pretrained", "all-minilm-l6-v2", flag, value])
+
+
+def test_the_largest_seed_runs(tmp_path, course_data, tiny_model):
+    mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1", "--seed", str(2 ** 32 - 1)))

@@ -1,0 +1,36 @@
+"""TODO"""
+import pytest
+
+import sweep
+from tests.helpers import sweep_base
+from utils import MinbertError
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--space", "lr"], r"--space 'lr': expected FLAG=SPEC"),
+    (["--space", "lr=log:1e-3"], r"log needs LO:HI"),
+    (["--space", "lr=log:1e-3:1e-4"], r"need LO < HI"),
+    (["--space", "lr=log:0:1e-4"], r"LO > 0"),
+    (["--space", "lernrate=1e-3,1e-4"], r"unrecognized arguments: --lernrate"),
+    (["--space", "lr=-1,1e-4"], r"argument --lr: -1 must be a number > 0"),
+    (["--space", "lr=log:1e-5:1e-3", "--sampler", "grid"], r"--sampler grid takes comma lists only"),
+    (["--space", "lr=1e-3", "--seeds", "5", "5"], r"--seeds 5 5: a seed given twice"),
+    (["--space", "lr=1e-3", "--prune_warmup", "-1"], r"--prune_warmup: -1 must be an integer >= 0"),
+    (["--space", "lr=1e-3", "--storage", "notaurl"], r"--storage notaurl: not a database URL"),
+    (["--space", "seed=1,2"], r"--seed is set by the sweep"),
+    (["--space", "lr=1e-4,2e-4", "lr=1e-3"], r"--space names --lr twice \('lr=1e-4,2e-4' and 'lr=1e-3'\)"),
+    (["--space", "batch_size=8,16"], r"--batch_size is searched by --space and also fixed after --: drop one of the two"),
+])
+def test_bad_input_is_one_line_before_anything_trains(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MinbertError, match=match):
+        sweep.main(["classifier", *argv, "--", *sweep_base(course_data, tiny_model)])
+    assert not list(tmp_path.glob("runs/sweeps/*/t*"))
+
+
+def test_unknown_trial_flag_and_missing_dataset(tmp_path, monkeypatch, course_data, tiny_model):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MinbertError, match="unrecognized arguments: --bogus"):
+        sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", *sweep_base(course_data, tiny_model), "--bogus"])
+    with pytest.raises(MinbertError, match="a classifier sweep scores one dataset"):
+        sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", "--epochs", "1"])

@@ -1,0 +1,108 @@
+"""TODO"""
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import sweep
+from tests.helpers import ROOT, start_sweep, stop_during_trial, sweep_base, sweep_trials
+from utils import MinbertError
+
+
+def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_model):
+    monkeypatch.chdir(tmp_path)
+    base = ["classifier", "--space", "lr=1e-3", "--"] + sweep_base(course_data, tiny_model)
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    with pytest.raises(MinbertError, match="is not an SQLite database"):
+        sweep.main(base[:3] + ["--storage", f"sqlite:///{junk}"] + base[3:])
+    import importlib.util
+    if importlib.util.find_spec("psycopg") is None:
+        with pytest.raises(MinbertError, match="driver psycopg is not installed"):
+            sweep.main(base[:3] + ["--storage", "postgresql://u@127.0.0.1:1/db"] + base[3:])
+    else:
+        with pytest.raises(MinbertError, match="cannot open the study database"):
+            sweep.main(base[:3] + ["--storage", "postgresql://u@127.0.0.1:1/db"] + base[3:])
+
+
+def _two_workers(tmp_path, course_data, tiny_model, storage):
+    """Two sweep processes started together on one study: four grid points, each evaluated once."""
+    argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3,3e-3,4e-3", "--trials", "4", "--study", "w",
+            "--no_prune", *(["--storage", storage] if storage else []), "--", *sweep_base(course_data, tiny_model)]
+    workers = [start_sweep(tmp_path, argv) for _ in range(2)]
+    outs = [w.communicate(timeout=600) for w in workers]
+    for w, (out, err) in zip(workers, outs):
+        assert w.returncode == 0 and "Traceback" not in err, err[-2000:]
+    import optuna
+    study = optuna.load_study(study_name="w", storage=storage or f"sqlite:///{tmp_path / 'runs' / 'sweeps' / 'w.db'}")
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert sorted(t.params["lr"] for t in complete) == ["1e-3", "2e-3", "3e-3", "4e-3"]
+    assert not [t for t in study.trials if t.state.name == "FAIL"]
+    assert len({t.user_attrs["worker"] for t in complete}) == 2  # both workers took trials
+
+
+def test_two_workers_share_a_study_on_sqlite(tmp_path, course_data, tiny_model):
+    _two_workers(tmp_path, course_data, tiny_model, None)
+
+
+def test_two_workers_share_a_study_on_postgresql(tmp_path, course_data, tiny_model, postgres_url):
+    _two_workers(tmp_path, course_data, tiny_model, postgres_url)
+
+
+def _study_with_one_trial(tmp_path, name, distribution):
+    """A study in the sweep's default storage holding one finished trial drawn from `distribution` (for lr)."""
+    import optuna
+    (tmp_path / "runs" / "sweeps").mkdir(parents=True, exist_ok=True)
+    study = optuna.create_study(study_name=name, storage=f"sqlite:///{tmp_path / 'runs' / 'sweeps' / (name + '.db')}",
+                                direction="maximize")
+    trial = study.ask({"lr": distribution})
+    study.tell(trial, 0.5)
+
+
+@pytest.mark.parametrize("space, sampler", [("lr=1e-3,2e-3,3e-3", "grid"), ("lr=log:1e-4:1e-2", "tpe")])
+def test_a_study_continued_with_another_space_is_one_line(tmp_path, monkeypatch, course_data, tiny_model, space, sampler):
+    """A grid grown by one value, or a list turned into a range: Optuna cannot mix them; one line says which space
+    the study has, before anything trains."""
+    from optuna.distributions import CategoricalDistribution
+    monkeypatch.chdir(tmp_path)
+    _study_with_one_trial(tmp_path, "s", CategoricalDistribution(["1e-3", "2e-3"]))
+    with pytest.raises(MinbertError, match=rf"study s: its trials searched --space lr=1e-3,2e-3, not {space}"):
+        sweep.main(["classifier", "--space", space, "--sampler", sampler, "--study", "s", "--", *sweep_base(course_data, tiny_model)])
+    assert not list((tmp_path / "runs" / "sweeps").glob("s/t*"))
+
+
+def test_a_study_continued_with_another_pipeline_flags_or_seeds_is_one_line(tmp_path, course_data, tiny_model):
+    """Trials of another pipeline, other fixed flags or other seeds are not comparable with the study's: each is
+    refused before anything trains, the study as it was."""
+    sweep_flags = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3", "--trials", "1", "--study", "s", "--no_prune"]
+    base = sweep_base(course_data, tiny_model)
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *sweep_flags, "--", *base], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for flags, trial_flags, match in [
+        (["multitask", *sweep_flags[1:]], [b for b in base if b not in ("--datasets", "sst")],
+         r"study s: its trials ran classifier trials, not multitask"),
+        (sweep_flags, [*base, "--max_length", "16"],
+         r"study s: its trials ran with the flags after -- --pretrained .*--smart_weight 0, not --pretrained .*--max_length "
+         r"16: the same to continue"),
+        ([*sweep_flags, "--seeds", "1", "2"], base, r"study s: its trials ran --seeds 11711, not --seeds 1 2"),
+    ]:
+        again = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *flags, "--", *trial_flags], cwd=tmp_path,
+                               capture_output=True, text=True)
+        assert again.returncode == 2 and re.search(match, again.stderr), again.stderr[-2000:]
+        assert len(again.stderr.strip().splitlines()) == 1, again.stderr[-2000:]
+    assert len(sweep_trials(tmp_path, "s")) == 1
+
+
+def test_grid_point_of_a_killed_worker_runs_again(tmp_path, course_data, tiny_model):
+    argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,3e-3", "--trials", "2", "--study", "g", "--no_prune", "--",
+            *sweep_base(course_data, tiny_model, epochs=2)]
+    # kill -9 of the sweep and its trial: no chance to clean up
+    stop_during_trial(start_sweep(tmp_path, argv), tmp_path / "runs" / "sweeps" / "g", 1, signal.SIGKILL)
+    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "its worker (process" in done.stdout and "queued to run again" in done.stdout
+    complete = [t for t in sweep_trials(tmp_path, "g") if t.state.name == "COMPLETE"]
+    assert sorted(t.params["lr"] for t in complete) == ["1e-3", "3e-3"]

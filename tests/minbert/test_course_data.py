@@ -1,0 +1,49 @@
+"""TODO"""
+import pytest
+
+from minbert import course_data
+from minbert.course_data import fetch_data
+from minbert.files import git_blob_id
+from utils import MinbertError
+
+
+@pytest.fixture
+def course(file_server, tmp_path, monkeypatch):
+    files = {"a.csv": b"\tid\tsentence\tsentiment\n0\tx\t Hi .\t1\n", "b.csv": b"\tid\tsentence\n0\ty\t Yo .\n"}
+    for name, data in files.items():
+        file_server.files[f"/data/{name}"] = data
+        (tmp_path / "local").mkdir(exist_ok=True)
+        (tmp_path / "local" / name).write_bytes(data)
+    blobs = {n: git_blob_id(tmp_path / "local" / n) for n in files}
+    monkeypatch.setattr(course_data, "BLOB_IDS", blobs)
+    monkeypatch.setenv("MINBERT_DATA_URL", file_server.url + "/data")
+    return file_server, tmp_path
+
+
+def test_fetch_downloads_verifies_and_skips_valid_files(course):
+    server, tmp = course
+    fetch_data(tmp / "data", log=lambda *_: None)
+    assert (tmp / "data" / "a.csv").read_bytes() == server.files["/data/a.csv"]
+    n = len(server.log)
+    fetch_data(tmp / "data", log=lambda *_: None)
+    assert len(server.log) == n  # present and valid: not fetched again
+
+
+def test_fetch_refuses_a_download_that_differs(course):
+    server, tmp = course
+    server.files["/data/b.csv"] = b"tampered"
+    with pytest.raises(MinbertError, match="b.csv: git blob id .* not installed"):
+        fetch_data(tmp / "data", log=lambda *_: None)
+    assert not (tmp / "data" / "b.csv").exists()
+
+
+def test_fetch_from_local_folder_says_when_a_copy_differs(course):
+    server, tmp = course
+    (tmp / "local" / "a.csv").write_bytes(b"\tid\tsentence\tsentiment\n0\tz\t Sample .\t1\n")
+    said = []
+    fetch_data(tmp / "data", source=tmp / "local", log=said.append)
+    assert server.log == []  # no network
+    assert any("a.csv: differs from the course release" in s for s in said)
+    (tmp / "local" / "b.csv").unlink()
+    with pytest.raises(MinbertError, match="b.csv: data file not found"):
+        fetch_data(tmp / "data2", source=tmp / "local", log=lambda *_: None)

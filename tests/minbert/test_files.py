@@ -1,0 +1,35 @@
+"""TODO"""
+import pytest
+import torch
+
+from minbert import files
+from minbert.runs.checkpoint import load_checkpoint
+from utils import MinbertError
+
+
+def test_a_torch_whose_restricted_loader_can_run_code_loads_nothing(tmp_path, monkeypatch):
+    """Before torch 2.6, weights_only=True could be bypassed (CVE-2025-32434): such a torch never opens the file."""
+
+    path = tmp_path / "ck.pt"
+    torch.save({"w": torch.zeros(2)}, path)
+    opened = []
+    monkeypatch.setattr(files.torch, "load", lambda *a, **kw: opened.append(a))
+    monkeypatch.setattr(files.torch, "__version__", "2.5.1+cu121")
+    with pytest.raises(MinbertError, match=r"ck.pt: not loaded: torch 2.5.1\+cu121 can be made to run code .* install torch>=2.6"):
+        load_checkpoint(path)
+    assert opened == []
+    assert files.torch_release("2.13.0+cpu") == (2, 13) and files.torch_release("2.6.0") >= files.SAFE_LOADER_TORCH
+
+
+def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
+    import errno
+    from minbert.files import atomic_write
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"previous")
+
+    def fill_then_fail(fp):
+        fp.write(b"x" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    with pytest.raises(MinbertError, match="f.bin: cannot write it: no space left on the device; the file there before"):
+        atomic_write(target, fill_then_fail)
+    assert target.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]

@@ -1,0 +1,143 @@
+"""TODO"""
+import json
+
+import pytest
+import torch
+
+import classifier
+from minbert.pipelines import multitask as part2
+from minbert.training.fit import EarlyStopping
+import multitask_classifier as mt
+from tests.helpers import interrupt_second_epoch, output_files, part1_args, part2_args
+from utils import MinbertError
+
+
+def test_resume_with_a_scheduler_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model, monkeypatch):
+    def args(d):
+        return part1_args(tmp_path / d, course_data, tiny_model, "--fine-tune-mode", "full-model", "--datasets", "sst",
+                          "--epochs", "3", "--lr", "1e-3", "--scheduler", "cosine", "--warmup_ratio", "0.2",
+                          "--max_grad_norm", "1.0")
+    classifier.main(args("straight"))
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        classifier.main(args("resumed"))
+    restore()
+    classifier.main(args("resumed") + ["--resume"])
+
+    def log(d):
+        return [json.loads(l) for l in (tmp_path / d / "ck" / "full-model-sst-log.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in log("resumed")] == pytest.approx([r["lr"] for r in log("straight")])
+    assert log("straight")[0]["lr"] != log("straight")[2]["lr"]  # the schedule did move
+    for split in ("dev", "test"):
+        name = f"full-model-sst-{split}-out.csv"
+        assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
+
+
+def test_early_stopping_on_a_scripted_score_sequence():
+    stop = EarlyStopping(patience=2)
+    scores = [0.50, 0.60, 0.58, 0.61, 0.60, 0.59, 0.70]
+    stopped_after = None
+    for epoch, s in enumerate(scores):
+        stop.update(s, epoch)
+        if stop.should_stop:
+            stopped_after = epoch
+            break
+    assert stopped_after == 5 and stop.best_epoch == 3 and stop.best == 0.61
+    assert "not improved for 2 epoch(s) since epoch 3" in stop.reason()
+    never = EarlyStopping(patience=0)
+    for epoch, s in enumerate([0.5, 0.4, 0.3, 0.2]):
+        never.update(s, epoch)
+    assert not never.should_stop
+
+
+def test_multitask_stops_early_and_keeps_the_best_epoch(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    script = iter([0.5, 0.7, 0.6, 0.65, 0.9, 0.9])
+    real = part2.model_eval_multitask
+
+    def scripted(model, data, *a, **kw):
+        scores, preds = real(model, data, *a, **kw)
+        if "raw" in kw:  # the final scoring, for the files: real scores
+            return scores, preds
+        m = next(script)
+        return {"sst": m, "quora": m, "sts": 2 * m - 1}, preds
+    monkeypatch.setattr(part2, "model_eval_multitask", scripted)
+    ck = tmp_path / "ck" / "mt.pt"
+    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
+    mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "6", "--batch_size", "8",
+             "--patience", "2", "--checkpoint", str(ck), "--results", str(tmp_path / "r.csv"), *outs])
+    out = capsys.readouterr().out
+    assert "stopping early: the dev mean has not improved for 2 epoch(s) since epoch 1" in out
+    log = [json.loads(l) for l in (ck.parent / "mt-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log if "stopped" not in r] == [0, 1, 2, 3] and "stopped" in log[-1]
+    assert torch.load(ck, weights_only=True)["epoch"] == 1
+
+
+@pytest.mark.parametrize("extra", [[], ["--rdrop_weight", "1", "--smart_bregman_weight", "1", "--pair_encoding", "mixed"],
+                                   ["--sampler", "all", "--pcgrad"], ["--sampler", "all", "--gradvac"],
+                                   ["--gradual_unfreeze", "3", "--optimizer", "lamb", "--shared_head", "8"]])
+def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model,
+                                                                          monkeypatch, extra):
+    """The model, optimizer, schedule, random states, each task stream's place, early stopping, the Bregman
+    teacher, GradVac's averages and the unfreezing schedule's step all come back: the six files are the same."""
+    common = ["--epochs", "3", "--steps_per_epoch", "4", "--patience", "5", *extra]
+    straight = mt.main(part2_args(tmp_path / "straight", course_data, tiny_model, *common))
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common))
+    restore()
+    last = torch.load(tmp_path / "resumed" / "ck" / "mt-last.pt", weights_only=True)
+    assert last["epoch"] == 0 and set(last["pipeline_state"]) == {"sst", "quora", "sts"}
+    resumed = mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume"))
+    assert resumed == pytest.approx(straight, abs=1e-6)
+    assert output_files(tmp_path / "resumed" / "pred") == output_files(tmp_path / "straight" / "pred")
+    log = [json.loads(l) for l in (tmp_path / "resumed" / "ck" / "mt-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1, 2]  # no epoch twice
+    with pytest.raises(MinbertError, match=r"cannot resume, the checkpoint comes from another configuration: --lr"):
+        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume", "--lr", "3e-3"))
+
+
+def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model):
+    import classifier
+    import pretrain
+    classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--datasets", "sst", "--epochs", "1"))
+    mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1"))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the movie was good\nthe film was bad\nit is a great plot\nthis acting is awful\n" * 5)
+    pretrain.main(["--pretrained", str(tiny_model), "--texts", str(texts), "--out", str(tmp_path / "mlm"),
+                   "--epochs", "1", "--batch_size", "8", "--max_length", "16"])
+    logs = {"classifier": tmp_path / "p1" / "ck" / "last-linear-layer-sst-log.jsonl",
+            "multitask": tmp_path / "p2" / "ck" / "mt-log.jsonl", "pretrain": tmp_path / "mlm" / "pretrain-log.jsonl"}
+    keys = {"run", "pipeline", "model", "epoch", "train_loss", "loss_terms", "dev", "dev_score", "score_name", "best",
+            "seconds", "tokens_per_s", "lr", "steps"}
+    for pipeline, path in logs.items():
+        record = [json.loads(l) for l in path.read_text().splitlines()][-1]
+        assert keys <= set(record) and record["pipeline"] == pipeline, (pipeline, sorted(record))
+    import report  # reads all three, one figure of curves per pipeline
+    md, figs = report.report(list(logs.values()), tmp_path / "report")
+    assert {p.name for p in figs} >= {"curves-classifier.png", "curves-multitask.png", "curves-pretrain.png"}
+
+
+def test_a_diverging_run_stops_in_one_line_naming_nan(tmp_path, course_data, tiny_model):
+    """--lr 1e6: the loss becomes NaN; the run stops at once (not after every epoch), says NaN and what to do,
+    and its log says why it stopped (report.py reads that)."""
+    import report
+    from minbert.training.trainer import Diverged
+    with pytest.raises(Diverged, match=r"mt epoch 0: the training loss became NaN by step \d+ of 4 \(peak learning "
+                                       r"rate 1e\+06\): the weights diverged.*lower --lr"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "3", "--steps_per_epoch", "4", "--lr", "1e6"))
+    log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
+    assert len(log) == 1 and log[0]["epoch"] == 0 and "became NaN" in log[0]["stopped"]
+    with pytest.raises(MinbertError, match=r"no epoch finished; the run stopped: the training loss became NaN"):
+        report.main([str(tmp_path / "ck"), "--out", str(tmp_path / "rep")])
+
+
+def test_a_nan_dev_score_stops_the_run(tmp_path, course_data, tiny_model, monkeypatch):
+    """A model whose outputs are NaN scores NaN on STS (not a constant's r of 0): the run stops, naming it."""
+    from minbert.pipelines.multitask import MultitaskPipeline
+    real = MultitaskPipeline.evaluate
+    monkeypatch.setattr(MultitaskPipeline, "evaluate", lambda self: ({**real(self)[0], "sts": float("nan")}, float("nan")))
+    with pytest.raises(MinbertError, match=r"mt epoch 0: the dev mean is NaN .*the weights diverged"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1"))
+    import math
+    from evaluation import pearson
+    assert math.isnan(pearson([1.0, float("nan"), 2.0], [1.0, 2.0, 3.0])) and pearson([1.0, 1.0], [1.0, 2.0]) == 0.0

@@ -1,0 +1,68 @@
+"""TODO"""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from optimizer import AdamW
+from tests import test_optimizer as adamw_tests
+from tests.helpers import ROOT
+
+
+def test_handout_optimizer_test_script_passes():
+    out = subprocess.run([sys.executable, "optimizer_test.py"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Optimizer test passed!" in out.stdout
+
+
+class _Variant(AdamW):
+    """AdamW with one mistake, `mistake(group, p)` applied to every parameter before the (decay-free) step."""
+    mistake = None
+
+    def step(self, closure=None):
+        saved = [g["weight_decay"] for g in self.param_groups]
+        with torch.no_grad():
+            for g in self.param_groups:
+                for p in g["params"]:
+                    if p.grad is not None:
+                        type(self).mistake(g, p)
+                g["weight_decay"] = 0.0
+        try:
+            return super().step(closure)
+        finally:
+            for g, w in zip(self.param_groups, saved):
+                g["weight_decay"] = w
+
+
+class DecayBeforeStep(_Variant):
+    mistake = staticmethod(lambda g, p: p.mul_(1 - g["lr"] * g["weight_decay"]))
+
+
+class DecayInTheGradient(_Variant):  # Adam with L2, not AdamW: the decay goes through the moments
+    mistake = staticmethod(lambda g, p: p.grad.add_(p, alpha=g["weight_decay"]))
+
+
+class NoDecay(_Variant):
+    mistake = staticmethod(lambda g, p: None)
+
+
+class NoCorrection(AdamW):
+    def __init__(self, params, correct_bias, **kw):
+        super().__init__(params, correct_bias=False, **kw)
+
+
+def test_a_wrong_optimizer_fails_the_handout_test():
+    """The handout's reference catches a missing bias correction, weight decay coupled into the gradient, and
+    no weight decay. It cannot see decay applied before the step instead of after it: at its lr 1e-3 and
+    weight decay 1e-4 the two orders differ by about 1e-10 per step; test_optimizer.py's
+    test_matches_algorithm_1_by_hand (weight decay 0.5) catches that one."""
+    from optimizer_test import test_optimizer  # here, not at the top: pytest would collect it as a test
+    ref = np.load(ROOT / "optimizer_test.npy")
+    assert np.allclose(ref, test_optimizer(AdamW, foreach=False).numpy(), atol=1e-6, rtol=1e-4)
+    for wrong in (NoCorrection, DecayInTheGradient, NoDecay):
+        assert not np.allclose(ref, test_optimizer(wrong).numpy(), atol=1e-6, rtol=1e-4), wrong.__name__
+    assert np.allclose(ref, test_optimizer(DecayBeforeStep).numpy(), atol=1e-6, rtol=1e-4)  # blind to the order
+    with pytest.raises(AssertionError):
+        adamw_tests.test_matches_algorithm_1_by_hand(DecayBeforeStep)

@@ -1,0 +1,80 @@
+"""TODO"""
+import zipfile
+
+import pytest
+
+from datasets import data_file, read_examples
+from evaluation import write_predictions
+import prepare_submit
+from tests.helpers import write_course_data
+from utils import MinbertError
+
+
+def _project(tmp_path, names):
+    """A project folder: code, data/ in the course's layout, and prediction files for `names` holding every id
+    of their split."""
+    (tmp_path / "predictions").mkdir(parents=True)
+    write_course_data(tmp_path / "data")
+    for f in ("bert.py", "classifier.py", "optimizer.py", "utils.py"):
+        (tmp_path / f).write_text("# code\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    (tmp_path / "predictions" / ".gitkeep").write_text("")
+    (tmp_path / "predictions" / ".sources.json").write_text("{}")  # which run each file came from
+    (tmp_path / "predictions" / "sst-dev-scores.npz").write_bytes(b"raw dev outputs")
+    for n in names:
+        task, split = prepare_submit.split_of(n)
+        ids = [e.id for e in read_examples(data_file(tmp_path / "data", task, split), task, split)]
+        write_predictions(tmp_path / "predictions" / n, task, ids, [1] * len(ids))
+    return tmp_path
+
+
+def test_zip_holds_code_and_predictions_only(tmp_path):
+    root = _project(tmp_path, prepare_submit.PART1)
+    out = prepare_submit.build(root)
+    names = set(zipfile.ZipFile(out).namelist())
+    assert names == {"bert.py", "classifier.py", "optimizer.py", "utils.py"} | {f"predictions/{n}" for n in prepare_submit.PART1}
+
+
+def test_zip_refuses_missing_or_empty_predictions(tmp_path):
+    root = _project(tmp_path, prepare_submit.PART1[:-1])
+    (root / "predictions" / prepare_submit.PART1[0]).write_text("id , Predicted_Sentiment\n")
+    with pytest.raises(MinbertError) as e:
+        prepare_submit.build(root)
+    msg = str(e.value)
+    assert f"predictions/{prepare_submit.PART1[-1]} (missing)" in msg and f"predictions/{prepare_submit.PART1[0]} (empty)" in msg
+    assert not (root / prepare_submit.ZIP_NAME).exists()
+    with pytest.raises(MinbertError, match="para-dev-output.csv"):
+        prepare_submit.build(_project(tmp_path / "p2", []), part="2")
+
+
+def test_zip_refuses_predictions_of_a_subset_or_another_split(tmp_path):
+    """A run on a 48-row copy of the data writes files with 48 ids where the course's split has more."""
+    root = _project(tmp_path, prepare_submit.PART2)
+    path = root / "predictions" / "sst-test-output.csv"
+    path.write_text("\n".join(path.read_text().splitlines()[:5]) + "\n")  # 4 of the split's ids
+    with pytest.raises(MinbertError, match=r"predictions/sst-test-output.csv \(4 ids where ids-sst-test-student.csv "
+                                           r"has 12, 8 missing"):
+        prepare_submit.build(root, part="2")
+    dev = (root / "predictions" / "sts-dev-output.csv").read_text()
+    (root / "predictions" / "sts-test-output.csv").write_text(dev)  # the dev file under the test name
+    with pytest.raises(MinbertError, match=r"sts-test-output.csv \(16 ids where sts-test-student.csv has 12, 12 "
+                                           r"missing .*, 16 not in test"):
+        prepare_submit.build(root, part="2")
+    assert not (root / prepare_submit.ZIP_NAME).exists()
+
+
+def test_the_submission_zip_leaves_out_backups(tmp_path):
+    import zipfile
+    import prepare_submit
+    (tmp_path / "predictions").mkdir()
+    (tmp_path / "predictions" / "sst-dev-output.csv.20260101-000000.bak").write_text("old\n")
+    (tmp_path / "x.py").write_text("")
+    (tmp_path / "predictions" / "notes.txt").write_text("kept\n")
+    monkeypatched = prepare_submit.problems_with
+    try:
+        prepare_submit.problems_with = lambda *a: []
+        out = prepare_submit.build(tmp_path, part="2")
+    finally:
+        prepare_submit.problems_with = monkeypatched
+    names = zipfile.ZipFile(out).namelist()
+    assert "predictions/notes.txt" in names and not any(n.endswith(".bak") for n in names)

@@ -1,0 +1,117 @@
+"""TODO"""
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import classifier
+from tests.helpers import ROOT, cli, interrupt_second_epoch, one_line_error, part1_args, part2_args
+from utils import main_guard, set_interrupt_hint
+
+
+@pytest.mark.parametrize("script, argv, match", [
+    ("prepare_submit.py", ["--part", "3"], r"prepare_submit.py: argument --part: invalid choice: '3'"),
+    ("evaluation.py", ["--score"], r"evaluation.py: argument --score: expected 2 arguments"),
+    ("datasets.py", ["--bogus"], r"datasets.py: unrecognized arguments: --bogus"),
+    ("sanity_check.py", ["--bogus"], r"sanity_check.py: unrecognized arguments: --bogus"),
+])
+def test_every_scripts_bad_flag_is_one_line(tmp_path, script, argv, match):
+    one_line_error(cli(script, *argv, cwd=tmp_path), match)
+
+
+@pytest.mark.parametrize("script", ["classifier.py", "multitask_classifier.py"])
+def test_bad_flags_on_the_command_line_are_one_line(tmp_path, script):
+    one_line_error(cli(script, "--batch_size", "0", cwd=tmp_path), r"--batch_size: 0 must be an integer >= 1")
+    one_line_error(cli(script, "--steps_per_epoch" if script.startswith("multi") else "--epochs", "0",
+                         cwd=tmp_path), r"must be an integer >= 1")
+
+
+def test_ctrl_c_is_one_line_naming_the_checkpoint_and_how_to_resume(tmp_path, course_data, tiny_model, monkeypatch,
+                                                                     capsys):
+    interrupt_second_epoch(monkeypatch)
+    args = part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "--fine-tune-mode", "full-model")
+    with pytest.raises(SystemExit) as e:
+        main_guard(lambda: classifier.main(args))
+    assert e.value.code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert f"sst epoch 0 is saved in {tmp_path / 'ck' / 'full-model-sst-last.pt'}" in err[0]
+    assert f"the same command plus --resume --run_dir {tmp_path / 'ck'} continues from there" in err[0]
+
+
+def test_ctrl_c_before_any_checkpoint_says_so(capsys):
+    set_interrupt_hint(None)
+
+    def main():
+        raise KeyboardInterrupt
+    with pytest.raises(SystemExit):
+        main_guard(main)
+    assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
+
+
+def test_a_model_larger_than_memory_is_one_line(tmp_path, course_data, tiny_model):
+    """A size flag far beyond the machine (a 10^12-unit shared head: 128 TB) is refused by the allocator at once;
+    the user sees one line saying so, not torch's traceback."""
+    out = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"),
+                          *part2_args(tmp_path, course_data, tiny_model, "--shared_head", str(10 ** 12))],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and re.match(r"error: out of memory: torch could not allocate [\d,.]+ GiB on this machine; "
+                                      r".*lower --batch_size", err[0]), err
+
+
+@pytest.mark.parametrize("error, expected", [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB"),
+     "out of memory: torch could not allocate 20.00 GiB on the GPU"),
+    (MemoryError(), "out of memory: an allocation failed on this machine"),
+])
+def test_out_of_memory_on_a_gpu_or_in_python_is_one_line(capsys, error, expected):
+    def main():
+        raise error
+    with pytest.raises(SystemExit) as e:
+        main_guard(main)
+    assert e.value.code == 2 and capsys.readouterr().err.startswith(f"error: {expected}; ")
+
+
+def test_another_runtime_error_keeps_its_traceback():
+    def main():
+        raise RuntimeError("a bug")
+    with pytest.raises(RuntimeError, match="a bug"):
+        main_guard(main)
+
+
+def test_compiled_model_matches_eager(tiny_model):
+    """--compile: torch.compile of the BERT forward (dynamic shapes) gives the eager outputs."""
+    from utils import maybe_compile
+    from minbert.specs import ModelSpec
+    cfg = ModelSpec(pipeline="classifier", pretrained=str(tiny_model), dropout=[0.0])
+    model = classifier.BertSentimentClassifier(cfg).eval()
+    ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        eager = model(ids, mask)
+        maybe_compile(model, True)
+        compiled = model(ids, mask)
+        longer = model(torch.cat([ids, ids[:, :2]], 1), torch.cat([mask, mask[:, :2]], 1))  # a new length
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
+    assert longer.shape == (2, 5)
+
+
+def test_progress_lines_without_a_terminal(capsys, monkeypatch):
+    import utils
+    from utils import Progress
+    clock = iter([100.0, 101.0, 130.0, 161.5])  # a scripted clock: the test does not depend on the machine's speed
+    monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
+    p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)
+    p.update(2, tokens=1000, mean_loss=lambda: 1.5)  # 1 s in: the first line
+    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # 29 s after it: within the minute, no second line
+    p.update(5, tokens=2500, mean_loss=lambda: 1.3)  # 60.5 s after it: the next line
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0] == "sst epoch 0: step 2/10, loss 1.5000, 1000 tokens/s, 0m01s elapsed, about 0m04s left"
+    assert lines[1].startswith("sst epoch 0: step 5/10, loss 1.3000, ") and "1m01s elapsed" in lines[1]
+    monkeypatch.undo()
+    Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
+    assert capsys.readouterr().out == ""

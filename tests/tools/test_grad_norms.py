@@ -1,0 +1,17 @@
+"""TODO"""
+import sys
+
+from minbert.flags.settings import multitask_settings
+import multitask_classifier as mt
+from tests.helpers import ROOT, part2_args
+
+
+def test_grad_norms_tool_measures_each_task(tmp_path, course_data, tiny_model, capsys):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grad_norms
+    argv = part2_args(tmp_path, course_data, tiny_model, "--pair_encoding", "siamese", "--loss_weights", "1", "1", "0")
+    norms = grad_norms.grad_norms(multitask_settings(mt.get_args(argv), argv, log=lambda *_: None), batches=2)
+    assert set(norms) == {"sst", "quora", "sts"}
+    assert norms["sst"][1] > 0 and norms["quora"][1] > 0 and norms["sts"] == (0.0, 0.0)  # weight 0: no pull
+    grad_norms.main(part2_args(tmp_path, course_data, tiny_model, "--sts_loss", "cosent"))
+    assert capsys.readouterr().out.count("encoder gradient norm") == 3

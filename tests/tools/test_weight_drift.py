@@ -1,0 +1,25 @@
+"""TODO"""
+import pytest
+import torch
+
+from bert import BertModel
+from utils import MinbertError
+import weight_drift
+
+
+def test_weight_drift_measures_each_kind_of_tensor(tmp_path, tiny_model, capsys):
+    start = BertModel.from_pretrained(str(tiny_model)).state_dict()
+    moved = {f"bert.{n}": v * 1.1 if "layer_norm" in n and n.endswith("weight") else v.clone() for n, v in start.items()}
+    moved["bert.bert_layers.0.self_attention.query.weight"] *= 1.5
+    moved["heads.new.weight"] = torch.ones(2, 2)  # not the pretrained model's: left out
+    torch.save({"model": moved}, tmp_path / "ck.pt")
+    rows = weight_drift.main([str(tmp_path / "ck.pt"), "--pretrained", str(tiny_model)])
+    got = rows[str(tmp_path / "ck.pt")]
+    assert got["LayerNorm gains"] == pytest.approx(0.1, rel=1e-5) and got["LayerNorm biases"] == 0
+    assert got["embedding tables"] == 0 and got["linear biases"] == 0
+    by_kind = weight_drift.drift(moved, start)
+    assert sorted(by_kind["weight matrices"])[-1] == pytest.approx(0.5, rel=1e-5)  # the one query matrix moved
+    assert "LayerNorm gains" in capsys.readouterr().out
+    torch.save({"model": {"other.weight": torch.ones(2)}}, tmp_path / "other.pt")
+    with pytest.raises(MinbertError, match="none of its tensors is one of"):
+        weight_drift.main([str(tmp_path / "other.pt"), "--pretrained", str(tiny_model)])
