@@ -1,167 +1,17 @@
-"""Course CSVs: checked reading, tokenizing once, and (bucketed) batching (handout 5.2's datasets).
+"""The three downstream tasks' data (handout 5.2): each split tokenized once (SentenceClassificationDataset,
+SentencePairDataset), batched by length, padded to the batch's longest row (or a fixed multiple on a GPU).
 
-`python datasets.py --fetch [--from DIR]` fills data/ with the course files (minbert/course_data.py).
+What each course CSV holds and reading it with every problem named (TASKS, read_examples), and fetching the
+files: minbert/course_data.py. `python datasets.py --fetch [--from DIR]` fills data/ with them.
 """
-import csv
-import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from minbert.course_data import fetch_data
-from utils import MinbertError, Parser, main_guard, main_print
-
-csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    text_cols: tuple
-    label_col: str
-    kind: str          # 'class' (integer labels 0..num_labels-1) or 'regression' (float in label_range)
-    num_labels: int = 0
-    label_range: tuple = (0.0, 0.0)
-    header: str = ""   # the leaderboard file's prediction column
-
-    @property
-    def is_pair(self):
-        return len(self.text_cols) == 2
-
-
-TASKS = {
-    "sst": Task("sst", ("sentence",), "sentiment", "class", 5, header="Predicted_Sentiment"),
-    "cfimdb": Task("cfimdb", ("sentence",), "sentiment", "class", 2, header="Predicted_Sentiment"),
-    "quora": Task("quora", ("sentence1", "sentence2"), "is_duplicate", "class", 2, header="Predicted_Is_Paraphrase"),
-    "sts": Task("sts", ("sentence1", "sentence2"), "similarity", "regression", label_range=(0.0, 5.0),
-                header="Predicted_Similarity"),
-}
-
-
-# Part 2's tasks, and the handout's prefix of each in flag and file names (--para_dev_out, para-dev-output.csv).
-MULTITASK = ("sst", "quora", "sts")
-TASK_PREFIX = {"sst": "sst", "quora": "para", "sts": "sts"}
-
-
-@dataclass
-class Example:
-    id: str
-    texts: tuple
-    label: object  # int, float, or None for test files
-    line: int
-
-
-def _is_index_column(name):
-    # The course's test-student files begin with pandas index columns named '' or a number.
-    return name.strip() == "" or name.strip().lstrip("-").replace(".", "", 1).isdigit()
-
-
-def read_examples(path, task, split, log=None):
-    """Read one course CSV for `task` ('sst', ...) and `split` ('train', 'dev' or 'test').
-
-    Every problem names the file and line. Pair files (Quora, STS) really contain rows broken by an
-    unbalanced quote, with a sentence or the label missing: in train files such rows are skipped and
-    counted in one printed line; in dev and test files they are kept, with the missing sentence empty
-    and the label None (the leaderboard wants a prediction for every id; scores leave them out).
-    Wrong values (a label that is not a number, out of range, an empty sentence of a single-sentence
-    task) are errors.
-    """
-    task = TASKS[task] if isinstance(task, str) else task
-    log = log or main_print
-    path = Path(path)
-    if not path.is_file():
-        raise MinbertError(f"{path}: data file not found (run setup.sh, or pass --data_dir)")
-    labelled = split != "test"
-    raw = path.read_bytes()
-    try:
-        lines = raw.decode("utf-8-sig").splitlines()  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text "
-                           f"(save the file as UTF-8)") from None
-    if not lines:
-        raise MinbertError(f"{path}: the file is empty")
-    # One record per physical line, each parsed on its own: with a whole-file csv reader an unbalanced
-    # quote would swallow every following line into one field and lose those rows without a word.
-    parse = lambda text: next(csv.reader([text], delimiter="\t"), [])
-    header = [h.strip() for h in parse(lines[0])]
-    need = ["id", *task.text_cols] + ([task.label_col] if labelled else [])
-    missing = [c for c in need if c not in header]
-    if missing:
-        raise MinbertError(f"{path}: line 1: header {header} lacks column(s) {missing} for {task.name} {split}")
-    allowed = set(need) | ({task.label_col} if not labelled else set())
-    for c in header:
-        if c not in allowed and not _is_index_column(c):
-            raise MinbertError(f"{path}: line 1: unexpected column {c!r} in a {task.name} {split} file "
-                               f"(expected id, {', '.join(task.text_cols)}" + (f", {task.label_col})" if labelled else ")"))
-    if not labelled and task.label_col in header:
-        raise MinbertError(f"{path}: line 1: a test file with a label column {task.label_col!r}: "
-                           f"pass it as a dev file instead")
-    col = {c: header.index(c) for c in need}
-    examples, skipped, kept_broken, seen = [], [], [], {}
-    for line, text in enumerate(lines[1:], start=2):
-        row = parse(text)
-        if not any(cell.strip() for cell in row):
-            continue  # blank line at the end of a file
-        if len(row) > len(header):
-            raise MinbertError(f"{path}: line {line}: {len(row)} fields but the header has {len(header)} "
-                               f"(values in an unexpected column)")
-        get = lambda c: row[col[c]].strip() if col[c] < len(row) else ""
-        ex_id = get("id")
-        if not ex_id:
-            raise MinbertError(f"{path}: line {line}: empty id")
-        if ex_id in seen:
-            raise MinbertError(f"{path}: line {line}: id {ex_id} already on line {seen[ex_id]}")
-        seen[ex_id] = line
-        texts = tuple(get(c) for c in task.text_cols)
-        empty = [c for c, t in zip(task.text_cols, texts) if not t]
-        if labelled and not get(task.label_col):
-            empty.append(task.label_col)
-        if empty:
-            what = f"line {line} (id {ex_id}): {', '.join(empty)} empty"
-            if not task.is_pair:
-                raise MinbertError(f"{path}: {what}")
-            (skipped if split == "train" else kept_broken).append(what)
-            if split == "train":
-                continue
-        label = _parse_label(path, line, task, get(task.label_col)) if labelled and get(task.label_col) else None
-        examples.append(Example(ex_id, texts, label, line))
-    if skipped:
-        log(f"{path}: skipped {len(skipped)} broken row(s) with a missing field: " + "; ".join(skipped[:5])
-            + (" ..." if len(skipped) > 5 else ""))
-    if kept_broken:
-        log(f"{path}: {len(kept_broken)} broken row(s) kept with an empty sentence so that every id gets a "
-            f"prediction: " + "; ".join(kept_broken[:5]) + (" ..." if len(kept_broken) > 5 else ""))
-    if not examples:
-        raise MinbertError(f"{path}: no examples")
-    return examples
-
-
-def _parse_label(path, line, task, raw):
-    try:
-        value = float(raw)
-    except ValueError:
-        raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is not a number") from None
-    if task.kind == "class":
-        if not value.is_integer():
-            raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is not an integer")
-        if not 0 <= value < task.num_labels:
-            raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is outside 0..{task.num_labels - 1}")
-        return int(value)
-    lo, hi = task.label_range
-    if not (lo <= value <= hi) or math.isnan(value):
-        raise MinbertError(f"{path}: line {line}: {task.label_col} {raw!r} is outside {lo:g}..{hi:g}")
-    return value
-
-
-def data_file(data_dir, task, split):
-    """The course's file name for a task and split."""
-    prefix = {"sst": "ids-sst", "cfimdb": "ids-cfimdb", "quora": "quora", "sts": "sts"}[task]
-    return Path(data_dir) / f"{prefix}-{'test-student' if split == 'test' else split}.csv"
-
+from minbert.course_data import MULTITASK, TASKS, fetch_data, read_examples
+from utils import Parser, main_guard
 
 # ----------------------------------------------------------------------------- tokenized data and batches
 

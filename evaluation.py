@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import f1_score
 from tqdm.auto import tqdm
 
-from datasets import MULTITASK, TASK_PREFIX, TASKS, read_examples
+from minbert.course_data import MULTITASK, TASKS, TASK_PREFIX, read_examples
 from minbert.files import atomic_write, read_text
 from minbert.precision import autocast
 from utils import MinbertError, Parser, Progress, main_guard, to_device

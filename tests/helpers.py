@@ -1,10 +1,8 @@
 """What the tests share: a tiny BERT checkpoint in HF's layout, tiny course data in the course's layouts, a local
 HTTP server, each pipeline's argument builder. The fixtures that hand these to tests are in conftest.py."""
 import hashlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import json
 import os
-from pathlib import Path
 import re
 import signal
 import struct
@@ -12,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -25,7 +25,6 @@ from evaluation import write_dev_scores
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
 from minbert.training.trainer import Trainer
-
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -1,8 +1,135 @@
-"""TODO"""
+"""The layout (docs/architecture.md): the handout's map and the five commands at the top, the library in minbert/,
+imports only down the layers and never in a circle, settings as typed objects below the one builder, modules of
+a readable size, and the handout's names where the handout puts them."""
 import ast
 import importlib
+import inspect
+import re
+import subprocess
+import sys
 
+import pytest
+
+from minbert.runs.folders import guard_root
 from tests.helpers import ROOT
+
+HANDOUT = {"bert", "base_bert", "config", "tokenizer", "optimizer", "optimizer_test", "sanity_check", "classifier",
+           "multitask_classifier", "datasets", "evaluation", "utils", "prepare_submit"}
+COMMANDS = {"pretrain", "ensemble", "sweep", "report", "bench"}
+SCRIPTS = {"optimizer_test", "sanity_check", "classifier", "multitask_classifier", "prepare_submit"} | COMMANDS
+# Lowest first; a module imports only from its own layer or lower. Anything not named is an entry point (layer 8).
+LAYERS = [
+    {"utils", "config", "optimizer", "minbert.specs", "minbert.files", "minbert.hub", "minbert.course_data",
+     "minbert.precision"},
+    {"base_bert", "bert", "tokenizer", "datasets", "evaluation"},
+    {"minbert.finetuning", "minbert.runs"},
+    {"minbert.tasks"},
+    {"minbert.objectives"},
+    {"minbert.training"},
+    {"minbert.flags", "minbert.pipelines", "minbert.sweeps", "minbert.reports", "minbert.benchmark"},
+]
+MAX_LINES = 300
+
+
+def _modules():
+    """{module name: path} of every project module: the top-level files, the package, tools/."""
+    found = {p.stem: p for p in ROOT.glob("*.py")}
+    found.update({".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+                  for p in (ROOT / "minbert").rglob("*.py")})
+    found.update({f"tools.{p.stem}": p for p in (ROOT / "tools").glob("*.py")})
+    return found
+
+
+def _layer(name):
+    for i, members in enumerate(LAYERS):
+        if any(name == m or name.startswith(m + ".") for m in members):
+            return i
+    return len(LAYERS)
+
+
+def _project_imports(path, modules):
+    """[(imported module, line, at module level)] of the project modules `path` imports."""
+    out = []
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                 if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+        for name in names:
+            if name in modules:
+                out.append((name, node.lineno, id(node) in top))
+    return out
+
+
+def test_the_top_level_is_the_handouts_map_and_the_commands():
+    assert {p.stem for p in ROOT.glob("*.py")} == HANDOUT | COMMANDS
+    assert (ROOT / "setup.sh").is_file() and (ROOT / "data").is_dir() and (ROOT / "predictions").is_dir()
+
+
+def test_imports_go_down_the_layers_at_the_top_of_each_file_and_never_in_a_circle():
+    modules = _modules()
+    graph, problems = {}, []
+    for name, path in modules.items():
+        graph[name] = set()
+        for imported, line, top in _project_imports(path, modules):
+            graph[name].add(imported)
+            where = f"{path.relative_to(ROOT)}:{line} imports {imported}"
+            if not top and not name.startswith("tools."):
+                problems.append(f"{where} inside a function (project imports go at the top)")
+            if _layer(imported) > _layer(name):
+                problems.append(f"{where}, a higher layer")
+            if imported.split(".")[0] in SCRIPTS and imported != name:
+                problems.append(f"{where}, a script")
+    assert not problems, "\n".join(problems)
+    done, stack = set(), []
+
+    def visit(n):  # depth-first search for a circle
+        if n in stack:
+            pytest.fail("import circle: " + " -> ".join(stack[stack.index(n):] + [n]))
+        if n in done:
+            return
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            visit(m)
+        stack.pop()
+        done.add(n)
+    for n in sorted(graph):
+        visit(n)
+
+
+def test_below_the_builder_nothing_reads_an_argparse_namespace():
+    builder = ROOT / "minbert" / "flags" / "settings.py"
+    for path in (ROOT / "minbert").rglob("*.py"):
+        text = path.read_text()
+        if path != builder:
+            assert not re.search(r"\bargs\.|Namespace", text), f"{path.relative_to(ROOT)} reads a namespace"
+
+
+def test_modules_are_of_a_readable_size_and_packages_hold_no_logic():
+    for path in [*ROOT.glob("*.py"), *(ROOT / "minbert").rglob("*.py")]:
+        lines = len(path.read_text().splitlines())
+        assert lines <= MAX_LINES, f"{path.relative_to(ROOT)}: {lines} lines (split it by concern)"
+    for init in (ROOT / "minbert").rglob("__init__.py"):
+        tree = ast.parse(init.read_text())
+        assert len(tree.body) == 1 and isinstance(tree.body[0].value, ast.Constant), f"{init}: only a docstring"
+
+
+def test_the_settings_are_frozen():
+    specs = importlib.import_module("minbert.specs")
+    for name, cls in vars(specs).items():
+        if inspect.isclass(cls) and cls.__module__ == "minbert.specs" and hasattr(cls, "__dataclass_params__"):
+            assert cls.__dataclass_params__.frozen, name
+
+
+def test_an_old_module_name_fails_loudly(tmp_path):
+    """`runs/` is the output folder and runs.py an earlier module: `import runs` must fail, not import the folder."""
+    guard_root(tmp_path / "runs")
+    out = subprocess.run([sys.executable, "-c", "import runs"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1 and "minbert.runs" in out.stderr
+    for old in ("lora", "trainer", "flags", "checkpoint", "multitask", "losses"):
+        out = subprocess.run([sys.executable, "-c", f"import {old}"], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 1 and "ModuleNotFoundError" in out.stderr, old
 
 
 def test_the_handouts_names_are_where_it_says():
@@ -23,12 +150,3 @@ def test_the_handouts_names_are_where_it_says():
             for part in attr.split("."):
                 obj = getattr(obj, part)
             assert callable(obj), f"{module}.{attr}"
-
-
-def test_no_library_module_imports_a_pipeline_script():
-    scripts = {"classifier", "multitask_classifier", "pretrain"}
-    for path in [*ROOT.glob("*.py"), *(ROOT / "tools").glob("*.py")]:
-        tree = ast.parse(path.read_text())
-        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        assert not imported & scripts, f"{path.name} imports {sorted(imported & scripts)}"

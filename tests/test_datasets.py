@@ -4,10 +4,10 @@ import pytest
 import torch
 
 import datasets
-from datasets import TASKS, batch_indices, read_examples, resolve_pad_multiple
+from datasets import batch_indices, resolve_pad_multiple
+from minbert.course_data import TASKS, read_examples
 from tests.helpers import cli, one_line_error, part1_args
 from utils import MinbertError
-
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
 
@@ -152,7 +152,8 @@ def test_non_utf8_csv_names_file_and_line(tmp_path, course_data, tiny_model):
 
 
 def test_padding_report(course_data, tiny_model):
-    from datasets import TaskData, read_examples
+    from minbert.course_data import read_examples
+    from datasets import TaskData
     from tokenizer import BertTokenizer
     tok = BertTokenizer.from_pretrained(tiny_model)
     d = TaskData(read_examples(course_data / "ids-sst-train.csv", "sst", "train"), "sst", tok)
@@ -177,7 +178,8 @@ def test_fixed_shapes_change_the_widths_and_not_the_predictions(course_data, tin
     """Padded positions are masked out of attention and pooling: every prediction is the same (fp32), while
     every batch is one of a few widths."""
     from minbert.specs import ModelSpec
-    from datasets import MULTITASK, data_file, load_multitask_data, set_pad_multiple
+    from minbert.course_data import MULTITASK, data_file
+    from datasets import load_multitask_data, set_pad_multiple
     from evaluation import model_eval_multitask
     from minbert.tasks.multitask import MultitaskBERT
     from tokenizer import BertTokenizer

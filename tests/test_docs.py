@@ -7,7 +7,6 @@ import sys
 
 from tests.helpers import ROOT
 
-
 sys.path.insert(0, str(ROOT / "tools"))
 
 

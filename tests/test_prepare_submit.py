@@ -3,9 +3,9 @@ import zipfile
 
 import pytest
 
-from datasets import data_file, read_examples
-from evaluation import write_predictions
 import prepare_submit
+from evaluation import write_predictions
+from minbert.course_data import data_file, read_examples
 from tests.helpers import write_course_data
 from utils import MinbertError
 

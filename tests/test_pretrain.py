@@ -6,11 +6,11 @@ import sys
 import pytest
 import torch
 
-from bert import BertModel
 import classifier
-from minbert.tasks.mlm import BertForMaskedLM, IGNORE, mask_tokens
 import multitask_classifier as mt
 import pretrain
+from bert import BertModel
+from minbert.tasks.mlm import BertForMaskedLM, IGNORE, mask_tokens
 from tests.helpers import ROOT, interrupt_second_epoch, needs_minilm, part1_args, part2_args
 from utils import MinbertError
 

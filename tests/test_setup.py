@@ -4,11 +4,10 @@ The venv is a stand-in (MINBERT_VENV names a folder whose bin/python is a shell 
 installed: the stand-in accepts every pip call and fails the data step, as an offline machine does.
 """
 import os
-from pathlib import Path
 import subprocess
+from pathlib import Path
 
 import pytest
-
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -51,7 +51,7 @@ def test_truncation_and_decode(bert_tok):
 
 
 def _sentences(per_file=150):
-    from datasets import TASKS, data_file, read_examples
+    from minbert.course_data import TASKS, data_file, read_examples
     folder = ROOT / "data" if (ROOT / "data" / "ids-sst-dev.csv").exists() else SHARED_DATA
     rng, out = random.Random(0), []
     for task in TASKS:

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from datasets import MULTITASK, load_multitask_data  # noqa: E402
+from minbert.course_data import MULTITASK  # noqa: E402
+from datasets import load_multitask_data  # noqa: E402
 from minbert.flags.settings import multitask_settings, parse_multitask  # noqa: E402
 from minbert.objectives.losses import MultitaskLoss  # noqa: E402
 from minbert.tasks.multitask import MultitaskBERT  # noqa: E402

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from datasets import data_file, read_examples  # noqa: E402
+from minbert.course_data import data_file, read_examples  # noqa: E402
 from evaluation import accuracy, pearson  # noqa: E402
 from minbert.flags.types import positive_float  # noqa: E402
 from minbert.objectives.distill import TASKS, teacher_targets  # noqa: E402

@@ -1,11 +1,7 @@
 """The defaults that are decisions: the recipe measured best (RESULTS.md) against the handout's plain values, and
-the defaults that depend on the checkpoint (the learning rate by what trains and how wide the model is, the
-longest input its position embeddings allow)."""
-from config import BertConfig, ConfigError
+the learning-rate default, which depends on what trains, how wide the checkpoint is and which optimizer steps."""
 from minbert.finetuning.modes import ADAPTER_LR, MODES
-from minbert.hub import resolve_pretrained
 from optimizer import LR_FACTOR
-from utils import MinbertError
 
 # The handout's plain training: a constant learning rate, no warm-up, no clipping, no regulariser.
 HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0,
@@ -49,23 +45,3 @@ def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size):
         adamw, lr = lr, lr * factor
         why = why.replace(f"lr {adamw:g} (", f"lr {lr:g} ({reason}, whose ", 1)
     return lr, why
-
-
-def checkpoint_config(pretrained):
-    """The BertConfig of a --pretrained checkpoint (one line when its config.json is bad)."""
-    try:
-        return BertConfig.from_json_file(resolve_pretrained(pretrained).require("config").config)
-    except ConfigError as e:
-        raise MinbertError(str(e)) from None
-
-
-def check_max_length(max_length, pretrained):
-    """--max_length must fit the checkpoint's position embeddings: refused at start, not when a long row
-    arrives mid-epoch. Returns the checkpoint's limit."""
-    limit = checkpoint_config(pretrained).max_position_embeddings
-    if max_length < 2:
-        raise MinbertError(f"--max_length {max_length}: must be at least 2 ([CLS] and [SEP])")
-    if max_length > limit:
-        raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
-                           f"so at most --max_length {limit}")
-    return limit

@@ -2,13 +2,14 @@
 multitask_classifier.py, pretrain.py), built from the shared groups (groups.py). They live here, not in the
 scripts, so that sweep.py, tools/ and the generated docs/flags.md read the same declarations the scripts parse;
 settings.py turns what they parse into the typed settings the library takes."""
-import argparse
 import sys
 
-from datasets import TASK_PREFIX, data_file
+import argparse
+from minbert.course_data import TASK_PREFIX, data_file
 from minbert.finetuning.modes import FINE_TUNE_MODES
 from minbert.flags.defaults import DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, WIDE, WIDE_LR
-from minbert.flags.groups import add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags, add_tensorboard_flag
+from minbert.flags.groups import (add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags,
+                                  add_tensorboard_flag)
 from minbert.flags.types import (fold_spec, fraction, nonneg_float, nonneg_int, positive_float, positive_int,
                                  probability, seed)
 from minbert.objectives.embedding import STS_LOSSES

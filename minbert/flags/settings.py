@@ -9,17 +9,20 @@ module nothing sees an argparse Namespace.
 """
 import sys
 
-from datasets import TASK_PREFIX, data_file, resolve_pad_multiple
+from datasets import resolve_pad_multiple
+from minbert.course_data import TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
-                                    check_max_length, checkpoint_config, resolve_lr)
+                                    resolve_lr)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
                                    parse_with_recipe, pretrain_parser)
 from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, check_classifier_combination,
                                  check_idle_flags, check_multitask_combination)
+from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.runs.identity import defining_flags, flag_spelling
-from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData, MultitaskSettings,
-                           PretrainSettings, Recipe, Regularizers, RunSpec, Runtime, SweepSettings, TaskLosses)
+from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
+                           MultitaskSettings, PretrainSettings, Recipe, Regularizers, RunSpec, Runtime, SweepSettings,
+                           TaskLosses)
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError, distributed, get_device, main_print
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import torch
 
-from datasets import TASKS, SentenceClassificationDataset, data_file, read_examples, set_pad_multiple
+from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
+from minbert.course_data import TASKS, data_file, read_examples
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.identity import run_defining

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datasets import MULTITASK, data_file, load_multitask_data, read_examples, set_pad_multiple
+from datasets import load_multitask_data, set_pad_multiple
 from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
+from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
 from minbert.runs.folders import open_run

@@ -12,11 +12,12 @@ rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
 import time
 from pathlib import Path
 
-from datasets import MULTITASK, TASK_PREFIX, TaskData, load_multitask_data, set_pad_multiple
-from evaluation import format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name, \
-    write_multitask_outputs
+from datasets import TaskData, load_multitask_data, set_pad_multiple
+from evaluation import (format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name,
+                        write_multitask_outputs)
+from minbert.course_data import MULTITASK, TASK_PREFIX
 from minbert.finetuning.modes import merge_for_inference
-from minbert.flags.defaults import check_max_length
+from minbert.hub import check_max_length
 from minbert.objectives.distill import outside_fold, teacher_targets
 from minbert.objectives.losses import MultitaskLoss
 from minbert.runs.folders import RunLock, is_run_folder, open_run

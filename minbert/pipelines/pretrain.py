@@ -13,14 +13,14 @@ import itertools
 import json
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from datasets import Example, TaskData, data_file, read_examples, set_pad_multiple
+from datasets import TaskData, set_pad_multiple
+from minbert.course_data import Example, Task, data_file, read_examples
 from minbert.files import append_jsonl
 from minbert.hub import resolve_pretrained
 from minbert.precision import autocast
@@ -68,7 +68,7 @@ def split_texts(texts, seed, held_out=0.05):
 
 
 def as_data(texts, tokenizer, max_length):
-    task = SimpleNamespace(name="text", is_pair=False, kind="text")
+    task = Task("text", ("text",), "", "text")  # unlabelled sentences
     return TaskData([Example(str(i), (t,), None, i + 1) for i, t in enumerate(texts)], task, tokenizer, max_length)
 
 

@@ -83,24 +83,24 @@ def _load_with_paths(path, map_location):
 
 def convert_legacy(state, source):
     """An earlier-format checkpoint ({'model', 'args': the whole namespace, 'epoch', ...}) in the new format."""
-    args = state["args"]
-    if not isinstance(args, dict):
-        raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(args).__name__})")
-    multitask = "pair_encoding" in args
-    task_dropout = args.get("task_dropout")
-    dropout = (task_dropout or [args.get("hidden_dropout_prob", 0.1)] * 3) if multitask else [args.get("hidden_dropout_prob", 0.3)]
+    old = state["args"]  # the earlier format: the flags of its run, as a dict
+    if not isinstance(old, dict):
+        raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(old).__name__})")
+    multitask = "pair_encoding" in old
+    task_dropout = old.get("task_dropout")
+    dropout = (task_dropout or [old.get("hidden_dropout_prob", 0.1)] * 3) if multitask else [old.get("hidden_dropout_prob", 0.3)]
     head = state["model"].get("classifier.weight")
-    spec = ModelSpec(pipeline="multitask" if multitask else "classifier", pretrained=str(args.get("pretrained")),
-                     fine_tune_mode=args.get("fine_tune_mode", "full-model"), lora_rank=args.get("lora_rank", 8),
-                     lora_alpha=args.get("lora_alpha", 16.0), lora_dropout=args.get("lora_dropout", 0.0),
-                     lora_targets=args.get("lora_targets"), dropout=dropout, max_length=args.get("max_length", 128),
+    spec = ModelSpec(pipeline="multitask" if multitask else "classifier", pretrained=str(old.get("pretrained")),
+                     fine_tune_mode=old.get("fine_tune_mode", "full-model"), lora_rank=old.get("lora_rank", 8),
+                     lora_alpha=old.get("lora_alpha", 16.0), lora_dropout=old.get("lora_dropout", 0.0),
+                     lora_targets=old.get("lora_targets"), dropout=dropout, max_length=old.get("max_length", 128),
                      num_labels=int(head.shape[0]) if head is not None else 5,
-                     pair_encoding=args.get("pair_encoding", "cross"), pooling=args.get("pooling", "mean"),
-                     pals=bool(args.get("pals", False)), pals_dim=args.get("pals_dim"),
-                     siamese_proj=args.get("siamese_proj", 0) or 0)
+                     pair_encoding=old.get("pair_encoding", "cross"), pooling=old.get("pooling", "mean"),
+                     pals=bool(old.get("pals", False)), pals_dim=old.get("pals_dim"),
+                     siamese_proj=old.get("siamese_proj", 0) or 0)
     return {"format": FORMAT, "version": VERSION, "pipeline": spec.pipeline, "spec": spec.to_dict(),
             "model": state["model"], "epoch": state.get("epoch", 0), "scores": plain(state.get("scores") or {}),
-            "run": str(args.get("run_name") or Path(source).parent.name), "flags": {}, "converted_from": str(source)}
+            "run": str(old.get("run_name") or Path(source).parent.name), "flags": {}, "converted_from": str(source)}
 
 
 def read_spec(state, source, pipeline=None):

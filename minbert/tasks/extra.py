@@ -17,7 +17,7 @@ import csv
 import json
 from pathlib import Path
 
-from datasets import Example, Task
+from minbert.course_data import Example, Task
 from utils import MinbertError, main_print
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")

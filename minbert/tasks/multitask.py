@@ -17,7 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bert import BertModel
-from datasets import MULTITASK, task_encoding
+from datasets import task_encoding
+from minbert.course_data import MULTITASK
 from minbert.finetuning.modes import prepare_backbone
 from minbert.finetuning.pals import PALs
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec

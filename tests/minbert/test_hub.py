@@ -10,7 +10,6 @@ from minbert.hub import resolve_pretrained
 from tests.helpers import make_hf_checkpoint, needs_minilm, tiny_config
 from utils import MinbertError
 
-
 REPO = "/google-bert/bert-base-uncased/resolve/main"
 
 

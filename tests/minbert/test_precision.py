@@ -5,7 +5,6 @@ import torch
 from minbert import precision
 from minbert.precision import grad_scaler
 
-
 CPU = torch.device("cpu")
 
 

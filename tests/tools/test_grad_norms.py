@@ -1,8 +1,8 @@
 """TODO"""
 import sys
 
-from minbert.flags.settings import multitask_settings
 import multitask_classifier as mt
+from minbert.flags.settings import multitask_settings
 from tests.helpers import ROOT, part2_args
 
 

@@ -9,7 +9,7 @@ from utils import MinbertError
 
 def test_soft_targets_compares_the_targets_with_the_gold_labels(tmp_path, course_data, capsys):
     import soft_targets
-    from datasets import data_file, read_examples
+    from minbert.course_data import data_file, read_examples
     from minbert.objectives.distill import save_soft_targets
     ex = {t: read_examples(data_file(course_data, t, "train"), t, "train") for t in ("sst", "quora", "sts")}
     sst_gold = torch.tensor([e.label for e in ex["sst"]])

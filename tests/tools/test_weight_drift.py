@@ -2,9 +2,9 @@
 import pytest
 import torch
 
+import weight_drift
 from bert import BertModel
 from utils import MinbertError
-import weight_drift
 
 
 def test_weight_drift_measures_each_kind_of_tensor(tmp_path, tiny_model, capsys):

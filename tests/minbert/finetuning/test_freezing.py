@@ -3,12 +3,12 @@ unfreezes one group from the top every N optimizer steps, the embeddings last, a
 import pytest
 import torch
 
+import multitask_classifier as mt
 from bert import BertModel
 from minbert.finetuning.freezing import GradualUnfreezing, frozen_parameters, setup_freezing
 from minbert.specs import ModelSpec
 from minbert.tasks.multitask import MultitaskBERT
 from minbert.training.trainer import describe_trainable
-import multitask_classifier as mt
 from tests.helpers import part2_args
 from utils import MinbertError
 

@@ -1,8 +1,8 @@
 """TODO"""
 import pytest
 
-from bert import BertModel
 import multitask_classifier as mt
+from bert import BertModel
 from tests.helpers import multitask_spec, parameters_with_gradients, part2_args, tiny_batch
 from utils import MinbertError
 

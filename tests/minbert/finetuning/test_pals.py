@@ -2,9 +2,9 @@
 import pytest
 import torch
 
+import multitask_classifier as mt
 from bert import BertModel
 from minbert.finetuning.pals import PALs, default_dim
-import multitask_classifier as mt
 from tests.helpers import multitask_spec, part2_args, tiny_batch, tiny_config
 from utils import MinbertError
 

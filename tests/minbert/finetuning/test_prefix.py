@@ -1,9 +1,9 @@
 """TODO"""
 import torch
 
+import multitask_classifier as mt
 from bert import BertModel
 from minbert.finetuning.modes import merge_for_inference
-import multitask_classifier as mt
 from tests.helpers import multitask_spec, parameters_with_gradients, tiny_batch
 
 

@@ -3,9 +3,9 @@ rate by what trains, the checkpoint's width and the optimizer, and --max_length 
 import pytest
 
 import classifier
+import multitask_classifier as mt
 from minbert.flags.defaults import FULL_MODEL_LR, WIDE_LR, resolve_lr
 from minbert.flags.settings import classifier_settings, multitask_settings
-import multitask_classifier as mt
 from tests.helpers import cli, one_line_error
 
 

@@ -2,8 +2,8 @@
 import torch
 
 import classifier
-from minbert import precision
 import multitask_classifier as mt
+from minbert import precision
 from tests.helpers import part1_args, part2_args
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import ensemble
+import multitask_classifier as mt
 from minbert.objectives.distill import (DistillationLoss, fold_of, held_out_weights, outside_fold, save_soft_targets,
                                         teacher_targets)
-import multitask_classifier as mt
 from tests.helpers import part2_args
 from utils import MinbertError
 
@@ -158,5 +158,5 @@ def test_fold_teachers_train_on_their_part_and_give_cross_fitted_targets(tmp_pat
 
 
 def course_ids(data, task):
-    from datasets import data_file, read_examples
+    from minbert.course_data import data_file, read_examples
     return [e.id for e in read_examples(data_file(data, task, "train"), task, "train", log=lambda *a: None)]

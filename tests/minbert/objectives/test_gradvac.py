@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
+import multitask_classifier as mt
 from minbert.objectives.gradvac import GradVaccine
 from minbert.objectives.pcgrad import project_conflicting
-import multitask_classifier as mt
 from tests.helpers import part2_args
 
 

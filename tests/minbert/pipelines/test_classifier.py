@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import classifier
-from datasets import read_examples
 import evaluation
+from minbert.course_data import read_examples
 from tests.helpers import interrupt_second_epoch, part1_args
 from utils import MinbertError
 

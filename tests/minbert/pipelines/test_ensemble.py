@@ -7,8 +7,8 @@ import pytest
 
 import classifier
 import ensemble
-from minbert.pipelines import ensemble as ensembling
 import multitask_classifier as mt
+from minbert.pipelines import ensemble as ensembling
 from tests.helpers import output_files, part1_args, part2_args
 from utils import MinbertError
 

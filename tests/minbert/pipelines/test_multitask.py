@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from datasets import read_examples
 import multitask_classifier as mt
+from minbert.course_data import read_examples
 from tests.helpers import ROOT, part2_args
 
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
+import multitask_classifier as mt
 from minbert.runs.checkpoint import load_checkpoint
 from minbert.specs import ModelSpec
-import multitask_classifier as mt
 from tests.helpers import ROOT, multitask_spec, part2_args
 from utils import MinbertError
 

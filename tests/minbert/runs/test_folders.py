@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import classifier
-from minbert.runs.folders import RUN_MARK, RunLock
 import multitask_classifier as mt
 import pretrain
+from minbert.runs.folders import RUN_MARK, RunLock
 from tests.helpers import ROOT, interrupt_second_epoch, part1_args, part2_args, snapshot
 from utils import MinbertError
 

@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
+import sweep
 from minbert.sweeps import trials
 from minbert.sweeps.trials import trial_folder
-import sweep
 
 
 def test_a_new_study_under_an_old_name_never_writes_into_old_trial_folders(tmp_path):

@@ -5,11 +5,10 @@ import json
 import pytest
 import torch
 
-from minbert.tasks.extra import read_extra
 import multitask_classifier as mt
+from minbert.tasks.extra import read_extra
 from tests.helpers import part2_args
 from utils import MinbertError
-
 
 NLI_HEADER = ("gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t"
               "sentence1\tsentence2\tcaptionID\tpairID\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5")

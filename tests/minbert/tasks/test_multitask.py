@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import multitask_classifier as mt
 from datasets import load_multitask_data
 from minbert.flags.settings import multitask_settings
 from minbert.tasks.multitask import MultitaskBERT
-import multitask_classifier as mt
 from tests.helpers import ModelSpec, ROOT, part2_args
 from tokenizer import BertTokenizer
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import classifier
+import multitask_classifier as mt
 from minbert.pipelines import multitask as part2
 from minbert.training.fit import EarlyStopping
-import multitask_classifier as mt
 from tests.helpers import interrupt_second_epoch, output_files, part1_args, part2_args
 from utils import MinbertError
 

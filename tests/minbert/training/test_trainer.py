@@ -14,7 +14,6 @@ from minbert.training.trainer import describe_trainable
 from optimizer import AdamW
 from tests.helpers import ROOT, Trainer, make_hf_checkpoint, tiny_config, write_course_data
 
-
 # ----------------------------------------------------------------------------- a run that diverges stops and says so
 
 
