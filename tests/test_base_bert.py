@@ -1,4 +1,5 @@
-"""TODO"""
+"""base_bert.py: damaged weights are named with what to do: replace a file in the user's own folder, download
+again one in the cache."""
 import pytest
 
 from utils import MinbertError

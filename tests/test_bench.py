@@ -1,4 +1,4 @@
-"""TODO"""
+"""bench.py: every figure reported, for the full model and for adapters (with their optimizer state's size)."""
 import json
 import subprocess
 import sys

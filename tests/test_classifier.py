@@ -1,4 +1,5 @@
-
+"""classifier.py: bad input is one clear line that writes nothing; --use_gpu without a GPU and an unknown
+--pretrained name are one line each."""
 import subprocess
 import sys
 

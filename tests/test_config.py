@@ -1,4 +1,4 @@
-
+"""config.py: bert-base defaults, config.json round trips keeping unknown keys, wrong values refused by name."""
 import json
 
 import pytest

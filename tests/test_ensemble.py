@@ -1,4 +1,4 @@
-"""TODO"""
+"""ensemble.py: it takes only the speed flags inference uses."""
 import pytest
 
 from utils import MinbertError

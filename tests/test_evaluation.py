@@ -1,4 +1,5 @@
-
+"""evaluation.py: --score counts and reports bad ids, names a non-numeric prediction's line, leaves unlabelled
+rows unscored, reads the course's header; Pearson of constant predictions is 0."""
 import subprocess
 import sys
 

@@ -1,4 +1,5 @@
-
+"""optimizer.py: AdamW against Algorithm 1 by hand (the foreach path equal to the reference loop, a resumed state
+equal to an uninterrupted one, capturable steps equal to plain ones), Lion and LAMB by their papers."""
 import copy
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""TODO"""
+"""optimizer_test.py: the handout's test passes on our AdamW and fails on the usual mistakes it can see."""
 import subprocess
 import sys
 

@@ -1,4 +1,9 @@
-"""TODO"""
+"""prepare_submit.py: the zip holds the code (the top-level files and the minbert package) and the prediction
+files, each file's ids checked against its split; unzipped into an empty folder, the submitted code runs."""
+import os
+import shutil
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -6,7 +11,7 @@ import pytest
 import prepare_submit
 from evaluation import write_predictions
 from minbert.course_data import data_file, read_examples
-from tests.helpers import write_course_data
+from tests.helpers import ROOT, write_course_data
 from utils import MinbertError
 
 
@@ -78,3 +83,22 @@ def test_the_submission_zip_leaves_out_backups(tmp_path):
         prepare_submit.problems_with = monkeypatched
     names = zipfile.ZipFile(out).namelist()
     assert "predictions/notes.txt" in names and not any(n.endswith(".bak") for n in names)
+
+
+def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, tiny_model):
+    """The project's real code zipped with Part 1's files, unzipped into an empty folder: the scripts run there."""
+    root = _project(tmp_path / "project", prepare_submit.PART1)
+    for p in [*ROOT.glob("*.py"), *(ROOT / "minbert").rglob("*.py")]:
+        (root / p.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, root / p.relative_to(ROOT))
+    names = set(zipfile.ZipFile(prepare_submit.build(root)).namelist())
+    assert {"minbert/__init__.py", "minbert/training/fit.py", "minbert/flags/settings.py"} <= names
+    assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
+    unzipped = tmp_path / "unzipped"
+    zipfile.ZipFile(root / prepare_submit.ZIP_NAME).extractall(unzipped)
+    out = subprocess.run([sys.executable, "classifier.py", "--pretrained", str(tiny_model), "--data_dir",
+                          str(course_data), "--datasets", "sst", "--epochs", "1", "--batch_size", "8", "--run_dir",
+                          "run", "--predictions_dir", "out"], cwd=unzipped, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ""})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (unzipped / "out" / "last-linear-layer-sst-test-out.csv").is_file()

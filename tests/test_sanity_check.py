@@ -1,11 +1,12 @@
-
+"""sanity_check.py: our BERT against an independent NumPy forward pass (which catches a wrong model), against a
+saved reference in the course's format, and on the real MiniLM weights."""
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.helpers import ROOT, make_hf_checkpoint, needs_minilm, tiny_config
+from tests.helpers import ROOT, make_hf_checkpoint, tiny_config
 
 
 @pytest.fixture
@@ -64,7 +65,6 @@ def test_reference_file_in_course_format(wide_vocab_checkpoint, tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-@needs_minilm
 def test_real_minilm_weights():
     out = _run("--pretrained", "all-minilm-l6-v2")
     assert out.returncode == 0, out.stderr

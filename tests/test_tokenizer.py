@@ -1,21 +1,19 @@
-
+"""tokenizer.py: the handout's WordPiece table, single and pair batches, truncation and decoding, and the same ids
+as the reference WordPiece on every course file."""
 import random
 
 import pytest
 
-from tests.helpers import ROOT, SHARED_DATA, minilm_available, needs_minilm, write_vocab
+from tests.helpers import real_data_folder, write_vocab
 from tokenizer import BertTokenizer
 from utils import MinbertError
 
 
 @pytest.fixture(scope="module")
 def bert_tok():
-    if not minilm_available():
-        pytest.skip("needs the packaged bert-base-uncased vocabulary")
     return BertTokenizer.from_pretrained("all-minilm-l6-v2")
 
 
-@needs_minilm
 def test_handout_wordpiece_table(bert_tok):
     assert bert_tok.tokenize("snow") == ["snow"]
     assert bert_tok.tokenize("snowing") == ["snow", "##ing"]
@@ -24,7 +22,6 @@ def test_handout_wordpiece_table(bert_tok):
     assert bert_tok.tokenize("Héllo WORLD") == ["hello", "world"]  # lower-cased, accent stripped
 
 
-@needs_minilm
 def test_single_and_pair_batches(bert_tok):
     enc = bert_tok(["hello world", "a much longer sentence here"], padding=True, return_tensors="pt")
     ids = enc["input_ids"]
@@ -38,7 +35,6 @@ def test_single_and_pair_batches(bert_tok):
     assert pair["token_type_ids"][0].tolist() == [0, 0, 0, 0, 1, 1]
 
 
-@needs_minilm
 def test_truncation_and_decode(bert_tok):
     long = "word " * 1000
     assert bert_tok(long)["input_ids"].shape == (1, 512)
@@ -52,20 +48,17 @@ def test_truncation_and_decode(bert_tok):
 
 def _sentences(per_file=150):
     from minbert.course_data import TASKS, data_file, read_examples
-    folder = ROOT / "data" if (ROOT / "data" / "ids-sst-dev.csv").exists() else SHARED_DATA
+    folder = real_data_folder()
     rng, out = random.Random(0), []
     for task in TASKS:
         for split in ("train", "dev", "test"):
             path = data_file(folder, task, split)
-            if not path.exists():
-                pytest.skip(f"{path} missing: run setup.sh")
             exs = read_examples(path, task, split, log=lambda *_: None)
             for e in rng.sample(exs, min(per_file, len(exs))):
                 out.append(e.texts)
     return out
 
 
-@needs_minilm
 def test_ids_equal_reference_wordpiece_on_every_data_file(bert_tok):
     """The reference: the HF fast-tokenizer file for bert-base-uncased that ships with the checkpoint."""
     from tokenizers import Tokenizer

@@ -1,4 +1,5 @@
-"""TODO"""
+"""utils.py: a bad flag, Ctrl-C and running out of memory are one line each (another error keeps its traceback);
+progress lines without a terminal; torch.compile of the model keeps its outputs."""
 import re
 import subprocess
 import sys

@@ -31,11 +31,11 @@ def rows(folder):
                "loss_terms": " ".join(f"{k}={v:.4g}" for k, v in records[-1]["loss_terms"].items())}
 
 
-def main():
+def main(argv=None):
     ap = Parser(description=__doc__)
     ap.add_argument("runs", nargs="+", help="run folders")
     ap.add_argument("--out", required=True, help="the CSV to write")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     table = [row for folder in args.runs for row in rows(folder)]
     if not table:
         raise MinbertError("no epoch logged in any of these run folders")

@@ -17,13 +17,16 @@ from utils import Parser
 
 
 def given_flags(parser, argv):
-    """The destinations of the flags actually typed in `argv` (not those left at their defaults)."""
-    saved = {a.dest: a.default for a in parser._actions}
+    """The destinations of the flags actually typed in `argv` (not those left at their defaults, nor the ones
+    set_defaults fills in: --recipe handout's, the hidden checkpoint_name)."""
+    saved, saved_defaults = {a.dest: a.default for a in parser._actions}, parser._defaults
     try:
         for a in parser._actions:
             a.default = argparse.SUPPRESS
+        parser._defaults = {}
         return set(vars(parser.parse_args(list(argv))))
     finally:
+        parser._defaults = saved_defaults
         for a in parser._actions:
             a.default = saved[a.dest]
 

@@ -121,7 +121,7 @@ def write_folder(model, settings, source):
 
 
 class PretrainPipeline(Pipeline):
-    """Masked-LM pretraining for trainer.fit: the held-out masked-token accuracy is its dev score."""
+    """Masked-LM pretraining for training/fit.py: the held-out masked-token accuracy is its dev score."""
     kind, score_name = "pretrain", "held-out masked-token accuracy"
 
     def __init__(self, settings):

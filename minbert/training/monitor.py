@@ -1,6 +1,6 @@
 """A live view of a run in TensorBoard (on by default; --no_tensorboard turns it off).
 
-trainer.fit writes event files into the run folder, runs/NAME/tb-MODEL/: the training loss and learning
+training/fit.py writes event files into the run folder, runs/NAME/tb-MODEL/: the training loss and learning
 rate every few batches, and after each epoch every dev metric, the dev score, the epoch's mean training loss
 and each loss term. Watch every run at once with
 

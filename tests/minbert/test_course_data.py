@@ -1,4 +1,5 @@
-"""TODO"""
+"""course_data.py: the course files fetched and checked against their git blob ids, a differing download refused,
+a differing local copy used and named."""
 import pytest
 
 from minbert import course_data

@@ -1,4 +1,5 @@
-"""TODO"""
+"""files.py: a torch whose restricted loader can run code opens nothing; a write on a full disk keeps the file
+that was there."""
 import pytest
 import torch
 

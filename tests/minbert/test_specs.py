@@ -1,4 +1,4 @@
-"""TODO"""
+"""specs.py: checkpoints and logs hold plain values only."""
 import pathlib
 
 import pytest

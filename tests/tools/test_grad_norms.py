@@ -1,14 +1,11 @@
-"""TODO"""
-import sys
-
+"""tools/grad_norms.py: the loss and encoder gradient norm of each task (none for a task of weight 0)."""
 import multitask_classifier as mt
 from minbert.flags.settings import multitask_settings
-from tests.helpers import ROOT, part2_args
+from tests.helpers import part2_args
+from tools import grad_norms
 
 
 def test_grad_norms_tool_measures_each_task(tmp_path, course_data, tiny_model, capsys):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import grad_norms
     argv = part2_args(tmp_path, course_data, tiny_model, "--pair_encoding", "siamese", "--loss_weights", "1", "1", "0")
     norms = grad_norms.grad_norms(multitask_settings(mt.get_args(argv), argv, log=lambda *_: None), batches=2)
     assert set(norms) == {"sst", "quora", "sts"}

@@ -1,9 +1,10 @@
-"""TODO"""
+"""tools/layernorm_rate.py: BERT's LayerNorm gains in a group of their own at their factor."""
 import pytest
+
+from tools import layernorm_rate
 
 
 def test_layernorm_rate_puts_the_gains_alone_at_their_factor(tiny_model):
-    import layernorm_rate
     from minbert.training import schedule
     from minbert.specs import ModelSpec
     from minbert.tasks.multitask import MultitaskBERT

@@ -1,14 +1,14 @@
-"""TODO"""
+"""tools/soft_targets.py: the targets against the gold labels, and a bad file named by the tool's own argument."""
 import re
 
 import pytest
 import torch
 
+from tools import soft_targets
 from utils import MinbertError
 
 
 def test_soft_targets_compares_the_targets_with_the_gold_labels(tmp_path, course_data, capsys):
-    import soft_targets
     from minbert.course_data import data_file, read_examples
     from minbert.objectives.distill import save_soft_targets
     ex = {t: read_examples(data_file(course_data, t, "train"), t, "train") for t in ("sst", "quora", "sts")}
@@ -38,7 +38,6 @@ def test_soft_targets_compares_the_targets_with_the_gold_labels(tmp_path, course
 
 def test_soft_targets_names_its_own_argument_when_the_file_is_bad(tmp_path, course_data):
     # The path is the tool's positional argument, not --distill: the one line must not name a flag not given.
-    import soft_targets
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not an npz")
     with pytest.raises(MinbertError, match=rf"^{re.escape(str(bad))}: cannot read soft targets"):

@@ -1,9 +1,9 @@
-"""TODO"""
+"""tools/weight_drift.py: the relative change of each kind of encoder tensor against the pretrained weights."""
 import pytest
 import torch
 
-import weight_drift
 from bert import BertModel
+from tools import weight_drift
 from utils import MinbertError
 
 

@@ -1,4 +1,5 @@
-"""TODO"""
+"""finetuning/houlsby.py: bottleneck adapters after each sub-layer train with the LayerNorms and start near the
+identity; --merge is refused for them, saying why."""
 import pytest
 
 import multitask_classifier as mt

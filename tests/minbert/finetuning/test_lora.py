@@ -1,4 +1,5 @@
 """lora.py: LoRA/DoRA wrappers around our linears (the pipelines' --fine-tune-mode lora|dora is not wired yet)."""
+import peft
 import pytest
 import torch
 import torch.nn as nn
@@ -73,7 +74,6 @@ def test_unknown_target_is_refused():
 
 
 def test_peft_oracle():
-    peft = pytest.importorskip("peft")  # an oracle only: the product never imports it
     for dora in (False, True):
         torch.manual_seed(0)
         base = nn.Sequential(nn.Linear(6, 4))

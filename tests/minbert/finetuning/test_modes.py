@@ -1,4 +1,6 @@
-"""TODO"""
+"""finetuning/modes.py: what --fine-tune-mode trains in both pipelines (only the adapters and heads get gradients,
+a rank above the hidden size is refused) and what --merge folds (the same predictions, refused where there is
+nothing to fold)."""
 import subprocess
 import sys
 

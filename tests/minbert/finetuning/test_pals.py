@@ -1,4 +1,5 @@
-"""TODO"""
+"""finetuning/pals.py: projected attention layers, their default width, a zero output projection leaving BERT as
+it was, and --pals on a frozen or a trained backbone end to end."""
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
-"""TODO"""
+"""finetuning/prefix.py: prefix tuning trains only the prefix, every token attends to it, and --merge drops its
+MLP and predicts the same."""
 import torch
 
 import multitask_classifier as mt

@@ -1,4 +1,5 @@
-"""TODO"""
+"""flags/rules.py: a flag typed where it would change nothing, and flags that cannot work together, are one line
+before anything trains; the same flags where they act are taken."""
 import re
 import subprocess
 import sys

@@ -1,4 +1,5 @@
-"""TODO"""
+"""flags/settings.py: --amp auto is every script's default and the start says what it picked; --eval_only names
+the training flags it ignores."""
 import torch
 
 import classifier

@@ -1,4 +1,4 @@
-"""TODO"""
+"""flags/types.py: numeric flags are checked when parsed (one line naming the flag), and the largest seed runs."""
 import pytest
 
 import classifier

@@ -1,4 +1,5 @@
-"""TODO"""
+"""objectives/embedding.py by hand: MNRL as cross entropy over a score matrix, SimCSE as MNRL at 1/tau, CoSENT
+and the cosine regression loss on hand-made scores."""
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"""TODO"""
+"""objectives/pcgrad.py: conflicting task gradients projected as the paper says, the others left as they are."""
 import torch
 
 from minbert.objectives.pcgrad import project_conflicting

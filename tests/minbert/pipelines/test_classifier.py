@@ -1,4 +1,5 @@
-"""TODO"""
+"""pipelines/classifier.py: Part 1 end to end in both modes; last-linear-layer keeps BERT frozen; the model
+learns an easy task; one seed, one set of predictions; a resumed run writes what an uninterrupted one does."""
 import json
 
 import pytest

@@ -1,4 +1,5 @@
-"""TODO"""
+"""pipelines/ensemble.py: an ensemble of two copies is the model; members are checked before any runs; the
+average is of probabilities; members of other data are refused."""
 import json
 import shutil
 

@@ -1,4 +1,5 @@
-"""TODO"""
+"""pipelines/multitask.py: Part 2 end to end with every sampler, encoding, pooling and lever; --eval_only
+rewrites the same files; every dev id is predicted, even a broken row's; the notes and refusals of bad data."""
 import json
 import math
 import re

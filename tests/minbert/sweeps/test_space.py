@@ -1,4 +1,4 @@
-"""TODO"""
+"""sweeps/space.py: a bad --space, an unknown trial flag or a missing dataset is one line before anything trains."""
 import pytest
 
 import sweep

@@ -1,4 +1,5 @@
-"""TODO"""
+"""sweeps/storage.py: storage problems are one line; two workers share a study (SQLite, PostgreSQL); a study
+continues only with its space, pipeline, flags and seeds; a killed worker's trial runs again."""
 import re
 import signal
 import subprocess

@@ -1,4 +1,5 @@
-"""TODO"""
+"""sweeps/study.py: Ctrl-C then the same command evaluates each configuration once; a trial whose flags clash
+fails alone and the sweep goes on."""
 import signal
 import subprocess
 import sys

@@ -1,4 +1,5 @@
-"""TODO"""
+"""sweeps/trials.py: a new study under an old name never writes into old trial folders; the pruner stops a trial
+after the epoch it rejects."""
 import csv
 import textwrap
 

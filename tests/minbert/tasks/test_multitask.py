@@ -1,4 +1,6 @@
-
+"""tasks/multitask.py: MultitaskBERT's heads (siamese and cross-encoded pairs, the projection, a shared head
+layer), SimCSE's two passes differing by dropout alone, and a checkpoint refused where the typed architecture
+contradicts it."""
 import subprocess
 import sys
 

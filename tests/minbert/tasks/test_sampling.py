@@ -1,4 +1,4 @@
-"""TODO"""
+"""tasks/sampling.py: every sampler's schedule (annealed, proportional, round-robin, all, sequential)."""
 import numpy as np
 import pytest
 

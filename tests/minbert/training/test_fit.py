@@ -1,4 +1,5 @@
-"""TODO"""
+"""training/fit.py, the epoch protocol: resumed runs equal uninterrupted ones, early stopping keeps the best
+epoch, every pipeline logs one schema, and a diverging run stops in one line."""
 import json
 
 import pytest

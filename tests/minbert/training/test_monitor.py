@@ -1,4 +1,4 @@
-"""TODO"""
+"""training/monitor.py: the TensorBoard event files hold the run's curves."""
 import multitask_classifier as mt
 from tests.helpers import part2_args
 

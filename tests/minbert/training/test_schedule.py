@@ -1,4 +1,5 @@
-"""TODO"""
+"""training/schedule.py: the schedules' values at known steps, per optimizer step; layer-wise rates; the device
+schedule equals the host one and resumes where it stopped."""
 import math
 
 import pytest

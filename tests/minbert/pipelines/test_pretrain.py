@@ -1,0 +1,77 @@
+"""pipelines/pretrain.py: pretraining learns and its folder reloads everywhere; a resumed run equals an uninterrupted
+one; an interrupted or killed first epoch is no dead end."""
+import json
+
+import pytest
+import torch
+
+import classifier
+import multitask_classifier as mt
+import pretrain
+from bert import BertModel
+from minbert.tasks.mlm import BertForMaskedLM, IGNORE
+from tests.helpers import interrupt_second_epoch, part1_args, part2_args, pretrain_args
+from utils import MinbertError
+
+
+def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_data, capsys):
+    out = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "mlm", "--epochs", "4"))
+    log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
+    accs = [r["dev"]["masked_acc"] for r in log]
+    assert [r["epoch"] for r in log] == [-1, 0, 1, 2, 3] and accs[-1] > accs[0] + 0.1  # a random model learns
+    printed = capsys.readouterr().out
+    assert "MLM head fresh" in printed and f"use it with --pretrained {out}" in printed
+    assert {p.name for p in out.iterdir()} >= {"config.json", "vocab.txt", "model.safetensors"}
+    # the folder reloads with identical outputs: the encoder, and the head (loaded, not fresh)
+    trained, had = BertForMaskedLM.from_pretrained(out)
+    assert had
+    ids = torch.randint(5, 40, (2, 9))
+    mask = torch.ones_like(ids)
+    bert = BertModel.from_pretrained(out).eval()
+    trained.eval()
+    torch.testing.assert_close(bert(ids, mask)["last_hidden_state"], trained.bert(ids, mask)["last_hidden_state"],
+                               rtol=0, atol=0)
+    labels = torch.full_like(ids, IGNORE)
+    labels[:, 3] = ids[:, 3]
+    again, _ = BertForMaskedLM.from_pretrained(out)
+    again.eval()
+    torch.testing.assert_close(trained(ids, mask, labels)[1], again(ids, mask, labels)[1], rtol=0, atol=0)
+    # every script loads it as --pretrained
+    classifier.main(part1_args(tmp_path / "part1", course_data, out, "--epochs", "1", "--datasets", "sst"))
+    mt.main(part2_args(tmp_path / "part2", course_data, out, "--epochs", "1"))  # a run folder is one pipeline's
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch):
+    from safetensors.torch import load_file
+    straight = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "straight", "--epochs", "2"))
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2"))
+    restore()
+    with pytest.raises(MinbertError, match="already holds a run.*add --resume"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2"))
+    with pytest.raises(MinbertError, match="cannot resume.*--lr"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2", "--resume", "--lr", "1e-3"))
+    resumed = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2", "--resume"))
+    a, b = load_file(str(straight / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_interrupted_or_killed_first_epoch_is_no_dead_end(tmp_path, tiny_model, monkeypatch, capsys):
+    from utils import main_guard
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(SystemExit):  # Ctrl-C in epoch 1: epoch 0 is saved, and the line says so
+        main_guard(lambda: pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "a", "--epochs", "2")))
+    restore()
+    err = capsys.readouterr().err
+    assert f"pretrain epoch 0 is saved in {tmp_path / 'a' / 'pretrain-last.pt'}" in err and "--resume" in err
+    # killed during epoch 0 (kill -9: nothing saved but the starting point's log line): --resume starts again
+    killed = tmp_path / "b"
+    killed.mkdir()
+    (killed / "pretrain-log.jsonl").write_text('{"epoch": -1}\n')
+    with pytest.raises(MinbertError, match="already holds a run.*add --resume"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, killed, "--epochs", "1"))
+    out = pretrain.main(pretrain_args(tmp_path, tiny_model, killed, "--epochs", "1", "--resume"))
+    assert "no completed epoch of pretrain" in capsys.readouterr().out
+    log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [-1, 0]

@@ -1,0 +1,23 @@
+"""tools/collect_logs.py: one CSV row per trained model of the run folders given: its best epoch, dev score and
+metrics, every epoch's dev score, the training minutes and the last loss terms."""
+import csv
+import json
+
+from tools import collect_logs
+
+
+def test_one_row_per_model_with_its_best_epoch(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    rows = [{"run": "r", "pipeline": "multitask", "model": "multitask", "epoch": e, "dev_score": s,
+             "dev": {"sst": s, "quora": s}, "seconds": 60.0, "loss_terms": {"rdrop": 0.1 * e}}
+            for e, s in enumerate([0.5, 0.7, 0.6])]
+    (run / "multitask-log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = list(collect_logs.rows(run))
+    assert len(table) == 1
+    row = table[0]
+    assert (row["best_epoch"], row["dev_score"], row["epochs"], row["train_minutes"]) == (1, "0.7000", 3, "3.0")
+    assert row["dev_scores"] == "0.5000 0.7000 0.6000" and row["loss_terms"] == "rdrop=0.2"
+    out = tmp_path / "rows.csv"
+    collect_logs.main([str(run), "--out", str(out)])
+    assert list(csv.DictReader(out.open()))[0]["dev"] == "sst=0.7000 quora=0.7000"

@@ -1,0 +1,24 @@
+"""tools/convert_checkpoint.py: a checkpoint of the earlier format (the whole namespace pickled, pathlib paths among
+its values) written in the current one, read without running anything; an existing destination is never
+overwritten."""
+import pathlib
+
+import torch
+
+from minbert.runs.checkpoint import FORMAT, load_checkpoint
+from tests.helpers import cli, one_line_error
+
+
+def test_an_earlier_checkpoint_is_written_in_the_current_format(tmp_path):
+    old, new = tmp_path / "old.pt", tmp_path / "new.pt"
+    torch.save({"model": {"classifier.weight": torch.zeros(2, 4)}, "epoch": 3, "scores": {"acc": 0.5},
+                "args": {"pretrained": "all-minilm-l6-v2", "fine_tune_mode": "full-model", "hidden_dropout_prob": 0.3,
+                         "max_length": 64, "run_dir": pathlib.Path(tmp_path)}}, old)
+    out = cli("tools/convert_checkpoint.py", "--convert", str(old), str(new))
+    assert out.returncode == 0, out.stderr
+    state = load_checkpoint(new)
+    assert state["format"] == FORMAT and state["pipeline"] == "classifier" and state["epoch"] == 3
+    assert state["spec"]["num_labels"] == 2 and state["spec"]["max_length"] == 64
+    assert "converted_from" not in torch.load(new, weights_only=True)
+    one_line_error(cli("tools/convert_checkpoint.py", "--convert", str(old), str(new)), "exists; the converter does "
+                                                                                         "not overwrite files")
