@@ -10,7 +10,7 @@ module nothing sees an argparse Namespace.
 import sys
 
 from datasets import resolve_pad_multiple
-from minbert.course_data import TASK_PREFIX, data_file
+from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
                                     resolve_lr)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
@@ -25,8 +25,6 @@ from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, 
                            TaskLosses)
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError, distributed, get_device, main_print
-
-MULTITASK = tuple(TASK_PREFIX)
 
 
 # ----------------------------------------------------------------------------- the parts every pipeline shares

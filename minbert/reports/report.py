@@ -1,0 +1,159 @@
+"""report.md of one or more runs (results, learning curves, per-task diagnostics), and the ranked view of a
+results table; every file goes into --out through OutFolder, which never replaces a file no report wrote."""
+import csv
+import math
+from pathlib import Path
+
+from minbert.files import read_text
+from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results, plot_sts,
+                                     worst_examples)
+from minbert.reports.read import Run, load_scores, logs_of
+from minbert.runs.logs import read_log
+from minbert.runs.folders import run_folder_of
+from minbert.runs.outputs import backup_line, protect, record
+from utils import MinbertError
+
+def _md_escape(text, limit=160):
+    text = text if len(text) <= limit else text[:limit - 1] + "…"
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report(targets, out_dir):
+    runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
+    out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs})
+    md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
+    written = []
+    md += ["## Results (best dev epoch of each run)", ""]
+    md += ["| run | kind | best epoch | epochs | dev scores | training minutes |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        epoch, rec = r.best
+        minutes = sum(x.get("seconds", 0) for x in r.records) / 60
+        if rec is None:
+            md.append(f"| {r.name} | {r.kind} | none | {len(r.trained)} | every dev score is NaN: the run diverged "
+                      f"(a learning rate too high?) | {minutes:.1f} |")
+            print(f"{r.log}: every dev score is NaN (the run diverged); its curves show the epochs it ran")
+            continue
+        d = rec["dev"]
+        if r.kind == "multitask":
+            scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_score']:.3f}"
+        elif r.kind == "classifier":
+            scores = f"{r.dataset} accuracy {d['accuracy']:.3f}, macro-F1 {d.get('f1') or float('nan'):.3f}"
+        else:
+            scores = f"held-out masked-token accuracy {d['masked_acc']:.3f}"
+        md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)} | {scores} | {minutes:.1f} |")
+    md += [""]
+    for kind in PANELS:
+        group = [r for r in runs if r.kind == kind]
+        if not group:
+            continue
+        name = f"curves-{kind}.png"
+        title = f"{TITLES[kind]} learning curves"
+        if len(group) == 1:
+            title += f": {group[0].name}"
+        written.append(plot_curves(group, out.file(name), title))
+        md += [f"## {title}", "", f"![learning curves]({name})", ""]
+    for i, r in enumerate(runs):
+        if not r.scores:
+            md += [f"## {r.name}: no dev scores", "",
+                   f"No `*-dev-scores.npz` beside {r.log}: the run predates them, or did not finish.", ""]
+            continue
+        slug = f"run{i + 1}"
+        md += [f"## {r.name}: dev diagnostics", ""]
+        for task, path in r.scores.items():
+            try:
+                s = load_scores(path)
+            except MinbertError as e:  # one damaged file costs its own section, not the report
+                print(f"warning: {e}; its figures are left out")
+                md += [f"### {task.upper()}: left out", "", f"{e}", ""]
+                continue
+            if task == "sts":
+                fig, stats = plot_sts(s, r.name, out.file(f"{slug}-sts.png"))
+                md += [f"### STS: Pearson r {stats['pearson']:.3f}", "", f"![STS scatter]({fig.name})", ""]
+            elif task == "quora":
+                fig, stats = plot_quora(s, r.name, out.file(f"{slug}-quora-pr.png"))
+                md += [f"### Quora: accuracy {stats['accuracy']:.3f}, F1 {stats['f1']:.3f} at threshold 0.5", "",
+                       f"![Quora precision-recall]({fig.name})", ""]
+            else:
+                fig, _ = plot_confusion(s, r.name, task, out.file(f"{slug}-{task}-confusion.png"))
+                md += [f"### {task.upper()}: confusion matrix", "", f"![{task} confusion]({fig.name})", ""]
+            written.append(fig)
+            md += [f"Most wrong dev examples ({task}):", "", "| id | text | gold | predicted |", "|---|---|---|---|"]
+            md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |"
+                   for e in worst_examples(s, task)]
+            md += [""]
+    md_path = out.file("report.md")
+    md_path.write_text("\n".join(md) + "\n")
+    out.close()
+    print(f"report written: {md_path} with {len(written)} figures in {out.path}")
+    return md_path, written
+
+
+# ----------------------------------------------------------------------------- the results table
+
+class OutFolder:
+    """--out, the folder report.py writes into (made; a file in its place is one line). `file(name)` claims a
+    file before it is written: one there that no run and no report wrote (or that changed since) is kept as
+    a dated backup (runs.protect); `close()` records what was written and says in one line what was kept."""
+
+    def __init__(self, out, own=()):
+        self.path, self.kept, self.written = Path(out), [], []
+        for p in (self.path, *self.path.parents):
+            if p.exists() and not p.is_dir():
+                raise MinbertError(f"--out {self.path}: {p} is a file; report.py writes a folder of figures there")
+        folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
+        if folder is not None and folder not in own:
+            raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not about, whose "
+                               f"files belong to its checkpoint and log: name a folder outside it (default: reports/)")
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def file(self, name):
+        path = self.path / name
+        self.kept += protect([path])
+        self.written.append(path)
+        return path
+
+    def close(self):
+        record([p for p in self.written if p.is_file()], "report.py", self.path)
+        if self.kept:
+            print(backup_line(self.kept))
+
+
+def read_results(path):
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"{path}: results table not found")
+    rows = list(csv.DictReader(read_text(path, "results table (CSV)").splitlines()))
+    if not rows:
+        raise MinbertError(f"{path}: no runs in the results table")
+    for n, row in enumerate(rows, start=2):
+        try:
+            row["mean"] = float(row["mean"])
+        except (KeyError, TypeError, ValueError):
+            raise MinbertError(f"{path}: line {n}: no numeric 'mean' column (truncated row?)") from None
+    return rows
+
+
+def ranked(rows):
+    """Best mean first; a row whose mean is not a number (nan: a run that diverged) goes last."""
+    return sorted(rows, key=lambda r: (math.isnan(r["mean"]), -r["mean"] if not math.isnan(r["mean"]) else 0))
+
+
+def results_view(path, out):
+    rows = ranked(read_results(path))
+    cols = ["run", "training", "pair_encoding", "lr", "epochs", "seed", "sst_acc", "quora_acc", "sts_r", "mean",
+            "best_epoch", "minutes"]
+    cols = [c for c in cols if c in rows[0]]
+    table = [[str(i + 1)] + [f"{r[c]:.4f}" if c == "mean" else str(r.get(c, "")) for c in cols]
+             for i, r in enumerate(rows)]
+    header = ["rank"] + cols
+    widths = [max(len(h), *(len(t[j]) for t in table)) for j, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for t in table:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+    out = OutFolder(out)
+    names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
+    fig_path = plot_results(names, [r["mean"] for r in rows], f"Runs in {Path(path).name}, best first",
+                            out.file("results.png"))
+    out.close()
+    print(f"bar chart written: {fig_path}")
+    return rows, fig_path

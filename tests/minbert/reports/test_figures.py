@@ -1,0 +1,34 @@
+"""reports/figures.py: the numbers in the figures are the ones a hand count or evaluation.py gives."""
+import numpy as np
+import pytest
+
+from evaluation import pearson
+from minbert.reports.figures import plot_confusion, plot_quora, plot_sts
+from minbert.reports.read import load_scores
+from tests.helpers import make_multitask_run
+
+
+def test_confusion_counts_equal_a_hand_count(tmp_path):
+    run, truth = make_multitask_run(tmp_path / "r")
+    gold, pred = truth["sst"]
+    hand = np.zeros((5, 5), dtype=int)
+    for g, p in zip(gold, pred):
+        hand[g][p] += 1
+    _, m = plot_confusion(load_scores(run / "sst-dev-scores.npz"), "r", "sst", tmp_path / "c.png")
+    assert (m == hand).all() and m.sum() == len(gold)
+
+
+def test_scatter_r_is_evaluations_pearson(tmp_path):
+    run, truth = make_multitask_run(tmp_path / "r")
+    gold, pred = truth["sts"]
+    _, stats = plot_sts(load_scores(run / "sts-dev-scores.npz"), "r", tmp_path / "s.png")
+    assert stats["pearson"] == pytest.approx(pearson(pred, gold), abs=1e-6)
+
+
+def test_quora_leaves_unlabelled_rows_out(tmp_path):
+    run, _ = make_multitask_run(tmp_path / "r")
+    s = load_scores(run / "para-dev-scores.npz")
+    assert np.isnan(s["gold"][3]) and len(s["ids"]) == 40
+    _, stats = plot_quora(s, "r", tmp_path / "q.png")
+    keep = ~np.isnan(s["gold"])
+    assert stats["accuracy"] == pytest.approx(np.mean((s["output"][keep] > 0) == s["gold"][keep]))

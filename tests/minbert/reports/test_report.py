@@ -1,0 +1,99 @@
+"""reports/report.py on tiny generated runs: every figure as a valid PNG of the stated size and report.md; several
+runs overlaid; a results table ranked; early-stopped, diverged and bad runs read or refused in one line."""
+import json
+
+import pytest
+
+from minbert.reports.figures import DPI
+from minbert.reports.read import load_scores
+from minbert.reports.report import report, results_view
+from tests.helpers import make_multitask_run, part1_args, png_size
+from utils import MinbertError
+
+
+def test_report_writes_every_figure_and_a_markdown_page(tmp_path):
+    run, truth = make_multitask_run(tmp_path / "runs" / "tiny")
+    md, figs = report([run], tmp_path / "out")
+    names = sorted(p.name for p in figs)
+    assert names == ["curves-multitask.png", "run1-quora-pr.png", "run1-sst-confusion.png", "run1-sts.png"]
+    for p in figs:
+        w, h = png_size(p)
+        assert 100 * 3 <= w <= 200 * 18 and 100 * 3 <= h <= 200 * 6  # inches x 100-200 dpi
+    assert png_size(tmp_path / "out" / "curves-multitask.png") == (int(3.4 * 5 * DPI), int(3.4 * DPI))
+    text = md.read_text()
+    for p in figs:  # relative paths, so the page opens with its images beside it
+        assert f"]({p.name})" in text
+    assert "| tiny | multitask | 1 | 3 |" in text  # best epoch 1 (mean 0.62)
+    assert "Most wrong dev examples (sts)" in text
+
+
+def test_several_runs_are_overlaid_with_a_legend(tmp_path):
+    a, _ = make_multitask_run(tmp_path / "a", name="run-a")
+    b, _ = make_multitask_run(tmp_path / "b", name="run-b", means=(0.55, 0.58), seed=1)
+    md, figs = report([a, b / "multitask.jsonl"], tmp_path / "out")
+    text = md.read_text()
+    assert "run-a" in text and "run-b" in text and "run2-sts.png" in text
+
+
+def test_results_table_is_ranked_by_mean(tmp_path, capsys):
+    p = tmp_path / "results.csv"
+    p.write_text("run,training,mean,sst_acc\nlow,annealed,0.60,0.4\nhigh,annealed,0.74,0.5\nmid,annealed,0.70,0.45\n")
+    rows, fig = results_view(p, tmp_path / "res")
+    assert [r["run"] for r in rows] == ["high", "mid", "low"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["1", "high"] and lines[3].split()[:2] == ["3", "low"]
+    assert png_size(fig)[0] == 7 * DPI
+
+
+def test_a_real_part1_run_reports(tmp_path, course_data, tiny_model):
+    """classifier.py writes the log and dev scores report.py reads; its confusion matrix is 2x2 for CFIMDB."""
+    import classifier
+    classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "cfimdb"))
+    assert not list((tmp_path / "pred").glob("*.npz"))  # scores stay in the run folder, out of the zip
+    md, figs = report([tmp_path / "ck"], tmp_path / "out")
+    assert sorted(p.name for p in figs) == ["curves-classifier.png", "run1-cfimdb-confusion.png"]
+    s = load_scores(tmp_path / "ck" / "last-linear-layer-cfimdb-dev-scores.npz")
+    assert s["output"].shape == (16, 2)
+
+
+def test_early_stopped_runs_and_bad_inputs_are_read_or_refused_in_one_line(tmp_path, capsys):
+    run, _ = make_multitask_run(tmp_path / "r")
+    with open(run / "multitask.jsonl", "a") as fp:  # the line a run that stopped early ends its log with
+        fp.write(json.dumps({"run": "tiny", "stopped": "stopping early: ..."}) + "\n")
+    (run / "sts-dev-scores.npz").write_bytes(b"not an npz")
+    md, figs = report([run], tmp_path / "out")
+    text = md.read_text()
+    assert "### STS: left out" in text and "cannot read dev scores" in text  # the rest of the report is there
+    assert "run1-sst-confusion.png" in text and "warning:" in capsys.readouterr().out
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    with pytest.raises(MinbertError, match="binary.jsonl: not a text file, so not a run log"):
+        report([binary], tmp_path / "out2")
+    (tmp_path / "file").write_text("a file")
+    with pytest.raises(MinbertError, match=r"--out .*file/inside: .*file is a file; report.py writes a folder"):
+        report([run], tmp_path / "file" / "inside")
+    results = tmp_path / "results.csv"
+    results.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(MinbertError, match="results.csv: not a text file"):
+        results_view(results, tmp_path / "res")
+
+
+def test_a_nan_row_ranks_last(tmp_path):
+    p = tmp_path / "results.csv"
+    p.write_text("run,mean\nok,0.60\ndiverged,nan\nbest,0.74\n")
+    rows, _ = results_view(p, tmp_path / "res")
+    assert [r["run"] for r in rows] == ["best", "ok", "diverged"]
+
+
+def test_a_run_whose_every_dev_score_is_nan_reports(tmp_path, capsys):
+    """A diverged run's log (an earlier minbert kept training it): no traceback, the table says it diverged."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    with open(folder / "multitask-log.jsonl", "w") as fp:
+        for e in range(2):
+            fp.write(json.dumps({"run": "r", "pipeline": "multitask", "model": "multitask", "epoch": e,
+                                 "train_loss": float("nan"), "dev": {"sst": 0.2, "quora": 0.6, "sts": float("nan")},
+                                 "dev_score": float("nan"), "seconds": 1.0}) + "\n")
+    md, figures = report([folder], tmp_path / "out")
+    assert "every dev score is NaN: the run diverged" in md.read_text() and len(figures) == 1
+    assert "every dev score is NaN" in capsys.readouterr().out

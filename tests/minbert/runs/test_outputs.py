@@ -1,0 +1,120 @@
+"""runs/outputs.py: no output names an input, another output or a file in another run's folder; a folder where a
+file goes fails before training; a file no run wrote is kept as a dated backup before it is replaced."""
+import pytest
+
+import ensemble
+import multitask_classifier as mt
+import report
+from minbert.runs import outputs
+from tests.helpers import cli, one_line_error, part1_args, part2_args, snapshot
+from utils import MinbertError
+
+
+def _quick(tmp_path, data, model, *extra):
+    """A two-step multitask run (the shared argument builder, shortened)."""
+    return part2_args(tmp_path, data, model, "--epochs", "1", "--steps_per_epoch", "2", *extra)
+
+
+def test_an_output_folder_that_is_a_file_fails_before_training(tmp_path, course_data, tiny_model):
+    (tmp_path / "pred").write_text("I am a file")
+    out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"), cwd=tmp_path)
+    one_line_error(out, r"pred: is a file, but the run writes a folder there")
+    assert not (tmp_path / "ck").exists()  # nothing trained, nothing saved
+    (tmp_path / "blocker").write_text("a file")
+    out = cli("multitask_classifier.py", "--pretrained", str(tiny_model), "--data_dir", str(course_data),
+               "--sst_dev_out", str(tmp_path / "blocker" / "sst-dev.csv"), cwd=tmp_path)
+    one_line_error(out, r"blocker: is a file, but the run writes .*sst-dev.csv inside it")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_no_output_may_name_an_input(tmp_path, course_data, tiny_model):
+    data = snapshot(course_data)
+    with pytest.raises(MinbertError, match=r"--sst_dev_out .*ids-sst-dev.csv: is the --sst_dev data file, which this "
+                                           r"run reads"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", str(course_data / "ids-sst-dev.csv")))
+    with pytest.raises(MinbertError, match=r"--results .*sts-dev.csv: not a results table"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--results", str(course_data / "sts-dev.csv")))
+    assert snapshot(course_data) == data
+    # --eval_only: the checkpoint it reads is an input too
+    mt.main(_quick(tmp_path, course_data, tiny_model))
+    ckpt = tmp_path / "ck" / "mt.pt"
+    saved = ckpt.read_bytes()
+    with pytest.raises(MinbertError, match=r"--sst_test_out .*mt.pt: is the --eval_only checkpoint"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--eval_only", str(ckpt), "--sst_test_out", str(ckpt)))
+    assert ckpt.read_bytes() == saved
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path, course_data, tiny_model):
+    same = str(tmp_path / "out.csv")
+    with pytest.raises(MinbertError, match=r"--para_dev_out .*out.csv: --sst_dev_out .*out.csv names the same file"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", same, "--para_dev_out", same))
+
+
+def test_an_output_inside_another_runs_folder_is_refused(tmp_path, course_data, tiny_model):
+    mt.main(_quick(tmp_path / "a", course_data, tiny_model))
+    other = tmp_path / "a" / "ck"
+    before = snapshot(other)
+    with pytest.raises(MinbertError, match=r"--sst_dev_out .*: inside .*a/ck, the folder of another run"):
+        mt.main(_quick(tmp_path / "b", course_data, tiny_model, "--sst_dev_out", str(other / "sst-dev-output.csv")))
+    with pytest.raises(MinbertError, match=r"--out .*: inside .*a/ck, the folder of another run"):
+        ensemble.main([str(other / "mt.pt"), str(tmp_path / "a" / "pred"), "--data_dir", str(course_data),
+                       "--run_dir", str(tmp_path / "ens"), "--out", str(other)])
+    mt.main(_quick(tmp_path / "b", course_data, tiny_model))
+    with pytest.raises(MinbertError, match=r"--out .*a/ck: inside .*a/ck, the folder of a run this report is not about"):
+        report.main([str(tmp_path / "b" / "ck"), "--out", str(other)])
+    assert snapshot(other) == before
+    report.main([str(tmp_path / "a" / "ck"), "--out", str(other)])  # into the folder of the run it is about: taken
+    assert (other / "report.md").is_file()
+
+
+def test_publishing_keeps_a_file_no_run_wrote_as_a_dated_backup(tmp_path, course_data, tiny_model, capsys):
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    (pred / "sst-dev-output.csv").write_text("the user's own predictions\n")
+    mt.main(_quick(tmp_path, course_data, tiny_model))
+    out = capsys.readouterr().out
+    backups = list(pred.glob("sst-dev-output.csv.*.bak"))
+    assert len(backups) == 1 and backups[0].read_text() == "the user's own predictions\n"
+    line = [l for l in out.splitlines() if l.startswith("kept files that no run wrote")]
+    assert len(line) == 1 and f"{pred / 'sst-dev-output.csv'} -> {backups[0].name}" in line[0]
+    # a published file the user edited afterwards is theirs now: kept too, when the next run publishes
+    (pred / "sts-dev-output.csv").write_text("edited by hand\n")
+    mt.main(_quick(tmp_path / "again", course_data, tiny_model, *[x for t in ("sst", "para", "sts") for s in ("dev", "test")
+                                                                 for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]))
+    edited = list(pred.glob("sts-dev-output.csv.*.bak"))
+    assert len(edited) == 1 and edited[0].read_text() == "edited by hand\n"
+    assert len(list(pred.glob("*.bak"))) == 2  # what the first run wrote was replaced, not backed up
+
+
+def test_ensemble_out_into_a_users_folder_keeps_their_file(tmp_path, course_data, tiny_model, capsys):
+    mt.main(_quick(tmp_path, course_data, tiny_model))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "para-test-output.csv").write_text("mine\n")
+    ensemble.main([str(tmp_path / "ck" / "mt.pt"), str(tmp_path / "pred"), "--data_dir", str(course_data),
+                   "--run_dir", str(tmp_path / "ens"), "--out", str(mine)])
+    assert [p.read_text() for p in mine.glob("para-test-output.csv.*.bak")] == ["mine\n"]
+    assert "kept files that no run wrote" in capsys.readouterr().out
+
+
+def test_report_out_keeps_a_users_file(tmp_path, course_data, tiny_model, capsys):
+    mt.main(_quick(tmp_path, course_data, tiny_model))
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "report.md").write_text("my notes\n")
+    report.main([str(tmp_path / "ck"), "--out", str(out)])
+    assert [p.read_text() for p in out.glob("report.md.*.bak")] == ["my notes\n"]
+    report.main([str(tmp_path / "ck"), "--out", str(out)])  # its own report is replaced, not backed up again
+    assert len(list(out.glob("*.bak"))) == 1
+
+
+def test_protect_and_record_unit(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text("user\n")
+    kept = outputs.protect([a, tmp_path / "absent.csv"])
+    assert len(kept) == 1 and not a.exists() and kept[0][1].read_text() == "user\n"
+    a.write_text("run\n")
+    outputs.record([a], "r1", tmp_path)
+    assert outputs.written_by(a)["run"] == "r1" and outputs.protect([a]) == []
+    a.write_text("changed\n")
+    assert outputs.written_by(a) is None and len(outputs.protect([a])) == 1
