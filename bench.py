@@ -17,16 +17,18 @@ FLOP/s and MFU against the matmul peak measured on the same device, with the sam
 run (the best of several timed matmuls after a warm-up, with its spread; only for precisions the hardware
 runs natively, since an emulated bf16 peak is meaningless), and peak memory (on a GPU the allocator's peak
 for each run; on the CPU the process's resident-set high-water mark, which only grows across runs).
-Warm-up steps are excluded; every figure is the median over --repeats passes over the same batches.
+Warm-up steps are excluded; every figure is the median over --repeats rounds over the same batches; in each
+round every row in turn is built, warmed up, timed and freed, one model resident at a time.
 --fine-tune-mode and --pals time our model the way those pipelines train it (adapters or PALs, only
-trainable tensors in AdamW), with the optimizer state's measured size. The measurements: minbert/benchmark.py.
+trainable tensors in AdamW), with the optimizer state's measured size. The measurements: minbert/bench/.
 """
 import json
 from pathlib import Path
 
 import torch
 
-from minbert.benchmark import CONFIGS, benchmark
+from minbert.bench.candidate import CONFIGS
+from minbert.bench.run import benchmark
 from minbert.flags.defaults import DEFAULT_REGULARIZERS
 from minbert.flags.groups import add_regularizer_flags
 from minbert.flags.settings import bench_settings
@@ -50,6 +52,8 @@ def build_parser():
                     help="auto: bf16/fp16 only where the hardware runs it natively, else fp32")
     ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path of the fast runs")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model in the fast runs")
+    ap.add_argument("--no_fused", dest="fused", action="store_false",
+                    help="AdamW's multi-tensor kernels in the fast runs instead of its fused pass")
     ap.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",
                     help="pad bucketed batches to a multiple of N tokens, as the pipelines do (default: 16 on a GPU, 0 "
                          "on the CPU)")
@@ -62,6 +66,9 @@ def build_parser():
     ap.add_argument("--compare", action="store_true", help="also run with every switch off and print ratios")
     ap.add_argument("--hf", action="store_true",
                     help="also time HF transformers' BertModel on the same weights (needs transformers installed)")
+    ap.add_argument("--profile", type=nonneg_int, default=0, metavar="STEPS",
+                    help="also profile this many plain training steps (with --hf and a reduced precision, HF's too): "
+                         "the time by phase and by kind of operator")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["full-model", "last-linear-layer", "lora", "dora"],
                     default="full-model", help="what trains (adapters on query and value, as the pipelines' default)")

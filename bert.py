@@ -7,6 +7,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from base_bert import BertPreTrainedModel
+from minbert.dropout import Dropout
+from minbert.embedding import Embedding
 from utils import extended_attention_mask
 
 
@@ -19,7 +21,8 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(config.hidden_size, self.all_head_size)
         self.key = nn.Linear(config.hidden_size, self.all_head_size)
         self.value = nn.Linear(config.hidden_size, self.all_head_size)
-        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        # nn.Dropout, with its masks drawn in bulk on the CPU (minbert/dropout.py; config.fast_dropout)
+        self.dropout = Dropout(config.attention_probs_dropout_prob, config.fast_dropout)
         self.attn_impl = config.attn_impl
         # Prefix tuning (minbert/finetuning/prefix.py) sets this to f(batch size, dtype) -> (P_k, P_v): keys and values every token
         # can attend to, prepended to the layer's own.
@@ -34,7 +37,9 @@ class BertSelfAttention(nn.Module):
     def attention(self, key, query, value, attention_mask):
         """Equation 1, spelled out: softmax(QK^T / sqrt(d/n) + mask) V, heads merged back to [B, T, d]."""
         scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
-        scores = scores + attention_mask  # additive: a large negative number at padded keys
+        # additive: a large negative number at padded keys (in the scores' dtype, so that under bf16 autocast the
+        # T x T scores, probabilities and dropout stay bf16 rather than being promoted to fp32)
+        scores = scores + attention_mask.to(scores.dtype)
         probs = self.dropout(torch.softmax(scores, dim=-1))
         return self.merge_heads(probs @ value)
 
@@ -43,6 +48,9 @@ class BertSelfAttention(nn.Module):
         return x.transpose(1, 2).reshape(B, T, H * D)
 
     def forward(self, hidden_states, attention_mask):
+        device = hidden_states.device.type
+        if torch.is_autocast_enabled(device):  # one cast of the input for the three projections, not one each
+            hidden_states = hidden_states.to(torch.get_autocast_dtype(device))
         key = self.transform(hidden_states, self.key)
         query = self.transform(hidden_states, self.query)
         value = self.transform(hidden_states, self.value)
@@ -50,7 +58,9 @@ class BertSelfAttention(nn.Module):
             prefix_key, prefix_value = self.prefix(key.shape[0], key.dtype)
             key, value = torch.cat([prefix_key, key], dim=2), torch.cat([prefix_value, value], dim=2)
             attention_mask = F.pad(attention_mask, (prefix_key.shape[2], 0))  # 0: every prefix position is attended
-        if self.attn_impl == "explicit":
+        if self.attn_impl == "explicit" or self.dropout.bulk(query):
+            # In training on the CPU, SDPA with dropout runs this same math (its fused kernel takes no dropout), but
+            # draws its mask per element; equation 1 written out takes the bulk-drawn mask of minbert/dropout.py.
             return self.attention(key, query, value, attention_mask)
         # Same math as `attention`, in one fused kernel that never materialises the T x T probabilities
         # on the paths that support it; the additive mask and dropout are passed through unchanged.
@@ -66,12 +76,12 @@ class BertLayer(nn.Module):
         self.self_attention = BertSelfAttention(config)
         self.attention_dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.attention_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.attention_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.attention_dropout = Dropout(config.hidden_dropout_prob, config.fast_dropout)
         self.interm_dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.interm_af = nn.GELU()  # the exact erf GELU, as BERT was trained with
         self.out_dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.out_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.out_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.out_dropout = Dropout(config.hidden_dropout_prob, config.fast_dropout)
         # PALs (minbert/finetuning/pals.py) set this to a task-specific branch f(layer input, mask), added inside the last LayerNorm.
         self.parallel = None
 
@@ -92,11 +102,12 @@ class BertLayer(nn.Module):
 class BertModel(BertPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
-        self.word_embedding = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        # nn.Embedding, its gradient written into one buffer kept between steps (minbert/embedding.py)
+        self.word_embedding = Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.pos_embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.tk_type_embedding = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.embed_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.embed_dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.embed_dropout = Dropout(config.hidden_dropout_prob, config.fast_dropout)
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
         self.bert_layers = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
         self.pooler_dense = nn.Linear(config.hidden_size, config.hidden_size)

@@ -22,8 +22,10 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
-    # Runtime choice, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit' (equation 1).
+    # Runtime choices, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit' (equation 1), and dropout's
+    # masks drawn in bulk on the CPU (minbert/dropout.py) or by torch.
     attn_impl: str = "sdpa"
+    fast_dropout: bool = True
     # Keys of a config.json we do not use (architectures, model_type, ...) survive a round trip.
     extra: dict = field(default_factory=dict)
 
@@ -32,11 +34,11 @@ class BertConfig:
             if f.name == "extra":
                 continue
             v = getattr(self, f.name)
-            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str}[f.type]
+            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str, "bool": bool}[f.type]
             if want is float and isinstance(v, int) and not isinstance(v, bool):
                 v = float(v)
                 setattr(self, f.name, v)
-            if not isinstance(v, want) or isinstance(v, bool):
+            if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
                 raise ConfigError(f"config field {f.name!r} must be {want.__name__}, got {v!r} ({type(v).__name__})")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
@@ -71,6 +73,7 @@ class BertConfig:
         d = asdict(self)
         extra = d.pop("extra")
         d.pop("attn_impl")
+        d.pop("fast_dropout")
         return {**extra, **d}
 
     def to_json_file(self, path):

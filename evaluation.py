@@ -16,15 +16,16 @@ from utils import MinbertError, Parser, Progress, main_guard, to_device
 def predict(fn, data, batch_size, device, amp="none", desc="eval"):
     """Run `fn(batch) -> tensor [B, ...]` over `data` (a TaskData) and return a float32 array in the
     data's own order. Batches are length-sorted for speed and put back by index. Outputs stay on the
-    device until the end: one copy to the host, not a sync per batch."""
+    device until the end: one copy to the host, not a sync per batch. One autocast region covers every batch, so
+    that each weight is cast to the reduced precision once per call, not once per batch (autocast's cast cache)."""
     outputs, order = [], []
     total = -(-len(data) // batch_size)
     bar = tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc, disable=None, leave=False)
     progress = Progress(desc, total, 60.0, terminal=not bar.disable)
-    for i, batch in enumerate(bar, start=1):
-        progress.update(i)
-        order.append(batch["index"])
-        with autocast(device, amp):
+    with autocast(device, amp):
+        for i, batch in enumerate(bar, start=1):
+            progress.update(i)
+            order.append(batch["index"])
             outputs.append(fn(to_device(batch, device)).float())
     ys = torch.cat(outputs).cpu().numpy()
     out = np.empty_like(ys)

@@ -26,17 +26,24 @@ def evaluate_closure(closure):
 
 
 class AdamW(Optimizer):
-    """The handout's AdamW. `capturable=True` keeps everything a step reads on the parameters' device: the step
-    count is a tensor there, and a group's "lr" may be a 0-d tensor too (schedule.DeviceSchedule writes it in
-    place), so a step runs no Python arithmetic on changing values and no host sync. That is what a CUDA graph
-    of the whole training step needs (it replays recorded kernels, with their Python scalars frozen); the
-    arithmetic is the same, which tests/test_optimizer.py checks step for step against the plain path."""
+    """The handout's AdamW, Algorithm 1 with its efficient bias correction and decoupled weight decay after the step.
+
+    Three paths compute the same arithmetic: `foreach=False` is the reference, Algorithm 1 line by line one tensor
+    at a time (_step_loop); `fused=False` runs each line as one multi-tensor kernel over the group; by default
+    (`fused=True`, where torch has the kernel: CPU and CUDA) torch's fused AdamW kernel updates each tensor in one
+    pass, with its inputs mapped so that it computes Algorithm 1 (_step_fused). tests/test_optimizer.py holds the
+    three to each other step for step.
+
+    `capturable=True` keeps everything a step reads on the parameters' device: the step count is a tensor there,
+    and a group's "lr" may be a 0-d tensor too (training/schedule.py DeviceSchedule writes it in place), so a step
+    runs no Python arithmetic on changing values and no host sync. That is what a CUDA graph of the whole
+    training step needs (it replays recorded kernels, with their Python scalars frozen)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
-                 correct_bias=True, foreach=True, capturable=False):
+                 correct_bias=True, foreach=True, capturable=False, fused=True):
         check_hyperparameters(lr, betas, eps)
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        correct_bias=correct_bias, foreach=foreach, capturable=capturable)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, correct_bias=correct_bias,
+                        foreach=foreach, capturable=capturable, fused=fused and foreach and FUSED_KERNEL)
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -69,6 +76,9 @@ class AdamW(Optimizer):
             t = self.state[params[0]]["step"]
             beta1, beta2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            if group.get("fused") and group["correct_bias"] and params[0].device.type in ("cpu", "cuda"):
+                _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t)
+                continue
             # Efficient bias correction: fold both corrections into the step size.
             alpha = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
             (_step_foreach if group["foreach"] else _step_loop)(params, grads, m, v, beta1, beta2, alpha, eps, lr * wd)
@@ -102,6 +112,27 @@ def _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, decay):
     torch._foreach_addcdiv_(params, m, denom, value=-alpha)
     if decay:
         torch._foreach_add_(params, params, alpha=-decay)
+
+
+# torch's fused AdamW kernel (torch >= 2.4 on the CPU): one pass over each parameter, gradient and moment.
+FUSED_KERNEL = hasattr(torch, "_fused_adamw_")
+
+
+def _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t):
+    """Algorithm 1 through torch's fused kernel. That kernel computes torch.optim.AdamW's update,
+
+        theta <- (1 - lr' wd') theta - lr' / (1 - beta1^t) * m_t / (sqrt(v_t) / sqrt(1 - beta2^t) + eps'),
+
+    decaying before the step and with eps inside the bias correction. With lr' = lr (1 - lr wd),
+    wd' = wd / (1 - lr wd) and eps' = eps / sqrt(1 - beta2^t) this is, term by term,
+
+        theta <- (1 - lr wd) (theta - alpha m_t / (sqrt(v_t) + eps)),   alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t),
+
+    the efficient bias correction followed by decoupled weight decay, as the handout's Algorithm 1 has it."""
+    keep = 1.0 - lr * wd
+    steps = [torch.full((), float(t), device=params[0].device)] * len(params)  # the kernel reads t from a tensor
+    torch._fused_adamw_(params, grads, m, v, [], steps, amsgrad=False, maximize=False, beta1=beta1, beta2=beta2,
+                        lr=lr * keep, weight_decay=wd / keep if wd else 0.0, eps=eps / math.sqrt(1 - beta2 ** t))
 
 
 def _step_capturable(group, params, grads, m, v, t):
@@ -209,10 +240,11 @@ LR_FACTOR = {"adamw": (1.0, ""), "lion": (1 / 3, "Lion: a third of AdamW's"),
              "lamb": (5.0, "LAMB: five times AdamW's")}
 
 
-def make_optimizer(name, groups, lr, weight_decay=0.0, foreach=True):
-    """The optimizer `--optimizer NAME` asks for, over parameter `groups` (schedule.param_groups)."""
+def make_optimizer(name, groups, lr, weight_decay=0.0, foreach=True, fused=True):
+    """The optimizer `--optimizer NAME` asks for, over parameter `groups` (training/schedule.py param_groups);
+    `foreach` and `fused` pick AdamW's path (--no_foreach, --no_fused)."""
     if name == "adamw":
-        return AdamW(groups, lr=lr, weight_decay=weight_decay, foreach=foreach)
+        return AdamW(groups, lr=lr, weight_decay=weight_decay, foreach=foreach, fused=fused)
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}")
     return OPTIMIZERS[name](groups, lr=lr, weight_decay=weight_decay)

@@ -8,7 +8,7 @@
     training/     one training step, the epoch protocol (fit), schedules, the TensorBoard monitor
     flags/        flag types and groups, the rules that refuse conflicting flags, building the settings
     pipelines/    what classifier.py, multitask_classifier.py, pretrain.py and ensemble.py run
-    sweeps/ reports/ benchmark.py    sweep.py, report.py and bench.py
+    sweeps/ reports/ bench/   sweep.py, report.py and bench.py
 
 A module imports only from its own layer or lower (the handout's files sit in the second layer); nothing
 here imports a script.

@@ -114,6 +114,7 @@ class Recipe:
     max_grad_norm: float = 0.0           # 0: no clipping
     grad_accum: int = 1
     foreach: bool = True                 # AdamW's multi-tensor kernels (False: the reference loop)
+    fused: bool = True                   # AdamW's fused pass over each tensor (False: one kernel per line)
     freeze_layers: int = 0               # finetuning/freezing.py
     gradual_unfreeze: int = 0
     surgery: Optional[str] = None        # "pcgrad" or "gradvac": combine the task gradients of a step
@@ -145,6 +146,7 @@ class Runtime:
     attn: str = "sdpa"
     pad_multiple: int = 0                # pad batches to a multiple of this many tokens (0: to the longest row)
     compile: bool = False
+    fast_dropout: bool = True            # dropout's masks drawn in bulk on the CPU (minbert/dropout.py)
     tensorboard: bool = True
 
 
@@ -273,5 +275,7 @@ class BenchSettings:
     fine_tune_mode: str = "full-model"
     lora_rank: int = 8
     pals: bool = False
+    fused: bool = True                   # AdamW's fused pass in the fast rows (False: its multi-tensor kernels)
     compare: bool = False                # also every switch off
+    profile: int = 0                     # profile this many plain training steps (and HF's in the same precision)
     hf: bool = False                     # also HF transformers on the same batches

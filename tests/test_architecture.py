@@ -20,13 +20,13 @@ SCRIPTS = {"optimizer_test", "sanity_check", "classifier", "multitask_classifier
 # Lowest first; a module imports only from its own layer or lower. Anything not named is an entry point (layer 8).
 LAYERS = [
     {"utils", "config", "optimizer", "minbert.specs", "minbert.files", "minbert.hub", "minbert.course_data",
-     "minbert.precision"},
+     "minbert.precision", "minbert.dropout", "minbert.embedding"},
     {"base_bert", "bert", "tokenizer", "datasets", "evaluation"},
     {"minbert.finetuning", "minbert.runs"},
     {"minbert.tasks"},
     {"minbert.objectives"},
     {"minbert.training"},
-    {"minbert.flags", "minbert.pipelines", "minbert.sweeps", "minbert.reports", "minbert.benchmark"},
+    {"minbert.flags", "minbert.pipelines", "minbert.sweeps", "minbert.reports", "minbert.bench"},
 ]
 MAX_LINES = 300
 

@@ -30,9 +30,9 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
     # the recipe's cost is the ratio of the two measured steps; how large it is depends on the machine's load, so it
     # is the benchmark's figure (RESULTS.md), not something a test can assert (R-Drop's second pass: test_regularizers)
     assert r["recipe_step_cost"] == pytest.approx(recipe["train"]["ms_per_step"] / fast["train"]["ms_per_step"])
-    assert (fast["amp"], fast["attn"], fast["bucket"], fast["foreach"]) == (native[0] if native else "none", "sdpa",
-                                                                            True, True)
-    assert (base["amp"], base["attn"], base["bucket"], base["foreach"]) == ("none", "explicit", False, False)
+    assert (fast["amp"], fast["attn"], fast["bucket"], fast["adamw"]) == (native[0] if native else "none", "sdpa",
+                                                                          True, "fused")
+    assert (base["amp"], base["attn"], base["bucket"], base["adamw"]) == ("none", "explicit", False, "loop")
     for run in (recipe, fast, base):
         for phase in ("train", "infer"):
             m = run[phase]

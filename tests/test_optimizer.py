@@ -23,18 +23,37 @@ def _train(model, opt, steps, seed=1):
         opt.step()
 
 
-def test_foreach_equals_reference_loop():
-    a, b = _model(), _model()
-    kw = dict(lr=1e-2, weight_decay=0.05, betas=(0.8, 0.99), eps=1e-6)
-    _train(a, AdamW(a.parameters(), foreach=False, **kw), 50)
-    _train(b, AdamW(b.parameters(), foreach=True, **kw), 50)
-    for pa, pb in zip(a.parameters(), b.parameters()):
-        torch.testing.assert_close(pa, pb, atol=1e-6, rtol=0)
+PATHS = {"foreach": dict(fused=False), "fused": dict(fused=True)}
 
 
-def test_matches_algorithm_1_by_hand(opt_class=AdamW):
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_each_fast_path_equals_the_reference_loop(path):
+    """50 steps, two groups with their own rate and weight decay, the rates changing every step (as a schedule
+    changes them): the multi-tensor and the fused paths take the reference loop's steps, to fp32 rounding."""
+    def train(**kw):
+        model = _model()
+        opt = AdamW([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 3e-2,
+                                                           "weight_decay": 0.5}],
+                    lr=1e-2, weight_decay=0.05, betas=(0.8, 0.99), eps=1e-6, **kw)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(50):
+            opt.zero_grad()
+            model(torch.randn(8, 5, generator=g)).pow(2).sum().backward()
+            opt.step()
+            for group in opt.param_groups:
+                group["lr"] *= 0.95
+        return model, opt
+    (ref, _), (fast, opt) = train(foreach=False), train(**PATHS[path])
+    assert opt.defaults["fused"] == (path == "fused")
+    for pa, pb in zip(ref.parameters(), fast.parameters()):
+        torch.testing.assert_close(pb, pa, atol=1e-6, rtol=1e-5)
+        assert not torch.equal(pa, _model().state_dict()[[n for n, q in ref.named_parameters() if q is pa][0]])
+
+
+@pytest.mark.parametrize("path", [dict(foreach=False), *PATHS.values()], ids=["loop", "foreach", "fused"])
+def test_matches_algorithm_1_by_hand(path, opt_class=AdamW):
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
-    opt = opt_class([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.999), eps=1e-6)
+    opt = opt_class([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.999), eps=1e-6, **path)
     m = v = np.zeros(2)
     theta = np.array([1.0, -2.0])
     for t in range(1, 4):

@@ -65,4 +65,4 @@ def test_a_wrong_optimizer_fails_the_handout_test():
         assert not np.allclose(ref, test_optimizer(wrong).numpy(), atol=1e-6, rtol=1e-4), wrong.__name__
     assert np.allclose(ref, test_optimizer(DecayBeforeStep).numpy(), atol=1e-6, rtol=1e-4)  # blind to the order
     with pytest.raises(AssertionError):
-        adamw_tests.test_matches_algorithm_1_by_hand(DecayBeforeStep)
+        adamw_tests.test_matches_algorithm_1_by_hand({}, DecayBeforeStep)

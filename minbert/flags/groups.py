@@ -26,7 +26,14 @@ def add_speed_flags(ap, training=True):
     g.add_argument("--no_bucket", dest="bucket", action="store_false",
                    help="batch in plain shuffled order (default: length-bucketed batches)")
     g.add_argument("--no_foreach", dest="foreach", action="store_false",
-                   help="AdamW's reference per-tensor loop instead of multi-tensor foreach kernels")
+                   help="AdamW's reference loop, Algorithm 1 line by line one tensor at a time (default: one fused "
+                        "pass over each tensor)")
+    g.add_argument("--no_fused", dest="fused", action="store_false",
+                   help="AdamW as one multi-tensor kernel per line of Algorithm 1 instead of one fused pass over each "
+                        "tensor (the same arithmetic)")
+    g.add_argument("--no_fast_dropout", dest="fast_dropout", action="store_false",
+                   help="torch's dropout, one random draw per element (default: masks drawn in bulk on the CPU, "
+                        "minbert/dropout.py; a GPU always uses torch's)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients over this many batches")
     return g

@@ -25,6 +25,8 @@ IDLE_FLAGS = {
     "prefix_length": (lambda v, t: v["fine_tune_mode"] == "prefix", "sets the length of --fine-tune-mode prefix's prefix"),
     "foreach": (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which --optimizer "
                                                          "lion and lamb do not have"),
+    "fused": (lambda v, t: v["optimizer"] == "adamw" and v["foreach"],
+              "switches off AdamW's fused pass, which --optimizer lion and lamb, and --no_foreach, do not use"),
     **{f: (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
            "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
        for f in ("freeze_layers", "gradual_unfreeze")},

@@ -39,7 +39,7 @@ def recipe(v, lr, lr_why):
     surgery = "pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None
     return Recipe(lr=lr, epochs=v["epochs"], optimizer=v["optimizer"], weight_decay=v["weight_decay"], llrd=v["llrd"],
                   head_lr=v["head_lr"], scheduler=v["scheduler"], warmup_ratio=v["warmup_ratio"],
-                  max_grad_norm=v["max_grad_norm"], grad_accum=v["grad_accum"], foreach=v["foreach"],
+                  max_grad_norm=v["max_grad_norm"], grad_accum=v["grad_accum"], foreach=v["foreach"], fused=v["fused"],
                   freeze_layers=v["freeze_layers"], gradual_unfreeze=v["gradual_unfreeze"], surgery=surgery,
                   gradvac_beta=v.get("gradvac_beta", 1e-2), patience=v["patience"], seed=v["seed"], lr_why=lr_why)
 
@@ -53,7 +53,7 @@ def runtime(v, log=main_print):
     if pad:
         log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
     return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
-                   tensorboard=v.get("tensorboard", False))
+                   fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False))
 
 
 def _lr(v):
@@ -214,5 +214,5 @@ def bench_settings(args):
     return BenchSettings(runtime=run_time, regularizers=regularizers(v), pretrained=v["pretrained"], config=v["config"],
                          data=v["data"], data_dir=v["data_dir"], seq_len=v["seq_len"], batch_size=v["batch_size"],
                          steps=v["steps"], warmup=v["warmup"], repeats=v["repeats"], peak_repeats=v["peak_repeats"],
-                         fine_tune_mode=v["fine_tune_mode"], lora_rank=v["lora_rank"], pals=v["pals"],
-                         compare=v["compare"], hf=v["hf"]), why
+                         fine_tune_mode=v["fine_tune_mode"], lora_rank=v["lora_rank"], pals=v["pals"], fused=v["fused"],
+                         compare=v["compare"], hf=v["hf"], profile=v["profile"]), why

@@ -57,7 +57,7 @@ class SentimentPipeline(Pipeline):
                      for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
         self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
-        self.model = BertSentimentClassifier(self.spec, rt.attn).to(self.device)
+        self.model = BertSentimentClassifier(self.spec, rt.attn, fast_dropout=rt.fast_dropout).to(self.device)
         self.merge = s.merge
         frozen = self.spec.fine_tune_mode == "last-linear-layer"
         if frozen:  # the backbone never changes: run it once per split, train the head on its outputs

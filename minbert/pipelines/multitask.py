@@ -81,7 +81,7 @@ class MultitaskPipeline(Pipeline):
         for name, path in d.extra:  # more training data, each with its own head
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, self.spec.max_length)
         set_pad_multiple(self.data, rt.pad_multiple)
-        self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn).to(self.device), rt.compile)
+        self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device), rt.compile)
         self.merge = s.merge
         rank, world = distributed()
         self.mode = d.sampler

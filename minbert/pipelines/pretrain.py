@@ -135,7 +135,8 @@ class PretrainPipeline(Pipeline):
         self.train = as_data(train_texts, self.tokenizer, s.max_length)
         self.dev = as_data(dev_texts, self.tokenizer, s.max_length)
         set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
-        self.model, self.had_head = BertForMaskedLM.from_pretrained(s.pretrained, attn_impl=rt.attn)
+        self.model, self.had_head = BertForMaskedLM.from_pretrained(s.pretrained, attn_impl=rt.attn,
+                                                                    fast_dropout=rt.fast_dropout)
         maybe_compile(self.model.to(rt.device), rt.compile)
         self.spec = ModelSpec(pipeline="pretrain", pretrained=str(s.pretrained), fine_tune_mode="full-model",
                               max_length=s.max_length)

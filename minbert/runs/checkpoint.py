@@ -140,17 +140,32 @@ def load_trainable_state(model, state, source):
 # ----------------------------------------------------------------------------- random state
 
 def rng_state():
-    """Python's, NumPy's global and torch's CPU random state, as tensors and plain values."""
+    """Every random state a run draws from, as tensors and plain values: Python's, NumPy's global, torch's CPU
+    generator, and each device generator the run has used (a GPU's dropout masks come from its CUDA generator, one
+    per device; Apple's MPS has one)."""
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"python": [version, list(internal), gauss],
-            "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
-            "torch": torch.get_rng_state()}
+    state = {"python": [version, list(internal), gauss],
+             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # a CPU run never starts CUDA to save nothing
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        state["mps"] = torch.mps.get_rng_state()
+    return state
 
 
 def set_rng_state(state):
+    """Put back what rng_state saved. A device generator this machine lacks (a GPU run resumed on the CPU) is
+    skipped: that run draws from the CPU generator, which is restored."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        saved = state["cuda"][:torch.cuda.device_count()]
+        for device, generator in enumerate(saved):
+            torch.cuda.set_rng_state(generator, device)
+    if "mps" in state and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(state["mps"])

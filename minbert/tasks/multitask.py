@@ -41,10 +41,10 @@ class TaskOutput:
 class MultitaskBERT(nn.Module):
     """One shared BERT, a head per task, built from a specs.ModelSpec."""
 
-    def __init__(self, spec: ModelSpec, attn="sdpa"):
+    def __init__(self, spec: ModelSpec, attn="sdpa", fast_dropout=True):
         super().__init__()
         self.spec = spec
-        self.bert = BertModel.from_pretrained(spec.pretrained, attn_impl=attn)
+        self.bert = BertModel.from_pretrained(spec.pretrained, attn_impl=attn, fast_dropout=fast_dropout)
         prepare_backbone(self.bert, spec)
         self.pals = PALs(self.bert.config, MULTITASK, spec.pals_dim) if spec.pals else None
         if self.pals is not None:

@@ -13,12 +13,14 @@ from minbert.specs import ModelSpec
 class BertSentimentClassifier(nn.Module):
     """BERT -> pooler_output -> dropout -> linear. What of BERT trains follows spec.fine_tune_mode: nothing in
     'last-linear-layer', everything in 'full-model', only the adapters in 'lora', 'dora', 'adapter' and 'prefix'.
-    `bert` (a BertModel) replaces the one spec.pretrained names (bench.py's random models)."""
+    `bert` (a BertModel) replaces the one spec.pretrained names (bench.py's random models); `attn` and `fast_dropout`
+    are BertConfig's runtime choices."""
 
-    def __init__(self, spec: ModelSpec, attn="sdpa", bert=None):
+    def __init__(self, spec: ModelSpec, attn="sdpa", bert=None, fast_dropout=True):
         super().__init__()
         self.spec, self.num_labels = spec, spec.num_labels
-        self.bert = bert if bert is not None else BertModel.from_pretrained(spec.pretrained, attn_impl=attn)
+        self.bert = bert if bert is not None else BertModel.from_pretrained(spec.pretrained, attn_impl=attn,
+                                                                           fast_dropout=fast_dropout)
         prepare_backbone(self.bert, spec)
         self.dropout = nn.Dropout(spec.dropout[0])
         self.classifier = nn.Linear(self.bert.config.hidden_size, spec.num_labels)

@@ -11,6 +11,7 @@ import time
 import torch
 from tqdm.auto import tqdm
 
+from minbert.embedding import Embedding
 from minbert.finetuning.freezing import frozen_parameters, setup_freezing
 from minbert.objectives.gradvac import GradVaccine
 from minbert.objectives.pcgrad import pcgrad_combine, task_gradients_backward
@@ -72,6 +73,10 @@ class Trainer:
         self.batches = 0  # training batches since the run started (saved with the state, so a resumed run goes on)
         self.updates = 0  # optimizer steps taken (saved too); step_hooks are called with it after each one
         self.step_hooks = []
+        if self.surgery:  # per-task gradients come from torch.autograd.grad, which needs autograd's accumulation
+            for m in model.modules():
+                if isinstance(m, Embedding):
+                    m.reuse_grad = False
         if self.surgery and self.world_size > 1:
             raise MinbertError(f"--{self.surgery} under DDP is not supported: per-task gradients would each need their "
                                f"own all-reduce; run it in one process")
@@ -220,7 +225,7 @@ def build_trainer(model, recipe, runtime, steps_per_epoch, epochs=None, tasks=()
     # schedule.param_groups through its module, so that a tool may swap it (tools/layernorm_rate.py)
     groups = schedule.param_groups(model, recipe.lr, recipe.llrd, recipe.head_lr, recipe.weight_decay)
     describe_trainable(model, recipe.optimizer, frozen_parameters(model.bert, recipe.freeze_layers))
-    optimizer = make_optimizer(recipe.optimizer, groups, recipe.lr, recipe.weight_decay, recipe.foreach)
+    optimizer = make_optimizer(recipe.optimizer, groups, recipe.lr, recipe.weight_decay, recipe.foreach, recipe.fused)
     total = (epochs or recipe.epochs) * -(-steps_per_epoch // recipe.grad_accum)
     scheduler = schedule.make_scheduler(optimizer, recipe.scheduler, recipe.warmup_ratio, total)
     gradvac = GradVaccine(len(tasks), recipe.gradvac_beta) if recipe.surgery == "gradvac" else None

@@ -2,14 +2,16 @@
 one line by every command that reads checkpoints, and the file is never created; a checkpoint of the earlier
 format (the whole args namespace pickled, pathlib paths in it) is read and converted."""
 import pathlib
+import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 import multitask_classifier as mt
-from minbert.runs.checkpoint import load_checkpoint
+from minbert.runs.checkpoint import load_checkpoint, rng_state, set_rng_state
 from minbert.specs import ModelSpec
 from tests.helpers import ROOT, multitask_spec, part2_args
 from utils import MinbertError
@@ -241,3 +243,38 @@ def test_interrupted_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypa
         save_checkpoint(path, {**first, "epoch": 2})
     monkeypatch.undo()
     assert load_checkpoint(path) == first
+
+
+# ----------------------------------------------------------------------------- every random state a run draws from
+
+def test_the_random_state_round_trips_every_generator_a_run_uses(monkeypatch):
+    """Python, NumPy and torch's CPU generator on this machine; each CUDA device's generator, through torch.cuda's
+    own calls (stood in for here; test_the_cuda_generators_round_trip runs them on a GPU)."""
+    state = rng_state()
+    draws = (random.random(), np.random.rand(), torch.rand(3))
+    set_rng_state(state)
+    assert (random.random(), np.random.rand()) == draws[:2] and torch.equal(torch.rand(3), draws[2])
+    generators, restored = [torch.tensor([1], dtype=torch.uint8), torch.tensor([2], dtype=torch.uint8)], {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: generators)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda g, device: restored.__setitem__(device, g))
+    saved = rng_state()
+    assert saved["cuda"] == generators
+    set_rng_state(saved)
+    assert restored == {0: generators[0], 1: generators[1]}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    restored.clear()
+    set_rng_state(saved)  # a GPU run resumed on the CPU: its CPU generator is restored, the CUDA ones skipped
+    assert restored == {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_the_cuda_generators_round_trip():
+    torch.cuda.manual_seed_all(3)
+    torch.rand(1, device="cuda")
+    state = rng_state()
+    first = torch.rand(8, device="cuda")
+    set_rng_state(state)
+    assert torch.equal(torch.rand(8, device="cuda"), first)

@@ -8,11 +8,15 @@ import sys
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import classifier
+from minbert.objectives.losses import ClassificationLoss
+from minbert.objectives.rdrop import RDrop
 from minbert.training.trainer import describe_trainable
 from optimizer import AdamW
-from tests.helpers import ROOT, Trainer, make_hf_checkpoint, tiny_config, write_course_data
+from tests.helpers import (ROOT, Trainer, make_hf_checkpoint, sentiment_batch, sentiment_model, tiny_config,
+                           write_course_data)
 
 # ----------------------------------------------------------------------------- a run that diverges stops and says so
 
@@ -184,3 +188,24 @@ def test_an_error_under_torchrun_is_said_once(ddp):
     assert out.returncode != 0
     errors = [l for l in out.stderr.splitlines() if l.startswith("error: ")]
     assert len(errors) == 1 and "data file not found" in errors[0], out.stderr[-3000:]
+
+
+def test_under_bf16_each_weight_is_cast_once_per_step_even_when_the_loss_runs_two_passes(tiny_model):
+    """The step's one autocast region casts each fp32 master weight to bf16 once (autocast's cast cache) and
+    R-Drop's second pass reuses the cast; the fp32 masters stay what the optimizer updates."""
+    model = sentiment_model(tiny_model, 0.1)
+    weights = {p.data_ptr(): n for n, p in model.named_parameters() if p.dim() == 2 and "embedding" not in n}
+    casts = []
+
+    class CountCasts(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._to_copy.default and args[0].data_ptr() in weights:
+                casts.append((weights[args[0].data_ptr()], (kwargs or {}).get("dtype")))
+            return func(*args, **(kwargs or {}))
+    t = Trainer(model, AdamW(model.parameters(), lr=1e-3), torch.device("cpu"), amp="bf16")
+    with CountCasts():
+        t.run_epoch(iter([{**sentiment_batch(), "index": torch.arange(2)}]), ClassificationLoss(rdrop=RDrop(1.0)),
+                    total=1)
+    assert sorted(n for n, dtype in casts) == sorted(weights.values())  # each matrix once, both passes included
+    assert {dtype for _, dtype in casts} == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in model.parameters())

@@ -1,5 +1,5 @@
-"""minbert/benchmark.py: MFU against the measured peak, and a value above 100% named a measurement error."""
-from minbert.benchmark import mfu
+"""bench/timing.py: MFU against the measured peak, and a value above 100% named a measurement error."""
+from minbert.bench.timing import mfu
 
 
 def test_mfu_above_100_percent_is_reported_as_a_measurement_error():

@@ -1,0 +1,165 @@
+"""One row of bench.py made ready to time (a Candidate): the model as a pipeline trains it (ours with the recipe's
+regularisers, ours plain, every switch off) or HF transformers' on the same weights, its optimizer, the batches
+as the pipelines build them, and its training and inference steps."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.profiler import record_function
+
+from bert import BertModel
+from config import BertConfig
+from datasets import TaskData, batch_indices, set_pad_multiple
+from minbert.course_data import data_file, read_examples
+from minbert.finetuning.pals import PALs
+from minbert.hub import resolve_pretrained
+from minbert.objectives.losses import ClassificationLoss, TermLoss
+from minbert.precision import autocast
+from minbert.specs import ModelSpec
+from minbert.tasks.sentiment import BertSentimentClassifier
+from optimizer import AdamW
+from utils import MinbertError, to_device
+
+CONFIGS = {
+    "base": {},
+    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+}
+
+
+def make_batches(settings, tokenizer, bucket, seed=0):
+    """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches are
+    padded to a multiple of --pad_multiple, as the pipelines pad them."""
+    if settings.data == "synthetic":
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(settings.warmup + settings.steps):
+            ids = torch.from_numpy(rng.integers(1000, 20000, size=(settings.batch_size, settings.seq_len)))
+            ids[:, 0] = 101
+            out.append({"x": {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                              "token_type_ids": torch.zeros_like(ids)}, "labels": torch.zeros(settings.batch_size, dtype=torch.long)})
+        return out
+    task = "sst" if settings.data == "sst" else "quora"
+    examples = read_examples(data_file(settings.data_dir, task, "train"), task, "train", log=lambda *_: None)
+    data = set_pad_multiple(TaskData(examples, task, tokenizer, max_length=settings.seq_len), settings.runtime.pad_multiple if bucket else 0)
+    idx = batch_indices(data.lengths, settings.batch_size, shuffle=True, seed=seed, bucket=bucket)
+    return [data.batch(i) for i in idx[:settings.warmup + settings.steps]]
+
+
+def flops_per_batch(cfg, batch):
+    """Forward FLOPs of the padded batch: 2 per weight per token for the matmuls, plus attention."""
+    B, T = batch["x"]["input_ids"].shape
+    H, L, I = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size
+    per_token = L * (2 * (4 * H * H + 2 * H * I) + 4 * T * H)  # QKVO, FFN; QK^T and AV
+    return B * T * per_token
+
+
+def hf_model(settings, cfg):
+    """The usual alternative, for reference: HF transformers' BertModel on the same weights, as its Trainer runs
+    it (fp32, its default attention, the Trainer's default AdamW: hf_optimizer), on our length-bucketed
+    batches (what its Trainer's group_by_length gives) or on batches padded in random order. Only bench.py
+    touches transformers, and only with --hf."""
+    try:
+        import transformers
+    except ImportError:
+        raise MinbertError("--hf needs the transformers package (pip install transformers); "
+                           "it is a reference for timing only, not a requirement") from None
+    if settings.pretrained:
+        # fp32 master weights whatever the file holds (transformers 5 keeps a checkpoint's own dtype)
+        return transformers.BertModel.from_pretrained(str(resolve_pretrained(settings.pretrained).folder)).float()
+    return transformers.BertModel(transformers.BertConfig(**cfg.to_dict()))
+
+
+def hf_optimizer(params, lr):
+    """The AdamW HF's Trainer builds by default, from the installed transformers' own default (`adamw_torch_fused`,
+    torch's fused kernel, since torch 2.8; `adamw_torch` before): (optimizer, its name in the row)."""
+    import transformers
+    fused = transformers.TrainingArguments.__dataclass_fields__["optim"].default == "adamw_torch_fused"
+    return torch.optim.AdamW(params, lr=lr, fused=fused), "torch-fused" if fused else "torch"
+
+
+class Candidate:
+    """One set of switches made ready to time: the model (ours as the pipelines build it, or HF's), its optimizer,
+    the batches on the device, the training step and the inference step, and what describes the row."""
+
+    def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None, recipe=False):
+        s, rt = settings, settings.runtime
+        self.device = device = rt.device
+        amp = amp or (rt.amp if fast else "none")
+        bucket = fast if bucket is None else bucket
+        cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=rt.attn if fast else "explicit")
+        torch.manual_seed(0)
+        if hf:
+            model = hf_model(s, cfg)
+        elif s.pretrained:
+            model = BertModel.from_pretrained(s.pretrained, attn_impl=cfg.attn_impl)
+        else:
+            model = BertModel(cfg)
+        extra = torch.nn.ModuleList()
+        if hf:
+            head = torch.nn.Linear(cfg.hidden_size, 5)
+        else:  # Part 1's classifier, what trains set up as the pipelines do it (--fine-tune-mode, --pals)
+            spec = ModelSpec(pipeline="classifier", fine_tune_mode=s.fine_tune_mode, lora_rank=s.lora_rank,
+                             lora_alpha=2.0 * s.lora_rank, dropout=[0.3], num_labels=5)
+            classifier = BertSentimentClassifier(spec, bert=model)
+            head = classifier.classifier
+            if s.pals:
+                pals = PALs(model.config, ("sst",))
+                pals.attach(model)
+                pals.task = "sst"
+                extra.append(pals)
+        model.to(device)
+        head.to(device)
+        extra.to(device)
+        self.model, self.head = model, head
+        self.params = [p for p in [*model.parameters(), *extra.parameters(), *head.parameters()] if p.requires_grad]
+        if hf:
+            opt, adamw = hf_optimizer(self.params, lr=1e-5)
+        else:
+            opt = AdamW(self.params, lr=1e-5, foreach=fast, fused=fast and s.fused)
+            adamw = "fused" if opt.defaults["fused"] else "foreach" if fast else "loop"
+        self.opt = opt
+        fwd = model
+        if fast and rt.compile:
+            fwd = torch.compile(model, dynamic=True)
+            classifier.bert = fwd
+        if hf:
+            fwd = lambda **x: {"pooler_output": model(**x).pooler_output}  # noqa: E731
+        self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket)]
+        self.real = [int(b["x"]["attention_mask"].sum()) for b in self.batches]
+        self.padded = [b["x"]["input_ids"].numel() for b in self.batches]
+        self.flops = [flops_per_batch(cfg, b) for b in self.batches]
+        regs = (TermLoss.regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
+                if recipe and not hf else {})
+        loss_fn = ClassificationLoss(**regs)
+
+        def train_step(b):
+            with record_function("forward"), autocast(device, amp):
+                if hf:
+                    loss = F.cross_entropy(head(fwd(**b["x"])["pooler_output"]), b["labels"])
+                else:  # Part 1's training loss, with the recipe's regularisers when asked
+                    loss = loss_fn(classifier, b)
+            with record_function("backward"):
+                loss.backward()
+            with record_function("optimizer"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                loss_fn.after_step()
+
+        def infer_step(b):
+            with torch.inference_mode(), autocast(device, amp):
+                fwd(**b["x"])
+        self.train_step, self.infer_step = train_step, infer_step
+        reg = s.regularizers
+        terms = {k: v for k, v in (("rdrop", reg.rdrop_weight), ("smart", reg.smart_weight),
+                                   ("bregman", reg.smart_bregman_weight)) if v and recipe}
+        self.row = {"label": label, "fine_tune_mode": "full-model" if hf else s.fine_tune_mode,
+                    "pals": bool(s.pals and not hf), "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl,
+                    "bucket": bucket, "pad_multiple": rt.pad_multiple if bucket else 0,
+                    "adamw": adamw,
+                    "compile": bool(fast and rt.compile), "regularizers": terms}
+
+    def train(self, on):
+        self.model.train(on)
+        self.head.train(on)
+
+

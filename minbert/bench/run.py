@@ -1,0 +1,93 @@
+"""bench.py's run: the rows it times, the peak MFU is measured against, the lines it prints and the ratios between
+rows (bench.py's docstring says what each row is)."""
+import torch
+
+from config import BertConfig
+from minbert.bench.candidate import CONFIGS, Candidate
+from minbert.bench.profile import profile_steps
+from minbert.bench.timing import matmul_peak, mfu, time_rows
+from minbert.hub import resolve_pretrained
+from minbert.precision import cpu_capability, device_kind, native_precisions
+from tokenizer import BertTokenizer
+
+
+def rows(settings):
+    """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers, the
+    plain step, with --compare every switch off, with --hf HF transformers on our length-bucketed batches (its
+    Trainer's group_by_length), on random ones (its default) and in our reduced precision (its --bf16/--fp16)."""
+    s, amp = settings, settings.runtime.amp
+    reg = s.regularizers
+    out = [("recipe", dict(recipe=True))] if reg.rdrop_weight or reg.smart_weight or reg.smart_bregman_weight else []
+    out.append(("plain", {}))
+    if s.compare:
+        out.append(("baseline", dict(fast=False)))
+    if s.hf:
+        out += [("hf-bucketed", dict(fast=False, bucket=True, hf=True)),
+                ("hf-random", dict(fast=False, bucket=False, hf=True))]
+        if amp != "none":
+            out.append(("hf-amp", dict(fast=False, bucket=True, hf=True, amp=amp)))
+    return out
+
+
+def benchmark(settings, why=""):
+    """Every row bench.py prints, measured now: the recipe's step (when it has regularisers), the plain step, with
+    settings.compare every switch off, with settings.hf HF transformers; returns them with the peaks and ratios.
+    `why` is the precision's reason, for the record."""
+    s, rt = settings, settings.runtime
+    device = rt.device
+    vocab = resolve_pretrained(s.pretrained or "all-minilm-l6-v2").require("vocab").vocab
+    tokenizer = BertTokenizer(vocab)
+    cfg = (BertConfig.from_json_file(resolve_pretrained(s.pretrained).config) if s.pretrained
+           else BertConfig(**CONFIGS[s.config]))
+    # The peak for fp32 and for each precision the hardware runs natively: an emulated one means nothing.
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    peaks = {p: matmul_peak(device, dtypes[p], repeats=s.peak_repeats)
+             for p in ["fp32"] + [a for a in native_precisions(device) if a == rt.amp]}
+    runs = time_rows(s, tokenizer, cfg, rows(s))
+    model_name = s.pretrained or f"random {s.config}"
+    kind = device_kind(device)
+    print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
+          f"torch threads {torch.get_num_threads()}, data {s.data}, batch {s.batch_size}, max length {s.seq_len}")
+    print(f"matmul peak (best of {s.peak_repeats} per size, 1024 and 2048, after warm-up; median, worst): " + ", ".join(
+        f"{k} {v['best'] / 1e12:.2f} TFLOP/s ({v['median'] / 1e12:.2f}, {v['worst'] / 1e12:.2f})" for k, v in peaks.items()))
+    for r in runs:
+        precision = "fp32" if r["amp"] == "none" else r["amp"]
+        for name in ("train", "infer"):
+            m = r[name]
+            m["mfu"], m["mfu_note"] = mfu(m["flop_per_s"], peaks.get(precision))
+            shown = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU n/a ({m['mfu_note']})"
+            print(f"{r['label']:>11} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
+                  f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
+                  f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
+                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW {r['adamw']}, compile {r['compile']}]")
+        if r["regularizers"]:
+            print(f"{r['label']:>11} training loss with " + ", ".join(f"{k} {v:g}" for k, v in r["regularizers"].items()))
+        print(f"{r['label']:>11} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
+              f"trainable parameters, AdamW state {r['optimizer_state_mb']:.1f} MiB")
+        print(f"{r['label']:>11} peak memory {r['peak_memory_mb']:.0f} MB"
+              + ("" if device.type == "cuda" else " (the process's RSS high-water mark so far, CPU)"))
+    out = {"device": str(device), "device_kind": kind, "cpu_capability": cpu_capability(),
+           "precision": "fp32" if rt.amp == "none" else rt.amp, "precision_why": why,
+           "torch_threads": torch.get_num_threads(), "matmul_peak_flop_per_s": peaks, "runs": runs}
+    by = {r["label"]: r for r in runs}
+    if "recipe" in by:
+        cost = by["recipe"]["train"]["ms_per_step"] / by["plain"]["train"]["ms_per_step"]
+        out["recipe_step_cost"] = cost
+        print(f"the recipe's training step costs {cost:.2f}x a plain one ({by['recipe']['train']['ms_per_step']:.0f} "
+              f"against {by['plain']['train']['ms_per_step']:.0f} ms)")
+    for other, what in (("baseline", "all fast paths vs all off"),
+                        ("hf-bucketed", "ours vs HF transformers on the same length-bucketed batches"),
+                        ("hf-random", "ours (bucketed) vs HF transformers on random batches (bucketing's gain included)"),
+                        ("hf-amp", "ours vs HF transformers in the same precision, same batches")):
+        if other in by:
+            ratio = {n: by["plain"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train", "infer")}
+            out[f"speedup_vs_{other}"] = ratio
+            print(f"speed-up, {what}: training {ratio['train']:.2f}x, inference {ratio['infer']:.2f}x (non-pad tokens/s)")
+    for label, switches in (("plain", {}), ("hf-amp", dict(fast=False, bucket=True, hf=True, amp=rt.amp)))[:1 + s.hf]:
+        if s.profile and (label == "plain" or rt.amp != "none"):
+            out[f"profile_{label}"] = p = profile_steps(Candidate(s, tokenizer, cfg, label, **switches), s.profile, s.warmup)
+            print(f"{label} training step under the profiler, {p['ms_per_step']:.0f} ms/step of operator time: "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in p["phases"].items()) + " ms; by kind: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in p["categories"].items()) + " ms")
+            print(f"{label} top operators (ms/step): " + ", ".join(f"{k} {v:.1f}" for k, v in p["top"]))
+    return out

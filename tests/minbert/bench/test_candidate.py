@@ -1,0 +1,37 @@
+"""bench/candidate.py: a row is built as its pipeline trains (our model with the fused AdamW, every switch off with
+the reference loop and explicit attention, HF's with its Trainer's default AdamW) on the same batches, and its steps train."""
+import torch
+
+from config import BertConfig
+from minbert.bench.candidate import Candidate, flops_per_batch
+from minbert.specs import BenchSettings, Runtime
+from tests.helpers import tiny_config, write_vocab
+from tokenizer import BertTokenizer
+
+
+def _settings(tmp_path, **kw):
+    return BenchSettings(runtime=Runtime(), pretrained=None, config="tiny", data="synthetic", seq_len=16, batch_size=4,
+                         steps=2, warmup=1, repeats=1, **kw)
+
+
+def test_each_row_is_built_as_its_switches_say_and_trains(tmp_path):
+    tok = BertTokenizer(write_vocab(tmp_path / "vocab.txt"))
+    cfg = BertConfig(**{**tiny_config().to_dict(), "vocab_size": 30522})
+    plain = Candidate(_settings(tmp_path), tok, cfg, "plain")
+    baseline = Candidate(_settings(tmp_path), tok, cfg, "baseline", fast=False)
+    hf = Candidate(_settings(tmp_path), tok, cfg, "hf", fast=False, hf=True)
+    assert (plain.row["adamw"], baseline.row["adamw"]) == ("fused", "loop")
+    # HF's row runs the AdamW its Trainer defaults to in the installed transformers (torch's fused kernel since 2.8)
+    import transformers
+    trainer_default = transformers.TrainingArguments.__dataclass_fields__["optim"].default
+    assert hf.row["adamw"] == {"adamw_torch_fused": "torch-fused", "adamw_torch": "torch"}[trainer_default]
+    assert hf.opt.defaults["fused"] == (trainer_default == "adamw_torch_fused")
+    assert (plain.row["attn"], baseline.row["attn"]) == ("sdpa", "explicit") and hf.row["attn"] == "hf-default"
+    assert [b["x"]["input_ids"].shape for b in plain.batches] == [(4, 16)] * 3  # warm-up + timed steps
+    assert torch.equal(plain.batches[0]["x"]["input_ids"], hf.batches[0]["x"]["input_ids"])  # the same batches
+    before = [p.detach().clone() for p in plain.params]
+    plain.train(True)
+    plain.train_step(plain.batches[0])
+    assert any(not torch.equal(a, p) for a, p in zip(before, plain.params))
+    H, L, I, B, T = 32, 2, 64, 4, 16  # the tiny config: 2 per weight per token for the matmuls, plus attention
+    assert flops_per_batch(cfg, plain.batches[0]) == B * T * L * (2 * (4 * H * H + 2 * H * I) + 4 * T * H)

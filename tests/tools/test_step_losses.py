@@ -1,0 +1,18 @@
+"""tools/step_losses.py: the per-step losses of Part 1's step, equal run to run with one seed, and the comparison."""
+import json
+
+import pytest
+
+from tools import step_losses
+
+
+def test_the_same_seed_gives_the_same_losses_and_the_comparison_reads_them(tmp_path, tiny_model, course_data, capsys):
+    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--steps", "3", "--batch_size", "4"]
+    first = step_losses.main(common + ["--out", str(tmp_path / "a.json")])
+    again = step_losses.main(common + ["--out", str(tmp_path / "b.json"), "--against", str(tmp_path / "a.json")])
+    assert len(first) == 3 and first == again
+    assert "largest difference 0.00e+00" in capsys.readouterr().out
+    assert json.loads((tmp_path / "a.json").read_text())["losses"] == first
+    other = step_losses.main(common + ["--out", str(tmp_path / "c.json"), "--seed", "2"])
+    c = step_losses.compare(other, first)
+    assert c["max_abs"] > 0 and c["mean"] == pytest.approx(sum(other) / 3)

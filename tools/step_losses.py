@@ -1,0 +1,100 @@
+"""The loss of each step of Part 1's training (full model, SST, length-bucketed batches, AdamW at lr 1e-5), for
+checking that a change to the training step keeps its numbers: run it on two checkouts (--repo) with the same
+seed and compare the files (--against).
+
+    python tools/step_losses.py --amp bf16 --seed 1 --out new.json --no_fast_dropout
+    python tools/step_losses.py --repo ../old-checkout --amp bf16 --seed 1 --out old.json --against new.json
+
+With --no_fast_dropout and --no_fused the step draws its dropout masks and updates its weights as before those
+paths existed, so the losses compare step for step; with the bulk dropout masks (the default) they are other
+random draws, and only their mean compares. RESULTS.md, "Speed", gives what it found.
+"""
+import argparse
+import inspect
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="tools/step_losses.py", description="Per-step losses of Part 1's training step.")
+    ap.add_argument("--repo", default=str(REPO), help="the checkout whose code runs (default: this one)")
+    ap.add_argument("--pretrained", default="all-minilm-l6-v2")
+    ap.add_argument("--data_dir", default="data")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--batch_size", type=int, default=32)
+    ap.add_argument("--max_length", type=int, default=128)
+    ap.add_argument("--no_fast_dropout", action="store_true", help="torch's dropout masks (where the checkout has both)")
+    ap.add_argument("--no_fused", action="store_true", help="the multi-tensor AdamW (where the checkout has both)")
+    ap.add_argument("--out", required=True, help="the JSON file written: the settings and the losses")
+    ap.add_argument("--against", help="a file this tool wrote: print the largest per-step difference and the means")
+    return ap
+
+
+def step_losses(args):
+    """The per-step training losses, computed with the code of args.repo. Imported here, from there, and nothing
+    of this checkout's imported before: the other checkout's modules must find their own `utils`, `bert`, ..."""
+    sys.path.insert(0, str(Path(args.repo).resolve()))
+    import torch
+    from bert import BertModel
+    from datasets import TaskData, batch_indices
+    from minbert.course_data import data_file, read_examples
+    from minbert.objectives.losses import ClassificationLoss
+    from minbert.precision import autocast
+    from minbert.specs import ModelSpec
+    from minbert.tasks.sentiment import BertSentimentClassifier
+    from optimizer import AdamW
+    from tokenizer import BertTokenizer
+    from minbert.hub import resolve_pretrained
+    from utils import to_device
+    tokenizer = BertTokenizer(resolve_pretrained(args.pretrained).vocab)
+    examples = read_examples(data_file(args.data_dir, "sst", "train"), "sst", "train", log=lambda *_: None)
+    data = TaskData(examples, "sst", tokenizer, max_length=args.max_length)
+    batches = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=args.seed, bucket=True)[:args.steps]
+    torch.manual_seed(args.seed)
+    # Older checkouts have neither switch: only pass what this one's signatures take.
+    extra = {"fast_dropout": not args.no_fast_dropout} \
+        if "fast_dropout" in inspect.signature(BertModel.from_pretrained).parameters else {}
+    bert = BertModel.from_pretrained(args.pretrained, attn_impl="sdpa", **extra)
+    spec = ModelSpec(pipeline="classifier", fine_tune_mode="full-model", dropout=[0.3], num_labels=5)
+    model = BertSentimentClassifier(spec, bert=bert).train()
+    extra = {"fused": not args.no_fused} if "fused" in inspect.signature(AdamW).parameters else {}
+    opt = AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, weight_decay=0.01, **extra)
+    loss_fn, device, losses = ClassificationLoss(), torch.device("cpu"), []
+    for i in batches:
+        with autocast(device, args.amp):
+            loss = loss_fn(model, to_device(data.batch(i), device))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+def compare(losses, other):
+    """{"max_abs", "max_rel", "mean", "other_mean"}: step-for-step differences and the two means."""
+    pairs = list(zip(losses, other))
+    return {"max_abs": max(abs(a - b) for a, b in pairs), "max_rel": max(abs(a - b) / abs(b) for a, b in pairs),
+            "mean": statistics.mean(losses), "other_mean": statistics.mean(other)}
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    losses = step_losses(args)
+    record = {k: v for k, v in vars(args).items() if k not in ("out", "against")} | {"losses": losses}
+    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{args.out}: {len(losses)} steps, mean loss {statistics.mean(losses):.5f}")
+    if args.against:
+        c = compare(losses, json.loads(Path(args.against).read_text())["losses"])
+        print(f"against {args.against}: largest difference {c['max_abs']:.2e} ({c['max_rel']:.2e} relative); "
+              f"mean {c['mean']:.5f} against {c['other_mean']:.5f}")
+    return losses
+
+
+if __name__ == "__main__":
+    main()
