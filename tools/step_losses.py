@@ -42,6 +42,7 @@ def step_losses(args):
     sys.path.insert(0, str(Path(args.repo).resolve()))
     import torch
     from bert import BertModel
+    from config import BertConfig
     from datasets import TaskData, batch_indices
     from minbert.course_data import data_file, read_examples
     from minbert.objectives.losses import ClassificationLoss
@@ -58,8 +59,7 @@ def step_losses(args):
     batches = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=args.seed, bucket=True)[:args.steps]
     torch.manual_seed(args.seed)
     # Older checkouts have neither switch: only pass what this one's signatures take.
-    extra = {"fast_dropout": not args.no_fast_dropout} \
-        if "fast_dropout" in inspect.signature(BertModel.from_pretrained).parameters else {}
+    extra = {"fast_dropout": not args.no_fast_dropout} if hasattr(BertConfig, "fast_dropout") else {}
     bert = BertModel.from_pretrained(args.pretrained, attn_impl="sdpa", **extra)
     spec = ModelSpec(pipeline="classifier", fine_tune_mode="full-model", dropout=[0.3], num_labels=5)
     model = BertSentimentClassifier(spec, bert=bert).train()

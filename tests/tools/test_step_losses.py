@@ -16,3 +16,13 @@ def test_the_same_seed_gives_the_same_losses_and_the_comparison_reads_them(tmp_p
     other = step_losses.main(common + ["--out", str(tmp_path / "c.json"), "--seed", "2"])
     c = step_losses.compare(other, first)
     assert c["max_abs"] > 0 and c["mean"] == pytest.approx(sum(other) / 3)
+
+
+def test_the_switches_reach_the_step(tmp_path, tiny_model, course_data):
+    """--no_fast_dropout draws torch's masks (other losses than the bulk ones); --no_fused only rounds differently."""
+    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--steps", "3", "--batch_size", "4"]
+    bulk = step_losses.main(common + ["--out", str(tmp_path / "a.json")])
+    torch_masks = step_losses.main(common + ["--out", str(tmp_path / "b.json"), "--no_fast_dropout"])
+    foreach = step_losses.main(common + ["--out", str(tmp_path / "c.json"), "--no_fast_dropout", "--no_fused"])
+    assert bulk[0] != torch_masks[0]
+    assert foreach == pytest.approx(torch_masks, rel=1e-5)
