@@ -255,6 +255,18 @@ def interrupt_second_epoch(monkeypatch):
     return lambda: monkeypatch.setattr(Trainer, "run_epoch", real)
 
 
+def epochs_run(monkeypatch):
+    """Record each epoch Trainer.run_epoch trains from now on: a list of the epochs' names ("mt epoch 1", ...),
+    so that a test sees which epochs a (resumed) run actually trained, not only what it wrote."""
+    real, names = Trainer.run_epoch, []
+
+    def recorded(self, batches, loss_fn, total, desc="train"):
+        names.append(desc)
+        return real(self, batches, loss_fn, total, desc=desc)
+    monkeypatch.setattr(Trainer, "run_epoch", recorded)
+    return names
+
+
 # ----------------------------------------------------------------------------- a PostgreSQL server of the test's own
 
 def postgres_bin(name):

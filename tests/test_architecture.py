@@ -158,3 +158,36 @@ def test_the_handouts_names_are_where_it_says():
             for part in attr.split("."):
                 obj = getattr(obj, part)
             assert callable(obj), f"{module}.{attr}"
+
+
+# The parameters the starter code gives the methods the handout asks students to write (sections 3.2, 4 and 5.2),
+# in order: ours take them so (any further parameter has a default), so a student's code calls ours unchanged.
+STARTER_SIGNATURES = {
+    "bert.BertSelfAttention.attention": ["self", "key", "query", "value", "attention_mask"],
+    "bert.BertLayer.add_norm": ["self", "input", "output", "dense_layer", "dropout", "ln_layer"],
+    "bert.BertLayer.forward": ["self", "hidden_states", "attention_mask"],
+    "bert.BertModel.embed": ["self", "input_ids"],
+    "bert.BertModel.forward": ["self", "input_ids", "attention_mask"],
+    "optimizer.AdamW.__init__": ["self", "params", "lr", "betas", "eps", "weight_decay", "correct_bias"],
+    "optimizer.AdamW.step": ["self", "closure"],
+    "classifier.BertSentimentClassifier.forward": ["self", "input_ids", "attention_mask"],
+    "multitask_classifier.MultitaskBERT.forward": ["self", "input_ids", "attention_mask"],
+    "multitask_classifier.MultitaskBERT.predict_sentiment": ["self", "input_ids", "attention_mask"],
+    "multitask_classifier.MultitaskBERT.predict_paraphrase": ["self", "input_ids_1", "attention_mask_1", "input_ids_2",
+                                                              "attention_mask_2"],
+    "multitask_classifier.MultitaskBERT.predict_similarity": ["self", "input_ids_1", "attention_mask_1", "input_ids_2",
+                                                              "attention_mask_2"],
+    "classifier.get_args": [], "multitask_classifier.get_args": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(STARTER_SIGNATURES))
+def test_the_handouts_methods_take_the_starters_parameters(name):
+    module, *path = name.split(".")
+    obj = importlib.import_module(module)
+    for part in path:
+        obj = getattr(obj, part)
+    params = list(inspect.signature(obj).parameters.values())
+    want = STARTER_SIGNATURES[name]
+    assert [p.name for p in params[:len(want)]] == want, name
+    assert all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[len(want):]), name

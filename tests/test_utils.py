@@ -8,8 +8,11 @@ import pytest
 import torch
 
 import classifier
+import multitask_classifier as mt
+import utils
+from minbert.specs import ModelSpec
 from tests.helpers import ROOT, cli, interrupt_second_epoch, one_line_error, part1_args, part2_args
-from utils import main_guard, set_interrupt_hint
+from utils import Progress, main_guard, maybe_compile, set_interrupt_hint
 
 
 @pytest.mark.parametrize("script, argv, match", [
@@ -86,12 +89,13 @@ def test_another_runtime_error_keeps_its_traceback():
 
 def test_compiled_model_matches_eager(tiny_model):
     """--compile: torch.compile of the BERT forward (dynamic shapes) gives the eager outputs."""
-    from utils import maybe_compile
-    from minbert.specs import ModelSpec
     cfg = ModelSpec(pipeline="classifier", pretrained=str(tiny_model), dropout=[0.0])
     model = classifier.BertSentimentClassifier(cfg).eval()
     ids = torch.tensor([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
     mask = (ids != 0).long()
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
     with torch.no_grad():
         eager = model(ids, mask)
         maybe_compile(model, True)
@@ -99,11 +103,22 @@ def test_compiled_model_matches_eager(tiny_model):
         longer = model(torch.cat([ids, ids[:, :2]], 1), torch.cat([mask, mask[:, :2]], 1))  # a new length
     torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
     assert longer.shape == (2, 5)
+    assert counters["stats"]["unique_graphs"] >= 1  # the forward ran as a compiled graph, not eagerly
+    assert not counters["graph_break"]  # the whole forward, without falling back to Python midway
+
+
+def test_compile_flag_reaches_the_models_forward(tmp_path, course_data, tiny_model, monkeypatch):
+    """classifier.py and multitask_classifier.py --compile hand BERT's forward to torch.compile, shapes dynamic."""
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append(kw) or fn)
+    classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--epochs", "1", "--datasets", "sst",
+                               "--fine-tune-mode", "full-model", "--compile"))
+    assert compiled == [{"dynamic": True}]
+    mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2", "--compile"))
+    assert compiled == [{"dynamic": True}] * 2
 
 
 def test_progress_lines_without_a_terminal(capsys, monkeypatch):
-    import utils
-    from utils import Progress
     clock = iter([100.0, 101.0, 130.0, 161.5])  # a scripted clock: the test does not depend on the machine's speed
     monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
     p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)

@@ -1,8 +1,13 @@
 """losses.py by hand, and --sts_loss / --mnrl_weight / --simcse_weight / --siamese_proj in Part 2."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import multitask_classifier as mt
+from minbert.flags.settings import multitask_settings, parse_multitask
+from minbert.objectives.losses import MultitaskLoss
+from minbert.pipelines.multitask import MultitaskPipeline
+from minbert.tasks.multitask import TaskOutput
 from tests.helpers import part2_args
 
 
@@ -20,3 +25,53 @@ def test_every_embedding_option_end_to_end(tmp_path, course_data, tiny_model):
 def test_similarity_losses_with_cross_pairs(tmp_path, course_data, tiny_model, loss):
     scores = mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--sts_loss", loss))
     assert -1 <= scores["sts"] <= 1
+
+
+class _Fixed(torch.nn.Module):
+    """A stand-in for MultitaskBERT whose task_forward returns fixed outputs: the loss alone is under test."""
+
+    def __init__(self, **outputs):
+        super().__init__()
+        self.outputs = outputs
+
+    def task_forward(self, task, batch):
+        return TaskOutput(**self.outputs[task])
+
+
+def test_distillation_takes_each_examples_target_by_its_id_on_a_shuffled_batch():
+    """The batch holds training examples 4, 0 and 2: the soft term must use those rows of the teacher's
+    targets (not rows 0, 1, 2, the batch's positions), mixed with the gold loss as (1 - alpha) gold + alpha soft."""
+    T, alpha = 2.0, 0.3
+    g = torch.Generator().manual_seed(0)
+    teacher = {"sst": torch.softmax(torch.randn(6, 5, generator=g), -1), "quora": torch.rand(6, generator=g)}
+    z, logit = torch.randn(3, 5, generator=g), torch.randn(3, generator=g)
+    model = _Fixed(sst={"output": z}, quora={"output": logit})
+    loss = MultitaskLoss({"sst": 1.0, "quora": 1.0}, teacher=teacher, distill_weight=alpha, distill_temperature=T)
+    index, gold = torch.tensor([4, 0, 2]), torch.tensor([1, 4, 0])
+    p = teacher["sst"][index]
+    soft = T * T * (p * (p.log() - torch.log_softmax(z / T, -1))).sum(-1).mean()
+    by_hand = (1 - alpha) * F.cross_entropy(z, gold) + alpha * soft
+    got = loss(model, {"task": "sst", "labels": gold, "index": index})
+    assert got.item() == pytest.approx(by_hand.item(), rel=1e-5)
+    q, s = teacher["quora"][index], torch.sigmoid(logit / T)
+    soft = T * T * -(q * s.log() + (1 - q) * (1 - s).log()).mean()
+    y = torch.tensor([1, 0, 1])
+    by_hand = (1 - alpha) * F.binary_cross_entropy_with_logits(logit, y.float()) + alpha * soft
+    assert loss(model, {"task": "quora", "labels": y, "index": index}).item() == pytest.approx(by_hand.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("choice", ["mse", "cosine", "cosent"])
+def test_each_sts_loss_flag_is_the_loss_the_step_computes(tmp_path, course_data, tiny_model, choice):
+    """--sts_loss reaches Part 2's step: the loss built from the command line, on one STS batch, is the chosen
+    formula by hand (MSE on the 0-5 output; (s - y/5)^2 on the score; CoSENT's ranking loss on the score)."""
+    argv = part2_args(tmp_path, course_data, tiny_model, "--sts_loss", choice)
+    pipeline = MultitaskPipeline(multitask_settings(parse_multitask(argv), argv))
+    score = torch.tensor([0.9, 0.2, 0.6])
+    y = torch.tensor([4.0, 3.0, 1.0])
+    model = _Fixed(sts={"output": 5.0 * score, "score": score})
+    pairs = [(i, j) for i in range(3) for j in range(3) if y[i] > y[j]]
+    by_hand = {"mse": F.mse_loss(5.0 * score, y),
+               "cosine": ((score - y / 5) ** 2).mean(),
+               "cosent": torch.log(1 + sum(torch.exp(20 * (score[j] - score[i])) for i, j in pairs))}[choice]
+    got = pipeline.loss(model, {"task": "sts", "labels": y, "index": torch.arange(3)})
+    assert got.item() == pytest.approx(by_hand.item(), rel=1e-5)

@@ -8,7 +8,7 @@ import torch
 import classifier
 import evaluation
 from minbert.course_data import read_examples
-from tests.helpers import interrupt_second_epoch, part1_args
+from tests.helpers import epochs_run, interrupt_second_epoch, part1_args
 from utils import MinbertError
 
 
@@ -77,7 +77,11 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, t
     assert torch.load(last, weights_only=True)["epoch"] == 0
     assert not list((tmp_path / "resumed" / "ck").glob("*.tmp"))
     restore()
+    trained = epochs_run(monkeypatch)
     classifier.main(args)
+    assert trained == ["full-model-sst epoch 1", "full-model-sst epoch 2"]  # from the checkpoint, not from scratch
+    log = [json.loads(l) for l in (tmp_path / "resumed" / "ck" / "full-model-sst-log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1, 2]
     for split in ("dev", "test"):
         name = f"full-model-sst-{split}-out.csv"
         assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()

@@ -9,6 +9,7 @@ import pytest
 import classifier
 import ensemble
 import multitask_classifier as mt
+from evaluation import output_name, read_predictions
 from minbert.pipelines import ensemble as ensembling
 from tests.helpers import output_files, part1_args, part2_args
 from utils import MinbertError
@@ -75,3 +76,50 @@ def test_ensemble_refuses_mismatched_members(tmp_path, course_data, trained, tin
         ensemble.main([str(ckpt), str(tmp_path / "cls" / "ck" / "last-linear-layer-cfimdb.pt"), "--data_dir",
                        str(course_data), "--out", str(tmp_path / "e")])
     assert not (tmp_path / "e").exists()  # refused before anything was written
+
+
+def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_data, tiny_model, monkeypatch):
+    """Two members trained from other seeds: the files hold the mean of their SST probabilities (argmax), of
+    their P(paraphrase) (> 0.5) and of their STS scores; a vote of their prediction folders averages one-hot
+    labels, so a two-member disagreement goes to the lower SST class and to "not a paraphrase"."""
+    monkeypatch.chdir(tmp_path)
+    members = []
+    for seed in ("1", "2"):
+        mt.main(part2_args(tmp_path / seed, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "3",
+                           "--seed", seed, "--lr", "3e-3"))
+        members.append(tmp_path / seed)
+    seen, real = [], ensembling.checkpoint_member
+    monkeypatch.setattr(ensembling, "checkpoint_member", lambda *a: seen.append(real(*a)) or seen[-1])
+    ensemble.main([str(m / "ck" / "mt.pt") for m in members] + ["--data_dir", str(course_data), "--out",
+                                                                   str(tmp_path / "ens")])
+    a, b = seen[0][0], seen[1][0]
+    assert not np.allclose(a["sts", "dev"], b["sts", "dev"])  # the members differ
+    written = {k: read_predictions(tmp_path / "ens" / output_name(*k))[0] for k in a}
+    for (task, split), values in written.items():
+        mean = (a[task, split] + b[task, split]) / 2
+        got = np.array([float(v) for v in values.values()])
+        if task == "sst":
+            assert (got == mean.argmax(-1)).all()
+        elif task == "quora":
+            assert (got == (mean > 0.5)).all()
+        else:
+            np.testing.assert_allclose(got, mean, atol=5e-5)  # the file holds 4 decimals
+    # a vote of prediction folders: the first member's files, and a copy of them changed on each file's first row
+    other = tmp_path / "other"
+    shutil.copytree(members[0] / "pred", other)
+    for task, split in a:
+        path = other / output_name(task, split)
+        lines = path.read_text().splitlines()
+        i, value = lines[1].split(" , ")
+        changed = (round(float(value) + 1.0, 4) if task == "sts"
+                   else (int(value) + 2) % 5 if task == "sst" else 1 - int(value))
+        path.write_text("\n".join([lines[0], f"{i} , {changed}"] + lines[2:]) + "\n")
+    ensemble.main([str(members[0] / "pred"), str(other), "--data_dir", str(course_data), "--out", str(tmp_path / "vote"),
+                   "--run_name", "vote"])
+    for task, split in a:
+        one, two, vote = (read_predictions(d / output_name(task, split))[0]
+                          for d in (members[0] / "pred", other, tmp_path / "vote"))
+        x, y, v = (np.array([float(p) for p in f.values()]) for f in (one, two, vote))
+        assert x[0] != y[0]
+        expected = (x + y) / 2 if task == "sts" else np.minimum(x, y)  # a tie: the lower class, not a paraphrase
+        np.testing.assert_allclose(v, expected, atol=5e-5)

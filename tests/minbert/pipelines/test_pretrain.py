@@ -10,7 +10,7 @@ import multitask_classifier as mt
 import pretrain
 from bert import BertModel
 from minbert.tasks.mlm import BertForMaskedLM, IGNORE
-from tests.helpers import interrupt_second_epoch, part1_args, part2_args, pretrain_args
+from tests.helpers import epochs_run, interrupt_second_epoch, part1_args, part2_args, pretrain_args
 from utils import MinbertError
 
 
@@ -41,18 +41,27 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     mt.main(part2_args(tmp_path / "part2", course_data, out, "--epochs", "1"))  # a run folder is one pipeline's
 
 
-def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch):
+def test_resume_equals_an_uninterrupted_run_and_keeps_the_step_budget(tmp_path, tiny_model, monkeypatch):
+    """--max_steps 20 over 3 epochs of 15 steps: 15 + 5 steps, then stop; interrupted in the second epoch and
+    resumed, the run trains only that epoch, its 5 steps, and ends with the straight run's weights."""
     from safetensors.torch import load_file
-    straight = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "straight", "--epochs", "2"))
+    budget = ("--epochs", "3", "--max_steps", "20")
+    straight = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "straight", *budget))
     restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2"))
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget))
     restore()
     with pytest.raises(MinbertError, match="already holds a run.*add --resume"):
-        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2"))
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget))
     with pytest.raises(MinbertError, match="cannot resume.*--lr"):
-        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2", "--resume", "--lr", "1e-3"))
-    resumed = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", "--epochs", "2", "--resume"))
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, "--resume", "--lr", "1e-3"))
+    trained = epochs_run(monkeypatch)
+    resumed = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, "--resume"))
+    assert trained == ["pretrain epoch 1"]
+    for run in (straight, resumed):
+        log = [json.loads(l) for l in (run / "pretrain-log.jsonl").read_text().splitlines()]
+        assert [(r["epoch"], r.get("steps"), r.get("total_steps")) for r in log] == [(-1, None, None), (0, 15, 15),
+                                                                                     (1, 5, 20)]
     a, b = load_file(str(straight / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

@@ -9,7 +9,7 @@ import classifier
 import multitask_classifier as mt
 from minbert.pipelines import multitask as part2
 from minbert.training.fit import EarlyStopping
-from tests.helpers import interrupt_second_epoch, output_files, part1_args, part2_args
+from tests.helpers import epochs_run, interrupt_second_epoch, output_files, part1_args, part2_args
 from utils import MinbertError
 
 
@@ -71,6 +71,45 @@ def test_multitask_stops_early_and_keeps_the_best_epoch(tmp_path, course_data, t
     log = [json.loads(l) for l in (ck.parent / "mt-log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log if "stopped" not in r] == [0, 1, 2, 3] and "stopped" in log[-1]
     assert torch.load(ck, weights_only=True)["epoch"] == 1
+
+
+def test_a_resumed_run_stops_early_where_the_straight_one_does_and_a_stopped_run_trains_no_more(
+        tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    """Dev means 0.7, 0.6, 0.65 with --patience 2: the run stops after epoch 2. Interrupted after epoch 0 and
+    resumed, it must remember that epoch 0 is the best (else 0.6 and 0.65 count as gains and it trains on);
+    resumed once more, the stopped run trains nothing and writes no further log line."""
+    script = []
+    real = part2.model_eval_multitask
+
+    def scripted(model, data, *a, **kw):
+        scores, preds = real(model, data, *a, **kw)
+        if "raw" in kw:
+            return scores, preds
+        m = script.pop(0)
+        return {"sst": m, "quora": m, "sts": 2 * m - 1}, preds
+    monkeypatch.setattr(part2, "model_eval_multitask", scripted)
+    common = ("--epochs", "6", "--steps_per_epoch", "2", "--patience", "2")
+    script[:] = [0.7, 0.6, 0.65, 0.9, 0.9, 0.9]
+    mt.main(part2_args(tmp_path / "straight", course_data, tiny_model, *common))
+    restore = interrupt_second_epoch(monkeypatch)
+    script[:] = [0.7]
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common))
+    restore()
+    trained = epochs_run(monkeypatch)
+    script[:] = [0.6, 0.65, 0.9, 0.9, 0.9]
+    mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume"))
+    assert trained == ["mt epoch 1", "mt epoch 2"]
+    log_file = tmp_path / "resumed" / "ck" / "mt-log.jsonl"
+    for run in ("straight", "resumed"):
+        log = [json.loads(l) for l in (tmp_path / run / "ck" / "mt-log.jsonl").read_text().splitlines()]
+        assert [r["epoch"] for r in log if "stopped" not in r] == [0, 1, 2]
+    assert output_files(tmp_path / "resumed" / "pred") == output_files(tmp_path / "straight" / "pred")
+    before = log_file.read_text()
+    trained.clear()
+    mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume"))
+    assert trained == [] and log_file.read_text() == before
+    assert output_files(tmp_path / "resumed" / "pred") == output_files(tmp_path / "straight" / "pred")
 
 
 @pytest.mark.parametrize("extra", [[], ["--rdrop_weight", "1", "--smart_bregman_weight", "1", "--pair_encoding", "mixed"],
