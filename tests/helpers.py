@@ -408,7 +408,31 @@ def start_sweep(tmp_path, argv):
 
 def child_pids(pid):
     """The pids of `pid`'s child processes (Linux: /proc/PID/task/*/children)."""
-    return [int(c) for t in Path(f"/proc/{pid}/task").glob("*") for c in (t / "children").read_text().split()]
+    pids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            pids += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended between the listing and the read
+            pass
+    return pids
+
+
+def freeze_first_trial(proc):
+    """Wait until the sweep `proc` runs its first trial, then freeze that trial's process (SIGSTOP) and return
+    its pid and the sweep's output so far. The sweep itself keeps running (its heartbeat goes on), so to other
+    workers the trial is simply running, however long they take; SIGCONT lets it finish."""
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if re.match(r"trial \d+: --", line):
+            break
+    trial = []
+    while not trial:  # the trial's process is started right after its line
+        assert proc.poll() is None, "the sweep ended before its first trial's process started:\n" + "".join(out)
+        trial = child_pids(proc.pid)
+        time.sleep(0.05)
+    os.kill(trial[0], signal.SIGSTOP)
+    return trial[0], out
 
 
 def stop_during_trial(proc, study_folder, number, sig):

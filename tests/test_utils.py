@@ -1,6 +1,7 @@
 """utils.py: a bad flag, Ctrl-C and running out of memory are one line each (another error keeps its traceback);
 progress lines without a terminal; torch.compile of the model keeps its outputs."""
 import re
+import resource
 import subprocess
 import sys
 
@@ -56,11 +57,14 @@ def test_ctrl_c_before_any_checkpoint_says_so(capsys):
 
 
 def test_a_model_larger_than_memory_is_one_line(tmp_path, course_data, tiny_model):
-    """A size flag far beyond the machine (a 10^12-unit shared head: 128 TB) is refused by the allocator at once;
-    the user sees one line saying so, not torch's traceback."""
+    """A size flag far beyond the machine (a 10^12-unit shared head: terabytes) is refused by the allocator; the
+    user sees one line saying so, not torch's traceback. The process runs under an 8 GiB address-space limit, so
+    the refusal is the kernel's answer whatever its overcommit setting (no OOM killer, no swapping)."""
+    def limit_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     out = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"),
                           *part2_args(tmp_path, course_data, tiny_model, "--shared_head", str(10 ** 12))],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, preexec_fn=limit_memory)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and re.match(r"error: out of memory: torch could not allocate [\d,.]+ GiB on this machine; "

@@ -1,5 +1,6 @@
 """sweeps/storage.py: storage problems are one line; two workers share a study (SQLite, PostgreSQL); a study
 continues only with its space, pipeline, flags and seeds; a killed worker's trial runs again."""
+import os
 import re
 import signal
 import subprocess
@@ -8,7 +9,7 @@ import sys
 import pytest
 
 import sweep
-from tests.helpers import ROOT, start_sweep, stop_during_trial, sweep_base, sweep_trials
+from tests.helpers import ROOT, freeze_first_trial, start_sweep, stop_during_trial, sweep_base, sweep_trials
 from utils import MinbertError
 
 
@@ -29,19 +30,28 @@ def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_
 
 
 def _two_workers(tmp_path, course_data, tiny_model, storage):
-    """Two sweep processes started together on one study: four grid points, each evaluated once."""
+    """Two sweep processes on one study: four grid points, each evaluated once. The first worker's trial is held
+    (its process frozen) until the second worker has finished, so both take trials whatever the machine's load:
+    the second must leave the held trial alone and run the other three."""
     argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3,3e-3,4e-3", "--trials", "4", "--study", "w",
             "--no_prune", *(["--storage", storage] if storage else []), "--", *sweep_base(course_data, tiny_model)]
-    workers = [start_sweep(tmp_path, argv) for _ in range(2)]
-    outs = [w.communicate(timeout=600) for w in workers]
-    for w, (out, err) in zip(workers, outs):
-        assert w.returncode == 0 and "Traceback" not in err, err[-2000:]
+    first = start_sweep(tmp_path, argv)
+    held, _ = freeze_first_trial(first)
+    try:
+        second = start_sweep(tmp_path, argv)
+        outs = {"second": second.communicate(timeout=600)}
+    finally:
+        os.kill(held, signal.SIGCONT)
+    outs["first"] = first.communicate(timeout=600)
+    for w, name in ((first, "first"), (second, "second")):
+        assert w.returncode == 0 and "Traceback" not in outs[name][1], outs[name][1][-2000:]
     import optuna
     study = optuna.load_study(study_name="w", storage=storage or f"sqlite:///{tmp_path / 'runs' / 'sweeps' / 'w.db'}")
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     assert sorted(t.params["lr"] for t in complete) == ["1e-3", "2e-3", "3e-3", "4e-3"]
     assert not [t for t in study.trials if t.state.name == "FAIL"]
-    assert len({t.user_attrs["worker"] for t in complete}) == 2  # both workers took trials
+    by_worker = sorted(sum(t.user_attrs["worker"] == w for t in complete) for w in {t.user_attrs["worker"] for t in complete})
+    assert by_worker == [1, 3]  # the held trial and the second worker's three
 
 
 def test_two_workers_share_a_study_on_sqlite(tmp_path, course_data, tiny_model):
