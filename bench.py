@@ -34,6 +34,7 @@ from minbert.flags.groups import add_regularizer_flags
 from minbert.flags.settings import bench_settings
 from minbert.flags.types import nonneg_int, positive_int
 from minbert.precision import AMP_CHOICES
+from minbert.runs.outputs import check_file, wrote
 from utils import Parser, main_guard
 
 
@@ -81,12 +82,15 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.json:
+        check_file(args.json, "--json")  # before the minutes of timing, not after them
     if args.threads:
         torch.set_num_threads(args.threads)
     settings, why = bench_settings(args)
     out = {"args": vars(args), **benchmark(settings, why)}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
+        wrote(args.json, "bench.py")
         print(f"results written to {args.json}")
 
 

@@ -104,6 +104,9 @@ def build_parser():
 
 def main():
     args = build_parser().parse_args()
+    if args.root and not Path(args.root).is_dir():
+        raise MinbertError(f"--root {args.root}: " + ("is a file; give the project folder" if Path(args.root).exists()
+                                                      else "no such folder"))
     build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir)
 
 

@@ -12,6 +12,7 @@ backend: no window ever opens. The code: minbert/reports/.
 """
 from pathlib import Path
 
+from minbert.flags.groups import add_backup_flag
 from minbert.reports.report import report, results_view
 from utils import MinbertError, Parser, main_guard
 
@@ -22,6 +23,7 @@ def build_parser():
     ap.add_argument("--results", metavar="CSV", help="rank every run of a results table and chart it")
     ap.add_argument("--out", default=None, help="output folder (default: reports/NAME of the first run, or "
                                                 "reports/results)")
+    add_backup_flag(ap)
     return ap
 
 
@@ -30,11 +32,11 @@ def main(argv=None):
     if not args.runs and not args.results:
         raise MinbertError("report.py: give run folders, checkpoints or logs, or --results CSV")
     if args.results:
-        results_view(args.results, args.out or "reports/results")
+        results_view(args.results, args.out or "reports/results", args.backup)
     if args.runs:
         first = Path(args.runs[0])
         default = first.name if first.is_dir() else first.parent.name
-        return report(args.runs, args.out or Path("reports") / default)
+        return report(args.runs, args.out or Path("reports") / default, args.backup)
 
 
 if __name__ == "__main__":

@@ -79,21 +79,29 @@ def build_parser():
     return ap
 
 
+def read_reference(path):
+    """The saved outputs of --reference (tensors only: no code runs), checked before any model is built."""
+    ref, culprit = safe_load(path, "the reference")
+    if culprit is not None:
+        raise refuse_code(path, culprit)
+    if not isinstance(ref, dict):
+        raise MinbertError(f"{path}: not a reference (it holds a {type(ref).__name__}, not a dict of outputs)")
+    missing = [k for k in ("last_hidden_state", "pooler_output") if k not in ref]
+    if missing:
+        raise MinbertError(f"--reference {path}: lacks {' and '.join(missing)} (it holds "
+                           f"{', '.join(map(str, list(ref)[:5])) or 'nothing'}); a reference is a dict of the two outputs")
+    return {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
+
+
 def main():
     args = build_parser().parse_args()
-
+    ref = read_reference(args.reference) if args.reference else None
     model = BertModel.from_pretrained(args.pretrained).eval()
     ids = torch.tensor(INPUT_IDS)
     mask = (ids != model.config.pad_token_id).long()
     with torch.inference_mode():
         out = {k: v.numpy() for k, v in model(ids, mask).items()}
-    if args.reference:
-        ref, culprit = safe_load(args.reference, "the reference")  # tensors only: no code runs
-        if culprit is not None:
-            raise refuse_code(args.reference, culprit)
-        if not isinstance(ref, dict):
-            raise MinbertError(f"{args.reference}: not a reference (it holds a {type(ref).__name__}, not a dict of outputs)")
-        ref = {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
+    if ref is not None:
         against = args.reference
     else:
         ckpt = resolve_pretrained(args.pretrained).require("weights")

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from minbert.files import git_blob_id
+from minbert.files import git_blob_id, require_file
 from minbert.hub import DownloadError, download
 from utils import MinbertError, main_print
 
@@ -71,8 +71,7 @@ def read_examples(path, task, split, log=None):
     task = TASKS[task] if isinstance(task, str) else task
     log = log or main_print
     path = Path(path)
-    if not path.is_file():
-        raise MinbertError(f"{path}: data file not found (run setup.sh, or pass --data_dir)")
+    require_file(path, str(path), "data file", "run setup.sh, or pass --data_dir")
     labelled = split != "test"
     raw = path.read_bytes()
     try:
@@ -121,6 +120,8 @@ def read_examples(path, task, split, log=None):
             empty.append(task.label_col)
         if empty:
             what = f"line {line} (id {ex_id}): {', '.join(empty)} empty"
+            if text.count('"') % 2:  # the csv reader took everything after an opening quote as one field
+                what += " (an unbalanced quote \" swallows the fields after it: close or remove it)"
             if not task.is_pair:
                 raise MinbertError(f"{path}: {what}")
             (skipped if split == "train" else kept_broken).append(what)
@@ -191,10 +192,24 @@ def course_url(fname):
 def fetch_data(dest="data", source=None, log=print):
     """Fill `dest` with the twelve course files: copied from `source` when given, else downloaded.
 
-    A file already in `dest` with the right blob id is left alone. A local copy that differs from
-    the course release is used as it is, with one line saying so; a download must match.
+    A file already in `dest` with the right blob id (or, from `source`, the same bytes) is left alone; one that
+    differs is never replaced: the whole fetch stops first, in one line naming it, so no data is lost and no
+    folder is left half one set, half another. A local copy that differs from the course release is used as
+    it is, with one line saying so; a download must match.
     """
     dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise MinbertError(f"--dest {dest}: is a file, but the course files go into a folder there")
+    if source is not None and not Path(source).is_dir():
+        raise MinbertError(f"--from {source}: " + ("is a file; give the folder holding the course CSVs" if Path(source).exists()
+                                                   else "folder not found"))
+    differing = [dest / f for f, blob in BLOB_IDS.items() if (dest / f).is_file() and (
+        (dest / f).read_bytes() != (Path(source) / f).read_bytes() if source is not None and (Path(source) / f).is_file()
+        else git_blob_id(dest / f) != blob)]
+    if differing:
+        raise MinbertError(f"{differing[0]}: already there and different from what --fetch would put there "
+                           f"({len(differing)} of the {len(BLOB_IDS)} files differ); data is never replaced: move "
+                           f"those files away first, or give --dest another folder")
     dest.mkdir(parents=True, exist_ok=True)
     fetched = 0
     for fname, blob in BLOB_IDS.items():
@@ -203,7 +218,7 @@ def fetch_data(dest="data", source=None, log=print):
             src = Path(source) / fname
             if not src.is_file():
                 raise MinbertError(f"{src}: data file not found in {source}")
-            if not target.is_file() or target.read_bytes() != src.read_bytes():
+            if not target.is_file():
                 shutil.copyfile(src, target)
                 fetched += 1
             if git_blob_id(target) != blob:
@@ -212,7 +227,14 @@ def fetch_data(dest="data", source=None, log=print):
         if target.is_file() and git_blob_id(target) == blob:
             continue
         tmp = dest / (fname + ".download")
-        download(course_url(fname), tmp, desc=fname)
+        try:
+            download(course_url(fname), tmp, desc=fname)
+        except DownloadError as e:
+            if e.offline:  # no network: the course files may still be on this machine
+                raise DownloadError(f"{e}; without a network, copy the course CSVs from a folder that has them: "
+                                    f"MINBERT_DATA=DIR bash setup.sh (or python datasets.py --fetch --from DIR)",
+                                    offline=True) from None
+            raise
         if git_blob_id(tmp) != blob:
             got = git_blob_id(tmp)
             tmp.unlink()

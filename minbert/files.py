@@ -96,6 +96,16 @@ def append_jsonl(path, record):
         raise write_error(path, e) from None
 
 
+def require_file(path, where, what, hint=""):
+    """One line unless `path` is a file: a folder given where a file goes is said to be one (it exists, so
+    "not found" would mislead); `where` names the path (with its flag), `hint` follows a missing file."""
+    path = Path(path)
+    if path.is_dir():
+        raise MinbertError(f"{where}: is a folder; give the {what} itself")
+    if not path.is_file():
+        raise MinbertError(f"{where}: {what} not found" + (f" ({hint})" if hint else ""))
+
+
 def read_text(path, what):
     """A text file's contents; one line when it is not UTF-8 text or is a folder."""
     try:

@@ -138,8 +138,17 @@ def resolve_pretrained(name_or_path, cache=None):
     p = Path(os.path.expanduser(str(name_or_path)))
     if p.is_dir():
         return Checkpoint(p, name=f"--pretrained {name_or_path}")
+    if p.is_file() and p.suffix == ".pt":  # our training files, never BERT weights (.safetensors or .bin)
+        if (p.parent / "config.json").is_file():
+            raise MinbertError(f"--pretrained {name_or_path}: pretrain.py's training state, not the model; give the "
+                               f"folder it wrote: --pretrained {p.parent}")
+        raise MinbertError(f"--pretrained {name_or_path}: a checkpoint of a training run (classifier.py or "
+                           f"multitask_classifier.py), not a BERT checkpoint; re-score it with multitask_classifier.py "
+                           f"--eval_only {name_or_path}, and give --pretrained the BERT it started from")
     if p.is_file():  # a weights file: config.json and vocab.txt beside it
         return Checkpoint(p.parent, weights=p, name=f"--pretrained {name_or_path} (a file: its folder)")
+    if str(name_or_path).startswith((".", "/", "~")) or os.sep in str(name_or_path).rstrip(os.sep).split("/", 1)[-1]:
+        raise MinbertError(f"--pretrained {name_or_path}: no such folder or file (a path, so not a hub name)")
     key = str(name_or_path).lower()
     if key in PACKAGED:
         module, dist = PACKAGED[key]
@@ -208,8 +217,9 @@ def check_max_length(max_length, pretrained):
     """--max_length must fit the checkpoint's position embeddings: refused at start, not when a long row
     arrives mid-epoch. Returns the checkpoint's limit."""
     limit = checkpoint_config(pretrained).max_position_embeddings
-    if max_length < 2:
-        raise MinbertError(f"--max_length {max_length}: must be at least 2 ([CLS] and [SEP])")
+    if max_length < 5:  # below it a sentence keeps no word, and a pair cannot be cut to fit at all
+        raise MinbertError(f"--max_length {max_length}: must be at least 5 ([CLS] A [SEP] B [SEP] with a word of each "
+                           f"sentence of a pair)")
     if max_length > limit:
         raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
                            f"so at most --max_length {limit}")

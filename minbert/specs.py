@@ -156,6 +156,7 @@ class RunSpec:
     name: str = ""                       # --run_name (under runs/)
     dir: Optional[str] = None            # --run_dir (anywhere)
     resume: bool = False
+    backup: bool = False                 # --backup: a file no run wrote may be replaced, kept as NAME.DATE.bak
     stem: Optional[str] = None           # the best checkpoint's file stem (Part 2's --checkpoint PATH)
     flags: Mapping = field(default_factory=dict)  # the run-defining flags, as plain values
 

@@ -217,12 +217,29 @@ def part1_args(tmp_path, data, model, *extra):
 
 def part2_args(tmp_path, data, model, *extra):
     """multitask_classifier.py's flags for a tiny run writing under tmp_path: its run folder ck/ (best
-    checkpoint ck/mt.pt), the six published files and the results table in pred/."""
+    checkpoint ck/mt.pt), the six published files and the results table in pred/. With --eval_only the
+    re-scoring run gets its own folder, eval/ (or eval-2/, ... when one is there)."""
     out = [x for t in ("sst", "para", "sts") for s in ("dev", "test")
            for x in (f"--{t}_{s}_out", str(tmp_path / "pred" / f"{t}-{s}-output.csv"))]
+    folder = ["--checkpoint", str(tmp_path / "ck" / "mt.pt")]
+    if "--eval_only" in extra:
+        n = 1
+        while (tmp_path / f"eval{'' if n == 1 else f'-{n}'}").exists():
+            n += 1
+        folder = ["--run_dir", str(tmp_path / f"eval{'' if n == 1 else f'-{n}'}")]
     return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--fine-tune-mode", "full-model", "--lr", "1e-3", "--checkpoint", str(tmp_path / "ck" / "mt.pt"),
+            "--fine-tune-mode", "full-model", "--lr", "1e-3", *folder,
             "--results", str(tmp_path / "pred" / "results.csv"), *out, *extra]
+
+
+def eval_only_args(args, checkpoint, folder):
+    """Part 2 flags `args` turned into a --eval_only re-scoring of `checkpoint` in its own run folder `folder`
+    (the training run's --checkpoint dropped: that folder keeps the files it wrote)."""
+    args = list(args)
+    if "--checkpoint" in args:
+        i = args.index("--checkpoint")
+        del args[i:i + 2]
+    return args + ["--run_dir", str(folder), "--eval_only", str(checkpoint)]
 
 
 def pretrain_texts(tmp_path, n=120):

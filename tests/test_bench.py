@@ -59,3 +59,19 @@ def test_bench_times_adapters_and_measures_their_optimizer_state(tmp_path, cours
         figures[mode] = run["trainable_params"]
     # rank-2 adapters on query and value of 2 layers: 2 x 2 x (2 x 32 + 32 x 2), plus the 5-way head
     assert figures["lora"] == 2 * 2 * (2 * 32 + 32 * 2) + 32 * 5 + 5 < figures["full-model"]
+
+
+def test_json_never_replaces_a_file_it_did_not_write(tmp_path, course_data, tiny_model):
+    """--json naming the user's CSV or a course data file: one line before any timing, the file unchanged."""
+    for victim in (tmp_path / "mydata.csv", course_data / "ids-sst-dev.csv"):
+        if not victim.exists():
+            victim.write_text("id,label\n1,2\n")
+        before = victim.read_bytes()
+        out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
+                              "--data_dir", str(course_data), "--steps", "1", "--json", str(victim)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-2000:]
+        assert f"--json {victim}: holds a file this project did not write" in out.stderr
+        assert victim.read_bytes() == before
+    out = subprocess.run([sys.executable, "bench.py", "--json", "README.md"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and "--json README.md: is one of the project's own files" in out.stderr

@@ -1,12 +1,14 @@
 """datasets.py: the course files read with their quirks, bad rows and files named by file and line, every id
 batched exactly once, length bucketing cutting the padding, fixed shapes keeping the predictions."""
+import re
+
 import numpy as np
 import pytest
 import torch
 
 from datasets import batch_indices, resolve_pad_multiple
 from minbert.course_data import TASKS, data_file, read_examples
-from tests.helpers import cli, one_line_error, part1_args, real_data_folder
+from tests.helpers import cli, one_line_error, part1_args, part2_args, real_data_folder
 from utils import MinbertError
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
@@ -197,3 +199,19 @@ def test_fixed_shapes_change_the_widths_and_not_the_predictions(course_data, tin
         model_eval_multitask(model, data, 4, torch.device("cpu"), raw=fixed)
         for task in MULTITASK:
             torch.testing.assert_close(torch.as_tensor(fixed[task]), torch.as_tensor(plain[task]), rtol=1e-5, atol=1e-5)
+
+
+def test_an_unbalanced_quote_is_named(tmp_path):
+    path = tmp_path / "ids-sst-train.csv"
+    path.write_text('\tid\tsentence\tsentiment\n0\ta1\t A fine film .\t3\n1\ta2\t"A quote never closed .\t4\n')
+    with pytest.raises(MinbertError, match=r"line 3 \(id a2\): sentiment empty \(an unbalanced quote \" swallows the "
+                                           r"fields after it: close or remove it\)"):
+        read_examples(path, "sst", "train")
+
+
+def test_a_folder_given_for_a_file_is_said_to_be_one(tmp_path, course_data, tiny_model):
+    """--sst_dev FOLDER and --extra_task snli=FOLDER name a path that exists: "not found" would mislead."""
+    import multitask_classifier as mt
+    for flag in (["--sst_dev", str(course_data)], ["--extra_task", f"snli={course_data}"]):
+        with pytest.raises(MinbertError, match=rf"{re.escape(str(course_data))}: is a folder; give the .* itself"):
+            mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", *flag))

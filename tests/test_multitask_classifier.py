@@ -5,7 +5,7 @@ import pytest
 
 import multitask_classifier as mt
 from minbert.tasks.multitask import MultitaskBERT
-from tests.helpers import output_files, part2_args
+from tests.helpers import eval_only_args, output_files, part2_args
 from utils import MinbertError
 
 
@@ -14,7 +14,7 @@ def test_train_then_test_multitask_write_the_same_files(tmp_path, course_data, t
     trained = mt.train_multitask(mt.get_args(argv), argv)
     written = output_files(tmp_path / "pred")
     assert len(written) == 6
-    rescore = argv + ["--eval_only", str(tmp_path / "ck" / "mt.pt")]
+    rescore = eval_only_args(argv, tmp_path / "ck" / "mt.pt", tmp_path / "eval")
     assert mt.test_multitask(mt.get_args(rescore), rescore) == pytest.approx(trained)
     assert output_files(tmp_path / "pred") == written
     with pytest.raises(MinbertError, match="test_multitask re-scores a saved model: give --eval_only"):

@@ -11,7 +11,7 @@ import pytest
 import prepare_submit
 from evaluation import write_predictions
 from minbert.course_data import data_file, read_examples
-from tests.helpers import ROOT, write_course_data
+from tests.helpers import ROOT, cli, write_course_data
 from utils import MinbertError
 
 
@@ -102,3 +102,8 @@ def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, ti
                          env={**os.environ, "PYTHONPATH": ""})
     assert out.returncode == 0, out.stderr[-2000:]
     assert (unzipped / "out" / "last-linear-layer-sst-test-out.csv").is_file()
+
+
+def test_a_root_that_is_not_a_folder_is_named(tmp_path):
+    out = cli("prepare_submit.py", "--root", str(tmp_path / "missing"))
+    assert out.returncode == 2 and out.stderr.strip() == f"error: --root {tmp_path / 'missing'}: no such folder"

@@ -15,8 +15,13 @@ def test_max_steps_and_bad_input(tmp_path, tiny_model):
     out = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "short", "--epochs", "3", "--max_steps", "5"))
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
     assert log[-1]["total_steps"] == 5 and log[-1]["epoch"] == 0
-    with pytest.raises(MinbertError, match="--texts file not found"):
+    with pytest.raises(MinbertError, match="--texts .*nope.txt: text file not found"):
         pretrain.main(["--pretrained", str(tiny_model), "--texts", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "x")])
+    with pytest.raises(MinbertError, match=r"--texts .*: is a folder; give the text file itself"):
+        pretrain.main(["--pretrained", str(tiny_model), "--texts", str(tmp_path), "--out", str(tmp_path / "x")])
+    with pytest.raises(MinbertError, match=r"--mask_prob 0.0: masks no token, so there is nothing to predict"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "m0", "--mask_prob", "0"))
+    assert not (tmp_path / "m0").exists()
 
 
 def test_pretrained_minilm_passes_sanity_check(tmp_path):

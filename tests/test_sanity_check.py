@@ -63,6 +63,12 @@ def test_reference_file_in_course_format(wide_vocab_checkpoint, tmp_path):
     assert bad.returncode == 2
     assert "pooler_output: 1 of" in bad.stderr and "max |diff| 0.01" in bad.stderr
     assert "Traceback" not in bad.stderr
+    # a file without the two outputs is named before any model is built (a hub name that cannot resolve here)
+    torch.save({"hidden": out["last_hidden_state"]}, tmp_path / "other.data")
+    other = _run("--pretrained", "no-such-org/no-such-model", "--reference", str(tmp_path / "other.data"))
+    assert other.returncode == 2 and other.stderr.strip() == (
+        f"error: --reference {tmp_path / 'other.data'}: lacks last_hidden_state and pooler_output (it holds hidden); "
+        f"a reference is a dict of the two outputs")
 
 
 def test_real_minilm_weights():

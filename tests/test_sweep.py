@@ -13,9 +13,29 @@ from utils import MinbertError
     (["--seeds", "-1"], r"argument --seeds: -1 must be an integer from 0 to 4294967295"),
     (["--sampler", "grid", "--sampler_seed", "3"], r"--sampler_seed seeds TPE's suggestions, which --sampler grid"),
     (["--no_prune", "--prune_startup", "3"], r"--prune_startup tunes the median pruner, which --no_prune turns off"),
+    (["--storage", "sqlite:///:memory:"], r"--storage sqlite:///:memory:: an in-memory SQLite database lives in one "
+                                          r"process, but a study is shared"),
+    (["--space", "no_bucket=1,2"], r"--space no_bucket=1,2: --no_bucket is a switch \(on or off\): sweep it as "
+                                   r"no_bucket=yes,no"),
+    (["--space", "lr=yes,no"], r"--space lr=yes,no: --lr takes a value, and yes/no sweep "
+                                       r"switches only"),
 ])
 def test_sweep_flags_are_checked_in_one_line(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(MinbertError, match=match):
         sweep.main(["classifier", "--space", "lr=1e-3", *argv, "--", *sweep_base(course_data, tiny_model)])
     assert not (tmp_path.parent / "x").exists() and not list(tmp_path.glob("runs/sweeps/*/t*"))
+
+
+def test_a_switch_is_swept_as_yes_and_no_and_a_nested_study_has_one_folder(tmp_path, monkeypatch, course_data,
+                                                                            tiny_model, capsys):
+    """--space no_bucket=yes,no: "yes" passes the switch, "no" leaves it out; --study a/b keeps its database and
+    trials in runs/sweeps/a/ (b.db beside the folder b/)."""
+    monkeypatch.chdir(tmp_path)
+    result = sweep.main(["classifier", "--sampler", "grid", "--space", "no_bucket=yes,no", "--trials", "2", "--study",
+                         "a/b", "--no_prune", "--", *sweep_base(course_data, tiny_model)])
+    out = capsys.readouterr().out
+    assert result["trials"] == 2
+    assert "trial 0: --no_bucket (seeds" in out or "trial 1: --no_bucket (seeds" in out
+    assert (tmp_path / "runs" / "sweeps" / "a" / "b.db").is_file() and (tmp_path / "runs" / "sweeps" / "a" / "b").is_dir()
+    assert not (tmp_path / "runs" / "sweeps" / "a" / "a").exists()

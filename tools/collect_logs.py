@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.runs.logs import read_log  # noqa: E402
+from minbert.runs.outputs import check_file, wrote  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",
@@ -36,6 +37,7 @@ def main(argv=None):
     ap.add_argument("runs", nargs="+", help="run folders")
     ap.add_argument("--out", required=True, help="the CSV to write")
     args = ap.parse_args(argv)
+    check_file(args.out, "--out")
     table = [row for folder in args.runs for row in rows(folder)]
     if not table:
         raise MinbertError("no epoch logged in any of these run folders")
@@ -43,6 +45,7 @@ def main(argv=None):
         w = csv.DictWriter(fp, FIELDS)
         w.writeheader()
         w.writerows(table)
+    wrote(args.out, "tools/collect_logs.py")
     print(f"{len(table)} rows written to {args.out}")
 
 

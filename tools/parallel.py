@@ -18,6 +18,8 @@ from pathlib import Path
 
 
 def read_plan(path, values):
+    if not Path(path).is_file():
+        sys.exit(f"error: {path}: " + ("is a folder; give the plan file" if Path(path).is_dir() else "plan file not found"))
     runs = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.strip()

@@ -83,8 +83,25 @@ def compare(losses, other):
             "mean": statistics.mean(losses), "other_mean": statistics.mean(other)}
 
 
+def check_out(path):
+    """--out replaces only a file this tool wrote (a JSON record holding "losses"); anything else is one line.
+    (This tool may import another checkout's minbert, so it keeps the output rule here rather than import it.)"""
+    path = Path(path)
+    if path.is_dir():
+        raise SystemExit(f"error: --out {path}: is a folder; name the JSON file to write")
+    if path.exists():
+        try:
+            ours = "losses" in json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError, TypeError):
+            ours = False
+        if not ours:
+            raise SystemExit(f"error: --out {path}: holds a file this tool did not write, which would be lost: move it "
+                             f"or name another path")
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    check_out(args.out)
     losses = step_losses(args)
     record = {k: v for k, v in vars(args).items() if k not in ("out", "against")} | {"losses": losses}
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

@@ -140,6 +140,7 @@ def add_run_flags(ap, prefix, checkpoint_alias):
                    help="the run's folder anywhere (instead of runs/RUN_NAME): checkpoints, log and predictions")
     g.add_argument("--resume", action="store_true",
                    help="continue from the last completed epoch (of --run_name / --run_dir, else the newest run)")
+    add_backup_flag(g)
     add_tensorboard_flag(g)
     if checkpoint_alias == "--checkpoint_dir":
         g.add_argument("--checkpoint_dir", dest="run_dir", help=argparse.SUPPRESS)  # the earlier spelling
@@ -147,6 +148,12 @@ def add_run_flags(ap, prefix, checkpoint_alias):
         g.add_argument("--checkpoint", action=_CheckpointPath, help=argparse.SUPPRESS)  # the earlier spelling
     ap.set_defaults(checkpoint_name=None)
     return g
+
+
+def add_backup_flag(ap):
+    ap.add_argument("--backup", action="store_true",
+                    help="where an output would replace a file no run wrote (or one changed since), keep that file as "
+                         "NAME.DATE.bak beside it instead of stopping (minbert/runs/outputs.py)")
 
 
 def add_tensorboard_flag(ap):

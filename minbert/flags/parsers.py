@@ -170,7 +170,7 @@ def multitask_parser():
 
 # What --eval_only reads of the flags: the model comes from its checkpoint (architecture flags typed must agree
 # with it), so every training flag is ignored, and a line says which.
-EVAL_ONLY_FLAGS = {"eval_only", "merge", "amp", "attn", "use_gpu", "max_length", "data_dir", "run_dir",
+EVAL_ONLY_FLAGS = {"eval_only", "merge", "amp", "attn", "use_gpu", "max_length", "data_dir", "run_dir", "run_name", "backup",
                    *ARCHITECTURE} | {f"{p}_{s}" for p in FLAG_PREFIX.values() for s in ("dev", "test", "dev_out", "test_out")}
 
 

@@ -62,7 +62,7 @@ def _lr(v):
 
 
 def _run(v, lr, stem=None):
-    return RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], stem=stem,
+    return RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"], stem=stem,
                    flags=defining_flags({**v, "lr": lr}))
 
 
@@ -161,7 +161,8 @@ def multitask_settings(args, argv=None, log=main_print):
     if v["eval_only"]:
         return MultitaskSettings(model=multitask_model(v), recipe=Recipe(lr=v["lr"] or 0.0), eval_only=v["eval_only"],
                                  given={k: v[k] for k in ARCHITECTURE if k in typed},
-                                 max_length_given="max_length" in typed, run=RunSpec(dir=v["run_dir"]), **common)
+                                 max_length_given="max_length" in typed,
+                                 run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), **common)
     check_max_length(v["max_length"], v["pretrained"])
     lr, why = _lr(v)
     losses = TaskLosses(weights=dict(zip(MULTITASK, v["loss_weights"])), sts_loss=v["sts_loss"],
@@ -179,6 +180,9 @@ def parse_pretrain(argv=None):
 
 def pretrain_settings(args, log=print):
     v = dict(vars(args))
+    if v["mask_prob"] == 0:
+        raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict and the loss "
+                           f"is 0 at every step: give a share above 0 (BERT's is 0.15)")
     run_time = runtime(v, log)
     check_max_length(v["max_length"], v["pretrained"])
     return PretrainSettings(pretrained=v["pretrained"], out=v["out"], recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
@@ -193,7 +197,8 @@ def pretrain_settings(args, log=print):
 def ensemble_settings(args):
     v = vars(args)
     return EnsembleSettings(members=tuple(v["members"]), runtime=runtime(v, print),
-                            run=RunSpec(name=v["run_name"], dir=v["run_dir"]), data_dir=v["data_dir"], out=v["out"],
+                            run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), data_dir=v["data_dir"],
+                            out=v["out"],
                             batch_size=v["batch_size"], soft_targets=v["soft_targets"], in_sample=v["in_sample"])
 
 

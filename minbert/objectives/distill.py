@@ -45,7 +45,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from minbert.files import atomic_write
+from minbert.files import atomic_write, require_file
 from utils import MinbertError
 
 SOFT_TARGETS = "soft-targets.npz"
@@ -108,8 +108,7 @@ def teacher_targets(path, train, temperature, flag="--distill"):
     `flag` names where the path came from in a message ("" for a positional argument)."""
     path = Path(path)
     where = f"{flag} {path}" if flag else str(path)
-    if not path.is_file():
-        raise MinbertError(f"{where}: file not found (ensemble.py --soft_targets writes it)")
+    require_file(path, where, "file", "ensemble.py --soft_targets writes it")
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}

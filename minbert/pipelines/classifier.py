@@ -121,7 +121,7 @@ def run_classifier(settings, on_epoch=None):
                       files=[("--predictions_dir", Path(s.predictions_dir) / f"{st}-{x}-out.csv")
                              for st in stems for x in ("dev", "test")],
                       inputs=[(f"the {n} {split} data file", data_file(s.data_dir, n, split)) for n in s.datasets
-                              for split in ("train", "dev", "test")], own=run.folder)
+                              for split in ("train", "dev", "test")], own=run.folder, backup=s.run.backup)
         world = distributed()[1]
         main_print(f"fine-tune mode {s.model.fine_tune_mode}, {s.recipe.lr_why}, {s.model.pretrained} on "
                    f"{s.runtime.device}" + (f", {world} processes" if world > 1 else "") + f"; run folder {run.folder}")

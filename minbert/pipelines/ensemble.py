@@ -4,6 +4,7 @@ each folder's six prediction files read, and the members averaged on their outpu
 probabilities, Quora's P(paraphrase), STS's 0-5 score. A folder contributes its labels as one-hot probabilities
 (a tie goes to the lower SST class and to "not a paraphrase"). The ensemble is a run like any other: its files go
 into its own run folder, with members.txt naming its members, and are then published to --out."""
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from evaluation import format_scores, model_eval_multitask, output_name, read_pr
 from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
-from minbert.runs.folders import open_run
+from minbert.runs.folders import is_run_folder, open_run
 from minbert.runs.outputs import check_outputs, publish
 from minbert.tasks.multitask import load_multitask
 from tokenizer import BertTokenizer
@@ -45,6 +46,34 @@ def decide(task, mean):
     if task == "sst":
         return mean.argmax(-1)
     return (mean > 0.5).astype(np.int64) if task == "quora" else mean
+
+
+def resolve_member(member):
+    """A member as given, except a multitask run's folder, which stands for its best checkpoint: its model's
+    outputs average into the ensemble, where its six prediction files would only vote with their labels."""
+    p = Path(member)
+    if not (p.is_dir() and is_run_folder(p)):
+        return member
+    best = sorted(f for f in p.glob("*.pt") if not f.name.endswith("-last.pt"))
+    if len(best) > 1:
+        raise MinbertError(f"{member}: a run folder with {len(best)} checkpoints ({', '.join(f.name for f in best)}); "
+                           f"give the one to use")
+    if not best:
+        return member
+    print(f"member {member}: a run folder; its checkpoint {best[0]} is used")
+    return str(best[0])
+
+
+def vote_ties(mean, n_members):
+    """Rows where prediction-folder members' votes tie (SST: two classes share the top mean; Quora: the mean is
+    exactly 1/2), with how decide() breaks them; None when nothing ties."""
+    sst = mean["sst", "test"]
+    top = sst.max(-1, keepdims=True)
+    tied = int(((sst == top).sum(-1) > 1).sum()) + int((mean["quora", "test"] == 0.5).sum())
+    if not tied:
+        return None
+    return (f"{tied} test rows tie between the {n_members} members' votes; a tie goes to the lower SST class and to "
+            f"'not a paraphrase' (give checkpoints, whose probabilities rarely tie, to avoid this)")
 
 
 def check_members(members):
@@ -139,6 +168,7 @@ def run_ensemble(settings):
     """ensemble.py: every member checked, then run (or read), averaged and published; returns the dev scores."""
     st = settings
     out = Path(st.out)
+    st = dataclasses.replace(st, members=tuple(resolve_member(m) for m in st.members))
     folds = check_members(st.members)
     if st.in_sample and not (st.soft_targets and any(folds)):
         raise MinbertError("--in_sample changes cross-fitted soft targets: it needs --soft_targets and members trained "
@@ -157,7 +187,7 @@ def run_ensemble(settings):
         (f"a file of member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
     with open_run("ensemble", None, st.run.name, st.run.dir) as run:
         check_outputs(dirs=[("--out", out)], files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
-                      inputs=inputs, own=run.folder)
+                      inputs=inputs, own=run.folder, backup=st.run.backup)
         members, cache, soft = [], {}, []
         for m in st.members:
             outputs, train = (folders[m], None) if m in folders else checkpoint_member(m, settings, ref, cache)
@@ -165,6 +195,9 @@ def run_ensemble(settings):
             soft.append(train)
             print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
         mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
+        ties = vote_ties(mean, len(members)) if folders else None
+        if ties:
+            print(ties)
         files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
                  for (task, split), (ids, _) in ref.items()]
         (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in st.members))

@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 from datasets import TaskData, load_multitask_data, set_pad_multiple
-from evaluation import (format_scores, model_eval_multitask, multitask_mean, multitask_output_files, output_name,
-                        write_multitask_outputs)
+from evaluation import format_scores, model_eval_multitask, multitask_mean, output_name, write_multitask_outputs
 from minbert.course_data import MULTITASK, TASK_PREFIX
 from minbert.finetuning.modes import merge_for_inference
 from minbert.hub import check_max_length
 from minbert.objectives.distill import outside_fold, teacher_targets
 from minbert.objectives.losses import MultitaskLoss
-from minbert.runs.folders import RunLock, is_run_folder, open_run
+from minbert.runs.folders import open_run
 from minbert.runs.identity import run_defining
-from minbert.runs.outputs import append_row, backup_line, check_outputs, check_table, protect, publish, same_file
+from minbert.runs.outputs import append_once, check_outputs, check_table, publish, same_file
 from minbert.tasks.extra import EXTRA_TASKS, read_extra
 from minbert.tasks.multitask import MultitaskBERT, load_multitask
 from minbert.tasks.sampling import MultitaskBatches
@@ -113,7 +112,7 @@ class MultitaskPipeline(Pipeline):
         scores, _ = write_multitask_outputs(self.model, self.data["dev"], self.data["test"], files.folder, self.device,
                                             self.amp)
         minutes = (time.perf_counter() - self.started) / 60
-        append_row(s.results, RESULT_FIELDS, result_row(s, files.folder.name, self.mode, scores, best["epoch"], minutes))
+        append_once(s.results, RESULT_FIELDS, result_row(s, files.folder.name, self.mode, scores, best["epoch"], minutes))
         print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} (checkpoint, "
               f"log {files.log.name}, predictions); results table {s.results}; {minutes:.1f} minutes")
         return scores, published_paths(s, files.folder)
@@ -139,9 +138,10 @@ def train_multitask(settings, run, on_epoch=None):
                f"the same command plus --resume {run.how}", s.runtime.tensorboard)
 
 
-def test_multitask(settings):
-    """Rewrite the six leaderboard files (and the raw dev outputs) from the model saved in settings.eval_only,
-    rebuilt from its own spec; architecture flags typed on the command line (settings.given) must agree with it."""
+def test_multitask(settings, run):
+    """Write the six leaderboard files (and the raw dev outputs) of the model saved in settings.eval_only into the
+    run folder `run` (an eval run's own, never the checkpoint's), and publish them; the model is rebuilt from its
+    own spec, and architecture flags typed on the command line (settings.given) must agree with it."""
     s, rt = settings, settings.runtime
     model, state, spec = load_multitask(s.eval_only, rt.device, rt.attn, s.given)
     merge_for_inference(model.bert, s.merge, spec.fine_tune_mode, main_print)
@@ -153,20 +153,10 @@ def test_multitask(settings):
     data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(spec.pretrained), max_length,
                                spec.pair_encoding, ("dev", "test"))
     set_pad_multiple(data, rt.pad_multiple)
-    folder = Path(s.eval_only).parent
-    # The files go beside the checkpoint: in its run folder (locked, so that no run is writing there), or in a
-    # folder of the user's, where a file of the same name that no run wrote is kept as a backup first.
-    lock = RunLock(folder).acquire("--eval_only", "multitask").claim() if is_run_folder(folder) else None
-    try:
-        kept = [] if lock else protect(multitask_output_files(folder))
-        if kept:
-            print(backup_line(kept))
-        scores, _ = write_multitask_outputs(model, data["dev"], data["test"], folder, rt.device, rt.amp)
-        publish(published_paths(s, folder), state.get("run") or folder.name, folder)
-    finally:
-        if lock:
-            lock.release()
-    print(f"{s.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}")
+    (run.folder / "evaluated.txt").write_text(f"{Path(s.eval_only).resolve()}\n")
+    scores, _ = write_multitask_outputs(model, data["dev"], data["test"], run.folder, rt.device, rt.amp)
+    publish(published_paths(s, run.folder), run.name, run.folder)
+    print(f"{s.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}; files in {run.folder}")
     return scores
 
 
@@ -193,16 +183,17 @@ def run_multitask(settings, on_epoch=None):
     outputs = [(f"--{TASK_PREFIX[t]}_{x}_out", s.published[t, x]) for t in MULTITASK for x in ("dev", "test")]
     splits = ("dev", "test") if s.eval_only else SPLITS
     inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(s, splits).items()]
-    if s.eval_only:
-        folder = Path(s.eval_only).parent
-        check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", s.eval_only)], own=folder)
-        return test_multitask(s)
+    if s.eval_only:  # a run folder of its own: the checkpoint's run keeps the files it wrote
+        with open_run("eval", None, s.run.name, s.run.dir) as run:
+            check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", s.eval_only)], own=run.folder,
+                          backup=s.run.backup)
+            return test_multitask(s, run)
     note_split_overlap(s)
     stem = s.run.stem or "multitask"
     with open_run("multitask", [stem], s.run.name, s.run.dir, s.run.resume) as run:
         files = run.files(stem)
         check_table(s.results, RESULT_FIELDS, "--results")
-        check_outputs(files=outputs + [("--results", s.results)], own=run.folder,
+        check_outputs(files=outputs, tables=[("--results", s.results)], own=run.folder, backup=s.run.backup,
                       inputs=inputs + [("this run's checkpoint", files.best), ("this run's checkpoint", files.last),
                                        ("this run's log", files.log)])
         return train_multitask(s, run, on_epoch)

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from datasets import TaskData, set_pad_multiple
 from minbert.course_data import Example, Task, data_file, read_examples
-from minbert.files import append_jsonl
+from minbert.files import append_jsonl, require_file
 from minbert.hub import resolve_pretrained
 from minbert.precision import autocast
 from minbert.runs.folders import open_run
@@ -41,8 +41,7 @@ def read_texts(settings):
     s = settings
     if s.texts:
         path = Path(s.texts)
-        if not path.is_file():
-            raise MinbertError(f"{path}: --texts file not found")
+        require_file(path, f"--texts {path}", "text file")
         raw = path.read_bytes()
         try:
             text = raw.decode("utf-8-sig")  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text

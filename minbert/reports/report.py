@@ -10,7 +10,7 @@ from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves
 from minbert.reports.read import Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import run_folder_of
-from minbert.runs.outputs import backup_line, protect, record
+from minbert.runs.outputs import backup_line, check_replace, protect, record
 from utils import MinbertError
 
 def _md_escape(text, limit=160):
@@ -18,9 +18,9 @@ def _md_escape(text, limit=160):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def report(targets, out_dir):
+def report(targets, out_dir, backup=False):
     runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
-    out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs})
+    out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs}, backup=backup)
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
@@ -92,11 +92,12 @@ def report(targets, out_dir):
 
 class OutFolder:
     """--out, the folder report.py writes into (made; a file in its place is one line). `file(name)` claims a
-    file before it is written: one there that no run and no report wrote (or that changed since) is kept as
-    a dated backup (runs.protect); `close()` records what was written and says in one line what was kept."""
+    file before it is written, by the output rule (runs/outputs.py): one there that no run and no report wrote
+    (or that changed since) stops the report in one line, or with --backup is kept as a dated backup;
+    `close()` records what was written and says in one line what was kept."""
 
-    def __init__(self, out, own=()):
-        self.path, self.kept, self.written = Path(out), [], []
+    def __init__(self, out, own=(), backup=False):
+        self.path, self.kept, self.written, self.backup = Path(out), [], [], backup
         for p in (self.path, *self.path.parents):
             if p.exists() and not p.is_dir():
                 raise MinbertError(f"--out {self.path}: {p} is a file; report.py writes a folder of figures there")
@@ -104,10 +105,14 @@ class OutFolder:
         if folder is not None and folder not in own:
             raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not about, whose "
                                f"files belong to its checkpoint and log: name a folder outside it (default: reports/)")
+        if self.path.is_dir():  # what a report writes (report.md, *.png, results.md) is checked before any is
+            for path in sorted(self.path.glob("*.md")) + sorted(self.path.glob("*.png")):
+                check_replace(f"--out {path}", path, backup)
         self.path.mkdir(parents=True, exist_ok=True)
 
     def file(self, name):
         path = self.path / name
+        check_replace(f"--out {path}", path, self.backup)
         self.kept += protect([path])
         self.written.append(path)
         return path
@@ -138,7 +143,7 @@ def ranked(rows):
     return sorted(rows, key=lambda r: (math.isnan(r["mean"]), -r["mean"] if not math.isnan(r["mean"]) else 0))
 
 
-def results_view(path, out):
+def results_view(path, out, backup=False):
     rows = ranked(read_results(path))
     cols = ["run", "training", "pair_encoding", "lr", "epochs", "seed", "sst_acc", "quora_acc", "sts_r", "mean",
             "best_epoch", "minutes"]
@@ -150,7 +155,7 @@ def results_view(path, out):
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
-    out = OutFolder(out)
+    out = OutFolder(out, backup=backup)
     names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
     fig_path = plot_results(names, [r["mean"] for r in rows], f"Runs in {Path(path).name}, best first",
                             out.file("results.png"))

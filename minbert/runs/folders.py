@@ -22,8 +22,18 @@ from utils import MinbertError, is_main, process_alive
 
 RUNS_ROOT = Path("runs")
 RUN_MARK = ".minbert-run"
+PROJECT = Path(__file__).resolve().parents[2]  # the project folder (where the scripts are)
+# The folders for what runs write; the rest of the project is its code, docs and data (no run folder goes there).
+OUTPUT_FOLDERS = ("predictions", "runs", "checkpoints", "reports", "pretrained")
+SOURCE_FOLDERS = (".git", ".ci", "minbert", "gpt2", "tests", "tools", "docs", "benchmarks", "data")
+
+
+def in_project(path):
+    """Whether `path` lies in the project folder outside its output folders (among its code, docs or data/)."""
+    path = Path(path).resolve()
+    return path.is_relative_to(PROJECT) and path.relative_to(PROJECT).parts[:1] not in [(f,) for f in OUTPUT_FOLDERS]
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
-           "ensemble": "ensemble.py"}
+           "ensemble": "ensemble.py", "eval": "multitask_classifier.py --eval_only"}
 
 
 # runs/ is an output folder, and earlier versions of minbert had a module runs.py: without this file a stale
@@ -174,6 +184,22 @@ def is_run_folder(folder):
     return (folder / RUN_MARK).is_file() or any(folder.glob("*-log.jsonl"))
 
 
+def check_run_place(folder, flag):
+    """A run folder never lies inside another run's folder (whose files belong to that run), in a folder of
+    published predictions (prepare_submit.py zips what is there), or among the project's code and data."""
+    outer = run_folder_of(Path(folder).parent)
+    if outer is not None:
+        raise MinbertError(f"{flag} {folder}: inside {outer}, the folder of another run; a run folder never nests in "
+                           f"another: name a folder outside it")
+    if "predictions" in Path(os.path.abspath(folder)).parts:
+        raise MinbertError(f"{flag} {folder}: a folder of published predictions (prepare_submit.py zips what is "
+                           f"there, checkpoints included): name a folder outside it, e.g. under runs/")
+    path = Path(folder).resolve()
+    if path == PROJECT or (path.is_relative_to(PROJECT) and path.relative_to(PROJECT).parts[0] in SOURCE_FOLDERS):
+        raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project goes "
+                           f"under runs/ (--run_name NAME) or a folder of its own")
+
+
 def run_folder_of(path):
     """The run folder `path` lies in (or is), or None."""
     path = Path(os.path.abspath(path))
@@ -249,6 +275,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         folder = Path(root) / name
     if folder.exists() and not folder.is_dir():
         raise MinbertError(f"{flag} {folder}: is a file, but a run folder goes there; move it or pick another name")
+    check_run_place(folder, flag)
     if folder.is_dir() and any(folder.iterdir()) and not is_run_folder(folder):
         example = sorted(p.name for p in folder.iterdir())[0]
         raise MinbertError(f"{flag} {folder}: not a run folder: it holds files no run wrote ({example}, ...), which "

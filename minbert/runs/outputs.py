@@ -1,12 +1,16 @@
-"""What a run writes outside its folder: no run destroys another's results, nor a file the user had.
+"""The one rule for every file the project writes outside a run's own folder (every script and tool calls it
+before it writes: predictions, --*_out, --results, --json, --out, --dest, reports, ensembles):
 
-  - No output path may name an input of the run, name the same file as another output, or lie inside
-    another run's folder (whose files belong to that run's checkpoint and log): `check_outputs`, before training.
-  - The handout's paths (`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the
-    run just finished, and one line says which run's files they replaced; those stay in that run's folder
-    (`publish`). `predictions/.sources.json` remembers which run wrote each published file and its sha256: a file
-    there that no run wrote, or that changed since, is never replaced without being kept as a dated backup,
-    said in one line (`protect`).
+  - a new file may be created;
+  - an existing file is replaced only if this project wrote it and no one has changed it since: each folder's
+    `.sources.json` records who wrote each file there, with its sha256 (`record`, `written_by`);
+  - never a file of the project itself (its code, docs, data/), an input of the run, or a file inside another
+    run's folder (whose files belong to that run's checkpoint and log);
+  - otherwise one line says what is there and how to proceed; where it makes sense `--backup` lets the file
+    be kept as a dated backup (NAME.YYYYmmdd-HHMMSS.bak) instead (`protect`).
+`check_outputs` applies it before training, not after; `check_file` is the same for a tool's single output.
+The handout's paths (`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the
+run just finished, and one line says which run's files they replaced; those stay in that run's folder (`publish`).
 """
 import csv
 import hashlib
@@ -16,7 +20,7 @@ import time
 from pathlib import Path
 
 from minbert.files import atomic_write
-from minbert.runs.folders import run_folder_of
+from minbert.runs.folders import in_project, run_folder_of
 from utils import MinbertError
 
 SOURCES = ".sources.json"
@@ -32,6 +36,18 @@ def append_row(path, fields, row):
         if new:
             w.writeheader()
         w.writerow(row)
+
+
+def append_once(path, fields, row, key="run"):
+    """append_row, unless the table already holds a row with this row's `key` (the run's name): a run resumed after
+    it published, or after it finished, is recorded once. Returns whether the row was added."""
+    path = Path(path)
+    if path.is_file():
+        with open(path, encoding="utf-8", errors="replace", newline="") as fp:
+            if any(r.get(key) == str(row[key]) for r in csv.DictReader(fp)):
+                return False
+    append_row(path, fields, row)
+    return True
 
 
 def _named(items):
@@ -50,16 +66,47 @@ def same_file(a, b):
     return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
 
 
-def check_outputs(dirs=(), files=(), inputs=(), own=None):
+def check_replace(name, path, backup=None):
+    """The rule for an existing file at `path` (named `name` in messages) that a command would replace: fine when
+    this project wrote it and it is unchanged; a project file never; anything else only with --backup (`backup`
+    True; None where the command offers no --backup)."""
+    path = Path(path)
+    if not path.is_file() or written_by(path) is not None:
+        return
+    if in_project(path):
+        raise MinbertError(f"{name}: is one of the project's own files (code, docs or course data), which no command "
+                           f"replaces: name a file under predictions/ or outside the project")
+    if not backup:
+        raise MinbertError(f"{name}: holds a file this project did not write (or one changed since it did), which would "
+                           f"be lost: move it or name another path" + (", or add --backup to keep it as "
+                           f"{path.name}.DATE.bak" if backup is False else ""))
+
+
+def check_file(path, flag, inputs=()):
+    """A tool's single output file (--json, --out): one line when it may not be written (check_outputs' rules)."""
+    check_outputs(files=[(flag, path)], inputs=inputs)
+
+
+def wrote(path, by):
+    """Record that the command `by` wrote `path` (so that it may replace it next time)."""
+    record([path], by, "")
+
+
+def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()):
     """Fail before training, not after it, when an output cannot or must not be written:
       - a folder that is a file, a file that is a folder, or a parent that is a file;
       - two outputs naming one file;
       - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
-      - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's).
-    `dirs` and `files` are paths or (flag, path) pairs; the flag names the output in the message."""
+      - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's);
+      - an existing file the rule does not let it replace (check_replace; `backup` as there).
+    `dirs`, `files` and `tables` (files rows are appended to, which replace nothing: check_table) are paths or
+    (flag, path) pairs; the flag names the output in the message."""
     own = Path(os.path.abspath(own)) if own is not None else None
     seen = []
-    for (flag, path), want_dir in [(d, True) for d in _named(dirs)] + [(f, False) for f in _named(files)]:
+    named = [(d, True) for d in _named(dirs)] + [(f, False) for f in _named(files)]
+    named += [(t, False) for t in _named(tables)]
+    appended = {str(t[1]) for t in _named(tables)}
+    for (flag, path), want_dir in named:
         name = f"{flag} {path}" if flag else str(path)
         if path.exists() and path.is_dir() != want_dir:
             raise MinbertError(f"{name}: is a {'file' if want_dir else 'folder'}, but the run writes a "
@@ -82,6 +129,8 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None):
         if folder is not None and folder != own:
             raise MinbertError(f"{name}: inside {folder}, the folder of another run, whose files belong to its "
                                f"checkpoint and log: name a path outside it")
+        if (folder is None or folder != own) and str(path) not in appended:
+            check_replace(name, path, backup)
 
 
 def check_table(path, fields, flag):

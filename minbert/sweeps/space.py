@@ -64,8 +64,14 @@ def check_flags(pipeline, base, space):
     parser = PARSERS[pipeline]()
     parser.parse_args(base)
     for flag, (kind, values) in space.items():
+        action = parser._option_string_actions.get(flag_name(flag))
+        switch = action is not None and action.nargs == 0
+        if switch != (kind == "choice" and set(values) <= set(SWITCH)):
+            raise MinbertError(f"--space {flag}={','.join(map(str, values))}: " + (
+                f"{flag_name(flag)} is a switch (on or off): sweep it as {flag}=yes,no" if switch else
+                f"{flag_name(flag)} takes a value, and yes/no sweep switches only"))
         for v in values:
-            parser.parse_args(base + [flag_name(flag), str(v)])
+            parser.parse_args(base + as_argv({flag: v}))
     if pipeline == "classifier":
         datasets = parser.parse_args(base).datasets
         if len(datasets) != 1:
@@ -86,8 +92,19 @@ def suggest(trial, space):
     return values
 
 
+# A switch (--pals, --no_bucket) is swept as FLAG=yes,no: "yes" passes the flag, "no" leaves it out.
+SWITCH = ("yes", "no")
+
+
 def as_argv(values):
-    return [x for flag, v in values.items() for x in (flag_name(flag), f"{v:.4g}" if isinstance(v, float) else str(v))]
+    """The command-line flags of one trial's values (check_flags made sure yes/no belong to switches)."""
+    argv = []
+    for flag, v in values.items():
+        if v in SWITCH:
+            argv += [flag_name(flag)] if v == "yes" else []
+        else:
+            argv += [flag_name(flag), f"{v:.4g}" if isinstance(v, float) else str(v)]
+    return argv
 
 
 def distributions(space):

@@ -25,6 +25,9 @@ def open_storage(url, default):
         raise MinbertError(f"--storage {url}: not a database URL; give sqlite:///PATH or "
                            f"postgresql://USER:PASSWORD@HOST:PORT/DATABASE")
     if scheme == "sqlite":
+        if url[len("sqlite:///"):] in ("", ":memory:") or not url.startswith("sqlite:///"):
+            raise MinbertError(f"--storage {url}: an in-memory SQLite database lives in one process, but a study is "
+                               f"shared by its trials, its heartbeat and other workers: give a file, sqlite:///PATH")
         path = Path(url[len("sqlite:///"):])
         if path.is_dir():
             raise MinbertError(f"--storage {url}: {path} is a folder; the SQLite database is a file")

@@ -56,7 +56,7 @@ def sweep(settings):
     check_flags(st.pipeline, base, space)
     study_name = check_run_name(st.study, "--study", SWEEPS) if st.study else f"{st.pipeline}-sweep"
     folder = SWEEPS / study_name
-    storage = open_storage(st.storage, folder.parent / f"{study_name}.db")
+    storage = open_storage(st.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db
     pruner = (optuna.pruners.MedianPruner(n_startup_trials=st.prune_startup, n_warmup_steps=st.prune_warmup)
               if st.prune else optuna.pruners.NopPruner())
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own one line per trial, not Optuna's tracebacks

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from minbert.course_data import Example, Task
+from minbert.files import require_file
 from utils import MinbertError, main_print
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -77,8 +78,7 @@ def _records(path, need):
 def read_extra(name, path):
     """The training examples of extra data set `name` from `path` (see the table above)."""
     task, path = EXTRA_TASKS[name], Path(path)
-    if not path.is_file():
-        raise MinbertError(f"--extra_task {name}={path}: file not found")
+    require_file(path, f"--extra_task {name}={path}", "file")
     examples, no_consensus, held_out = [], 0, 0
     need = (*task.text_cols, task.label_col)
     for n, rec in _records(path, need):

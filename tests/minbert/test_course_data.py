@@ -48,3 +48,31 @@ def test_fetch_from_local_folder_says_when_a_copy_differs(course):
     (tmp / "local" / "b.csv").unlink()
     with pytest.raises(MinbertError, match="b.csv: data file not found"):
         fetch_data(tmp / "data2", source=tmp / "local", log=lambda *_: None)
+
+
+def test_fetch_never_replaces_data_that_differs(course):
+    """--fetch --from SMALL into a data/ holding other files (the full course files, or the user's own): one
+    line before anything is copied, every file as it was; identical files are simply there already."""
+    server, tmp = course
+    dest = tmp / "data"
+    dest.mkdir()
+    (dest / "a.csv").write_bytes(b"the full course file\n")
+    with pytest.raises(MinbertError, match=r"a.csv: already there and different from what --fetch would put there "
+                                           r"\(1 of the 2 files differ\); data is never replaced"):
+        fetch_data(dest, source=tmp / "local", log=lambda *_: None)
+    assert sorted(p.name for p in dest.iterdir()) == ["a.csv"] and (dest / "a.csv").read_bytes() == b"the full course file\n"
+    with pytest.raises(MinbertError, match="a.csv: already there and different"):  # a download would replace it too
+        fetch_data(dest, log=lambda *_: None)
+    assert server.log == [] and (dest / "a.csv").read_bytes() == b"the full course file\n"
+    (dest / "a.csv").write_bytes((tmp / "local" / "a.csv").read_bytes())
+    said = []
+    fetch_data(dest, source=tmp / "local", log=said.append)
+    assert "(1 fetched now)" in said[-1]
+
+
+def test_fetch_offline_names_the_local_copy(course, monkeypatch):
+    server, tmp = course
+    monkeypatch.setenv("MINBERT_DATA_URL", "http://127.0.0.1:9/data")  # nothing listens on the discard port
+    with pytest.raises(MinbertError, match=r"cannot reach .*; without a network, copy the course CSVs from a folder "
+                                           r"that has them: MINBERT_DATA=DIR bash setup.sh"):
+        fetch_data(tmp / "data", log=lambda *_: None)

@@ -190,3 +190,33 @@ def test_a_failed_hub_download_leaves_no_empty_cache_folder(tmp_path, file_serve
     with pytest.raises(MinbertError, match="not found"):
         resolve_pretrained("org/absent", cache=tmp_path / "cache")
     assert not (tmp_path / "cache" / "org--absent").exists()
+
+
+def test_training_files_and_missing_paths_are_named_for_what_they_are(tmp_path, monkeypatch):
+    """A run's .pt, pretrain.py's state file and a relative path that does not exist each get their own line;
+    none is sent to the hub as a model id."""
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    torch.save({"model": {}, "spec": {}}, run / "multitask.pt")
+    with pytest.raises(MinbertError, match=r"multitask.pt: a checkpoint of a training run .* --eval_only"):
+        resolve_pretrained(run / "multitask.pt")
+    out = tmp_path / "pt"
+    make_hf_checkpoint(out)
+    torch.save({"step": 1}, out / "pretrain.pt")
+    with pytest.raises(MinbertError, match=rf"pretrain.py's training state, not the model; give the folder it wrote: "
+                                           rf"--pretrained {out}$"):
+        resolve_pretrained(out / "pretrain.pt")
+    monkeypatch.setenv("MINBERT_HF_ENDPOINT", "http://127.0.0.1:9")  # were it sent to the hub, it would say so
+    monkeypatch.chdir(tmp_path)
+    for name in ("./my_model_dir", "../elsewhere/model", "~/nothing-here-xyz", "a/b/c"):
+        with pytest.raises(MinbertError, match=r"no such folder or file \(a path, so not a hub name\)"):
+            resolve_pretrained(name)
+
+
+def test_max_length_leaves_room_for_a_word_of_each_sentence(tiny_model):
+    """Below 5 a single sentence keeps no word and a pair cannot be cut at all (the tokenizer leaves it whole)."""
+    from minbert.hub import check_max_length
+    for n in (2, 3, 4):
+        with pytest.raises(MinbertError, match=rf"--max_length {n}: must be at least 5"):
+            check_max_length(n, tiny_model)
+    assert check_max_length(5, tiny_model) >= 5

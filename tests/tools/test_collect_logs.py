@@ -3,7 +3,10 @@ metrics, every epoch's dev score, the training minutes and the last loss terms."
 import csv
 import json
 
+import pytest
+
 from tools import collect_logs
+from utils import MinbertError
 
 
 def test_one_row_per_model_with_its_best_epoch(tmp_path):
@@ -21,3 +24,20 @@ def test_one_row_per_model_with_its_best_epoch(tmp_path):
     out = tmp_path / "rows.csv"
     collect_logs.main([str(run), "--out", str(out)])
     assert list(csv.DictReader(out.open()))[0]["dev"] == "sst=0.7000 quora=0.7000"
+
+
+def test_out_replaces_only_its_own_table(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "multitask-log.jsonl").write_text(json.dumps({"run": "r", "pipeline": "multitask", "model": "multitask",
+                                                         "epoch": 0, "dev_score": 0.5, "dev": {"sst": 0.5}, "seconds": 1.0,
+                                                         "loss_terms": {}}) + "\n")
+    mine = tmp_path / "mydata.csv"
+    mine.write_text("the user's table\n")
+    with pytest.raises(MinbertError, match=r"--out .*mydata.csv: holds a file this project did not write"):
+        collect_logs.main([str(run), "--out", str(mine)])
+    assert mine.read_text() == "the user's table\n"
+    out = tmp_path / "rows.csv"
+    collect_logs.main([str(run), "--out", str(out)])
+    collect_logs.main([str(run), "--out", str(out)])  # its own table, unchanged since: replaced
+    assert len(list(csv.DictReader(out.open()))) == 1

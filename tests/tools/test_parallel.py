@@ -21,3 +21,9 @@ def test_a_plan_runs_every_line_and_fills_its_keys(tmp_path):
     missing = subprocess.run([sys.executable, str(ROOT / "tools" / "parallel.py"), str(plan), "--logs",
                               str(tmp_path / "l2")], capture_output=True, text=True, timeout=300)
     assert missing.returncode == 1 and "plan.txt, line 3: 'py' is not given by --set" in missing.stderr
+
+
+def test_a_missing_plan_is_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "parallel.py"), str(tmp_path / "nope.txt"), "--logs",
+                          str(tmp_path / "logs")], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.strip() == f"error: {tmp_path / 'nope.txt'}: plan file not found"

@@ -10,7 +10,7 @@ import torch
 
 import classifier
 import multitask_classifier as mt
-from tests.helpers import ROOT, multitask_spec, output_files, part1_args, part2_args, tiny_batch
+from tests.helpers import ROOT, eval_only_args, multitask_spec, output_files, part1_args, part2_args, tiny_batch
 from utils import MinbertError
 
 
@@ -54,7 +54,7 @@ def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_dat
         p.unlink()
     # the mode and the rank come from the checkpoint (plain's --fine-tune-mode full-model is overridden below)
     plain = [a for a in plain if a not in ("--fine-tune-mode", "full-model")]
-    mt.main(plain + ["--merge", "--eval_only", str(tmp_path / "ck" / "mt.pt")])
+    mt.main(eval_only_args(plain, tmp_path / "ck" / "mt.pt", tmp_path / "eval") + ["--merge"])
     assert "merged 4 adapters" in capsys.readouterr().out  # 2 layers x (query, value)
     merged = output_files(tmp_path / "pred")
     assert merged.keys() == before.keys()
@@ -66,7 +66,7 @@ def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_dat
         else:
             assert a == b
     wrong = subprocess.run([sys.executable, "multitask_classifier.py", *plain, "--fine-tune-mode", "full-model",
-                            "--eval_only", str(tmp_path / "ck" / "mt.pt")], cwd=ROOT, capture_output=True, text=True)
+                            "--run_dir", str(tmp_path / "eval-wrong"), "--eval_only", str(tmp_path / "ck" / "mt.pt")], cwd=ROOT, capture_output=True, text=True)
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     assert f"--fine-tune-mode '{mode}' in the checkpoint, 'full-model' given" in wrong.stderr
 
@@ -115,7 +115,7 @@ def test_adapter_and_prefix_modes_end_to_end(tmp_path, course_data, tiny_model, 
     before = output_files(tmp_path / "pred")
     # the mode and its settings come from the checkpoint
     again = [a for a in part2_args(tmp_path, course_data, tiny_model, "--amp", "none") if a not in ("--fine-tune-mode", "full-model")]
-    mt.main(again + ["--eval_only", str(tmp_path / "ck" / "mt.pt")] + (["--merge"] if mode == "prefix" else []))
+    mt.main(eval_only_args(again, tmp_path / "ck" / "mt.pt", tmp_path / "eval") + (["--merge"] if mode == "prefix" else []))
     after = output_files(tmp_path / "pred")
     for name in before:
         if name.startswith("sts"):

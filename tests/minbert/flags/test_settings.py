@@ -5,7 +5,7 @@ import torch
 import classifier
 import multitask_classifier as mt
 from minbert import precision
-from tests.helpers import part1_args, part2_args
+from tests.helpers import eval_only_args, part1_args, part2_args
 
 
 def test_auto_is_every_scripts_default_and_says_what_it_picked(tmp_path, course_data, tiny_model, capsys):
@@ -19,6 +19,6 @@ def test_eval_only_names_the_training_flags_it_ignores(tmp_path, course_data, ti
     args = part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1")
     mt.main(args)
     capsys.readouterr()
-    mt.main(args + ["--eval_only", str(tmp_path / "ck" / "mt.pt")])
+    mt.main(eval_only_args(args, tmp_path / "ck" / "mt.pt", tmp_path / "eval"))
     line = [l for l in capsys.readouterr().out.splitlines() if l.startswith("--eval_only re-scores")]
     assert len(line) == 1 and "--lr" in line[0] and "--epochs" in line[0] and "--pretrained" not in line[0]

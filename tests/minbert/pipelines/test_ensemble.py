@@ -78,7 +78,7 @@ def test_ensemble_refuses_mismatched_members(tmp_path, course_data, trained, tin
     assert not (tmp_path / "e").exists()  # refused before anything was written
 
 
-def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_data, tiny_model, monkeypatch):
+def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_data, tiny_model, monkeypatch, capsys):
     """Two members trained from other seeds: the files hold the mean of their SST probabilities (argmax), of
     their P(paraphrase) (> 0.5) and of their STS scores; a vote of their prediction folders averages one-hot
     labels, so a two-member disagreement goes to the lower SST class and to "not a paraphrase"."""
@@ -114,8 +114,11 @@ def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_
         changed = (round(float(value) + 1.0, 4) if task == "sts"
                    else (int(value) + 2) % 5 if task == "sst" else 1 - int(value))
         path.write_text("\n".join([lines[0], f"{i} , {changed}"] + lines[2:]) + "\n")
+    capsys.readouterr()
     ensemble.main([str(members[0] / "pred"), str(other), "--data_dir", str(course_data), "--out", str(tmp_path / "vote"),
                    "--run_name", "vote"])
+    assert ("2 test rows tie between the 2 members' votes; a tie goes to the lower SST class and to 'not a "
+            "paraphrase'") in capsys.readouterr().out  # the changed first rows of SST and Quora test
     for task, split in a:
         one, two, vote = (read_predictions(d / output_name(task, split))[0]
                           for d in (members[0] / "pred", other, tmp_path / "vote"))
@@ -123,3 +126,9 @@ def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_
         assert x[0] != y[0]
         expected = (x + y) / 2 if task == "sts" else np.minimum(x, y)  # a tie: the lower class, not a paraphrase
         np.testing.assert_allclose(v, expected, atol=5e-5)
+    # run folders stand for their checkpoints (their models' probabilities average), not for their files
+    ensemble.main([str(m / "ck") for m in members] + ["--data_dir", str(course_data), "--out", str(tmp_path / "folders"),
+                                                      "--run_name", "folders"])
+    out = capsys.readouterr().out
+    assert f"member {members[0] / 'ck'}: a run folder; its checkpoint {members[0] / 'ck' / 'mt.pt'} is used" in out
+    assert output_files(tmp_path / "folders") == output_files(tmp_path / "ens")

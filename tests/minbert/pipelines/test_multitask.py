@@ -11,7 +11,7 @@ import torch
 
 import multitask_classifier as mt
 from minbert.course_data import read_examples
-from tests.helpers import ROOT, part2_args
+from tests.helpers import ROOT, eval_only_args, part2_args
 
 
 def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny_model):
@@ -112,7 +112,7 @@ def test_eval_only_rewrites_the_same_files(tmp_path, course_data, tiny_model):
         p.unlink()
     # architecture flags not given are taken from the checkpoint
     plain = [a for a in args if a not in ("--pair_encoding", "siamese", "--pooling", "cls")]
-    rescored = mt.main(plain + ["--eval_only", str(tmp_path / "ck" / "mt.pt")])
+    rescored = mt.main(eval_only_args(plain, tmp_path / "ck" / "mt.pt", tmp_path / "eval"))
     assert rescored == pytest.approx(trained)
     assert {p.name: p.read_text() for p in (tmp_path / "pred").glob("*-output.csv")} == before
 

@@ -3,6 +3,7 @@
 no run wrote is never replaced without a dated backup and a line saying so."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,3 +231,65 @@ def test_restarting_a_run_folder_without_resume_is_refused(tmp_path, course_data
                                            r"or add --resume"):
         mt.main(part2_args(tmp_path, course_data, tiny_model))
     assert (tmp_path / "ck" / "mt.pt").read_bytes() == before
+
+
+def test_a_run_is_one_row_of_the_results_table_whatever_was_interrupted(tmp_path, course_data, tiny_model,
+                                                                        monkeypatch):
+    """Ctrl-C after the row was written but before the run ended, then the hinted --resume; then --resume of
+    the finished run: the results table still holds the run once."""
+    from minbert.training import fit as fit_module
+    real = fit_module.publish
+
+    def ctrl_c(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(fit_module, "publish", ctrl_c)
+    args = part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2")
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(args)
+    table = tmp_path / "pred" / "results.csv"
+    assert [r.split(",")[0] for r in table.read_text().splitlines()] == ["run", "ck"]
+    monkeypatch.setattr(fit_module, "publish", real)
+    mt.main(args + ["--resume"])
+    mt.main(args + ["--resume"])
+    assert [r.split(",")[0] for r in table.read_text().splitlines()] == ["run", "ck"]
+    assert (tmp_path / "pred" / "sst-dev-output.csv").read_bytes() == (tmp_path / "ck" / "sst-dev-output.csv").read_bytes()
+
+
+@pytest.mark.parametrize("where", ["inside", "predictions", "project"])
+def test_a_run_folder_never_nests_in_another_or_in_predictions(tmp_path, course_data, tiny_model, monkeypatch, where):
+    monkeypatch.chdir(tmp_path)
+    mt.main(_quick(tmp_path, course_data, tiny_model))  # a run in ck/
+    before = snapshot(tmp_path / "ck")
+    folder, match = {"inside": (tmp_path / "ck" / "sub", "inside .*ck, the folder of another run"),
+                     "predictions": (tmp_path / "predictions", "a folder of published predictions"),
+                     "project": (ROOT / "minbert" / "my-run", "among the project's own files")}[where]
+    with pytest.raises(MinbertError, match=rf"--run_dir {folder}: {match}"):
+        mt.main(_quick(tmp_path / "other", course_data, tiny_model, "--run_dir", str(folder)))
+    assert not folder.exists() and snapshot(tmp_path / "ck") == before
+    if where == "inside":
+        with pytest.raises(MinbertError, match=rf"--out {folder}: inside .*ck, the folder of another run"):
+            pretrain.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--out", str(folder),
+                           "--epochs", "1"])
+        assert not folder.exists()
+
+
+def test_eval_only_writes_into_a_run_folder_of_its_own(tmp_path, course_data, tiny_model, monkeypatch):
+    """--eval_only on other data leaves the checkpoint's run folder as it was: its files go into runs/eval-*
+    (or --run_name), and are published from there."""
+    monkeypatch.chdir(tmp_path)
+    mt.main(_quick(tmp_path, course_data, tiny_model))
+    before = snapshot(tmp_path / "ck")
+    other = tmp_path / "data2"
+    shutil.copytree(course_data, other)
+    args = [a for a in _quick(tmp_path, other, tiny_model) if a != "--checkpoint"]
+    args = [a for a in args if not a.endswith("mt.pt")] + ["--eval_only", str(tmp_path / "ck" / "mt.pt")]
+    mt.main(args + ["--run_name", "rescored"])
+    assert snapshot(tmp_path / "ck") == before
+    assert (tmp_path / "runs" / "rescored" / "sst-dev-output.csv").read_bytes() == \
+        (tmp_path / "pred" / "sst-dev-output.csv").read_bytes()
+    mt.main(args)  # a default name
+    assert len([d for d in (tmp_path / "runs").iterdir() if d.name.startswith("eval-")]) == 1
+    with pytest.raises(MinbertError, match=r"--run_dir .*ck: the run folder of a multitask_classifier.py run; a "
+                                           r"multitask_classifier.py --eval_only run writes into a folder of its own"):
+        mt.main(args + ["--run_dir", str(tmp_path / "ck")])
+    assert snapshot(tmp_path / "ck") == before

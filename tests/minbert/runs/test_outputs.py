@@ -6,7 +6,7 @@ import ensemble
 import multitask_classifier as mt
 import report
 from minbert.runs import outputs
-from tests.helpers import cli, one_line_error, part1_args, part2_args, snapshot
+from tests.helpers import ROOT, cli, one_line_error, part1_args, part2_args, snapshot
 from utils import MinbertError
 
 
@@ -67,23 +67,44 @@ def test_an_output_inside_another_runs_folder_is_refused(tmp_path, course_data, 
     assert (other / "report.md").is_file()
 
 
-def test_publishing_keeps_a_file_no_run_wrote_as_a_dated_backup(tmp_path, course_data, tiny_model, capsys):
+def test_a_file_no_run_wrote_is_refused_or_kept_with_backup(tmp_path, course_data, tiny_model, capsys):
+    """An output that would replace a file no run wrote stops the run before training, in one line offering
+    --backup; with --backup the file is kept as a dated backup and a line says so."""
     pred = tmp_path / "pred"
     pred.mkdir()
     (pred / "sst-dev-output.csv").write_text("the user's own predictions\n")
-    mt.main(_quick(tmp_path, course_data, tiny_model))
+    with pytest.raises(MinbertError, match=r"--sst_dev_out .*sst-dev-output.csv: holds a file this project did not "
+                                           r"write .* add --backup to keep it as sst-dev-output.csv.DATE.bak"):
+        mt.main(_quick(tmp_path, course_data, tiny_model))
+    assert sorted(p.name for p in pred.iterdir()) == ["sst-dev-output.csv"] and not (tmp_path / "ck").exists()
+    mt.main(_quick(tmp_path, course_data, tiny_model, "--backup"))
     out = capsys.readouterr().out
     backups = list(pred.glob("sst-dev-output.csv.*.bak"))
     assert len(backups) == 1 and backups[0].read_text() == "the user's own predictions\n"
     line = [l for l in out.splitlines() if l.startswith("kept files that no run wrote")]
     assert len(line) == 1 and f"{pred / 'sst-dev-output.csv'} -> {backups[0].name}" in line[0]
-    # a published file the user edited afterwards is theirs now: kept too, when the next run publishes
+    # what a run wrote is replaced by the next run; a published file the user edited afterwards is theirs now
+    again = [x for t in ("sst", "para", "sts") for s in ("dev", "test") for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]
+    mt.main(_quick(tmp_path / "again", course_data, tiny_model, *again))
     (pred / "sts-dev-output.csv").write_text("edited by hand\n")
-    mt.main(_quick(tmp_path / "again", course_data, tiny_model, *[x for t in ("sst", "para", "sts") for s in ("dev", "test")
-                                                                 for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]))
+    with pytest.raises(MinbertError, match=r"--sts_dev_out .*sts-dev-output.csv: holds a file this project did not write"):
+        mt.main(_quick(tmp_path / "third", course_data, tiny_model, *again))
+    assert (pred / "sts-dev-output.csv").read_text() == "edited by hand\n"
+    mt.main(_quick(tmp_path / "fourth", course_data, tiny_model, *again, "--backup"))
     edited = list(pred.glob("sts-dev-output.csv.*.bak"))
     assert len(edited) == 1 and edited[0].read_text() == "edited by hand\n"
-    assert len(list(pred.glob("*.bak"))) == 2  # what the first run wrote was replaced, not backed up
+    assert len(list(pred.glob("*.bak"))) == 2  # what the runs wrote was replaced, not backed up
+
+
+def test_no_output_replaces_a_file_of_the_project(tmp_path, course_data, tiny_model, monkeypatch):
+    """The project's own files (code, course data) are never replaced, --backup or not; a new file is fine."""
+    monkeypatch.chdir(ROOT)
+    before = (ROOT / "bert.py").read_bytes()
+    for extra in ([], ["--backup"]):
+        with pytest.raises(MinbertError, match=r"--sts_test_out bert.py: is one of the project's own files"):
+            mt.main(_quick(tmp_path, course_data, tiny_model, "--sts_test_out", "bert.py", *extra))
+    assert (ROOT / "bert.py").read_bytes() == before and not list(ROOT.glob("bert.py.*.bak"))
+    assert not (ROOT / ".sources.json").exists()
 
 
 def test_ensemble_out_into_a_users_folder_keeps_their_file(tmp_path, course_data, tiny_model, capsys):
@@ -91,8 +112,11 @@ def test_ensemble_out_into_a_users_folder_keeps_their_file(tmp_path, course_data
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "para-test-output.csv").write_text("mine\n")
-    ensemble.main([str(tmp_path / "ck" / "mt.pt"), str(tmp_path / "pred"), "--data_dir", str(course_data),
-                   "--run_dir", str(tmp_path / "ens"), "--out", str(mine)])
+    argv = [str(tmp_path / "ck" / "mt.pt"), str(tmp_path / "pred"), "--data_dir", str(course_data), "--out", str(mine)]
+    with pytest.raises(MinbertError, match="--out .*para-test-output.csv: holds a file this project did not write"):
+        ensemble.main(argv + ["--run_dir", str(tmp_path / "ens")])
+    assert [p.name for p in mine.iterdir()] == ["para-test-output.csv"]
+    ensemble.main(argv + ["--run_dir", str(tmp_path / "ens2"), "--backup"])
     assert [p.read_text() for p in mine.glob("para-test-output.csv.*.bak")] == ["mine\n"]
     assert "kept files that no run wrote" in capsys.readouterr().out
 
@@ -102,7 +126,10 @@ def test_report_out_keeps_a_users_file(tmp_path, course_data, tiny_model, capsys
     out = tmp_path / "notes"
     out.mkdir()
     (out / "report.md").write_text("my notes\n")
-    report.main([str(tmp_path / "ck"), "--out", str(out)])
+    with pytest.raises(MinbertError, match="--out .*report.md: holds a file this project did not write"):
+        report.main([str(tmp_path / "ck"), "--out", str(out)])
+    assert [p.name for p in out.iterdir()] == ["report.md"]
+    report.main([str(tmp_path / "ck"), "--out", str(out), "--backup"])
     assert [p.read_text() for p in out.glob("report.md.*.bak")] == ["my notes\n"]
     report.main([str(tmp_path / "ck"), "--out", str(out)])  # its own report is replaced, not backed up again
     assert len(list(out.glob("*.bak"))) == 1
