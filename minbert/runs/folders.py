@@ -18,20 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from minbert.runs.places import among_sources
 from utils import MinbertError, is_main, process_alive
 
 RUNS_ROOT = Path("runs")
 RUN_MARK = ".minbert-run"
-PROJECT = Path(__file__).resolve().parents[2]  # the project folder (where the scripts are)
-# The folders for what runs write; the rest of the project is its code, docs and data (no run folder goes there).
-OUTPUT_FOLDERS = ("predictions", "runs", "checkpoints", "reports", "pretrained")
-SOURCE_FOLDERS = (".git", ".ci", "minbert", "gpt2", "tests", "tools", "docs", "benchmarks", "data")
-
-
-def in_project(path):
-    """Whether `path` lies in the project folder outside its output folders (among its code, docs or data/)."""
-    path = Path(path).resolve()
-    return path.is_relative_to(PROJECT) and path.relative_to(PROJECT).parts[:1] not in [(f,) for f in OUTPUT_FOLDERS]
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
            "ensemble": "ensemble.py", "eval": "multitask_classifier.py --eval_only"}
 
@@ -194,8 +185,7 @@ def check_run_place(folder, flag):
     if "predictions" in Path(os.path.abspath(folder)).parts:
         raise MinbertError(f"{flag} {folder}: a folder of published predictions (prepare_submit.py zips what is "
                            f"there, checkpoints included): name a folder outside it, e.g. under runs/")
-    path = Path(folder).resolve()
-    if path == PROJECT or (path.is_relative_to(PROJECT) and path.relative_to(PROJECT).parts[0] in SOURCE_FOLDERS):
+    if among_sources(folder):
         raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project goes "
                            f"under runs/ (--run_name NAME) or a folder of its own")
 

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from minbert.files import atomic_write
-from minbert.runs.folders import in_project, run_folder_of
+from minbert.runs.folders import run_folder_of
+from minbert.runs.places import among_sources, in_project
 from utils import MinbertError
 
 SOURCES = ".sources.json"
@@ -115,6 +116,9 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
             if parent.exists() and not parent.is_dir():
                 raise MinbertError(f"{parent}: is a file, but the run writes {path} inside it; "
                                    f"move it or pick another path")
+        if among_sources(path if want_dir else path.parent, root=want_dir):
+            raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: name a path "
+                               f"under predictions/ or outside the project")
         if want_dir:
             continue
         for what, other in inputs:

@@ -145,3 +145,14 @@ def test_protect_and_record_unit(tmp_path):
     assert outputs.written_by(a)["run"] == "r1" and outputs.protect([a]) == []
     a.write_text("changed\n")
     assert outputs.written_by(a) is None and len(outputs.protect([a])) == 1
+
+
+def test_no_output_goes_among_the_projects_code_docs_or_data(tmp_path, course_data, tiny_model, monkeypatch):
+    """Even a new file: ensemble.py --out docs would scatter prediction files among the documentation."""
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(MinbertError, match=r"--sst_dev_out docs/new.csv: among the project's code, docs or data"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", "docs/new.csv"))
+    with pytest.raises(MinbertError, match=r"--predictions_dir minbert: among the project's code, docs or data"):
+        import classifier
+        classifier.main(part1_args(tmp_path, course_data, tiny_model, "--predictions_dir", "minbert"))
+    assert not (ROOT / "docs" / "new.csv").exists() and not list((ROOT / "minbert").glob("*.csv"))

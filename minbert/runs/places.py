@@ -1,0 +1,26 @@
+"""Where in the project a path lies: among its code, docs and data (which no command writes), or in the folders
+for what runs write. runs/folders.py keeps run folders out of the first; runs/outputs.py keeps files out too."""
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]  # the project folder (where the scripts are)
+OUTPUT_FOLDERS = ("predictions", "runs", "checkpoints", "reports", "pretrained")
+SOURCE_FOLDERS = (".git", ".ci", "minbert", "gpt2", "tests", "tools", "docs", "benchmarks", "data")
+
+
+def _inside(path):
+    """`path`'s parts under the project folder, or None when it lies elsewhere."""
+    path = Path(path).resolve()
+    return path.relative_to(PROJECT).parts if path.is_relative_to(PROJECT) else None
+
+
+def among_sources(path, root=True):
+    """Whether `path` lies in one of the project's code, docs or data folders (or, with `root`, is the project
+    folder itself)."""
+    parts = _inside(path)
+    return parts is not None and (parts[:1] == () and root or parts[:1] != () and parts[0] in SOURCE_FOLDERS)
+
+
+def in_project(path):
+    """Whether `path` lies in the project folder outside its output folders (a file of its code, docs or data)."""
+    parts = _inside(path)
+    return parts is not None and (not parts or parts[0] not in OUTPUT_FOLDERS)
