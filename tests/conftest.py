@@ -4,12 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FileServer, make_hf_checkpoint, postgres_bin, write_course_data
+from tests.helpers import FileServer, make_gpt2_checkpoint, make_hf_checkpoint, postgres_bin, write_course_data
 
 
 @pytest.fixture
 def hf_checkpoint(tmp_path):
     return make_hf_checkpoint(tmp_path / "tiny-bert")
+
+
+@pytest.fixture
+def tiny_gpt2(tmp_path):
+    """A tiny GPT-2 in HF's layout, random weights saved by transformers, with its own BPE vocabulary; the folder."""
+    return make_gpt2_checkpoint(tmp_path / "tiny-gpt2")
 
 
 @pytest.fixture

@@ -156,6 +156,32 @@ class FileServer:
         self.httpd.server_close()
 
 
+def train_gpt2_vocab(folder, texts, vocab_size=400):
+    """A byte-level BPE vocabulary (vocab.json, merges.txt) trained on `texts` with `tokenizers`, GPT-2's
+    <|endoftext|> among its tokens: GPT-2's own vocabulary cannot be downloaded here."""
+    from tokenizers import ByteLevelBPETokenizer
+    tok = ByteLevelBPETokenizer()
+    tok.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, special_tokens=["<|endoftext|>"])
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    tok.save_model(str(folder))
+    return tok.get_vocab_size()
+
+
+def make_gpt2_checkpoint(folder, seed=0, **shape):
+    """An HF GPT2LMHeadModel with random weights, saved by transformers in HF's layout (config.json,
+    model.safetensors) beside a vocabulary trained on sonnet-like lines; the folder. `shape` overrides the tiny
+    default sizes (n_embd 32, 2 layers, 4 heads, 64 positions)."""
+    from transformers import GPT2Config as HFConfig, GPT2LMHeadModel
+    lines = [f"{w} {v} doth {u} the {w}'s fair {v}." for w in ("love", "time", "beauty", "thou", "eyes")
+             for v in ("rose", "summer", "night", "heart") for u in ("make", "bear", "see")]
+    vocab = train_gpt2_vocab(folder, lines * 3)
+    torch.manual_seed(seed)
+    config = HFConfig(vocab_size=vocab, n_positions=64, n_embd=32, n_layer=2, n_head=4, eos_token_id=0,
+                      bos_token_id=0, **shape)
+    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    return Path(folder)
+
+
 def real_data_folder():
     """The course CSVs: data/ as setup.sh fills it, else ../shared/data beside the project (CI has one of them)."""
     folder = ROOT / "data" if (ROOT / "data" / "sts-dev.csv").exists() else SHARED_DATA

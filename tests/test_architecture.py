@@ -107,17 +107,17 @@ def test_below_the_builder_nothing_reads_an_argparse_namespace():
 
 
 def test_modules_are_of_a_readable_size_and_packages_hold_no_logic():
-    for path in [*ROOT.glob("*.py"), *(ROOT / "minbert").rglob("*.py")]:
+    for path in [*ROOT.glob("*.py"), *(ROOT / "minbert").rglob("*.py"), *(ROOT / "gpt2").rglob("*.py")]:
         lines = len(path.read_text().splitlines())
         assert lines <= MAX_LINES, f"{path.relative_to(ROOT)}: {lines} lines (split it by concern)"
-    for init in (ROOT / "minbert").rglob("__init__.py"):
+    for init in [*(ROOT / "minbert").rglob("__init__.py"), *(ROOT / "gpt2").rglob("__init__.py")]:
         tree = ast.parse(init.read_text())
         assert len(tree.body) == 1 and isinstance(tree.body[0].value, ast.Constant), f"{init}: only a docstring"
 
 
 def test_every_module_has_its_test_file_where_the_tree_says():
-    modules = [*ROOT.glob("*.py"), *(p for p in (ROOT / "minbert").rglob("*.py") if p.name != "__init__.py"),
-               *(ROOT / "tools").glob("*.py")]
+    modules = [*ROOT.glob("*.py"), *(p for pkg in ("minbert", "gpt2") for p in (ROOT / pkg).rglob("*.py")
+                                     if p.name != "__init__.py"), *(ROOT / "tools").glob("*.py")]
     missing = [str(p.relative_to(ROOT)) for p in modules
                if not (ROOT / "tests" / p.parent.relative_to(ROOT) / f"test_{p.stem}.py").is_file()]
     assert not missing, f"no test file for {missing}"

@@ -1,0 +1,21 @@
+"""gpt2/config.py: HF's GPT-2 config names are read into the handout's, and written back so HF reads them."""
+import pytest
+
+from gpt2.config import ConfigError, GPT2Config
+
+
+def test_hf_names_round_trip():
+    from transformers import GPT2Config as HFConfig
+    hf = HFConfig(n_embd=64, n_layer=3, n_head=4, n_positions=128, vocab_size=99).to_dict()
+    ours = GPT2Config.from_dict(hf)
+    assert (ours.hidden_size, ours.num_hidden_layers, ours.num_attention_heads, ours.max_position_embeddings,
+            ours.intermediate_size, ours.vocab_size) == (64, 3, 4, 128, 256, 99)
+    back = HFConfig.from_dict(ours.to_dict())
+    assert (back.n_embd, back.n_layer, back.n_head, back.n_positions, back.vocab_size) == (64, 3, 4, 128, 99)
+
+
+def test_bad_shapes_and_activations_are_named():
+    with pytest.raises(ConfigError, match="not divisible"):
+        GPT2Config(hidden_size=30, num_attention_heads=4)
+    with pytest.raises(ConfigError, match="activation_function 'relu' is not supported"):
+        GPT2Config.from_dict({"activation_function": "relu"})

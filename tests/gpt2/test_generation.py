@@ -1,0 +1,36 @@
+"""gpt2/generation.py: greedy decoding with the key-value cache gives the uncached loop's tokens and HF's
+generate's, token for token; top-p keeps the smallest set of tokens reaching p."""
+import torch
+
+from gpt2.generation import generate, next_token
+from gpt2.models.gpt2 import GPT2Model
+
+
+def test_greedy_with_and_without_cache_equals_hf_generate(tiny_gpt2):
+    from transformers import GPT2LMHeadModel
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
+    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    for seed in range(3):
+        torch.manual_seed(seed)
+        prompt = torch.randint(1, ours.config.vocab_size, (1, 6))
+        cached = generate(ours, prompt, 30)
+        uncached = generate(ours, prompt, 30, use_cache=False)
+        hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False,
+                             eos_token_id=None, pad_token_id=0)
+        assert cached.tolist() == uncached.tolist() == hf.tolist()
+
+
+def test_top_p_samples_only_from_the_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    g = torch.Generator().manual_seed(0)
+    drawn = {next_token(logits, 1.0, 0.7, g).item() for _ in range(300)}
+    assert drawn == {0, 1}  # 0.5 + 0.3 reaches 0.7; 2 and 3 are never drawn
+    assert next_token(logits, 0.0).item() == 0
+    assert {next_token(logits, 1.0, 1.0, g).item() for _ in range(300)} == {0, 1, 2, 3}
+
+
+def test_a_prompt_too_long_for_the_positions_is_refused(tiny_gpt2):
+    import pytest
+    model = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    with pytest.raises(ValueError, match="exceeds the model's 64 positions"):
+        generate(model, torch.zeros(1, 60, dtype=torch.long), 10)
