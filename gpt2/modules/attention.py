@@ -58,10 +58,15 @@ class CausalSelfAttention(nn.Module):
         value = self.transform(hidden_states, self.value)
         if past is not None:
             key, value = torch.cat([past[0], key], dim=2), torch.cat([past[1], value], dim=2)
-        mask = causal_mask(query.shape[2], key.shape[2], attention_mask, query.dtype)
+        t_new, t_total = query.shape[2], key.shape[2]
         if self.attn_impl == "explicit":
-            return self.attention(key, query, value, mask.to(query.device)), (key, value)
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask.to(query.device),
-                                             dropout_p=self.dropout.p if self.training else 0.0)
+            mask = causal_mask(t_new, t_total, attention_mask, query.dtype).to(query.device)
+            return self.attention(key, query, value, mask), (key, value)
+        dropout = self.dropout.p if self.training else 0.0
+        if attention_mask is None and t_new in (1, t_total):  # no padding: no mask tensor to build or read
+            out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, is_causal=t_new > 1)
+        else:
+            mask = causal_mask(t_new, t_total, attention_mask, query.dtype).to(query.device)
+            out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
         B, H, T, D = out.shape
         return out.transpose(1, 2).reshape(B, T, H * D), (key, value)

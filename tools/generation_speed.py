@@ -1,0 +1,89 @@
+"""GPT-2 generation speed: tokens per second of greedy decoding with our key-value cache, without it (the
+starter's loop: the whole sequence through the model for every new token), and HF transformers' generate, on
+one model with the same random weights (no GPT-2 weights can be downloaded here; speed does not depend on them).
+
+    python tools/generation_speed.py --shape gpt2 --prompt 32 --new 64 --threads 2 --json OUT
+
+All three must produce the same tokens (checked, and said); each figure is the median of --repeats runs."""
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gpt2.config import GPT2Config  # noqa: E402
+from gpt2.generation import generate  # noqa: E402
+from gpt2.models.gpt2 import GPT2Model  # noqa: E402
+from minbert.runs.outputs import check_file, wrote  # noqa: E402
+from utils import Parser, main_guard  # noqa: E402
+
+SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12), "gpt2-medium": dict(n_embd=1024, n_layer=24, n_head=16),
+          "tiny": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=128)}
+
+
+def timed(fn, repeats):
+    """(median seconds, the last result) of `repeats` calls."""
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def measure(shape, prompt_len, new, repeats, seed=0):
+    from transformers import GPT2Config as HFConfig, GPT2LMHeadModel
+    hf_config = HFConfig(**SHAPES[shape])
+    torch.manual_seed(seed)
+    theirs = GPT2LMHeadModel(hf_config).eval()
+    ours = GPT2Model(GPT2Config.from_dict(hf_config.to_dict())).load_pretrained_weights(theirs.state_dict()).eval()
+    prompt = torch.randint(1, hf_config.vocab_size, (1, prompt_len))
+    runs = {
+        "ours, key-value cache": lambda: generate(ours, prompt, new),
+        "ours, no cache (the starter's loop)": lambda: generate(ours, prompt, new, use_cache=False),
+        "HF transformers generate": lambda: theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                                            max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                                                            pad_token_id=0),
+    }
+    results, tokens = {}, {}
+    with torch.inference_mode():
+        for name, fn in runs.items():
+            fn()  # warm-up
+            seconds, out = timed(fn, repeats)
+            results[name] = {"seconds": seconds, "tokens_per_s": new / seconds}
+            tokens[name] = out.tolist()
+    same = len({json.dumps(t) for t in tokens.values()}) == 1
+    return {"shape": shape, "prompt": prompt_len, "new_tokens": new, "repeats": repeats, "same_tokens": same,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+            "runs": results}
+
+
+def main(argv=None):
+    ap = Parser(prog="tools/generation_speed.py", description=__doc__)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2")
+    ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
+    ap.add_argument("--new", type=int, default=64, help="tokens generated")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    if args.json:
+        check_file(args.json, "--json")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    r = measure(args.shape, args.prompt, args.new, args.repeats)
+    print(f"{r['shape']}, prompt {r['prompt']}, {r['new_tokens']} new tokens, CPU {r['cpu_capability']}, "
+          f"{r['threads']} threads; the three give the same tokens: {r['same_tokens']}")
+    for name, x in r["runs"].items():
+        print(f"  {name}: {x['tokens_per_s']:.1f} tokens/s ({x['seconds']:.2f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+        wrote(args.json, "tools/generation_speed.py")
+    return r
+
+
+if __name__ == "__main__":
+    main_guard(main)
