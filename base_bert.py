@@ -61,28 +61,55 @@ def read_state_dict(path):
     return state
 
 
-class BertPreTrainedModel(nn.Module):
-    config_class = BertConfig
+def init_module(module, std):
+    """The BERT/GPT-2 initialisation of one module: N(0, std) weights, zero biases (and padding row), unit LayerNorms."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+        with torch.no_grad():
+            module.weight[module.padding_idx].zero_()
+    if isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def load_mapped(model, state_dict, mapping, source="checkpoint"):
+    """Copy a foreign-named state dict into `model`: `mapping(name, tensor)` gives [(our name, tensor)] for each
+    checkpoint tensor ([] to ignore it). Every missing, unexpected or mis-shaped tensor is named in one line."""
+    ours = model.state_dict()
+    mapped, unexpected = {}, []
+    for k, v in state_dict.items():
+        for new, t in mapping(k, v):
+            (mapped.__setitem__(new, t) if new in ours else unexpected.append(k))
+    missing = [k for k in ours if k not in mapped]
+    misshaped = [f"{k} (checkpoint {list(mapped[k].shape)}, model {list(ours[k].shape)})"
+                 for k in ours if k in mapped and mapped[k].shape != ours[k].shape]
+    problems = [f"{len(x)} {what}: " + ", ".join(x[:n]) + (" ..." if len(x) > n else "")
+                for what, x, n in (("mis-shaped", misshaped, 4), ("missing", missing, 6), ("unexpected", unexpected, 6)) if x]
+    if problems:
+        raise MinbertError(f"{source} does not fit the model (hidden_size {model.config.hidden_size}, "
+                           f"{model.config.num_hidden_layers} layers): " + "; ".join(problems))
+    with torch.no_grad():
+        for k, v in mapped.items():
+            ours[k].copy_(v)
+    return model
+
+
+class PreTrainedModel(nn.Module):
+    """A model with a config and the shared initialisation (BERT here, GPT-2 in gpt2/models/base_gpt.py)."""
 
     def __init__(self, config):
         super().__init__()
         self.config = config
 
     def init_weights(self):
-        self.apply(self._init_module)
+        self.apply(lambda m: init_module(m, self.config.initializer_range))
 
-    def _init_module(self, module):
-        std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-            with torch.no_grad():
-                module.weight[module.padding_idx].zero_()
-        if isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+
+class BertPreTrainedModel(PreTrainedModel):
+    config_class = BertConfig
 
     @classmethod
     def from_pretrained(cls, name_or_path, **config_overrides):
@@ -99,27 +126,7 @@ class BertPreTrainedModel(nn.Module):
 
     def load_pretrained_weights(self, state_dict, source="checkpoint"):
         """Copy a (foreign-named) state dict in; every missing, unexpected or mis-shaped tensor is named."""
-        ours = self.state_dict()
-        mapped, unexpected = {}, []
-        for k, v in state_dict.items():
-            new = hf_to_ours(k)
-            if new is None:
-                continue
-            (mapped.__setitem__(new, v) if new in ours else unexpected.append(k))
-        missing = [k for k in ours if k not in mapped]
-        misshaped = [f"{k} (checkpoint {list(mapped[k].shape)}, model {list(ours[k].shape)})"
-                     for k in ours if k in mapped and mapped[k].shape != ours[k].shape]
-        problems = []
-        if misshaped:
-            problems.append(f"{len(misshaped)} mis-shaped: " + ", ".join(misshaped[:4]) + (" ..." if len(misshaped) > 4 else ""))
-        if missing:
-            problems.append(f"{len(missing)} missing: " + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
-        if unexpected:
-            problems.append(f"{len(unexpected)} unexpected: " + ", ".join(unexpected[:6]) + (" ..." if len(unexpected) > 6 else ""))
-        if problems:
-            raise MinbertError(f"{source} does not fit the model (hidden_size {self.config.hidden_size}, "
-                               f"{self.config.num_hidden_layers} layers): " + "; ".join(problems))
-        with torch.no_grad():
-            for k, v in mapped.items():
-                ours[k].copy_(v)
-        return self
+        def mapping(name, tensor):
+            new = hf_to_ours(name)
+            return [] if new is None else [(new, tensor)]
+        return load_mapped(self, state_dict, mapping, source)

@@ -7,6 +7,28 @@ class ConfigError(ValueError):
     pass
 
 
+def config_from_dict(cls, d):
+    """cls(...) from a dict: the dataclass's fields by name, every other key kept in `extra` (a round trip keeps it)."""
+    known = {f.name for f in fields(cls)} - {"extra"}
+    extra = {**d.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
+    return cls(**{k: v for k, v in d.items() if k in known}, extra=extra)
+
+
+def read_json_config(cls, path, overrides):
+    """cls.from_dict of the JSON file at `path`; every problem is a ConfigError naming the file."""
+    try:
+        with open(path) as fp:
+            d = json.load(fp)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    try:
+        return cls.from_dict(d, **overrides)
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -50,24 +72,11 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, d, **overrides):
-        d = {**d, **overrides}
-        known = {f.name for f in fields(cls)} - {"extra"}
-        extra = {**d.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
-        return cls(**{k: v for k, v in d.items() if k in known}, extra=extra)
+        return config_from_dict(cls, {**d, **overrides})
 
     @classmethod
     def from_json_file(cls, path, **overrides):
-        try:
-            with open(path) as fp:
-                d = json.load(fp)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: not valid JSON ({e})") from None
-        try:
-            return cls.from_dict(d, **overrides)
-        except (ConfigError, TypeError) as e:
-            raise ConfigError(f"{path}: {e}") from None
+        return read_json_config(cls, path, overrides)
 
     def to_dict(self):
         d = asdict(self)

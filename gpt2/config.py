@@ -2,12 +2,9 @@
 
 HF's GPT-2 config spells the sizes n_embd, n_layer, n_head, n_positions, n_inner and the dropouts resid_pdrop,
 attn_pdrop, embd_pdrop; `from_dict` maps them onto these names in one table."""
-import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
-
-class ConfigError(ValueError):
-    pass
+from config import ConfigError, config_from_dict, read_json_config
 
 
 # HF name -> ours.
@@ -50,24 +47,11 @@ class GPT2Config:
         d = {HF_NAMES.get(k, k): v for k, v in d.items()}
         if d.get("intermediate_size") is None:  # HF's n_inner None means 4 x the width
             d["intermediate_size"] = 4 * d.get("hidden_size", cls.hidden_size)
-        d.update(overrides)
-        known = {f.name for f in fields(cls)} - {"extra"}
-        extra = {**d.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
-        return cls(**{k: v for k, v in d.items() if k in known}, extra=extra)
+        return config_from_dict(cls, {**d, **overrides})
 
     @classmethod
     def from_json_file(cls, path, **overrides):
-        try:
-            with open(path) as fp:
-                d = json.load(fp)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: not valid JSON ({e})") from None
-        try:
-            return cls.from_dict(d, **overrides)
-        except (ConfigError, TypeError) as e:
-            raise ConfigError(f"{path}: {e}") from None
+        return read_json_config(cls, path, overrides)
 
     def to_dict(self):
         """In HF's names, so that HF transformers reads the folder too."""

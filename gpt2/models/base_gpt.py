@@ -5,10 +5,7 @@ and value projections as one [d, 3d] matrix (c_attn); the LM head is the token e
 checkpoint's lm_head.weight, when present, is the same tensor as wte and is not loaded twice."""
 import re
 
-import torch
-import torch.nn as nn
-
-from base_bert import read_state_dict
+from base_bert import PreTrainedModel, load_mapped, read_state_dict
 from gpt2.config import ConfigError, GPT2Config
 from minbert.hub import resolve_pretrained
 from utils import MinbertError
@@ -49,25 +46,8 @@ def hf_to_ours(name, tensor):
     return [(name, tensor)]
 
 
-class GPTPreTrainedModel(nn.Module):
+class GPTPreTrainedModel(PreTrainedModel):
     config_class = GPT2Config
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-
-    def init_weights(self):
-        self.apply(self._init_module)
-
-    def _init_module(self, module):
-        std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-        if isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
 
     @classmethod
     def from_pretrained(cls, name_or_path, **config_overrides):
@@ -82,20 +62,4 @@ class GPTPreTrainedModel(nn.Module):
 
     def load_pretrained_weights(self, state_dict, source="checkpoint"):
         """Copy a (foreign-named) state dict in; every missing, unexpected or mis-shaped tensor is named."""
-        ours = self.state_dict()
-        mapped, unexpected = {}, []
-        for k, v in state_dict.items():
-            for new, t in hf_to_ours(k, v):
-                (mapped.__setitem__(new, t) if new in ours else unexpected.append(k))
-        missing = [k for k in ours if k not in mapped]
-        misshaped = [f"{k} (checkpoint {list(mapped[k].shape)}, model {list(ours[k].shape)})"
-                     for k in ours if k in mapped and mapped[k].shape != ours[k].shape]
-        problems = [f"{len(x)} {what}: " + ", ".join(x[:4]) + (" ..." if len(x) > 4 else "")
-                    for what, x in (("mis-shaped", misshaped), ("missing", missing), ("unexpected", unexpected)) if x]
-        if problems:
-            raise MinbertError(f"{source} does not fit the model (hidden_size {self.config.hidden_size}, "
-                               f"{self.config.num_hidden_layers} layers): " + "; ".join(problems))
-        with torch.no_grad():
-            for k, v in mapped.items():
-                ours[k].copy_(v)
-        return self
+        return load_mapped(self, state_dict, hf_to_ours, source)
