@@ -8,7 +8,10 @@ needed. Loading a file never runs code from it."""
 import sys
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parents[1])  # the project folder: gpt2.* and the shared library
+# Run as a script, Python puts this folder first on the path, where config.py and utils.py would shadow the
+# shared ones: the project folder takes its place (gpt2.* and the shared library are imported from there).
+if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import torch  # noqa: E402
 

@@ -50,10 +50,13 @@ class GPT2Tokenizer:
             raise MinbertError(f"{text!r} is {len(ids)} tokens in this vocabulary, not one")
         return ids[0]
 
-    def __call__(self, texts, max_length=None):
+    def __call__(self, texts, max_length=None, padding=True, return_tensors="pt"):
         """{"input_ids", "attention_mask"} [B, T] for a list of strings, padded on the right to the longest row,
-        each cut to its first `max_length` tokens."""
+        each cut to its first `max_length` tokens. With return_tensors=None (as the shared datasets ask, which pad
+        each batch themselves): {"input_ids", "token_type_ids"} as lists, one per text, unpadded."""
         rows = [ids[:max_length] if max_length else ids for ids in (e.ids for e in self._tok.encode_batch(list(texts)))]
+        if return_tensors is None:
+            return {"input_ids": rows, "token_type_ids": [[0] * len(r) for r in rows]}
         width = max(1, max(map(len, rows)))
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)

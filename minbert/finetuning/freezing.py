@@ -21,6 +21,12 @@ from utils import MinbertError
 EMBEDDINGS = ("word_embedding", "pos_embedding", "tk_type_embedding", "embed_layer_norm")  # BertModel's names
 
 
+def backbone(model):
+    """The pretrained network inside a task model: the attribute its class names as `backbone_name` ("bert" by
+    default; GPT-2's classifier says "gpt"), or None when `model` is itself the backbone."""
+    return getattr(model, getattr(model, "backbone_name", "bert"), None)
+
+
 class GradualUnfreezing:
     """Called with the number of optimizer steps taken; sets how many groups are frozen then."""
 

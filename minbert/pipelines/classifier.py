@@ -13,6 +13,7 @@ import torch
 from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from minbert.course_data import TASKS, data_file, read_examples
+from minbert.finetuning.freezing import backbone
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.identity import run_defining
@@ -45,23 +46,37 @@ def test(model, data, files, device, amp="none"):
 
 
 class SentimentPipeline(Pipeline):
-    """One dataset of Part 1 for training/fit.py."""
+    """One dataset of Part 1 for training/fit.py. Another backbone (GPT-2's, gpt2/sentiment.py) subclasses it and
+    names its own tokenizer, model, run folder prefix and file stems; the rest is this one code path."""
     kind, score_name = "classifier", "dev accuracy"
+
+    @staticmethod
+    def load_tokenizer(pretrained):
+        return BertTokenizer.from_pretrained(pretrained)
+
+    @staticmethod
+    def build_model(spec, runtime):
+        return BertSentimentClassifier(spec, runtime.attn, fast_dropout=runtime.fast_dropout)
+
+    @staticmethod
+    def stem(settings, name):
+        """The file stem of one dataset's model in the run folder: the handout's {mode}-{dataset}."""
+        return f"{settings.model.fine_tune_mode}-{name}"
 
     def __init__(self, settings, name):
         s, rt = settings, settings.runtime
         self.settings, self.name, self.device, self.amp = s, name, rt.device, rt.amp
-        tokenizer = BertTokenizer.from_pretrained(s.model.pretrained)
+        tokenizer = self.load_tokenizer(s.model.pretrained)
         self.data = {split: SentenceClassificationDataset(read_examples(data_file(s.data_dir, name, split), name, split),
                                                           name, tokenizer, s.model.max_length)
                      for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
         self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
-        self.model = BertSentimentClassifier(self.spec, rt.attn, fast_dropout=rt.fast_dropout).to(self.device)
+        self.model = self.build_model(self.spec, rt).to(self.device)
         self.merge = s.merge
         frozen = self.spec.fine_tune_mode == "last-linear-layer"
         if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
-            self.model.bert.eval()
+            backbone(self.model).eval()
             for split, d in self.data.items():
                 d.features = torch.from_numpy(predict(lambda b: self.model.embed(**b["x"]), d, 64, self.device, self.amp,
                                                       desc=f"{name} {split} features"))
@@ -93,30 +108,28 @@ class SentimentPipeline(Pipeline):
         return {"dataset": self.name, "dev_acc": acc, "best_epoch": best["epoch"]}, published
 
 
-def stem(settings, name):
-    """The file stem of one dataset's model in the run folder: the handout's {mode}-{dataset}."""
-    return f"{settings.model.fine_tune_mode}-{name}"
+stem = SentimentPipeline.stem
 
 
-def train(settings, name, run, on_epoch=None):
+def train(settings, name, run, on_epoch=None, pipeline_class=SentimentPipeline):
     """Train on one dataset, keep the best dev epoch, reload it and write its dev and test predictions.
     `on_epoch(epoch, dev_acc)` is called after each epoch's evaluation."""
     s = settings
     seed_everything(s.recipe.seed)
-    pipeline = SentimentPipeline(s, name)
+    pipeline = pipeline_class(s, name)
     trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
     main_print(pipeline.data["train"].describe_batches(s.batch_size, s.bucket))
     inputs = {f"{name} {split} data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
-    return fit(pipeline, trainer, run.files(stem(s, name)), run.name, s.recipe.epochs, s.recipe.patience,
+    return fit(pipeline, trainer, run.files(pipeline_class.stem(s, name)), run.name, s.recipe.epochs, s.recipe.patience,
                s.run.resume, run_defining(s.run.flags, inputs), on_epoch, f"the same command plus --resume {run.how}",
                s.runtime.tensorboard)
 
 
-def run_classifier(settings, on_epoch=None):
+def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
     """Part 1 as classifier.py runs it: a run folder, then every --datasets entry trained in turn."""
     s = settings
-    stems = [stem(s, n) for n in s.datasets]
-    with open_run("classifier", stems, s.run.name, s.run.dir, s.run.resume) as run:
+    stems = [pipeline_class.stem(s, n) for n in s.datasets]
+    with open_run(pipeline_class.kind, stems, s.run.name, s.run.dir, s.run.resume) as run:
         check_outputs(dirs=[("--predictions_dir", s.predictions_dir)],
                       files=[("--predictions_dir", Path(s.predictions_dir) / f"{st}-{x}-out.csv")
                              for st in stems for x in ("dev", "test")],
@@ -128,6 +141,6 @@ def run_classifier(settings, on_epoch=None):
         results = []
         for name in s.datasets:
             t0 = time.perf_counter()
-            results.append(train(s, name, run, on_epoch))
+            results.append(train(s, name, run, on_epoch, pipeline_class))
             main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
         return results

@@ -42,9 +42,11 @@ def run_defining(flags, inputs=None):
     hub or packaged name counts as the name."""
     flags, inputs = dict(flags), dict(inputs or {})
     if "pretrained" in flags and Path(flags["pretrained"]).is_dir():
-        ckpt = resolve_pretrained(flags.pop("pretrained")).require("config", "vocab", "weights")
-        inputs.update({"--pretrained config.json": ckpt.config, "--pretrained vocab.txt": ckpt.vocab,
-                       "--pretrained weights": ckpt.weights})
+        ckpt = resolve_pretrained(flags.pop("pretrained")).require("config", "weights")
+        inputs.update({"--pretrained config.json": ckpt.config, "--pretrained weights": ckpt.weights})
+        # the tokenizer's files: BERT's vocab.txt, GPT-2's vocab.json and merges.txt
+        inputs.update({f"--pretrained {f}": ckpt.folder / f for f in ("vocab.txt", "vocab.json", "merges.txt")
+                       if (ckpt.folder / f).is_file()})
     flags["inputs"] = {what: {"path": str(path), "sha256": file_digest(path)} for what, path in sorted(inputs.items())}
     return flags
 

@@ -21,6 +21,8 @@ import re
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
+from minbert.finetuning.freezing import backbone
+
 SCHEDULES = ("constant", "linear", "cosine")
 
 
@@ -101,12 +103,14 @@ def layer_depth(name, num_layers):
 def param_groups(model, lr, llrd=1.0, head_lr=None, weight_decay=0.0):
     """Optimizer parameter groups, one per learning rate: BERT's parameters at lr * llrd^depth, the
     rest (task heads) at head_lr (default lr). Only parameters that require grad are included."""
-    num_layers = model.bert.config.num_hidden_layers if hasattr(model, "bert") else model.config.num_hidden_layers
+    inner = backbone(model)
+    num_layers = (inner if inner is not None else model).config.num_hidden_layers
+    prefix = getattr(model, "backbone_name", "bert") + "."
     groups = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        in_bert = name.startswith("bert.") or not hasattr(model, "bert")
+        in_bert = name.startswith(prefix) or inner is None
         rate = lr * llrd ** layer_depth(name, num_layers) if in_bert else (head_lr or lr)
         groups.setdefault(rate, []).append(p)
     return [{"params": ps, "lr": rate, "weight_decay": weight_decay} for rate, ps in
