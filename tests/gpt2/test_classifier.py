@@ -38,3 +38,18 @@ def test_a_resumed_run_writes_what_an_uninterrupted_one_does(tmp_path, course_da
     for split in ("dev", "test"):
         assert (tmp_path / "cut" / "pred" / f"finetune-sst-{split}-out.csv").read_bytes() == \
             (tmp_path / "straight" / "pred" / f"finetune-sst-{split}-out.csv").read_bytes()
+
+
+def test_from_its_folder_the_run_and_the_predictions_go_under_gpt2(tmp_path, course_data, tiny_gpt2):
+    """With no --run_dir or --predictions_dir: gpt2/runs/gpt2-classifier-TIMESTAMP/ and gpt2/predictions/ (of a
+    copy of the project, so that the test writes nothing into this one)."""
+    import shutil
+    project = tmp_path / "project"
+    top = {".venv", ".git", "data", "runs", "predictions", "tests", "benchmarks", "checkpoints", "reports", "pretrained"}
+    shutil.copytree(ROOT, project, ignore=lambda folder, names: [
+        n for n in names if n == "__pycache__" or (folder in (str(ROOT), str(ROOT / "gpt2")) and n in top)])
+    out = subprocess.run([sys.executable, "classifier.py", "--pretrained", str(tiny_gpt2), "--data_dir", str(course_data),
+                          "--epochs", "1", "--datasets", "sst"], cwd=project / "gpt2", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = list((project / "gpt2" / "runs").glob("gpt2-classifier-*/pretrain-sst.pt"))
+    assert len(runs) == 1 and (project / "gpt2" / "predictions" / "pretrain-sst-dev-out.csv").is_file()

@@ -11,3 +11,8 @@ def test_code_docs_and_data_are_told_from_outputs_and_elsewhere(tmp_path):
     assert among_sources(PROJECT) and not among_sources(PROJECT, root=False)
     assert not among_sources(PROJECT / "my-run") and not among_sources(PROJECT / "runs" / "x")
     assert not among_sources(tmp_path)
+
+
+def test_gpt2s_own_output_folders_are_outputs():
+    assert not among_sources(PROJECT / "gpt2" / "runs" / "x") and not in_project(PROJECT / "gpt2" / "predictions" / "a.csv")
+    assert among_sources(PROJECT / "gpt2" / "models") and in_project(PROJECT / "gpt2" / "config.py")
