@@ -19,13 +19,14 @@ DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5}
 NOT_FOR_GPT2 = {"smart_weight": 0.0, "smart_bregman_weight": 0.0, "freeze_layers": 0, "gradual_unfreeze": 0, "llrd": 1.0}
 
 
-def classifier_parser():
-    ap = Parser(prog="classifier.py", description="Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last "
-                                                  "token.")
-    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["last-linear-layer", "full-model"],
-                    default="last-linear-layer", help="the head on a frozen GPT-2, or the whole model")
+def _parser(prog, kind, description, modes):
+    """The flags both GPT-2 scripts take; `kind` names their run folders, `modes` are the --fine-tune-mode choices
+    (the first is the default)."""
+    ap = Parser(prog=prog, description=description)
+    ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=modes, default=modes[0],
+                    help="the head on a frozen GPT-2, or the whole model")
     ap.add_argument("--lr", type=positive_float, default=None,
-                    help=", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items()) + " by default")
+                    help=", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items() if k in modes) + " by default")
     ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
     ap.add_argument("--batch_size", type=positive_int, default=8, help="examples per optimizer step")
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before the classifier head")
@@ -33,14 +34,27 @@ def classifier_parser():
     ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
     ap.add_argument("--pretrained", default="gpt2", help="a GPT-2 checkpoint folder in HF's layout")
     ap.add_argument("--data_dir", default="../data", help="the folder of the course CSVs (the project's data/)")
-    ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
-                    help="which datasets to train on, one after the other")
     ap.add_argument("--max_length", type=positive_int, default=512, help="tokens per input, at most the model's positions")
     ap.add_argument("--predictions_dir", default="predictions",
                     help="where the leaderboard files of this run are copied (the run folder keeps its own)")
     add_speed_flags(ap)
     add_recipe_flags(ap, {"rdrop_weight": 0.0, "smart_weight": 0.0})
-    add_run_flags(ap, "gpt2-classifier", "--checkpoint_dir")
+    add_run_flags(ap, kind, "--checkpoint_dir")
+    return ap
+
+
+def classifier_parser():
+    ap = _parser("classifier.py", "gpt2-classifier", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token.",
+                 ["last-linear-layer", "full-model"])
+    ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
+                    help="which datasets to train on, one after the other")
+    return ap
+
+
+def paraphrase_parser():
+    ap = _parser("paraphrase_detection.py", "gpt2-paraphrase", "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
+                                            "answers yes or no).", ["full-model"])
+    ap.set_defaults(datasets=["quora"])
     return ap
 
 
@@ -62,7 +76,7 @@ def classifier_settings(args):
     limit = gpt2_config(v["pretrained"]).max_position_embeddings
     if v["max_length"] > limit:
         v["max_length"] = limit  # GPT-2 sees at most its positions; the default asks for the handout's 512
-    model = ModelSpec(pipeline="gpt2-classifier", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
+    model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
                       dropout=[v["hidden_dropout_prob"]], max_length=v["max_length"])
     return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), regularizers=regularizers(v),
                               runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],

@@ -172,8 +172,8 @@ def make_gpt2_checkpoint(folder, seed=0, **shape):
     model.safetensors) beside a vocabulary trained on sonnet-like lines; the folder. `shape` overrides the tiny
     default sizes (n_embd 32, 2 layers, 4 heads, 64 positions)."""
     from transformers import GPT2Config as HFConfig, GPT2LMHeadModel
-    lines = [f"{w} {v} doth {u} the {w}'s fair {v}." for w in ("love", "time", "beauty", "thou", "eyes")
-             for v in ("rose", "summer", "night", "heart") for u in ("make", "bear", "see")]
+    lines = [f"{w} {v} doth {u} the {w}'s fair {v}? Answer yes or no: {a}" for w in ("love", "time", "beauty", "thou")
+             for v in ("rose", "summer", "night", "heart") for u in ("make", "bear", "see") for a in ("yes", "no")]
     vocab = train_gpt2_vocab(folder, lines * 3)
     torch.manual_seed(seed)
     config = HFConfig(vocab_size=vocab, n_positions=64, n_embd=32, n_layer=2, n_head=4, eos_token_id=0,

@@ -63,13 +63,22 @@ class SentimentPipeline(Pipeline):
         """The file stem of one dataset's model in the run folder: the handout's {mode}-{dataset}."""
         return f"{settings.model.fine_tune_mode}-{name}"
 
+    @classmethod
+    def published_names(cls, settings, name):
+        """The leaderboard files one dataset's run writes and publishes: {dev,test} -> file name."""
+        return {split: f"{cls.stem(settings, name)}-{split}-out.csv" for split in ("dev", "test")}
+
+    def dataset(self, split, tokenizer):
+        """One split of the dataset, tokenized."""
+        s = self.settings
+        examples = read_examples(data_file(s.data_dir, self.name, split), self.name, split)
+        return SentenceClassificationDataset(examples, self.name, tokenizer, s.model.max_length)
+
     def __init__(self, settings, name):
         s, rt = settings, settings.runtime
         self.settings, self.name, self.device, self.amp = s, name, rt.device, rt.amp
         tokenizer = self.load_tokenizer(s.model.pretrained)
-        self.data = {split: SentenceClassificationDataset(read_examples(data_file(s.data_dir, name, split), name, split),
-                                                          name, tokenizer, s.model.max_length)
-                     for split in ("train", "dev", "test")}
+        self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
         self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
         self.model = self.build_model(self.spec, rt).to(self.device)
@@ -103,8 +112,8 @@ class SentimentPipeline(Pipeline):
         acc = test(self.model, self.data, files, self.device, self.amp)
         print(f"{self.name}: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder} "
               f"(checkpoint {files.best.name}, log {files.log.name})")
-        published = [(files.folder / f"{files.stem}-{s}-out.csv",
-                      Path(self.settings.predictions_dir) / f"{files.stem}-{s}-out.csv") for s in ("dev", "test")]
+        published = [(files.folder / n, Path(self.settings.predictions_dir) / n)
+                     for n in self.published_names(self.settings, self.name).values()]
         return {"dataset": self.name, "dev_acc": acc, "best_epoch": best["epoch"]}, published
 
 
@@ -131,8 +140,8 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
     stems = [pipeline_class.stem(s, n) for n in s.datasets]
     with open_run(pipeline_class.kind, stems, s.run.name, s.run.dir, s.run.resume) as run:
         check_outputs(dirs=[("--predictions_dir", s.predictions_dir)],
-                      files=[("--predictions_dir", Path(s.predictions_dir) / f"{st}-{x}-out.csv")
-                             for st in stems for x in ("dev", "test")],
+                      files=[("--predictions_dir", Path(s.predictions_dir) / f)
+                             for n in s.datasets for f in pipeline_class.published_names(s, n).values()],
                       inputs=[(f"the {n} {split} data file", data_file(s.data_dir, n, split)) for n in s.datasets
                               for split in ("train", "dev", "test")], own=run.folder, backup=s.run.backup)
         world = distributed()[1]

@@ -1,0 +1,91 @@
+"""Part 2 of Build GPT-2 (handout section 7.1): paraphrase detection on Quora as a cloze task.
+
+Rather than a new classification head, each pair becomes a question the language model answers with a word:
+
+    Is "{question 2}" a paraphrase of "{question 1}"? Answer yes or no:
+
+and the prediction is whichever of " yes" and " no" the LM head (the tied token embeddings) scores higher at the
+prompt's last token. Training is cross-entropy over those two tokens' logits, so the model learns to answer
+in its own vocabulary; the two ids are read from the tokenizer, never written down.
+
+GPT2ParaphrasePipeline is minbert's Part 1 pipeline with the prompts as single-sentence examples, so the run
+folders, --resume, batches and epoch protocol are the shared ones; the files are the handout's
+para-{dev,test}-output.csv (id , Predicted_Is_Paraphrase)."""
+import dataclasses
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from datasets import SentenceClassificationDataset
+from evaluation import predict, write_predictions
+from gpt2.models.gpt2 import GPT2Model
+from gpt2.sentiment import GPT2SentimentPipeline
+from gpt2.tokenizer import GPT2Tokenizer
+from minbert.course_data import TASKS, Example, data_file, read_examples
+from minbert.pipelines.classifier import model_eval
+from utils import MinbertError
+
+PROMPT = 'Is "{1}" a paraphrase of "{0}"? Answer yes or no:'
+ANSWERS = (" no", " yes")  # label 0, label 1
+# Quora's labels and leaderboard column, one text (the prompt) per example
+CLOZE = dataclasses.replace(TASKS["quora"], text_cols=("prompt",))
+
+
+def cloze_examples(examples):
+    """Quora pairs as prompts (a broken row's missing question stays empty, so its id still gets a prediction)."""
+    return [Example(e.id, (PROMPT.format(*e.texts),), e.label, e.line) for e in examples]
+
+
+class GPT2ParaphraseCloze(nn.Module):
+    backbone_name = "gpt"
+
+    def __init__(self, spec, attn="sdpa"):
+        super().__init__()
+        if spec.fine_tune_mode != "full-model":
+            raise MinbertError(f"--fine-tune-mode {spec.fine_tune_mode}: the cloze task trains the whole model (its "
+                               f"answers come from the LM head, which is the token embeddings)")
+        self.spec = spec
+        self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
+        tokenizer = GPT2Tokenizer.from_pretrained(spec.pretrained)
+        self.register_buffer("answer_ids", torch.tensor([tokenizer.token_id(a) for a in ANSWERS]), persistent=False)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        """[B, 2]: the LM head's logits for " no" and " yes" after each prompt."""
+        last = self.gpt(input_ids, attention_mask)["last_token"]
+        return self.gpt.hidden_state_to_token(last)[:, self.answer_ids]
+
+    def logits(self, batch):
+        return self(**batch["x"])
+
+
+class GPT2ParaphrasePipeline(GPT2SentimentPipeline):
+    kind = "gpt2-paraphrase"
+
+    @staticmethod
+    def build_model(spec, runtime):
+        return GPT2ParaphraseCloze(spec, runtime.attn)
+
+    @staticmethod
+    def stem(settings, name):
+        return "para"
+
+    @classmethod
+    def published_names(cls, settings, name):
+        return {split: f"para-{split}-output.csv" for split in ("dev", "test")}
+
+    def dataset(self, split, tokenizer):
+        s = self.settings
+        examples = cloze_examples(read_examples(data_file(s.data_dir, "quora", split), "quora", split))
+        return SentenceClassificationDataset(examples, CLOZE, tokenizer, s.model.max_length)
+
+    def write_outputs(self, files, best):
+        """The handout's two files, in the run folder and published to --predictions_dir."""
+        acc, _, dev_pred, _, _, _ = model_eval(self.data["dev"], self.model, self.device, self.amp, desc="para dev")
+        test_pred = predict(self.model.logits, self.data["test"], 64, self.device, self.amp, desc="para test").argmax(-1)
+        names = self.published_names(self.settings, self.name)
+        for split, pred in (("dev", dev_pred), ("test", test_pred)):
+            write_predictions(files.folder / names[split], "quora", self.data[split].ids, pred)
+        print(f"paraphrase: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder}")
+        published = [(files.folder / n, Path(self.settings.predictions_dir) / n) for n in names.values()]
+        return {"dataset": "quora", "dev_acc": acc, "best_epoch": best["epoch"]}, published
