@@ -6,9 +6,10 @@ Part 1's flags are the handout's (--fine-tune-mode, --batch_size, --lr, --hidden
 modules (SMART's embedding perturbation, --freeze_layers, --gradual_unfreeze, --llrd) are refused here in one
 line rather than half applied."""
 from gpt2.config import ConfigError, GPT2Config
+from gpt2.sonnets import SonnetSettings
 from minbert.flags.groups import add_recipe_flags, add_run_flags, add_speed_flags
 from minbert.flags.settings import recipe, regularizers, runtime
-from minbert.flags.types import positive_float, positive_int, probability, seed
+from minbert.flags.types import positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
 from minbert.runs.identity import defining_flags
 from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
@@ -83,3 +84,50 @@ def classifier_settings(args):
                                                               backup=v["backup"], flags=defining_flags(v)),
                               datasets=tuple(v["datasets"]), data_dir=v["data_dir"], batch_size=v["batch_size"],
                               bucket=v["bucket"], predictions_dir=v["predictions_dir"])
+
+
+def sonnet_parser():
+    ap = Parser(prog="sonnet_generation.py", description="Build GPT-2, Part 2: fine-tune on the sonnets, then complete "
+                                                         "held-out ones from their first three lines.")
+    ap.add_argument("--sonnet_path", default="../data/sonnets.txt", help="the training sonnets")
+    ap.add_argument("--held_out_sonnet_path", default="../data/sonnets_held_out.txt",
+                    help="the test sonnets' first lines, to complete")
+    ap.add_argument("--held_out_dev_path", default="../data/sonnets_held_out_dev.txt",
+                    help="the dev sonnets' first lines, to complete and score")
+    ap.add_argument("--true_dev_path", default="../data/TRUE_sonnets_held_out_dev.txt",
+                    help="the whole dev sonnets: chrF's references and the perplexity's text")
+    ap.add_argument("--sonnet_out", default="predictions/generated_sonnets.txt", help="where the completions are copied")
+    ap.add_argument("--temperature", type=positive_float, default=1.2, help="sampling temperature")
+    ap.add_argument("--top_p", type=share, default=0.9, help="nucleus sampling's p (1: no cut)")
+    ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here if no newline came")
+    ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")
+    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
+    ap.add_argument("--batch_size", type=positive_int, default=8, help="sonnets per optimizer step")
+    ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training sonnets")
+    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw, sampling included")
+    ap.add_argument("--pretrained", default="gpt2", help="a GPT-2 checkpoint folder in HF's layout")
+    ap.add_argument("--max_length", type=positive_int, default=1024, help="tokens per sonnet, at most the model's positions")
+    add_speed_flags(ap)
+    add_recipe_flags(ap, {"rdrop_weight": 0.0, "smart_weight": 0.0})
+    add_run_flags(ap, "gpt2-sonnet", "--checkpoint_dir")
+    return ap
+
+
+def sonnet_settings(args):
+    """SonnetSettings of the parsed flags (gpt2/sonnets.py)."""
+    v = dict(vars(args))
+    for flag, off in NOT_FOR_GPT2.items():
+        if v.get(flag) not in (None, off):
+            raise MinbertError(f"--{flag} {v[flag]}: not available for GPT-2 (it reaches into BERT's own modules)")
+    if v["rdrop_weight"]:
+        raise MinbertError(f"--rdrop_weight {v['rdrop_weight']}: R-Drop compares two passes' predictions of a label; the "
+                           f"sonnets have none")
+    v.update({k: off for k, off in NOT_FOR_GPT2.items()})
+    v["max_length"] = min(v["max_length"], gpt2_config(v["pretrained"]).max_position_embeddings)
+    model = ModelSpec(pipeline="gpt2-sonnet", pretrained=v["pretrained"], max_length=v["max_length"])
+    return SonnetSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=runtime(v),
+                          run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"],
+                                      flags=defining_flags(v)),
+                          sonnets=v["sonnet_path"], held_out=v["held_out_sonnet_path"], held_out_dev=v["held_out_dev_path"],
+                          true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"],
+                          temperature=v["temperature"], top_p=v["top_p"], max_line_tokens=v["max_line_tokens"])

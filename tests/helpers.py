@@ -176,8 +176,8 @@ def make_gpt2_checkpoint(folder, seed=0, **shape):
              for v in ("rose", "summer", "night", "heart") for u in ("make", "bear", "see") for a in ("yes", "no")]
     vocab = train_gpt2_vocab(folder, lines * 3)
     torch.manual_seed(seed)
-    config = HFConfig(vocab_size=vocab, n_positions=64, n_embd=32, n_layer=2, n_head=4, eos_token_id=0,
-                      bos_token_id=0, **shape)
+    config = HFConfig(**{**dict(vocab_size=vocab, n_positions=64, n_embd=32, n_layer=2, n_head=4, eos_token_id=0,
+                               bos_token_id=0), **shape})
     GPT2LMHeadModel(config).eval().save_pretrained(folder)
     return Path(folder)
 

@@ -25,6 +25,7 @@ positive_float = _number(float, lambda v: v > 0, "a number > 0")
 nonneg_float = _number(float, lambda v: v >= 0, "a number >= 0")
 probability = _number(float, lambda v: 0 <= v < 1, "a probability in [0, 1)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
+share = _number(float, lambda v: 0 < v <= 1, "a share in (0, 1]")
 llrd_factor = _number(float, lambda v: 0 < v <= 1, "a factor in (0, 1]")
 momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
 # NumPy's legacy seeding (np.random.seed) takes 0 .. 2**32 - 1, so a seed outside would fail mid-start.

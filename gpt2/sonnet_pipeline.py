@@ -1,0 +1,91 @@
+"""sonnet_generation.py's run on minbert's shared epoch protocol (training/fit.py): the sonnets as a dataset of
+texts, the LM loss, dev perplexity as the score, and at the end the completions of the held-out sonnets, their
+chrF against the true dev sonnets, in a run folder of its own (--resume continues it)."""
+from pathlib import Path
+
+import torch
+
+from datasets import TaskData
+from gpt2.sonnets import SonnetGPT, complete, lm_loss, perplexity, read_sonnets, write_sonnets
+from gpt2.tokenizer import GPT2Tokenizer
+from minbert.course_data import Example, Task
+from minbert.files import require_file
+from minbert.runs.folders import open_run
+from minbert.runs.identity import run_defining
+from minbert.runs.outputs import check_outputs
+from minbert.training.fit import Pipeline, fit
+from minbert.training.trainer import build_trainer
+from utils import main_print, seed_everything
+
+TEXTS = Task("sonnets", ("text",), "", "text")  # unlabelled texts
+
+
+def as_data(texts, tokenizer, max_length):
+    return TaskData([Example(str(i), (t,), None, i + 1) for i, t in enumerate(texts)], TEXTS, tokenizer, max_length)
+
+
+class SonnetPipeline(Pipeline):
+    kind, score_name = "gpt2-sonnet", "negative dev perplexity"
+
+    def __init__(self, settings):
+        s, rt = settings, settings.runtime
+        self.settings, self.device, self.amp = s, rt.device, rt.amp
+        self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained)
+        self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
+        self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
+        self.model = SonnetGPT(s.model.pretrained, rt.attn).to(rt.device)
+        self.spec, self.loss = s.model, lm_loss
+        self.steps = -(-len(self.train) // s.batch_size)
+
+    def batches(self, epoch):
+        s = self.settings
+        return self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch), self.steps, {}
+
+    def evaluate(self):
+        ppl = perplexity(self.model, self.dev, self.device, self.amp)
+        return {"perplexity": ppl}, -ppl
+
+    def describe(self, m):
+        return f"dev perplexity {m['perplexity']:.2f}"
+
+    def completions(self, path, seed):
+        """Each sonnet of `path` (its first lines) completed to 14 lines, with one generator seeded once."""
+        s, g = self.settings, torch.Generator(device=self.device).manual_seed(seed)
+        return [(n, complete(self.model, self.tokenizer, text, s.temperature, s.top_p, s.max_line_tokens, g, self.device))
+                for n, text in read_sonnets(path)]
+
+    def write_outputs(self, files, best):
+        import sacrebleu
+        s = self.settings
+        dev = self.completions(s.held_out_dev, s.recipe.seed)
+        true = dict(read_sonnets(s.true_dev))
+        missing = [n for n, _ in dev if n not in true]
+        chrf = sacrebleu.corpus_chrf([t for _, t in dev], [[true.get(n, "") for n, _ in dev]]).score
+        write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
+        test = write_sonnets(files.folder / "generated_sonnets.txt", self.completions(s.held_out, s.recipe.seed + 1))
+        ppl = perplexity(self.model, self.dev, self.device, self.amp)
+        print(f"sonnets: best epoch {best['epoch']}, dev perplexity {ppl:.2f}, dev chrF {chrf:.2f} "
+              f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +
+              f"); run folder {files.folder}")
+        return {"dev_perplexity": ppl, "dev_chrf": chrf, "best_epoch": best["epoch"]}, [(test, Path(s.out))]
+
+
+def run_sonnets(settings, on_epoch=None):
+    """sonnet_generation.py: a run folder, the inputs checked, training, then the completions."""
+    s = settings
+    for flag, path in (("--sonnet_path", s.sonnets), ("--held_out_sonnet_path", s.held_out),
+                       ("--held_out_dev_path", s.held_out_dev), ("--true_dev_path", s.true_dev)):
+        require_file(path, f"{flag} {path}", "sonnets file")
+    with open_run("gpt2-sonnet", ["sonnet"], s.run.name, s.run.dir, s.run.resume) as run:
+        inputs = {"sonnets": s.sonnets, "held-out sonnets": s.held_out, "held-out dev sonnets": s.held_out_dev,
+                  "true dev sonnets": s.true_dev}
+        check_outputs(files=[("--sonnet_out", s.out)], inputs=[(f"the {k} file", v) for k, v in inputs.items()],
+                      own=run.folder, backup=s.run.backup)
+        seed_everything(s.recipe.seed)
+        pipeline = SonnetPipeline(s)
+        trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
+        main_print(f"sonnets: {len(pipeline.train)} for training, {len(pipeline.dev)} true dev sonnets; run folder "
+                   f"{run.folder}")
+        return fit(pipeline, trainer, run.files("sonnet"), run.name, s.recipe.epochs, s.recipe.patience, s.run.resume,
+                   run_defining(s.run.flags, inputs), on_epoch, f"the same command plus --resume {run.how}",
+                   s.runtime.tensorboard)

@@ -1,0 +1,133 @@
+"""Part 2 of Build GPT-2 (handout section 7): fine-tune on Shakespeare's sonnets, then complete held-out ones.
+
+Training is next-token prediction (handout section 5.1): the mean cross-entropy of each token given the ones
+before it, padding left out. The dev score is the perplexity of the true held-out dev sonnets (exp of that mean,
+lower is better; fit keeps the epoch of the highest score, so the score is its negative).
+
+Completion: each held-out sonnet's first three lines are the prompt; the model writes the other eleven one line at a
+time, sampling with temperature and top-p (generation.py), each line ending at the first newline or after
+`max_line_tokens` tokens, so that every completion has the sonnet's 14 lines. The key-value cache carries over
+from line to line. The dev completions are scored with chrF (Popovic 2015) against the true sonnets, with the
+sacrebleu package, as the course scores them."""
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from gpt2.generation import next_token
+from gpt2.models.gpt2 import GPT2Model
+from minbert.files import read_text
+from minbert.precision import autocast
+from utils import MinbertError
+
+LINES = 14
+
+
+def read_sonnets(path):
+    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes before
+    the first number (the title page) is not a sonnet."""
+    sonnets, number, lines = [], None, []
+    for line in read_text(path, "sonnets file").splitlines():
+        if re.fullmatch(r"\s*\d+\s*", line):
+            if number is not None:
+                sonnets.append((number, "\n".join(lines).strip("\n")))
+            number, lines = line.strip(), []
+        elif number is not None:
+            lines.append(line.rstrip())
+    if number is not None:
+        sonnets.append((number, "\n".join(lines).strip("\n")))
+    if not sonnets:
+        raise MinbertError(f"{path}: no sonnets (each one follows a line holding its number)")
+    return sonnets
+
+
+class SonnetGPT(nn.Module):
+    """GPT-2 with its LM head, for the sonnets (the handout's SonnetGPT)."""
+    backbone_name = "gpt"
+
+    def __init__(self, pretrained, attn="sdpa"):
+        super().__init__()
+        self.gpt = GPT2Model.from_pretrained(pretrained, attn_impl=attn)
+
+    def forward(self, input_ids, attention_mask):
+        """Logits over the vocabulary at every position [B, T, V]."""
+        hidden, _ = self.gpt.encode(input_ids, attention_mask)
+        return self.gpt.hidden_state_to_token(hidden)
+
+
+def lm_loss(model, batch):
+    """Mean next-token cross-entropy over the real tokens of a batch (position t predicts token t + 1)."""
+    x = batch["x"]
+    logits = model(x["input_ids"], x["attention_mask"])[:, :-1]
+    target = x["input_ids"][:, 1:].masked_fill(x["attention_mask"][:, 1:] == 0, -100)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+
+
+@torch.no_grad()
+def perplexity(model, data, device, amp="none", batch_size=8):
+    """exp of the mean next-token cross-entropy over every real token of `data`."""
+    model.eval()
+    total, count = 0.0, 0
+    for b in data.batches(batch_size):
+        b = {k: ({n: t.to(device) for n, t in v.items()} if isinstance(v, dict) else v) for k, v in b.items()}
+        with autocast(device, amp):
+            loss = lm_loss(model, b)
+        n = int(b["x"]["attention_mask"][:, 1:].sum())
+        total, count = total + float(loss) * n, count + n
+    return math.exp(total / max(count, 1))
+
+
+@torch.no_grad()
+def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_tokens=24, generator=None, device="cpu"):
+    """`prompt` (a sonnet's first lines) continued line by line to LINES lines (see the module's docstring)."""
+    model.eval()
+    gpt, limit = model.gpt, model.gpt.config.max_position_embeddings
+    text = prompt.rstrip("\n") + "\n"
+    ids = torch.tensor([tokenizer.encode(text)], device=device)
+    if ids.shape[1] >= limit:
+        raise MinbertError(f"a prompt of {ids.shape[1]} tokens leaves none of the model's {limit} positions to write in")
+    hidden, past = gpt.encode(ids)
+    for _ in range(LINES - text.count("\n")):
+        line = []
+        for _ in range(max_line_tokens):
+            if ids.shape[1] >= limit:
+                break
+            token = next_token(gpt.hidden_state_to_token(hidden[:, -1]), temperature, top_p, generator)
+            ids = torch.cat([ids, token[:, None]], dim=1)
+            hidden, past = gpt.encode(token[:, None], past=past)
+            line.append(int(token))
+            if "\n" in tokenizer.decode([int(token)]):
+                break
+        piece = tokenizer.decode(line).split("\n")[0]
+        # no control characters: some (\x1c, \x85, ...) are line breaks to a reader of the file
+        text += "".join(c for c in piece if c.isprintable()).strip() + "\n"
+    return "\n".join(text.rstrip("\n").split("\n")[:LINES])
+
+
+@dataclass(frozen=True)
+class SonnetSettings:
+    """sonnet_generation.py's settings: the model (specs.ModelSpec), recipe, runtime and run folder of the shared
+    library, the sonnet files, and how completions are sampled."""
+    model: object
+    recipe: object
+    runtime: object
+    run: object
+    sonnets: str = "../data/sonnets.txt"
+    held_out: str = "../data/sonnets_held_out.txt"
+    held_out_dev: str = "../data/sonnets_held_out_dev.txt"
+    true_dev: str = "../data/TRUE_sonnets_held_out_dev.txt"
+    out: str = "predictions/generated_sonnets.txt"
+    batch_size: int = 8
+    temperature: float = 1.2
+    top_p: float = 0.9
+    max_line_tokens: int = 24
+
+
+def write_sonnets(path, sonnets):
+    """The handout's file: a title line, then each sonnet after a line with its number."""
+    Path(path).write_text("--Generated Sonnets--\n\n" + "".join(f"\n{n}\n{text}\n" for n, text in sonnets))
+    return Path(path)

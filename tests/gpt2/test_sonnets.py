@@ -1,0 +1,42 @@
+"""gpt2/sonnets.py: the sonnet files are read by their numbers; the LM loss is HF's; a completion keeps its prompt
+and has 14 lines."""
+import math
+
+import torch
+
+from gpt2.sonnets import LINES, SonnetGPT, complete, lm_loss, read_sonnets, write_sonnets
+from gpt2.tokenizer import GPT2Tokenizer
+from tests.helpers import make_gpt2_checkpoint
+
+TITLE = "Sonnets\nby William Shakespeare\n\n\n\n"
+
+
+def test_sonnets_are_read_by_their_numbers_and_written_back(tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text(TITLE + "1\n\nFrom fairest creatures\nWe desire increase,\n\n  2\nWhen forty winters\n")
+    sonnets = read_sonnets(path)
+    assert sonnets == [("1", "From fairest creatures\nWe desire increase,"), ("2", "When forty winters")]
+    assert read_sonnets(write_sonnets(tmp_path / "out.txt", sonnets)) == sonnets
+
+
+def test_the_loss_is_hfs_next_token_loss_over_real_tokens(tiny_gpt2):
+    from transformers import GPT2LMHeadModel
+    model, theirs = SonnetGPT(tiny_gpt2).eval(), GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
+    tok = GPT2Tokenizer.from_pretrained(tiny_gpt2)
+    batch = tok(["love doth bear the rose", "time"])
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    with torch.no_grad():
+        ours = lm_loss(model, {"x": batch})
+        ref = theirs(batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
+    assert math.isclose(float(ours), float(ref), rel_tol=1e-5)
+
+
+def test_a_completion_keeps_its_prompt_and_has_fourteen_lines(tmp_path):
+    folder = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    model, tok = SonnetGPT(folder).eval(), GPT2Tokenizer.from_pretrained(folder)
+    prompt = "love doth bear the rose\nthe summer night\nthou art fair"
+    g = torch.Generator().manual_seed(0)
+    text = complete(model, tok, prompt, 1.0, 0.9, 8, g)
+    assert text.startswith(prompt + "\n") and len(text.split("\n")) == LINES
+    again = complete(model, tok, prompt, 1.0, 0.9, 8, torch.Generator().manual_seed(0))
+    assert again == text  # one seed, one completion
