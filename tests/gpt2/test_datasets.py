@@ -1,0 +1,33 @@
+"""gpt2/datasets.py: the sonnet files downloaded and checked, copied from a folder, never replacing other contents;
+each problem one line, none fatal."""
+from gpt2 import datasets as gpt2_data
+from minbert.files import git_blob_id
+
+
+def _blobs(monkeypatch, tmp_path, server):
+    local = tmp_path / "local"
+    local.mkdir()
+    for name in gpt2_data.SONNET_BLOB_IDS:
+        (local / name).write_text(f"Sonnets\n\n1\nthe text of {name}\n")
+        server.files[f"/gpt2/{name}"] = (local / name).read_bytes()
+    monkeypatch.setattr(gpt2_data, "SONNET_BLOB_IDS", {n: git_blob_id(local / n) for n in gpt2_data.SONNET_BLOB_IDS})
+    monkeypatch.setenv("MINBERT_GPT2_DATA_URL", server.url + "/gpt2")
+    return local
+
+
+def test_download_copy_and_keep(tmp_path, file_server, monkeypatch):
+    local = _blobs(monkeypatch, tmp_path, file_server)
+    said = []
+    assert gpt2_data.fetch_sonnets(tmp_path / "data", log=said.append) == 4
+    assert (tmp_path / "data" / "sonnets.txt").read_bytes() == (local / "sonnets.txt").read_bytes()
+    file_server.files["/gpt2/sonnets_held_out.txt"] = b"tampered"
+    (tmp_path / "d2").mkdir()
+    (tmp_path / "d2" / "sonnets.txt").write_text("the user's own\n")
+    said = []
+    assert gpt2_data.fetch_sonnets(tmp_path / "d2", log=said.append) == 2
+    assert (tmp_path / "d2" / "sonnets.txt").read_text() == "the user's own\n"
+    assert any("sonnets.txt: already there with other contents, kept" in s for s in said)
+    assert any("sonnets_held_out.txt: git blob id" in s and "not installed" in s for s in said)
+    assert not (tmp_path / "d2" / "sonnets_held_out.txt").exists()
+    n = len(file_server.log)
+    assert gpt2_data.fetch_sonnets(tmp_path / "d3", source=local, log=said.append) == 4 and len(file_server.log) == n
