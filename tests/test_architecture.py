@@ -22,7 +22,7 @@ LAYERS = [
     {"utils", "config", "optimizer", "minbert.specs", "minbert.files", "minbert.hub", "minbert.course_data",
      "minbert.precision", "minbert.dropout", "minbert.embedding"},
     {"base_bert", "bert", "tokenizer", "datasets", "evaluation"},
-    {"minbert.finetuning", "minbert.runs"},
+    {"minbert.finetuning", "minbert.runs", "minbert.submit"},
     {"minbert.tasks"},
     {"minbert.objectives"},
     {"minbert.training"},

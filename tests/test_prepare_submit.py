@@ -68,19 +68,15 @@ def test_zip_refuses_predictions_of_a_subset_or_another_split(tmp_path):
     assert not (root / prepare_submit.ZIP_NAME).exists()
 
 
-def test_the_submission_zip_leaves_out_backups(tmp_path):
+def test_the_submission_zip_leaves_out_backups(tmp_path, monkeypatch):
     import zipfile
-    import prepare_submit
+    from minbert import submit
     (tmp_path / "predictions").mkdir()
     (tmp_path / "predictions" / "sst-dev-output.csv.20260101-000000.bak").write_text("old\n")
     (tmp_path / "x.py").write_text("")
     (tmp_path / "predictions" / "notes.txt").write_text("kept\n")
-    monkeypatched = prepare_submit.problems_with
-    try:
-        prepare_submit.problems_with = lambda *a: []
-        out = prepare_submit.build(tmp_path, part="2")
-    finally:
-        prepare_submit.problems_with = monkeypatched
+    monkeypatch.setattr(submit, "problems_with", lambda *a: [])
+    out = prepare_submit.build(tmp_path, part="2")
     names = zipfile.ZipFile(out).namelist()
     assert "predictions/notes.txt" in names and not any(n.endswith(".bak") for n in names)
 

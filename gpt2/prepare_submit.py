@@ -1,0 +1,35 @@
+"""Zip Build GPT-2's code and predictions for Gradescope (handout section 6, "Submission Instructions"):
+cs224n_default_final_project_submission.zip in the project folder, holding the code (the top-level files, minbert/
+and gpt2/: unzipped into an empty folder, the GPT-2 scripts run) and gpt2/predictions/, after checking that the
+files the handout lists are there and hold every id of their split (gpt2/submission.py).
+
+    cd gpt2 && python prepare_submit.py [--part 1|2]
+"""
+import sys
+from pathlib import Path
+
+# Run as a script, Python puts this folder first on the path, where config.py and utils.py would shadow the
+# shared ones: the project folder takes its place.
+if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from gpt2.submission import GPT2  # noqa: E402
+from minbert.submit import build  # noqa: E402
+from utils import MinbertError, Parser, main_guard  # noqa: E402
+
+
+def main(argv=None):
+    ap = Parser(prog="prepare_submit.py", description=__doc__)
+    ap.add_argument("--part", choices=["auto", "1", "2"], default="auto",
+                    help="which part's files must be there (auto: whichever part has predictions)")
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the project folder to zip")
+    ap.add_argument("--data_dir", default=None, help="the course files the predictions are checked against "
+                                                     "(default: ROOT/data)")
+    args = ap.parse_args(argv)
+    if not Path(args.root).is_dir():
+        raise MinbertError(f"--root {args.root}: no such folder")
+    return build(args.root, args.part, data_dir=args.data_dir, project=GPT2)
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,108 @@
+"""The submission zip (prepare_submit.py, gpt2/prepare_submit.py): cs224n_default_final_project_submission.zip holds
+the project's code (every top-level *.py file and the packages the scripts import) and its prediction files,
+nothing else, so that unzipped into an empty folder the code runs. It refuses, naming them, required prediction
+files that are missing or empty, or whose ids are not exactly those of their split (a run on a subset of the
+data, or another split's file under this name); a generated-sonnets file must complete every held-out sonnet."""
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluation import read_predictions
+from minbert.course_data import data_file, read_examples
+from minbert.files import atomic_write
+from utils import MinbertError
+
+ZIP_NAME = "cs224n_default_final_project_submission.zip"
+PART1 = [f"{m}-{d}-{s}-out.csv" for m in ("full-model", "last-linear-layer") for d in ("sst", "cfimdb")
+         for s in ("dev", "test")]
+PART2 = [f"{t}-{s}-output.csv" for t in ("sst", "para", "sts") for s in ("dev", "test")]
+PART1_CODE = ["bert.py", "classifier.py", "optimizer.py"]
+
+
+@dataclass(frozen=True)
+class Project:
+    """What one default project's zip holds and checks."""
+    name: str
+    predictions: str      # its prediction files' folder, relative to the project folder
+    parts: dict           # part -> the prediction files it needs
+    code: dict            # part -> the code files the handout lists
+    packages: tuple       # folders whose *.py files go in with the top-level ones
+    first: str            # what to run when there are no predictions yet
+    checks: dict = None   # file suffix -> check(path, data_dir) -> why the file is wrong, or None (default: ids)
+
+
+MINBERT = Project("minBERT", "predictions", {"1": PART1, "2": PART2}, {"1": PART1_CODE}, ("minbert",),
+                  "run classifier.py (Part 1) or multitask_classifier.py (Part 2) first")
+OUTPUT_FOLDERS = ("runs", "predictions", "checkpoints", "reports", "pretrained")
+
+
+def split_of(name):
+    """(task, split) a leaderboard file's name says it holds."""
+    parts = name.rsplit("-out", 1)[0].split("-")  # ...-sst-dev-out.csv, para-dev-output.csv
+    task, split = parts[-2], parts[-1]
+    return {"para": "quora"}.get(task, task), split
+
+
+def id_problem(path, data_dir):
+    """Why the ids in prediction file `path` are not those of its split, or None. The course CSV of the split
+    is the reference; without it the check is refused rather than skipped."""
+    task, split = split_of(path.name)
+    gold = data_file(data_dir, task, split)
+    if not gold.is_file():
+        raise MinbertError(f"{gold}: not found, so the ids of {path} cannot be checked (pass --data_dir)")
+    ids = [e.id for e in read_examples(gold, task, split, log=lambda *_: None)]
+    preds, duplicated = read_predictions(path)
+    missing = [i for i in ids if i not in preds]
+    unknown = [i for i in preds if i not in set(ids)]
+    if missing or unknown or duplicated:
+        parts = [f"{len(preds)} ids where {gold.name} has {len(ids)}"]
+        parts += [f"{len(missing)} missing (e.g. {missing[0]})"] if missing else []
+        parts += [f"{len(unknown)} not in {split} (e.g. {unknown[0]})"] if unknown else []
+        parts += [f"{len(duplicated)} repeated"] if duplicated else []
+        return ", ".join(parts)
+    return None
+
+
+def problems_with(root, names, data_dir, folder="predictions", checks=None):
+    bad = []
+    for n in names:
+        p = root / folder / n
+        if not p.is_file():
+            bad.append(f"{folder}/{n} (missing)")
+        elif len(p.read_text().strip().splitlines()) < 2:
+            bad.append(f"{folder}/{n} (empty)")
+        elif (why := (checks or {}).get(p.suffix, id_problem)(p, data_dir)) is not None:
+            bad.append(f"{folder}/{n} ({why})")
+    return bad
+
+
+def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT):
+    root = Path(root)
+    data_dir = Path(data_dir) if data_dir else root / "data"
+    predictions = root / project.predictions
+    if part == "auto":
+        chosen = [k for k, names in project.parts.items() if any((predictions / n).exists() for n in names)]
+        if not chosen:
+            raise MinbertError(f"no prediction files in {predictions}: {project.first}")
+    else:
+        chosen = [part]
+    bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions, project.checks)]
+    bad += [f"{c} (missing)" for k in chosen for c in project.code.get(k, []) if not (root / c).is_file()]
+    if bad:
+        raise MinbertError(f"not zipping, {project.name} Part {' and '.join(chosen)} needs: " + ", ".join(bad))
+    code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")
+            if p.relative_to(root).parts[1] not in OUTPUT_FOLDERS or pkg == "minbert"]  # not gpt2/runs/'s guard
+    files = sorted(root.glob("*.py")) + sorted(code) + sorted(
+        p for p in predictions.iterdir()
+        # raw dev scores, and dated backups of files no run wrote (minbert/runs/outputs.py), are not for the zip
+        if p.is_file() and not p.name.startswith(".") and p.suffix not in (".npz", ".bak"))
+    out = Path(out) if out else root / ZIP_NAME
+
+    def write(fp):
+        with zipfile.ZipFile(fp, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in files:
+                z.write(p, p.relative_to(root).as_posix())
+    atomic_write(out, write)
+    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}; every prediction file's ids checked "
+          f"against {data_dir})")
+    return out

@@ -1,0 +1,14 @@
+"""gpt2/submission.py: a generated-sonnets file must complete every held-out sonnet in 14 lines."""
+from gpt2.sonnets import write_sonnets
+from gpt2.submission import sonnet_problem
+
+
+def test_generated_sonnets_complete_every_held_out_one(tmp_path):
+    (tmp_path / "sonnets_held_out.txt").write_text("Sonnets\n\n1\na\nb\nc\n\n2\nd\ne\nf\n")
+    fourteen = "\n".join(f"line {i}" for i in range(14))
+    ok = write_sonnets(tmp_path / "ok.txt", [("1", fourteen), ("2", fourteen)])
+    assert sonnet_problem(ok, tmp_path) is None
+    short = write_sonnets(tmp_path / "short.txt", [("1", fourteen), ("2", "just one line")])
+    assert sonnet_problem(short, tmp_path) == "sonnet 2 is not 14 lines"
+    other = write_sonnets(tmp_path / "other.txt", [("1", fourteen)])
+    assert "where sonnets_held_out.txt has 1, 2" in sonnet_problem(other, tmp_path)
