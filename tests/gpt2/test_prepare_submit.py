@@ -4,8 +4,6 @@ import subprocess
 import sys
 import zipfile
 
-
-
 from evaluation import write_predictions
 from gpt2.sonnets import write_sonnets
 from gpt2.submission import CODE, PART1, PART2
