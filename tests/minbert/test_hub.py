@@ -220,3 +220,20 @@ def test_max_length_leaves_room_for_a_word_of_each_sentence(tiny_model):
         with pytest.raises(MinbertError, match=rf"--max_length {n}: must be at least 5"):
             check_max_length(n, tiny_model)
     assert check_max_length(5, tiny_model) >= 5
+
+
+def test_gpt2_names_download_gpt2s_tokenizer_files(file_server, tmp_path, monkeypatch, tiny_gpt2):
+    """--pretrained gpt2 (and -medium, -large, -xl) through the same hub code: config.json first, then the files
+    its model_type needs (vocab.json and merges.txt, no vocab.txt), then the weights; cached after."""
+    from gpt2.models.gpt2 import GPT2Model
+    file_server.add_folder("/openai-community/gpt2/resolve/main", tiny_gpt2)
+    monkeypatch.setenv("MINBERT_HF_ENDPOINT", file_server.url)
+    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("MINBERT_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    model = GPT2Model.from_pretrained("gpt2")
+    folder = tmp_path / "cache" / "openai-community--gpt2"
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "merges.txt", "model.safetensors", "vocab.json"]
+    n = len(file_server.log)
+    assert resolve_pretrained("gpt2").folder == folder and len(file_server.log) == n  # a cache hit
+    assert model.config.vocab_size == GPT2Model.from_pretrained(tiny_gpt2).config.vocab_size
