@@ -7,7 +7,7 @@ modules (SMART's embedding perturbation, --freeze_layers, --gradual_unfreeze, --
 line rather than half applied."""
 from gpt2.config import ConfigError, GPT2Config
 from gpt2.sonnets import SonnetSettings
-from minbert.flags.groups import add_recipe_flags, add_run_flags, add_speed_flags
+from minbert.flags.groups import add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags
 from minbert.flags.settings import recipe, regularizers, runtime
 from minbert.flags.types import positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
@@ -16,7 +16,8 @@ from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
 from utils import MinbertError, Parser
 
 # The handout's rates: the head alone learns fast; the whole model needs a small step.
-DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5}
+DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3}
+ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query", "value"]}
 NOT_FOR_GPT2 = {"smart_weight": 0.0, "smart_bregman_weight": 0.0, "freeze_layers": 0, "gradual_unfreeze": 0, "llrd": 1.0}
 
 
@@ -46,7 +47,8 @@ def _parser(prog, kind, description, modes):
 
 def classifier_parser():
     ap = _parser("classifier.py", "gpt2-classifier", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token.",
-                 ["last-linear-layer", "full-model"])
+                 ["last-linear-layer", "full-model", "lora", "dora"])
+    add_adapter_flags(ap)
     ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
                     help="which datasets to train on, one after the other")
     return ap
@@ -55,7 +57,7 @@ def classifier_parser():
 def paraphrase_parser():
     ap = _parser("paraphrase_detection.py", "gpt2-paraphrase", "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
                                             "answers yes or no).", ["full-model"])
-    ap.set_defaults(datasets=["quora"])
+    ap.set_defaults(datasets=["quora"], merge=False, adapter_dim=64, prefix_length=10, **ADAPTER_DEFAULTS)
     return ap
 
 
@@ -73,17 +75,27 @@ def classifier_settings(args):
         if v.get(flag) not in (None, off):
             raise MinbertError(f"--{flag} {v[flag]}: not available for GPT-2 (it reaches into BERT's own modules)")
     v.update({k: off for k, off in NOT_FOR_GPT2.items()})
+    if v["fine_tune_mode"] not in ("lora", "dora"):
+        changed = [k for k, d in ADAPTER_DEFAULTS.items() if v[k] != d] + (["merge"] if v["merge"] else [])
+        if changed:
+            raise MinbertError(f"--{changed[0]} configures LoRA/DoRA adapters, but --fine-tune-mode is "
+                               f"{v['fine_tune_mode']}: give --fine-tune-mode lora or dora, or drop it")
+    for flag in ("adapter_dim", "prefix_length"):
+        if v[flag] != {"adapter_dim": 64, "prefix_length": 10}[flag]:
+            raise MinbertError(f"--{flag} {v[flag]}: Houlsby adapters and prefix tuning are BERT's here, not GPT-2's")
     v["lr"] = v["lr"] or DEFAULT_LR[v["fine_tune_mode"]]
     limit = gpt2_config(v["pretrained"]).max_position_embeddings
     if v["max_length"] > limit:
         v["max_length"] = limit  # GPT-2 sees at most its positions; the default asks for the handout's 512
-    model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
-                      dropout=[v["hidden_dropout_prob"]], max_length=v["max_length"])
+    model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}",
+                      pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"], dropout=[v["hidden_dropout_prob"]],
+                      max_length=v["max_length"], lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"],
+                      lora_dropout=v["lora_dropout"], lora_targets=v["lora_targets"])
     return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), regularizers=regularizers(v),
                               runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
                                                               backup=v["backup"], flags=defining_flags(v)),
                               datasets=tuple(v["datasets"]), data_dir=v["data_dir"], batch_size=v["batch_size"],
-                              bucket=v["bucket"], predictions_dir=v["predictions_dir"])
+                              bucket=v["bucket"], predictions_dir=v["predictions_dir"], merge=v["merge"])
 
 
 def sonnet_parser():

@@ -2,7 +2,8 @@
 
 The classifier reads GPT-2's hidden state of each sentence's last token (the only position that has seen the
 whole sentence, attention being causal), applies dropout and a linear layer. --fine-tune-mode last-linear-layer
-trains the linear layer on a frozen GPT-2 (the handout's "pretraining" rows), full-model trains everything.
+trains the linear layer on a frozen GPT-2 (the handout's "pretraining" rows), full-model trains everything, lora and
+dora train low-rank adapters on GPT-2's attention and MLP projections (minbert/finetuning/lora.py, --lora_targets).
 
 GPT2SentimentPipeline is minbert's Part 1 pipeline (minbert/pipelines/classifier.py) with GPT-2's tokenizer and
 model: the same data, batches, epoch protocol, checkpoints, --resume and run folders. Its files are the handout's
@@ -11,11 +12,13 @@ import torch.nn as nn
 
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.tokenizer import GPT2Tokenizer
+from minbert.finetuning.modes import prepare_backbone
 from minbert.pipelines.classifier import SentimentPipeline
 from minbert.specs import ModelSpec
 from utils import MinbertError
 
-MODES = {"last-linear-layer": "pretrain", "full-model": "finetune"}  # --fine-tune-mode -> the handout's file prefix
+# --fine-tune-mode -> the file prefix: the handout's for its two modes, the mode's own name for LoRA and DoRA
+MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora"}
 
 
 class GPT2SentimentClassifier(nn.Module):
@@ -28,8 +31,7 @@ class GPT2SentimentClassifier(nn.Module):
                                f"{' or '.join(MODES)}")
         self.spec, self.num_labels = spec, spec.num_labels
         self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
-        for p in self.gpt.parameters():
-            p.requires_grad = spec.fine_tune_mode == "full-model"
+        prepare_backbone(self.gpt, spec)  # the shared modes table: what trains, and LoRA's adapters on its linears
         self.dropout = nn.Dropout(spec.dropout[0])
         self.classifier = nn.Linear(self.gpt.config.hidden_size, spec.num_labels)
 

@@ -14,11 +14,14 @@ def _args(tmp_path, data, model, *extra):
             "--predictions_dir", str(tmp_path / "pred"), *extra]
 
 
-@pytest.mark.parametrize("mode, prefix", [("full-model", "finetune"), ("last-linear-layer", "pretrain")])
-def test_the_handouts_command_writes_every_id(tmp_path, course_data, tiny_gpt2, mode, prefix):
+@pytest.mark.parametrize("mode, prefix, extra", [("full-model", "finetune", []), ("last-linear-layer", "pretrain", []),
+                                                 ("lora", "lora", ["--merge"])])
+def test_the_handouts_command_writes_every_id(tmp_path, course_data, tiny_gpt2, mode, prefix, extra):
     out = subprocess.run([sys.executable, "classifier.py", "--fine-tune-mode", mode, "--lr", "1e-3",
-                          *_args(tmp_path, course_data, tiny_gpt2)], cwd=ROOT / "gpt2", capture_output=True, text=True)
+                          *_args(tmp_path, course_data, tiny_gpt2), *extra], cwd=ROOT / "gpt2", capture_output=True,
+                         text=True)
     assert out.returncode == 0, out.stderr[-3000:]
+    assert ("merged 4 adapters" in out.stdout) == (mode == "lora")  # 2 layers x (query, value), before predicting
     for name in ("sst", "cfimdb"):
         for split in ("dev", "test"):
             lines = (tmp_path / "pred" / f"{prefix}-{name}-{split}-out.csv").read_text().splitlines()

@@ -17,3 +17,9 @@ def test_defaults_and_refused_levers(tiny_gpt2, course_data):
     for flag in (["--smart_weight", "1"], ["--freeze_layers", "1"], ["--llrd", "0.9"]):
         with pytest.raises(MinbertError, match=rf"{flag[0]} .*: not available for GPT-2"):
             classifier_settings(classifier_parser().parse_args(base + flag))
+    with pytest.raises(MinbertError, match="--lora_rank configures LoRA/DoRA adapters, but --fine-tune-mode is full-model"):
+        classifier_settings(classifier_parser().parse_args(base + ["--fine-tune-mode", "full-model", "--lora_rank", "4"]))
+    with pytest.raises(MinbertError, match="--adapter_dim 8: Houlsby adapters and prefix tuning are BERT's here"):
+        classifier_settings(classifier_parser().parse_args(base + ["--adapter_dim", "8"]))
+    lora = classifier_settings(classifier_parser().parse_args(base + ["--fine-tune-mode", "lora", "--merge"]))
+    assert lora.merge and lora.model.lora_targets == ("query", "value") and lora.recipe.lr == 1e-3

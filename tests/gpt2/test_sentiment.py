@@ -1,5 +1,7 @@
 """gpt2/sentiment.py: GPT2SentimentClassifier reads the last real token through dropout and a linear layer; what
 trains follows the mode; the pipeline names the handout's files."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -28,9 +30,30 @@ def test_what_trains_follows_the_mode(tiny_gpt2):
     assert not any(p.requires_grad for p in frozen.gpt.parameters())
     assert all(p.requires_grad for p in frozen.classifier.parameters())
     assert all(p.requires_grad for p in GPT2SentimentClassifier(_spec(tiny_gpt2, "full-model")).parameters())
-    with pytest.raises(MinbertError, match="--fine-tune-mode lora: GPT-2's classifier trains last-linear-layer or "
-                                           "full-model"):
-        GPT2SentimentClassifier(_spec(tiny_gpt2, "lora"))
+    with pytest.raises(MinbertError, match="--fine-tune-mode prefix: GPT-2's classifier trains last-linear-layer or "
+                                           "full-model or lora or dora"):
+        GPT2SentimentClassifier(_spec(tiny_gpt2, "prefix"))
+
+
+@pytest.mark.parametrize("mode", ["lora", "dora"])
+def test_lora_on_gpt2s_projections_trains_only_adapters_and_merges_exactly(tiny_gpt2, mode):
+    from minbert.finetuning.modes import merge_for_inference
+    spec = dataclasses.replace(_spec(tiny_gpt2, mode), lora_targets=("query", "value", "interm_dense"))
+    model = GPT2SentimentClassifier(spec).eval()
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("classifier.") or n.split(".")[-1] in ("lora_A", "lora_B", "magnitude")
+                             for n in trainable)
+    assert sum(".interm_dense.lora_A" in n for n in trainable) == model.gpt.config.num_hidden_layers
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if n.endswith("lora_B"):
+                p.normal_()  # a trained adapter, so that merging has something to fold
+        ids, mask = torch.tensor([[3, 9, 4, 7]]), torch.ones(1, 4, dtype=torch.long)
+        before = model(ids, mask)
+        merge_for_inference(model.gpt, True, mode, lambda *_: None)
+        after = model(ids, mask)
+    assert not any("lora" in n for n, _ in model.named_parameters())
+    torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-5)
 
 
 def test_the_files_are_the_handouts(tiny_gpt2):
