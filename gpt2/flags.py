@@ -16,7 +16,7 @@ from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
 from utils import MinbertError, Parser
 
 # The handout's rates: the head alone learns fast; the whole model needs a small step.
-DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3}
+DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3, "adapter": 1e-3}
 ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query", "value"]}
 NOT_FOR_GPT2 = {"smart_weight": 0.0, "smart_bregman_weight": 0.0, "freeze_layers": 0, "gradual_unfreeze": 0, "llrd": 1.0}
 
@@ -47,7 +47,7 @@ def _parser(prog, kind, description, modes):
 
 def classifier_parser():
     ap = _parser("classifier.py", "gpt2-classifier", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token.",
-                 ["last-linear-layer", "full-model", "lora", "dora"])
+                 ["last-linear-layer", "full-model", "lora", "dora", "adapter"])
     add_adapter_flags(ap)
     ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
                     help="which datasets to train on, one after the other")
@@ -80,9 +80,11 @@ def classifier_settings(args):
         if changed:
             raise MinbertError(f"--{changed[0]} configures LoRA/DoRA adapters, but --fine-tune-mode is "
                                f"{v['fine_tune_mode']}: give --fine-tune-mode lora or dora, or drop it")
-    for flag in ("adapter_dim", "prefix_length"):
-        if v[flag] != {"adapter_dim": 64, "prefix_length": 10}[flag]:
-            raise MinbertError(f"--{flag} {v[flag]}: Houlsby adapters and prefix tuning are BERT's here, not GPT-2's")
+    if v["prefix_length"] != 10:
+        raise MinbertError(f"--prefix_length {v['prefix_length']}: prefix tuning is BERT's here, not GPT-2's")
+    if v["adapter_dim"] != 64 and v["fine_tune_mode"] != "adapter":
+        raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode is "
+                           f"{v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     v["lr"] = v["lr"] or DEFAULT_LR[v["fine_tune_mode"]]
     limit = gpt2_config(v["pretrained"]).max_position_embeddings
     if v["max_length"] > limit:
@@ -90,7 +92,7 @@ def classifier_settings(args):
     model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}",
                       pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"], dropout=[v["hidden_dropout_prob"]],
                       max_length=v["max_length"], lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"],
-                      lora_dropout=v["lora_dropout"], lora_targets=v["lora_targets"])
+                      lora_dropout=v["lora_dropout"], lora_targets=v["lora_targets"], adapter_dim=v["adapter_dim"])
     return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), regularizers=regularizers(v),
                               runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
                                                               backup=v["backup"], flags=defining_flags(v)),

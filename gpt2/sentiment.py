@@ -3,7 +3,8 @@
 The classifier reads GPT-2's hidden state of each sentence's last token (the only position that has seen the
 whole sentence, attention being causal), applies dropout and a linear layer. --fine-tune-mode last-linear-layer
 trains the linear layer on a frozen GPT-2 (the handout's "pretraining" rows), full-model trains everything, lora and
-dora train low-rank adapters on GPT-2's attention and MLP projections (minbert/finetuning/lora.py, --lora_targets).
+dora train low-rank adapters on GPT-2's attention and MLP projections (minbert/finetuning/lora.py, --lora_targets),
+adapter trains Houlsby bottleneck adapters after each sub-layer's output projection (minbert/finetuning/houlsby.py).
 
 GPT2SentimentPipeline is minbert's Part 1 pipeline (minbert/pipelines/classifier.py) with GPT-2's tokenizer and
 model: the same data, batches, epoch protocol, checkpoints, --resume and run folders. Its files are the handout's
@@ -18,7 +19,7 @@ from minbert.specs import ModelSpec
 from utils import MinbertError
 
 # --fine-tune-mode -> the file prefix: the handout's for its two modes, the mode's own name for LoRA and DoRA
-MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora"}
+MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora", "adapter": "adapter"}
 
 
 class GPT2SentimentClassifier(nn.Module):

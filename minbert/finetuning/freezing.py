@@ -21,6 +21,12 @@ from utils import MinbertError
 EMBEDDINGS = ("word_embedding", "pos_embedding", "tk_type_embedding", "embed_layer_norm")  # BertModel's names
 
 
+def transformer_layers(bert):
+    """The stack of transformer layers of a backbone: BERT's bert_layers, or GPT-2's gpt_layers (GPT2Layer names
+    its linears and LayerNorms as BertLayer does, so the adapters of lora.py and houlsby.py fit both)."""
+    return bert.bert_layers if hasattr(bert, "bert_layers") else bert.gpt_layers
+
+
 def backbone(model):
     """The pretrained network inside a task model: the attribute its class names as `backbone_name` ("bert" by
     default; GPT-2's classifier says "gpt"), or None when `model` is itself the backbone."""

@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minbert.finetuning.freezing import transformer_layers
+
 
 
 class LoRALinear(nn.Module):
@@ -70,8 +72,7 @@ def add_adapters(bert, targets=("query", "value"), rank=8, alpha=16.0, dropout=0
     for p in bert.parameters():
         p.requires_grad = False
     wrapped = []
-    # BERT's layers, or GPT-2's (gpt2/modules/gpt2_layer.py names its linears as BertLayer does)
-    for layer in getattr(bert, "bert_layers", None) or bert.gpt_layers:
+    for layer in transformer_layers(bert):
         for t in targets:
             parent_path, _, attr = TARGETS[t].rpartition(".")
             parent = layer.get_submodule(parent_path) if parent_path else layer

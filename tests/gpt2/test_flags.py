@@ -19,7 +19,9 @@ def test_defaults_and_refused_levers(tiny_gpt2, course_data):
             classifier_settings(classifier_parser().parse_args(base + flag))
     with pytest.raises(MinbertError, match="--lora_rank configures LoRA/DoRA adapters, but --fine-tune-mode is full-model"):
         classifier_settings(classifier_parser().parse_args(base + ["--fine-tune-mode", "full-model", "--lora_rank", "4"]))
-    with pytest.raises(MinbertError, match="--adapter_dim 8: Houlsby adapters and prefix tuning are BERT's here"):
+    with pytest.raises(MinbertError, match="--adapter_dim 8 sizes Houlsby adapters, but --fine-tune-mode is last-linear"):
         classifier_settings(classifier_parser().parse_args(base + ["--adapter_dim", "8"]))
+    with pytest.raises(MinbertError, match="--prefix_length 4: prefix tuning is BERT's here"):
+        classifier_settings(classifier_parser().parse_args(base + ["--prefix_length", "4"]))
     lora = classifier_settings(classifier_parser().parse_args(base + ["--fine-tune-mode", "lora", "--merge"]))
     assert lora.merge and lora.model.lora_targets == ("query", "value") and lora.recipe.lr == 1e-3

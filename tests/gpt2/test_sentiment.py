@@ -31,7 +31,7 @@ def test_what_trains_follows_the_mode(tiny_gpt2):
     assert all(p.requires_grad for p in frozen.classifier.parameters())
     assert all(p.requires_grad for p in GPT2SentimentClassifier(_spec(tiny_gpt2, "full-model")).parameters())
     with pytest.raises(MinbertError, match="--fine-tune-mode prefix: GPT-2's classifier trains last-linear-layer or "
-                                           "full-model or lora or dora"):
+                                           "full-model or lora or dora or adapter"):
         GPT2SentimentClassifier(_spec(tiny_gpt2, "prefix"))
 
 
@@ -60,3 +60,16 @@ def test_the_files_are_the_handouts(tiny_gpt2):
     for mode, prefix in (("full-model", "finetune"), ("last-linear-layer", "pretrain")):
         s = ClassifierSettings(model=_spec(tiny_gpt2, mode), recipe=Recipe(lr=1e-3))
         assert GPT2SentimentPipeline.stem(s, "sst") == f"{prefix}-sst"
+
+
+def test_houlsby_adapters_sit_after_gpt2s_output_projections(tiny_gpt2):
+    spec = dataclasses.replace(_spec(tiny_gpt2, "adapter"), adapter_dim=4)
+    model = GPT2SentimentClassifier(spec)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    layers = model.gpt.config.num_hidden_layers
+    assert sum(n.endswith("attention_dense.down.weight") or n.endswith("out_dense.down.weight") for n in trainable) == 2 * layers
+    assert not any(n.endswith("base.weight") or "self_attention" in n for n in trainable)
+    with torch.no_grad():  # near-identity at the start: the backbone's outputs barely move
+        ids, mask = torch.tensor([[3, 9, 4, 7]]), torch.ones(1, 4, dtype=torch.long)
+        plain = GPT2SentimentClassifier(_spec(tiny_gpt2, "full-model")).eval().gpt(ids, mask)["last_token"]
+        torch.testing.assert_close(model.eval().gpt(ids, mask)["last_token"], plain, rtol=0.05, atol=0.05)
