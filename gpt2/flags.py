@@ -29,16 +29,23 @@ def _parser(prog, kind, description, modes):
                     help="the head on a frozen GPT-2, or the whole model")
     ap.add_argument("--lr", type=positive_float, default=None,
                     help=", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items() if k in modes) + " by default")
-    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
-    ap.add_argument("--batch_size", type=positive_int, default=8, help="examples per optimizer step")
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before the classifier head")
-    ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
-    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
-    ap.add_argument("--pretrained", default="gpt2", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
     ap.add_argument("--data_dir", default="../data", help="the folder of the course CSVs (the project's data/)")
-    ap.add_argument("--max_length", type=positive_int, default=512, help="tokens per input, at most the model's positions")
     ap.add_argument("--predictions_dir", default="predictions",
                     help="where the leaderboard files of this run are copied (the run folder keeps its own)")
+    return _shared(ap, kind, "examples", 512)
+
+
+def _shared(ap, kind, what, max_length):
+    """The flags every GPT-2 script takes, and the shared speed, recipe and run-folder groups."""
+    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
+    ap.add_argument("--batch_size", type=positive_int, default=8, help=f"{what} per optimizer step")
+    ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
+    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw (sampling too): a run is repeatable")
+    ap.add_argument("--pretrained", default="gpt2",
+                    help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
+    ap.add_argument("--max_length", type=positive_int, default=max_length,
+                    help="tokens per input, at most the model's positions")
     add_speed_flags(ap)
     add_recipe_flags(ap, {"rdrop_weight": 0.0, "smart_weight": 0.0})
     add_run_flags(ap, kind, "--checkpoint_dir")
