@@ -122,16 +122,7 @@ def sonnet_parser():
     ap.add_argument("--top_p", type=share, default=0.9, help="nucleus sampling's p (1: no cut)")
     ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here if no newline came")
     ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")
-    ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
-    ap.add_argument("--batch_size", type=positive_int, default=8, help="sonnets per optimizer step")
-    ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training sonnets")
-    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw, sampling included")
-    ap.add_argument("--pretrained", default="gpt2", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
-    ap.add_argument("--max_length", type=positive_int, default=1024, help="tokens per sonnet, at most the model's positions")
-    add_speed_flags(ap)
-    add_recipe_flags(ap, {"rdrop_weight": 0.0, "smart_weight": 0.0})
-    add_run_flags(ap, "gpt2-sonnet", "--checkpoint_dir")
-    return ap
+    return _shared(ap, "gpt2-sonnet", "sonnets", 1024)
 
 
 def sonnet_settings(args):
