@@ -25,7 +25,8 @@ RUNS_ROOT = Path("runs")
 RUN_MARK = ".minbert-run"
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
            "ensemble": "ensemble.py", "eval": "multitask_classifier.py --eval_only",
-           "gpt2-classifier": "gpt2/classifier.py", "gpt2-paraphrase": "gpt2/paraphrase_detection.py"}
+           "gpt2-classifier": "gpt2/classifier.py", "gpt2-paraphrase": "gpt2/paraphrase_detection.py",
+           "gpt2-sonnet": "gpt2/sonnet_generation.py"}
 
 
 # runs/ is an output folder, and earlier versions of minbert had a module runs.py: without this file a stale
