@@ -7,30 +7,36 @@ class ConfigError(ValueError):
     pass
 
 
-def config_from_dict(cls, d):
-    """cls(...) from a dict: the dataclass's fields by name, every other key kept in `extra` (a round trip keeps it)."""
-    known = {f.name for f in fields(cls)} - {"extra"}
-    extra = {**d.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
-    return cls(**{k: v for k, v in d.items() if k in known}, extra=extra)
+class ConfigFile:
+    """Reading a config dataclass (one with an `extra` field) from a dict or a config.json; BertConfig's and
+    gpt2/config.py's GPT2Config."""
 
+    @classmethod
+    def from_dict(cls, d, **overrides):
+        """The dataclass's fields by name, every other key kept in `extra` (a round trip keeps it)."""
+        d = {**d, **overrides}
+        known = {f.name for f in fields(cls)} - {"extra"}
+        extra = {**d.pop("extra", {}), **{k: v for k, v in d.items() if k not in known}}
+        return cls(**{k: v for k, v in d.items() if k in known}, extra=extra)
 
-def read_json_config(cls, path, overrides):
-    """cls.from_dict of the JSON file at `path`; every problem is a ConfigError naming the file."""
-    try:
-        with open(path) as fp:
-            d = json.load(fp)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
-    try:
-        return cls.from_dict(d, **overrides)
-    except (ConfigError, TypeError) as e:
-        raise ConfigError(f"{path}: {e}") from None
+    @classmethod
+    def from_json_file(cls, path, **overrides):
+        """from_dict of the JSON file at `path`; every problem is a ConfigError naming the file."""
+        try:
+            with open(path) as fp:
+                d = json.load(fp)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from None
+        try:
+            return cls.from_dict(d, **overrides)
+        except (ConfigError, TypeError) as e:
+            raise ConfigError(f"{path}: {e}") from None
 
 
 @dataclass
-class BertConfig:
+class BertConfig(ConfigFile):
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -69,14 +75,6 @@ class BertConfig:
             raise ConfigError(f"hidden_act {self.hidden_act!r} is not supported (only 'gelu')")
         if self.attn_impl not in ("sdpa", "explicit"):
             raise ConfigError(f"attn_impl must be 'sdpa' or 'explicit', got {self.attn_impl!r}")
-
-    @classmethod
-    def from_dict(cls, d, **overrides):
-        return config_from_dict(cls, {**d, **overrides})
-
-    @classmethod
-    def from_json_file(cls, path, **overrides):
-        return read_json_config(cls, path, overrides)
 
     def to_dict(self):
         d = asdict(self)

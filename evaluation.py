@@ -199,12 +199,6 @@ def output_name(task, split):
     return f"{TASK_PREFIX[task]}-{split}-output.csv"
 
 
-def multitask_output_files(folder):
-    """The files write_multitask_outputs writes into `folder`: six leaderboard files, three raw dev outputs."""
-    return [Path(folder) / output_name(t, s) for t in MULTITASK for s in ("dev", "test")] + [
-        Path(folder) / f"{TASK_PREFIX[t]}-dev-scores.npz" for t in MULTITASK]
-
-
 def write_multitask_outputs(model, dev, test, folder, device, amp="none", batch_size=64):
     """Score dev, predict test and write the six leaderboard files into `folder`, with each task's raw dev
     outputs beside them for report.py. Returns (dev scores, [the six files])."""

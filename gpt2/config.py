@@ -4,7 +4,7 @@ HF's GPT-2 config spells the sizes n_embd, n_layer, n_head, n_positions, n_inner
 attn_pdrop, embd_pdrop; `from_dict` maps them onto these names in one table."""
 from dataclasses import asdict, dataclass, field
 
-from config import ConfigError, config_from_dict, read_json_config
+from config import ConfigError, ConfigFile
 
 
 # HF name -> ours.
@@ -15,7 +15,7 @@ HF_NAMES = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "
 
 
 @dataclass
-class GPT2Config:
+class GPT2Config(ConfigFile):
     vocab_size: int = 50257
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -47,11 +47,7 @@ class GPT2Config:
         d = {HF_NAMES.get(k, k): v for k, v in d.items()}
         if d.get("intermediate_size") is None:  # HF's n_inner None means 4 x the width
             d["intermediate_size"] = 4 * d.get("hidden_size", cls.hidden_size)
-        return config_from_dict(cls, {**d, **overrides})
-
-    @classmethod
-    def from_json_file(cls, path, **overrides):
-        return read_json_config(cls, path, overrides)
+        return super().from_dict(d, **overrides)
 
     def to_dict(self):
         """In HF's names, so that HF transformers reads the folder too."""

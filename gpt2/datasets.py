@@ -7,7 +7,6 @@ Each file is copied from --from (default $MINBERT_DATA) or downloaded from the G
 checked against its git blob id. A file already there with other contents is never replaced. Every problem is
 one line, and none stops the set-up of the minBERT project: the sonnets are only needed by Build GPT-2."""
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from minbert.files import git_blob_id  # noqa: E402
-from minbert.hub import DownloadError, download  # noqa: E402
+from minbert.course_data import fetch_data  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 GPT2_REPO = "cfifty/public_cs224n_gpt"
@@ -36,36 +34,9 @@ def sonnet_url(fname):
 
 
 def fetch_sonnets(dest, source=None, log=print):
-    """Put the four sonnet files into `dest`; returns how many were fetched now (problems are logged lines)."""
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    fetched = 0
-    for fname, blob in SONNET_BLOB_IDS.items():
-        target, src = dest / fname, Path(source) / fname if source else None
-        if target.is_file():
-            if git_blob_id(target) != blob and not (src and src.is_file() and src.read_bytes() == target.read_bytes()):
-                log(f"{target}: already there with other contents, kept as it is (move it away to fetch the course's)")
-            continue
-        if src is not None:
-            if not src.is_file():
-                log(f"{src}: not found, so {fname} was not copied (Build GPT-2 needs it; minBERT does not)")
-                continue
-            shutil.copyfile(src, target)
-        else:
-            tmp = dest / (fname + ".download")
-            try:
-                download(sonnet_url(fname), tmp, desc=fname)
-            except DownloadError as e:
-                log(f"{fname}: not fetched ({e}); copy it with python gpt2/datasets.py --fetch --from DIR")
-                continue
-            if git_blob_id(tmp) != blob:
-                log(f"{sonnet_url(fname)}: git blob id {git_blob_id(tmp)}, not the GPT-2 project's {blob}; not installed")
-                tmp.unlink()
-                continue
-            os.replace(tmp, target)
-        fetched += 1
-    log(f"data/: the sonnet files in {dest.resolve()} ({fetched} fetched now)")
-    return fetched
+    """Put the four sonnet files into `dest` (the course CSVs' fetch, not strict: a problem is a line, that file is
+    skipped); returns how many were fetched now."""
+    return fetch_data(dest, source, log, SONNET_BLOB_IDS, sonnet_url, strict=False, what="sonnet files")
 
 
 def main(argv=None):

@@ -75,13 +75,21 @@ def gpt2_config(pretrained):
         raise MinbertError(str(e)) from None
 
 
-def classifier_settings(args):
-    """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with GPT-2's (gpt2/sentiment.py)."""
+def _gpt2_values(args):
+    """The parsed flags, the levers that reach into BERT's modules refused (or set off), --max_length held to the
+    model's positions (the default asks for more than a small GPT-2 has)."""
     v = dict(vars(args))
     for flag, off in NOT_FOR_GPT2.items():
         if v.get(flag) not in (None, off):
             raise MinbertError(f"--{flag} {v[flag]}: not available for GPT-2 (it reaches into BERT's own modules)")
-    v.update({k: off for k, off in NOT_FOR_GPT2.items()})
+    v.update(NOT_FOR_GPT2)
+    v["max_length"] = min(v["max_length"], gpt2_config(v["pretrained"]).max_position_embeddings)
+    return v
+
+
+def classifier_settings(args):
+    """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with GPT-2's (gpt2/sentiment.py)."""
+    v = _gpt2_values(args)
     if v["fine_tune_mode"] not in ("lora", "dora"):
         changed = [k for k, d in ADAPTER_DEFAULTS.items() if v[k] != d] + (["merge"] if v["merge"] else [])
         if changed:
@@ -93,9 +101,6 @@ def classifier_settings(args):
         raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode is "
                            f"{v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     v["lr"] = v["lr"] or DEFAULT_LR[v["fine_tune_mode"]]
-    limit = gpt2_config(v["pretrained"]).max_position_embeddings
-    if v["max_length"] > limit:
-        v["max_length"] = limit  # GPT-2 sees at most its positions; the default asks for the handout's 512
     model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}",
                       pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"], dropout=[v["hidden_dropout_prob"]],
                       max_length=v["max_length"], lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"],
@@ -127,15 +132,10 @@ def sonnet_parser():
 
 def sonnet_settings(args):
     """SonnetSettings of the parsed flags (gpt2/sonnets.py)."""
-    v = dict(vars(args))
-    for flag, off in NOT_FOR_GPT2.items():
-        if v.get(flag) not in (None, off):
-            raise MinbertError(f"--{flag} {v[flag]}: not available for GPT-2 (it reaches into BERT's own modules)")
+    v = _gpt2_values(args)
     if v["rdrop_weight"]:
         raise MinbertError(f"--rdrop_weight {v['rdrop_weight']}: R-Drop compares two passes' predictions of a label; the "
                            f"sonnets have none")
-    v.update({k: off for k, off in NOT_FOR_GPT2.items()})
-    v["max_length"] = min(v["max_length"], gpt2_config(v["pretrained"]).max_position_embeddings)
     model = ModelSpec(pipeline="gpt2-sonnet", pretrained=v["pretrained"], max_length=v["max_length"])
     return SonnetSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=runtime(v),
                           run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"],

@@ -7,6 +7,8 @@ tokens (tests/gpt2/test_generation.py checks it against the uncached loop and HF
 
 Top-p (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"): sample from the smallest set of
 tokens whose probabilities sum to at least p, renormalised; temperature divides the logits first."""
+import itertools
+
 import torch
 
 
@@ -25,6 +27,26 @@ def next_token(logits, temperature=1.0, top_p=1.0, generator=None):
 
 
 @torch.no_grad()
+def stream(model, input_ids, temperature=0.0, top_p=1.0, use_cache=True, generator=None):
+    """The one decoding loop: yield the next token ids [B] after `input_ids`, one at a time, for as long as the
+    caller takes them and the model's positions last. A token is run through the model only when the caller asks
+    for the one after it, so stopping costs nothing extra."""
+    limit = model.config.max_position_embeddings
+    if input_ids.shape[1] > limit:
+        raise ValueError(f"a prompt of {input_ids.shape[1]} tokens exceeds the model's {limit} positions")
+    ids, new, past = input_ids, input_ids, None
+    while True:
+        if use_cache:
+            hidden, past = model.encode(new, past=past)
+        else:
+            hidden, _ = model.encode(ids)
+        token = next_token(model.hidden_state_to_token(hidden[:, -1]), temperature, top_p, generator)
+        yield token
+        ids, new = torch.cat([ids, token[:, None]], dim=1), token[:, None]
+        if ids.shape[1] > limit:  # the next token would need a position the model does not have
+            return
+
+
 def generate(model, input_ids, max_new_tokens, temperature=0.0, top_p=1.0, use_cache=True, eos_token_id=None,
              generator=None):
     """`input_ids` [1, T] (one unpadded prompt) continued by up to `max_new_tokens` tokens; stops after
@@ -33,14 +55,9 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_p=1.0, use_c
     if input_ids.shape[1] + max_new_tokens > limit:
         raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones exceeds the model's "
                          f"{limit} positions")
-    ids, past = input_ids, None
-    for _ in range(max_new_tokens):
-        if use_cache:
-            hidden, past = model.encode(ids if past is None else ids[:, -1:], past=past)
-        else:
-            hidden, _ = model.encode(ids)
-        token = next_token(model.hidden_state_to_token(hidden[:, -1]), temperature, top_p, generator)
-        ids = torch.cat([ids, token[:, None]], dim=1)
+    new = []
+    for token in itertools.islice(stream(model, input_ids, temperature, top_p, use_cache, generator), max_new_tokens):
+        new.append(token)
         if eos_token_id is not None and (token == eos_token_id).all():
             break
-    return ids
+    return torch.cat([input_ids, torch.stack(new, dim=1)], dim=1) if new else input_ids

@@ -12,18 +12,15 @@ GPT2ParaphrasePipeline is minbert's Part 1 pipeline with the prompts as single-s
 folders, --resume, batches and epoch protocol are the shared ones; the files are the handout's
 para-{dev,test}-output.csv (id , Predicted_Is_Paraphrase)."""
 import dataclasses
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from datasets import SentenceClassificationDataset
-from evaluation import predict, write_predictions
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.sentiment import GPT2SentimentPipeline
 from gpt2.tokenizer import GPT2Tokenizer
 from minbert.course_data import TASKS, Example, data_file, read_examples
-from minbert.pipelines.classifier import model_eval
 from utils import MinbertError
 
 PROMPT = 'Is "{1}" a paraphrase of "{0}"? Answer yes or no:'
@@ -79,13 +76,7 @@ class GPT2ParaphrasePipeline(GPT2SentimentPipeline):
         examples = cloze_examples(read_examples(data_file(s.data_dir, "quora", split), "quora", split))
         return SentenceClassificationDataset(examples, CLOZE, tokenizer, s.model.max_length)
 
-    def write_outputs(self, files, best):
-        """The handout's two files, in the run folder and published to --predictions_dir."""
-        acc, _, dev_pred, _, _, _ = model_eval(self.data["dev"], self.model, self.device, self.amp, desc="para dev")
-        test_pred = predict(self.model.logits, self.data["test"], 64, self.device, self.amp, desc="para test").argmax(-1)
-        names = self.published_names(self.settings, self.name)
-        for split, pred in (("dev", dev_pred), ("test", test_pred)):
-            write_predictions(files.folder / names[split], "quora", self.data[split].ids, pred)
-        print(f"paraphrase: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder}")
-        published = [(files.folder / n, Path(self.settings.predictions_dir) / n) for n in names.values()]
-        return {"dataset": "quora", "dev_acc": acc, "best_epoch": best["epoch"]}, published
+    @staticmethod
+    def raw_output(logits):
+        """The Quora logit report.py reads: the log-odds of " yes" against " no"."""
+        return logits[:, 1] - logits[:, 0]

@@ -5,24 +5,16 @@ from pathlib import Path
 
 import torch
 
-from datasets import TaskData
 from gpt2.sonnets import SonnetGPT, complete, lm_loss, perplexity, read_sonnets, write_sonnets
 from gpt2.tokenizer import GPT2Tokenizer
-from minbert.course_data import Example, Task
 from minbert.files import require_file
+from minbert.pipelines.pretrain import as_data
 from minbert.runs.folders import open_run
 from minbert.runs.identity import run_defining
 from minbert.runs.outputs import check_outputs
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from utils import main_print, seed_everything
-
-TEXTS = Task("sonnets", ("text",), "", "text")  # unlabelled texts
-
-
-def as_data(texts, tokenizer, max_length):
-    return TaskData([Example(str(i), (t,), None, i + 1) for i, t in enumerate(texts)], TEXTS, tokenizer, max_length)
-
 
 class SonnetPipeline(Pipeline):
     kind, score_name = "gpt2-sonnet", "negative dev perplexity"
@@ -63,7 +55,7 @@ class SonnetPipeline(Pipeline):
         chrf = sacrebleu.corpus_chrf([t for _, t in dev], [[true.get(n, "") for n, _ in dev]]).score
         write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
         test = write_sonnets(files.folder / "generated_sonnets.txt", self.completions(s.held_out, s.recipe.seed + 1))
-        ppl = perplexity(self.model, self.dev, self.device, self.amp)
+        ppl = best["scores"]["perplexity"]  # the reloaded best epoch's, as evaluate() measured it
         print(f"sonnets: best epoch {best['epoch']}, dev perplexity {ppl:.2f}, dev chrF {chrf:.2f} "
               f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +
               f"); run folder {files.folder}")

@@ -9,6 +9,7 @@ time, sampling with temperature and top-p (generation.py), each line ending at t
 `max_line_tokens` tokens, so that every completion has the sonnet's 14 lines. The key-value cache carries over
 from line to line. The dev completions are scored with chrF (Popovic 2015) against the true sonnets, with the
 sacrebleu package, as the course scores them."""
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -18,10 +19,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gpt2.generation import next_token
+from evaluation import predict
+from gpt2.generation import stream
 from gpt2.models.gpt2 import GPT2Model
 from minbert.files import read_text
-from minbert.precision import autocast
 from utils import MinbertError
 
 LINES = 14
@@ -59,26 +60,28 @@ class SonnetGPT(nn.Module):
         return self.gpt.hidden_state_to_token(hidden)
 
 
-def lm_loss(model, batch):
-    """Mean next-token cross-entropy over the real tokens of a batch (position t predicts token t + 1)."""
-    x = batch["x"]
+def token_nll(model, x):
+    """The next-token cross-entropy at each position of a batch's inputs `x` [B, T - 1] (position t predicts token
+    t + 1; 0 where that token is padding), and the mask of the real ones."""
     logits = model(x["input_ids"], x["attention_mask"])[:, :-1]
-    target = x["input_ids"][:, 1:].masked_fill(x["attention_mask"][:, 1:] == 0, -100)
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+    mask = x["attention_mask"][:, 1:]
+    return F.cross_entropy(logits.float().transpose(1, 2), x["input_ids"][:, 1:], reduction="none") * mask, mask
+
+
+def lm_loss(model, batch):
+    """Mean next-token cross-entropy over the real tokens of a batch."""
+    nll, mask = token_nll(model, batch["x"])
+    return nll.sum() / mask.sum().clamp(min=1)
 
 
 @torch.no_grad()
 def perplexity(model, data, device, amp="none", batch_size=8):
-    """exp of the mean next-token cross-entropy over every real token of `data`."""
+    """exp of the mean next-token cross-entropy over every real token of `data` (evaluation.predict's loop: each
+    row's summed cross-entropy and token count, one copy to the host at the end)."""
     model.eval()
-    total, count = 0.0, 0
-    for b in data.batches(batch_size):
-        b = {k: ({n: t.to(device) for n, t in v.items()} if isinstance(v, dict) else v) for k, v in b.items()}
-        with autocast(device, amp):
-            loss = lm_loss(model, b)
-        n = int(b["x"]["attention_mask"][:, 1:].sum())
-        total, count = total + float(loss) * n, count + n
-    return math.exp(total / max(count, 1))
+    sums = predict(lambda b: torch.stack([t.sum(1).float() for t in token_nll(model, b["x"])], dim=1), data,
+                   batch_size, device, amp, desc="dev perplexity")
+    return math.exp(sums[:, 0].sum() / max(sums[:, 1].sum(), 1.0))
 
 
 @torch.no_grad()
@@ -90,17 +93,12 @@ def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_toke
     ids = torch.tensor([tokenizer.encode(text)], device=device)
     if ids.shape[1] >= limit:
         raise MinbertError(f"a prompt of {ids.shape[1]} tokens leaves none of the model's {limit} positions to write in")
-    hidden, past = gpt.encode(ids)
+    tokens = stream(gpt, ids, temperature, top_p, generator=generator)  # one cache across all the lines
     for _ in range(LINES - text.count("\n")):
         line = []
-        for _ in range(max_line_tokens):
-            if ids.shape[1] >= limit:
-                break
-            token = next_token(gpt.hidden_state_to_token(hidden[:, -1]), temperature, top_p, generator)
-            ids = torch.cat([ids, token[:, None]], dim=1)
-            hidden, past = gpt.encode(token[:, None], past=past)
+        for token in itertools.islice(tokens, max_line_tokens):  # nothing once the positions run out
             line.append(int(token))
-            if "\n" in tokenizer.decode([int(token)]):
+            if line[-1] in tokenizer.newline_ids:
                 break
         piece = tokenizer.decode(line).split("\n")[0]
         # no control characters: some (\x1c, \x85, ...) are line breaks to a reader of the file

@@ -5,6 +5,7 @@ Byte-level: text is split by GPT-2's regular expression into words (a leading sp
 word's UTF-8 bytes are mapped to printable characters, and merges.txt's pairs are applied in rank order; any
 string round-trips, so there is no unknown token. GPT-2 has no padding token: rows are padded on the right with
 <|endoftext|>, and the attention mask marks the padding, as the course's starter does."""
+import functools
 from pathlib import Path
 
 import torch
@@ -32,6 +33,11 @@ class GPT2Tokenizer:
     @classmethod
     def from_pretrained(cls, folder):
         return cls(Path(folder) / "vocab.json", Path(folder) / "merges.txt")
+
+    @functools.cached_property
+    def newline_ids(self):
+        """The ids of the tokens whose text holds a line break (a generated line ends at one of them)."""
+        return frozenset(i for i in range(self.vocab_size) if "\n" in self._tok.decode([i], skip_special_tokens=False))
 
     @property
     def vocab_size(self):

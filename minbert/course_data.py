@@ -189,57 +189,71 @@ def course_url(fname):
     return f"{base.rstrip('/')}/{fname}"
 
 
-def fetch_data(dest="data", source=None, log=print):
-    """Fill `dest` with the twelve course files: copied from `source` when given, else downloaded.
+def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, strict=True, what="course CSVs"):
+    """Fill `dest` with `files` ({name: git blob id}; default the twelve course CSVs): copied from `source` when
+    given, else downloaded from url(name). Returns how many were fetched now.
 
     A file already in `dest` with the right blob id (or, from `source`, the same bytes) is left alone; one that
-    differs is never replaced: the whole fetch stops first, in one line naming it, so no data is lost and no
-    folder is left half one set, half another. A local copy that differs from the course release is used as
-    it is, with one line saying so; a download must match.
+    differs is never replaced. Strict (the course CSVs), every problem stops the fetch in one line, the differing
+    files before anything is copied, so no folder is left half one set, half another; not strict (Build GPT-2's
+    sonnets, which minBERT does not need), each problem is a line and that file is skipped. A local copy that
+    differs from the course release is used as it is, with one line saying so; a download must match.
     """
+    files = BLOB_IDS if files is None else files
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
-        raise MinbertError(f"--dest {dest}: is a file, but the course files go into a folder there")
+        raise MinbertError(f"--dest {dest}: is a file, but the {what} go into a folder there")
     if source is not None and not Path(source).is_dir():
-        raise MinbertError(f"--from {source}: " + ("is a file; give the folder holding the course CSVs" if Path(source).exists()
+        raise MinbertError(f"--from {source}: " + (f"is a file; give the folder holding the {what}" if Path(source).exists()
                                                    else "folder not found"))
-    differing = [dest / f for f, blob in BLOB_IDS.items() if (dest / f).is_file() and (
+
+    def problem(error):
+        if strict:
+            raise error
+        log(str(error))
+
+    differing = [f for f, blob in files.items() if (dest / f).is_file() and (
         (dest / f).read_bytes() != (Path(source) / f).read_bytes() if source is not None and (Path(source) / f).is_file()
         else git_blob_id(dest / f) != blob)]
-    if differing:
-        raise MinbertError(f"{differing[0]}: already there and different from what --fetch would put there "
-                           f"({len(differing)} of the {len(BLOB_IDS)} files differ); data is never replaced: move "
+    if differing and strict:
+        raise MinbertError(f"{dest / differing[0]}: already there and different from what --fetch would put there "
+                           f"({len(differing)} of the {len(files)} files differ); data is never replaced: move "
                            f"those files away first, or give --dest another folder")
+    for f in differing:
+        log(f"{dest / f}: already there with other contents, kept as it is (move it away to fetch the course's)")
     dest.mkdir(parents=True, exist_ok=True)
     fetched = 0
-    for fname, blob in BLOB_IDS.items():
+    for fname, blob in files.items():
         target = dest / fname
+        if fname in differing:
+            continue
         if source is not None:
             src = Path(source) / fname
             if not src.is_file():
-                raise MinbertError(f"{src}: data file not found in {source}")
+                problem(MinbertError(f"{src}: data file not found in {source}"))
+                continue
             if not target.is_file():
                 shutil.copyfile(src, target)
                 fetched += 1
             if git_blob_id(target) != blob:
                 log(f"{target}: differs from the course release (git blob id), used as it is")
             continue
-        if target.is_file() and git_blob_id(target) == blob:
+        if target.is_file():  # with the right blob id (a differing one was named above)
             continue
         tmp = dest / (fname + ".download")
         try:
-            download(course_url(fname), tmp, desc=fname)
+            download(url(fname), tmp, desc=fname)
         except DownloadError as e:
-            if e.offline:  # no network: the course files may still be on this machine
-                raise DownloadError(f"{e}; without a network, copy the course CSVs from a folder that has them: "
-                                    f"MINBERT_DATA=DIR bash setup.sh (or python datasets.py --fetch --from DIR)",
-                                    offline=True) from None
-            raise
+            problem(e if not e.offline else DownloadError(  # no network: the files may still be on this machine
+                f"{e}; without a network, copy the {what} from a folder that has them: MINBERT_DATA=DIR bash setup.sh "
+                f"(or --fetch --from DIR)", offline=True))
+            continue
         if git_blob_id(tmp) != blob:
             got = git_blob_id(tmp)
             tmp.unlink()
-            raise DownloadError(f"{course_url(fname)}: git blob id {got} but the course release has {blob}; not installed")
+            problem(DownloadError(f"{url(fname)}: git blob id {got} but the course release has {blob}; not installed"))
+            continue
         os.replace(tmp, target)
         fetched += 1
-    log(f"data/: {len(BLOB_IDS)} course files in {dest.resolve()} ({fetched} fetched now)")
-    return dest
+    log(f"data/: {len(files)} {what} in {dest.resolve()} ({fetched} fetched now)")
+    return fetched

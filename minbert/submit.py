@@ -10,6 +10,7 @@ from pathlib import Path
 from evaluation import read_predictions
 from minbert.course_data import data_file, read_examples
 from minbert.files import atomic_write
+from minbert.runs.places import OUTPUT_FOLDERS, project_parts
 from utils import MinbertError
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
@@ -33,7 +34,6 @@ class Project:
 
 MINBERT = Project("minBERT", "predictions", {"1": PART1, "2": PART2}, {"1": PART1_CODE}, ("minbert",),
                   "run classifier.py (Part 1) or multitask_classifier.py (Part 2) first")
-OUTPUT_FOLDERS = ("runs", "predictions", "checkpoints", "reports", "pretrained")
 
 
 def split_of(name):
@@ -90,8 +90,8 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT):
     bad += [f"{c} (missing)" for k in chosen for c in project.code.get(k, []) if not (root / c).is_file()]
     if bad:
         raise MinbertError(f"not zipping, {project.name} Part {' and '.join(chosen)} needs: " + ", ".join(bad))
-    code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")
-            if p.relative_to(root).parts[1] not in OUTPUT_FOLDERS or pkg == "minbert"]  # not gpt2/runs/'s guard
+    code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")  # not gpt2/runs/__init__.py's guard
+            if project_parts(p.relative_to(root).parts)[0] not in OUTPUT_FOLDERS]
     files = sorted(root.glob("*.py")) + sorted(code) + sorted(
         p for p in predictions.iterdir()
         # raw dev scores, and dated backups of files no run wrote (minbert/runs/outputs.py), are not for the zip

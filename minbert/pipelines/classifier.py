@@ -33,15 +33,18 @@ def model_eval(data, model, device, amp="none", desc="eval"):
     return accuracy(pred, gold), macro_f1(pred, gold), pred, gold, data.ids, logits
 
 
-def test(model, data, files, device, amp="none"):
-    """Predict dev and test with `model` (the best epoch), write both leaderboard files and the raw dev
-    outputs into the run folder; returns the dev accuracy."""
+def test(model, data, files, device, amp="none", names=None, raw=None):
+    """Predict dev and test with `model` (the best epoch), write both leaderboard files (`names`: {split: file
+    name}, by default the handout's {stem}-{split}-out.csv) and the raw dev outputs (`raw(logits)`, by default the
+    logits) into the run folder; returns the dev accuracy."""
     name = data["dev"].task.name
+    names = names or {split: f"{files.stem}-{split}-out.csv" for split in ("dev", "test")}
     acc, _, dev_pred, _, _, logits = model_eval(data["dev"], model, device, amp, desc=f"{name} dev")
-    write_dev_scores(files.folder / f"{files.stem}-dev-scores.npz", name, data["dev"], logits, dev_pred)
-    write_predictions(files.folder / f"{files.stem}-dev-out.csv", name, data["dev"].ids, dev_pred)
+    write_dev_scores(files.folder / f"{files.stem}-dev-scores.npz", name, data["dev"], raw(logits) if raw else logits,
+                     dev_pred)
+    write_predictions(files.folder / names["dev"], name, data["dev"].ids, dev_pred)
     test_pred = predict(model.logits, data["test"], 64, device, amp, desc=f"{name} test").argmax(-1)
-    write_predictions(files.folder / f"{files.stem}-test-out.csv", name, data["test"].ids, test_pred)
+    write_predictions(files.folder / names["test"], name, data["test"].ids, test_pred)
     return acc
 
 
@@ -108,16 +111,18 @@ class SentimentPipeline(Pipeline):
     def describe(self, m):
         return f"train acc {m['train_accuracy']:.3f}, dev acc {m['accuracy']:.3f}, dev f1 {m['f1']:.3f}"
 
+    @staticmethod
+    def raw_output(logits):
+        """What the dev-scores file keeps of the model's dev logits (report.py reads it)."""
+        return logits
+
     def write_outputs(self, files, best):
-        acc = test(self.model, self.data, files, self.device, self.amp)
+        names = self.published_names(self.settings, self.name)
+        acc = test(self.model, self.data, files, self.device, self.amp, names, self.raw_output)
         print(f"{self.name}: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder} "
               f"(checkpoint {files.best.name}, log {files.log.name})")
-        published = [(files.folder / n, Path(self.settings.predictions_dir) / n)
-                     for n in self.published_names(self.settings, self.name).values()]
+        published = [(files.folder / n, Path(self.settings.predictions_dir) / n) for n in names.values()]
         return {"dataset": self.name, "dev_acc": acc, "best_epoch": best["epoch"]}, published
-
-
-stem = SentimentPipeline.stem
 
 
 def train(settings, name, run, on_epoch=None, pipeline_class=SentimentPipeline):

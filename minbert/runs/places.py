@@ -5,21 +5,21 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[2]  # the project folder (where the scripts are)
 OUTPUT_FOLDERS = ("predictions", "runs", "checkpoints", "reports", "pretrained")
 SOURCE_FOLDERS = (".git", ".ci", "minbert", "gpt2", "tests", "tools", "docs", "benchmarks", "data")
-
-
 SUBPROJECTS = ("gpt2",)  # folders whose scripts run from inside them, with output folders of their own
 
 
-def _inside(path):
-    """`path`'s parts under the project folder (under gpt2/ for what lies in gpt2's own output folders), or None
-    when it lies elsewhere."""
-    path = Path(path).resolve()
-    if not path.is_relative_to(PROJECT):
-        return None
-    parts = path.relative_to(PROJECT).parts
+def project_parts(parts):
+    """A path's parts relative to the project folder, with gpt2/'s own output folders (gpt2/runs/, ...) seen as the
+    project's (runs/, ...)."""
     if parts[:1] and parts[0] in SUBPROJECTS and parts[1:2] and parts[1] in OUTPUT_FOLDERS:
         return parts[1:]
     return parts
+
+
+def _inside(path):
+    """`path`'s project_parts, or None when it lies outside the project folder."""
+    path = Path(path).resolve()
+    return project_parts(path.relative_to(PROJECT).parts) if path.is_relative_to(PROJECT) else None
 
 
 def among_sources(path, root=True):
