@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import optuna
+import pytest
 import torch
 
 from bert import BertModel
@@ -31,6 +32,15 @@ WORDS = ("the a an movie film good bad great awful fun boring love hate is was i
          "very so funny sad plot actor acting story how what why do i can you my to of in on for with "
          "question answer same different dog cat man woman play playing run running ##s ##ing ##ed").split()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+# The devices a test of a device path runs on: the CPU always, CUDA where a GPU is there (reported as skipped elsewhere).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"))]
+
+
+def device_flags(device):
+    """The pipelines' flags that put a run on `device`: --use_gpu for "cuda", none for the CPU."""
+    return ["--use_gpu"] if device == "cuda" else []
 
 
 def tiny_config(**kw):

@@ -5,7 +5,7 @@ import torch
 import transformers
 
 from bert import BertLayer, BertModel
-from tests.helpers import tiny_config
+from tests.helpers import DEVICES, tiny_config
 
 
 def _pair(config_kw=None, seed=0):
@@ -22,11 +22,13 @@ def _batch():
     return ids, (ids != 0).long(), torch.tensor([[0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1]])
 
 
-def test_explicit_and_sdpa_attention_agree_with_padding():
+@pytest.mark.parametrize("device", DEVICES)
+def test_explicit_and_sdpa_attention_agree_with_padding(device):
+    """On a GPU, SDPA dispatches to other kernels than on the CPU (its memory-efficient one in fp32)."""
     sdpa, explicit = _pair()
-    ids, mask, types = _batch()
-    a = sdpa.eval()(ids, mask, types)
-    b = explicit.eval()(ids, mask, types)
+    ids, mask, types = (t.to(device) for t in _batch())
+    a = sdpa.to(device).eval()(ids, mask, types)
+    b = explicit.to(device).eval()(ids, mask, types)
     keep = mask.bool()
     torch.testing.assert_close(a["last_hidden_state"][keep], b["last_hidden_state"][keep], atol=1e-5, rtol=0)
     torch.testing.assert_close(a["pooler_output"], b["pooler_output"], atol=1e-5, rtol=0)

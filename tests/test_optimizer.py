@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from optimizer import AdamW
+from tests.helpers import DEVICES
 
 
 def _model(seed=0):
@@ -26,19 +27,21 @@ def _train(model, opt, steps, seed=1):
 PATHS = {"foreach": dict(fused=False), "fused": dict(fused=True)}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_each_fast_path_equals_the_reference_loop(path):
+def test_each_fast_path_equals_the_reference_loop(path, device):
     """50 steps, two groups with their own rate and weight decay, the rates changing every step (as a schedule
-    changes them): the multi-tensor and the fused paths take the reference loop's steps, to fp32 rounding."""
+    changes them): the multi-tensor and the fused paths take the reference loop's steps, to fp32 rounding, on the
+    CPU and on a GPU (where torch's fused and foreach kernels are other code)."""
     def train(**kw):
-        model = _model()
+        model = _model().to(device)
         opt = AdamW([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 3e-2,
                                                            "weight_decay": 0.5}],
                     lr=1e-2, weight_decay=0.05, betas=(0.8, 0.99), eps=1e-6, **kw)
         g = torch.Generator().manual_seed(1)
         for _ in range(50):
             opt.zero_grad()
-            model(torch.randn(8, 5, generator=g)).pow(2).sum().backward()
+            model(torch.randn(8, 5, generator=g).to(device)).pow(2).sum().backward()
             opt.step()
             for group in opt.param_groups:
                 group["lr"] *= 0.95
@@ -47,7 +50,8 @@ def test_each_fast_path_equals_the_reference_loop(path):
     assert opt.defaults["fused"] == (path == "fused")
     for pa, pb in zip(ref.parameters(), fast.parameters()):
         torch.testing.assert_close(pb, pa, atol=1e-6, rtol=1e-5)
-        assert not torch.equal(pa, _model().state_dict()[[n for n, q in ref.named_parameters() if q is pa][0]])
+        assert pa.device.type == device
+        assert not torch.equal(pa.cpu(), _model().state_dict()[[n for n, q in ref.named_parameters() if q is pa][0]])
 
 
 @pytest.mark.parametrize("path", [dict(foreach=False), *PATHS.values()], ids=["loop", "foreach", "fused"])

@@ -1,18 +1,21 @@
 """gpt2/generation.py: greedy decoding with the key-value cache gives the uncached loop's tokens and HF's
 generate's, token for token; top-p keeps the smallest set of tokens reaching p."""
+import pytest
 import torch
 
 from gpt2.generation import generate, next_token
 from gpt2.models.gpt2 import GPT2Model
+from tests.helpers import DEVICES
 
 
-def test_greedy_with_and_without_cache_equals_hf_generate(tiny_gpt2):
+@pytest.mark.parametrize("device", DEVICES)
+def test_greedy_with_and_without_cache_equals_hf_generate(tiny_gpt2, device):
     from transformers import GPT2LMHeadModel
-    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
-    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).to(device).eval()
+    ours = GPT2Model.from_pretrained(tiny_gpt2).to(device).eval()
     for seed in range(3):
         torch.manual_seed(seed)
-        prompt = torch.randint(1, ours.config.vocab_size, (1, 6))
+        prompt = torch.randint(1, ours.config.vocab_size, (1, 6)).to(device)
         cached = generate(ours, prompt, 30)
         uncached = generate(ours, prompt, 30, use_cache=False)
         hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30, do_sample=False,
@@ -30,7 +33,6 @@ def test_top_p_samples_only_from_the_nucleus():
 
 
 def test_a_prompt_too_long_for_the_positions_is_refused(tiny_gpt2):
-    import pytest
     model = GPT2Model.from_pretrained(tiny_gpt2).eval()
     with pytest.raises(ValueError, match="exceeds the model's 64 positions"):
         generate(model, torch.zeros(1, 60, dtype=torch.long), 10)

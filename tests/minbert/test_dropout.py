@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from minbert.dropout import Dropout, keep_mask
+from tests.helpers import DEVICES
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -70,3 +71,16 @@ def test_outside_training_or_when_switched_off_it_is_torchs_dropout():
     assert torch.equal(Dropout(1.0).train()(x), torch.zeros_like(x))
     half = Dropout(0.1).train()(x.bfloat16())
     assert half.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bulk_masks_on_the_cpu_only_and_torchs_fused_dropout_on_a_gpu(device):
+    """The bulk draw pays on the CPU alone; on a GPU the same module runs torch's dropout, seed for seed."""
+    drop = Dropout(0.3).train()
+    x = torch.randn(64, 384, device=device)
+    assert drop.bulk(x) == (device == "cpu")
+    if device == "cuda":
+        torch.manual_seed(4)
+        ours = drop(x)
+        torch.manual_seed(4)
+        assert torch.equal(ours, F.dropout(x, 0.3, True))

@@ -4,15 +4,17 @@ import pytest
 import torch
 
 from gpt2.models.gpt2 import GPT2Model
+from tests.helpers import DEVICES
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("attn", ["sdpa", "explicit"])
-def test_hidden_states_last_token_and_logits_equal_hf(tiny_gpt2, attn):
+def test_hidden_states_last_token_and_logits_equal_hf(tiny_gpt2, attn, device):
     from transformers import GPT2LMHeadModel
-    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
-    ours = GPT2Model.from_pretrained(tiny_gpt2, attn_impl=attn).eval()
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).to(device).eval()
+    ours = GPT2Model.from_pretrained(tiny_gpt2, attn_impl=attn).to(device).eval()
     torch.manual_seed(1)
-    ids = torch.randint(0, ours.config.vocab_size, (3, 12))
+    ids = torch.randint(0, ours.config.vocab_size, (3, 12)).to(device)
     mask = torch.ones_like(ids)
     mask[1, 8:], mask[2, 3:] = 0, 0  # right padding, as the tokenizer pads
     with torch.no_grad():

@@ -8,7 +8,7 @@ import torch
 import classifier
 import evaluation
 from minbert.course_data import read_examples
-from tests.helpers import epochs_run, interrupt_second_epoch, part1_args
+from tests.helpers import DEVICES, device_flags, epochs_run, interrupt_second_epoch, part1_args
 from utils import MinbertError
 
 
@@ -67,8 +67,9 @@ def test_same_seed_same_predictions(tmp_path, course_data, tiny_model):
         assert (tmp_path / "a" / "pred" / name).read_text() == (tmp_path / "b" / "pred" / name).read_text()
 
 
-def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, tiny_model, monkeypatch):
-    common = ("--fine-tune-mode", "full-model", "--datasets", "sst", "--epochs", "3")
+@pytest.mark.parametrize("device", DEVICES)
+def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, tiny_model, monkeypatch, device):
+    common = ("--fine-tune-mode", "full-model", "--datasets", "sst", "--epochs", "3", *device_flags(device))
     classifier.main(part1_args(tmp_path / "straight", course_data, tiny_model, *common))
 
     restore = interrupt_second_epoch(monkeypatch)

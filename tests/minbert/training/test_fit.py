@@ -9,7 +9,8 @@ import classifier
 import multitask_classifier as mt
 from minbert.pipelines import multitask as part2
 from minbert.training.fit import EarlyStopping
-from tests.helpers import epochs_run, interrupt_second_epoch, output_files, part1_args, part2_args
+from tests.helpers import (DEVICES, device_flags, epochs_run, interrupt_second_epoch, output_files, part1_args,
+                           part2_args)
 from utils import MinbertError
 
 
@@ -115,11 +116,13 @@ def test_a_resumed_run_stops_early_where_the_straight_one_does_and_a_stopped_run
 @pytest.mark.parametrize("extra", [[], ["--rdrop_weight", "1", "--smart_bregman_weight", "1", "--pair_encoding", "mixed"],
                                    ["--sampler", "all", "--pcgrad"], ["--sampler", "all", "--gradvac"],
                                    ["--gradual_unfreeze", "3", "--optimizer", "lamb", "--shared_head", "8"]])
+@pytest.mark.parametrize("device", DEVICES)
 def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_path, course_data, tiny_model,
-                                                                          monkeypatch, extra):
-    """The model, optimizer, schedule, random states, each task stream's place, early stopping, the Bregman
-    teacher, GradVac's averages and the unfreezing schedule's step all come back: the six files are the same."""
-    common = ["--epochs", "3", "--steps_per_epoch", "4", "--patience", "5", *extra]
+                                                                          monkeypatch, extra, device):
+    """The model, optimizer, schedule, random states (the GPU's too), each task stream's place, early stopping, the
+    Bregman teacher, GradVac's averages and the unfreezing schedule's step all come back: the six files are the
+    same."""
+    common = ["--epochs", "3", "--steps_per_epoch", "4", "--patience", "5", *extra, *device_flags(device)]
     straight = mt.main(part2_args(tmp_path / "straight", course_data, tiny_model, *common))
     restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
