@@ -132,7 +132,9 @@ def distributed():
     import torch.distributed as dist
     if not dist.is_initialized():
         if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            if local < torch.cuda.device_count():  # a CPU run may start more processes than the node has GPUs
+                torch.cuda.set_device(local)
             # Collectives go by tensor device: nccl for a --use_gpu run, gloo for one kept on the CPU.
             dist.init_process_group("cpu:gloo,cuda:nccl")
         else:
@@ -187,7 +189,11 @@ def get_device(use_gpu):
     if not use_gpu:
         return torch.device("cpu")
     if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        local, count = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= count:
+            raise MinbertError(f"--use_gpu: this is process {local} on its node, which has {count} GPU(s): start at "
+                               f"most {count} (torchrun --nproc_per_node {count}), or drop --use_gpu to run on the CPU")
+        return torch.device("cuda", local)
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
     raise MinbertError("--use_gpu was given but no GPU is visible to PyTorch "

@@ -7,7 +7,9 @@ gives four independent 16-bit integers u, uniform on 0..65535, and an element is
 k = round(p 65536): the keep rate is q' = 1 - k / 65536, within 2^-17 of q, and the scale is 1 / q', so E[y] = x
 holds exactly. The draws come from torch's own generator, so seeding, the random state a resumed run restores,
 and fresh masks at every call are as with torch's dropout. On a GPU, where torch's fused dropout is already
-fast, and with fast=False (--no_fast_dropout; BertConfig.fast_dropout), torch's dropout runs.
+fast, with fast=False (--no_fast_dropout; BertConfig.fast_dropout), and inside torch.compile (--compile: the
+compiler draws dropout's randomness inside its own fused kernels, and an in-place draw would split its graph),
+torch's dropout runs.
 """
 import torch
 import torch.nn as nn
@@ -35,8 +37,9 @@ class Dropout(nn.Dropout):
         self.fast = fast
 
     def bulk(self, x):
-        """Whether this call draws bulk masks: training on the CPU with 0 < p < 1."""
-        return self.fast and self.training and 0.0 < self.p < 1.0 and x.device.type == "cpu"
+        """Whether this call draws bulk masks: training on the CPU with 0 < p < 1, outside torch.compile."""
+        return (self.fast and self.training and 0.0 < self.p < 1.0 and x.device.type == "cpu"
+                and not torch.compiler.is_compiling())
 
     def forward(self, x):
         if not self.bulk(x):

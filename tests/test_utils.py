@@ -135,3 +135,28 @@ def test_progress_lines_without_a_terminal(capsys, monkeypatch):
     monkeypatch.undo()
     Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
     assert capsys.readouterr().out == ""
+
+
+def test_processes_beyond_the_nodes_gpus_stay_off_them_and_use_gpu_says_how_many(monkeypatch):
+    """torchrun --nproc_per_node 2 on a node with one GPU: a CPU run's second process never selects a GPU that is
+    not there (it did, and died on 'invalid device ordinal'); with --use_gpu the process count is one line."""
+    import torch.distributed as dist
+    selected = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", selected.append)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **kw: None)
+    monkeypatch.setattr(dist, "get_rank", lambda: int(utils.os.environ["RANK"]))
+    monkeypatch.setattr(utils.atexit, "register", lambda f: None)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for local in (0, 1):
+        monkeypatch.setenv("RANK", str(local))
+        monkeypatch.setenv("LOCAL_RANK", str(local))
+        assert utils.distributed() == (local, 2)
+    assert selected == [0]
+    assert utils.get_device(False) == torch.device("cpu")
+    with pytest.raises(utils.MinbertError, match=r"process 1 on its node, which has 1 GPU\(s\).*--nproc_per_node 1"):
+        utils.get_device(True)
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert utils.get_device(True) == torch.device("cuda", 0)

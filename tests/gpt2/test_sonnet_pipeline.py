@@ -4,7 +4,7 @@ import pytest
 
 from gpt2.sonnet_pipeline import run_sonnets
 from gpt2.sonnets import read_sonnets
-from tests.helpers import SHARED_DATA, make_gpt2_checkpoint
+from tests.helpers import make_gpt2_checkpoint, real_data_folder
 from utils import MinbertError
 
 
@@ -14,7 +14,7 @@ def sonnet_files(folder, n_train=6, n_held=2):
     names = {"sonnets.txt": n_train, "sonnets_held_out.txt": n_held, "sonnets_held_out_dev.txt": n_held,
              "TRUE_sonnets_held_out_dev.txt": n_held}
     for name, n in names.items():
-        sonnets = read_sonnets(SHARED_DATA / name)[:n]
+        sonnets = read_sonnets(real_data_folder(name) / name)[:n]
         (folder / name).write_text("Sonnets\n\n\n" + "".join(f"\n{k}\n\n{t}\n" for k, t in sonnets))
     return folder
 

@@ -5,7 +5,7 @@ import csv
 import pytest
 
 from gpt2.tokenizer import GPT2Tokenizer
-from tests.helpers import SHARED_DATA, real_data_folder, train_gpt2_vocab
+from tests.helpers import real_data_folder, train_gpt2_vocab
 from utils import MinbertError
 
 
@@ -23,7 +23,7 @@ def _course_texts(folder, sonnet_folder):
 def test_equals_hf_on_every_course_sentence_and_sonnet_line(tmp_path):
     from transformers import GPT2TokenizerFast
     folder = real_data_folder()
-    sonnet_folder = folder if (folder / "sonnets.txt").exists() else SHARED_DATA
+    sonnet_folder = real_data_folder("sonnets.txt")
     sonnets = (sonnet_folder / "sonnets.txt").read_text(encoding="utf-8").splitlines()
     train_gpt2_vocab(tmp_path, sonnets, vocab_size=2000)
     ours = GPT2Tokenizer.from_pretrained(tmp_path)
