@@ -69,7 +69,8 @@ def build_parser():
                     help="also time HF transformers' BertModel on the same weights (needs transformers installed)")
     ap.add_argument("--profile", type=nonneg_int, default=0, metavar="STEPS",
                     help="also profile this many plain training steps (with --hf and a reduced precision, HF's too): "
-                         "the time by phase and by kind of operator")
+                         "the time by phase and by kind of operator; and the plain step's floor, its matrix products "
+                         "and optimizer step alone (minbert/bench/floor.py)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=["full-model", "last-linear-layer", "lora", "dora"],
                     default="full-model", help="what trains (adapters on query and value, as the pipelines' default)")

@@ -32,8 +32,10 @@ def category(name):
 
 
 def profile_steps(candidate, steps, warmup=3):
-    """{"ms_per_step", "phases": {phase: ms/step}, "categories": {category: ms/step}, "top": [(op, ms/step)]} of
-    `steps` training steps of `candidate` (a bench.candidate.Candidate), after `warmup` untimed ones."""
+    """{"ms_per_step", "phases": {phase: ms/step}, "categories": {category: ms/step}, "top": [(op, ms/step)],
+    "padded_tokens_per_step"} of `steps` training steps of `candidate` (a bench.candidate.Candidate) over its timed
+    batches in order (cycling), after `warmup` untimed ones. Fewer steps than timed batches profile the first ones
+    only, whose size can differ from the timed steps' mean: compare ms per step at the same padded tokens."""
     c = candidate
     c.train(True)
     batches = c.batches
@@ -53,4 +55,5 @@ def profile_steps(candidate, steps, warmup=3):
         by_category[category(e.key)] += ms
         ops[e.key] += ms
     return {"ms_per_step": sum(by_category.values()), "phases": phases,
-            "categories": dict(by_category.most_common()), "top": ops.most_common(12)}
+            "categories": dict(by_category.most_common()), "top": ops.most_common(12),
+            "padded_tokens_per_step": sum(b["x"]["input_ids"].numel() for b in timed) / steps}

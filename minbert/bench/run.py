@@ -4,6 +4,7 @@ import torch
 
 from config import BertConfig
 from minbert.bench.candidate import CONFIGS, Candidate
+from minbert.bench.floor import step_floor
 from minbert.bench.profile import profile_steps
 from minbert.bench.timing import matmul_peak, mfu, time_rows
 from minbert.hub import resolve_pretrained
@@ -86,8 +87,23 @@ def benchmark(settings, why=""):
     for label, switches in (("plain", {}), ("hf-amp", dict(fast=False, bucket=True, hf=True, amp=rt.amp)))[:1 + s.hf]:
         if s.profile and (label == "plain" or rt.amp != "none"):
             out[f"profile_{label}"] = p = profile_steps(Candidate(s, tokenizer, cfg, label, **switches), s.profile, s.warmup)
-            print(f"{label} training step under the profiler, {p['ms_per_step']:.0f} ms/step of operator time: "
+            size = (f"{p['padded_tokens_per_step']:.0f} padded tokens a step, the timed steps "
+                    f"{by['plain']['padded_tokens_per_step']:.0f}")
+            print(f"{label} training step under the profiler ({s.profile} steps, {size}), {p['ms_per_step']:.0f} ms/step "
+                  f"of operator time: "
                   + ", ".join(f"{k} {v:.0f}" for k, v in p["phases"].items()) + " ms; by kind: "
                   + ", ".join(f"{k} {v:.1f}" for k, v in p["categories"].items()) + " ms")
             print(f"{label} top operators (ms/step): " + ", ".join(f"{k} {v:.1f}" for k, v in p["top"]))
+    if s.profile:
+        out["floor"] = f = step_floor(Candidate(s, tokenizer, cfg, "plain"), cfg, rt.amp, s.warmup)
+        plain = by["plain"]["train"]["ms_per_step"]
+        print(f"floor of the plain step (its matrix products and optimizer step alone, same kernels and precision): "
+              f"{f['ms_per_step']:.0f} ms (forward {f['forward_ms']:.0f}, backward {f['backward_ms']:.0f}, optimizer "
+              f"{f['optimizer_ms']:.0f}), {f['ms_per_step'] / plain:.0%} of the plain step's {plain:.0f} ms")
+        for other in ("hf-amp", "hf-bucketed"):
+            if other in by and by[other]["amp"] == by["plain"]["amp"]:
+                theirs = by[other]["train"]["ms_per_step"]
+                out["floor"]["max_speedup_vs_" + other] = theirs / f["ms_per_step"]
+                print(f"  {other} takes {theirs:.0f} ms on the same batches: no step on these kernels is more than "
+                      f"{theirs / f['ms_per_step']:.2f}x faster than it (the plain step is {theirs / plain:.2f}x)")
     return out

@@ -110,5 +110,6 @@ def time_rows(settings, tokenizer, cfg, rows):
         for name, mult in (("train", 3), ("infer", 1)):
             r[name] = _figures(counts, statistics.median(passes[label, name]), mult)
         r.update(static)
+        r["padded_tokens_per_step"] = counts["padded"] / counts["steps"]
         results.append(r)
     return results
