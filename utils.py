@@ -90,13 +90,15 @@ def out_of_memory(e):
 class Progress:
     """Without a terminal (output to a file, nohup, a batch system) tqdm draws nothing, so a plain line goes
     out instead: after the first `first` seconds, then every `every` seconds (step/total, mean loss,
-    tokens/s and the time left)."""
+    tokens/s and the time left). The time left comes from the pace since the previous line, so that a slow start
+    (--compile's first steps, a cold cache) stops counting once it is over."""
 
     def __init__(self, desc, total, every, terminal, first=10.0):
         self.desc, self.total, self.every = desc, total, every
         self.on = bool(every) and not terminal and is_main()
         self.t0 = self.last = time.perf_counter()
         self.wait = min(first, every)
+        self.last_steps = 0
 
     def update(self, steps, tokens=None, mean_loss=None):
         """After `steps` of `total`: a line if it is time for one. `mean_loss` is a function (it syncs a GPU)."""
@@ -104,8 +106,9 @@ class Progress:
         if not self.on or now - self.last < self.wait:
             return
         self.wait = self.every
-        self.last, elapsed = now, now - self.t0
-        eta = elapsed / steps * (self.total - steps) if self.total else 0.0
+        pace = (now - self.last) / max(1, steps - self.last_steps)
+        self.last, self.last_steps, elapsed = now, steps, now - self.t0
+        eta = pace * (self.total - steps) if self.total else 0.0
         parts = [f"step {steps}/{self.total}"] + ([f"loss {mean_loss():.4f}"] if mean_loss else []) + (
             [f"{tokens / elapsed:.0f} tokens/s"] if tokens is not None else [])
         print(f"{self.desc}: {', '.join(parts)}, {_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)

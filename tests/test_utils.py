@@ -137,6 +137,18 @@ def test_progress_lines_without_a_terminal(capsys, monkeypatch):
     assert capsys.readouterr().out == ""
 
 
+def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(capsys, monkeypatch):
+    """A first step of 30 s (compiling), then 0.1 s a step: the second line's estimate is the 0.1 s pace."""
+    clock = iter([0.0, 30.0, 90.0])
+    monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
+    p = Progress("mt epoch 0", 1000, every=60.0, terminal=False, first=10.0)
+    p.update(1)
+    p.update(601)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("0m30s elapsed, about 8h19m left")  # one slow step is all it knows yet
+    assert lines[1] == "mt epoch 0: step 601/1000, 1m30s elapsed, about 0m39s left"  # 399 steps at 0.1 s
+
+
 def test_processes_beyond_the_nodes_gpus_stay_off_them_and_use_gpu_says_how_many(monkeypatch):
     """torchrun --nproc_per_node 2 on a node with one GPU: a CPU run's second process never selects a GPU that is
     not there (it did, and died on 'invalid device ordinal'); with --use_gpu the process count is one line."""
