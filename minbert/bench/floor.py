@@ -3,12 +3,13 @@ own matrix products timed alone, at its shapes and in its precision, plus its op
 
 A linear layer y = x W^T + b costs three products of one size in a training step: the forward, the input's
 gradient dY W and the weight's gradient dY^T x, 2 * tokens * d_in * d_out FLOPs each; attention adds Q K^T and
-P V, three products each. Those products, run back to back on random operands of each timed batch's shapes in the
-autocast dtype, and the optimizer's step over the model's parameters, are work every implementation of the same
-training step does with the same library kernels (HF transformers' too). Everything else (elementwise arithmetic,
-softmax, layer norm, dropout, dtype casts, Python and autograd's bookkeeping) comes on top. So the floor bounds
-what any rewrite of everything else can give: a step cannot run faster than the floor, and no implementation
-on these kernels is more than (another step's time / floor) times faster than that other step.
+P V, three products each (the pooler's and the head's, one row a sentence, are left out). Those products, run
+back to back on random operands of each timed batch's shapes in the autocast dtype, and the optimizer's step over
+the model's parameters, are work every implementation of the same training step does with the same library
+kernels (HF transformers' too). Everything else (elementwise arithmetic, softmax, layer norm, dropout, dtype
+casts, Python and autograd's bookkeeping) comes on top. So the floor bounds what any rewrite of everything else
+can give: a step cannot run faster than the floor, and no implementation on these kernels is more than
+(another step's time / floor) times faster than that other step.
 """
 import statistics
 import time
