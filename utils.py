@@ -127,6 +127,11 @@ def seed_everything(seed):
     torch.manual_seed(seed)
 
 
+def local_rank():
+    """This process's number on its node (torchrun's LOCAL_RANK; 0 outside torchrun)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
 def distributed():
     """(rank, world_size). Under torchrun this joins the process group: nccl on CUDA, gloo on CPU."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -135,7 +140,7 @@ def distributed():
     import torch.distributed as dist
     if not dist.is_initialized():
         if torch.cuda.is_available():
-            local = int(os.environ.get("LOCAL_RANK", "0"))
+            local = local_rank()
             if local < torch.cuda.device_count():  # a CPU run may start more processes than the node has GPUs
                 torch.cuda.set_device(local)
             # Collectives go by tensor device: nccl for a --use_gpu run, gloo for one kept on the CPU.
@@ -192,7 +197,7 @@ def get_device(use_gpu):
     if not use_gpu:
         return torch.device("cpu")
     if torch.cuda.is_available():
-        local, count = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        local, count = local_rank(), torch.cuda.device_count()
         if local >= count:
             raise MinbertError(f"--use_gpu: this is process {local} on its node, which has {count} GPU(s): start at "
                                f"most {count} (torchrun --nproc_per_node {count}), or drop --use_gpu to run on the CPU")

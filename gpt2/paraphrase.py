@@ -15,6 +15,7 @@ import dataclasses
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from datasets import SentenceClassificationDataset
 from gpt2.models.gpt2 import GPT2Model
@@ -48,9 +49,10 @@ class GPT2ParaphraseCloze(nn.Module):
         self.register_buffer("answer_ids", torch.tensor([tokenizer.token_id(a) for a in ANSWERS]), persistent=False)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        """[B, 2]: the LM head's logits for " no" and " yes" after each prompt."""
+        """[B, 2]: the LM head's logits for " no" and " yes" after each prompt: the two rows of the tied head alone,
+        not the whole vocabulary's (50,257 logits a row) to keep two."""
         last = self.gpt(input_ids, attention_mask)["last_token"]
-        return self.gpt.hidden_state_to_token(last)[:, self.answer_ids]
+        return F.linear(last, self.gpt.word_embedding.weight[self.answer_ids])
 
     def logits(self, batch):
         return self(**batch["x"])

@@ -3,6 +3,7 @@ texts, the LM loss, dev perplexity as the score, and at the end the completions 
 chrF against the true dev sonnets, in a run folder of its own (--resume continues it)."""
 from pathlib import Path
 
+import sacrebleu
 import torch
 
 from gpt2.sonnets import SonnetGPT, complete, lm_loss, perplexity, read_sonnets, write_sonnets
@@ -15,6 +16,7 @@ from minbert.runs.outputs import check_outputs
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from utils import main_print, seed_everything
+
 
 class SonnetPipeline(Pipeline):
     kind, score_name = "gpt2-sonnet", "negative dev perplexity"
@@ -47,7 +49,6 @@ class SonnetPipeline(Pipeline):
                 for n, text in read_sonnets(path)]
 
     def write_outputs(self, files, best):
-        import sacrebleu
         s = self.settings
         dev = self.completions(s.held_out_dev, s.recipe.seed)
         true = dict(read_sonnets(s.true_dev))

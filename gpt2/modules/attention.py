@@ -47,8 +47,12 @@ class CausalSelfAttention(nn.Module):
         on the probabilities, heads merged back to [B, T, d]. `attention_mask` is the additive mask of causal_mask."""
         scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
         probs = self.dropout(torch.softmax(scores + attention_mask, dim=-1))
-        B, H, T, D = query.shape
-        return (probs @ value).transpose(1, 2).reshape(B, T, H * D)
+        return self.merge_heads(probs @ value)
+
+    def merge_heads(self, x):
+        """[B, heads, T, d/heads] -> [B, T, d]."""
+        B, H, T, D = x.shape
+        return x.transpose(1, 2).reshape(B, T, H * D)
 
     def forward(self, hidden_states, attention_mask=None, past=None):
         """Returns the attended output [B, T, d] and this layer's (K, V) for the cache: `past`'s plus the new
@@ -68,5 +72,4 @@ class CausalSelfAttention(nn.Module):
         else:
             mask = causal_mask(t_new, t_total, attention_mask, query.dtype).to(query.device)
             out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
-        B, H, T, D = out.shape
-        return out.transpose(1, 2).reshape(B, T, H * D), (key, value)
+        return self.merge_heads(out), (key, value)

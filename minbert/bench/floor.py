@@ -12,11 +12,10 @@ can give: a step cannot run faster than the floor, and no implementation on thes
 (another step's time / floor) times faster than that other step.
 """
 import statistics
-import time
 
 import torch
 
-from minbert.bench.timing import sync
+from minbert.bench.timing import seconds
 from minbert.precision import AMP_DTYPES
 
 
@@ -48,17 +47,8 @@ def products(cfg, B, T, dtype, device):
     return out
 
 
-def _seconds(calls, device):
-    sync(device)
-    t0 = time.perf_counter()
-    for call in calls:
-        call()
-    sync(device)
-    return time.perf_counter() - t0
-
-
-def _multiply(pairs):
-    return [lambda a=a, b=b: a @ b for a, b in pairs]
+def _multiply(pair):
+    return pair[0] @ pair[1]
 
 
 def step_floor(candidate, cfg, amp, warmup=3):
@@ -70,17 +60,16 @@ def step_floor(candidate, cfg, amp, warmup=3):
     forward, backward = [], []
     for i, b in enumerate(c.batches):
         pairs = products(cfg, *b["x"]["input_ids"].shape, dtype, device)
-        fwd, bwd = _multiply(pairs["forward"]), _multiply(pairs["backward"])
         if i < warmup:
-            _seconds(fwd + bwd, device)
+            seconds(device, _multiply, pairs["forward"] + pairs["backward"])
             continue
-        forward.append(_seconds(fwd, device))
-        backward.append(_seconds(bwd, device))
+        forward.append(seconds(device, _multiply, pairs["forward"]))
+        backward.append(seconds(device, _multiply, pairs["backward"]))
     for p in c.params:
         p.grad = torch.randn_like(p)
     steps = []
     for i in range(warmup + 5):
-        t = _seconds([c.opt.step], device)
+        t = seconds(device, lambda _: c.opt.step(), [None])
         if i >= warmup:
             steps.append(t)
     c.opt.zero_grad(set_to_none=True)

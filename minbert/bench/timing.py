@@ -28,11 +28,7 @@ def matmul_peak(device, dtype, sizes=(1024, 2048), repeats=10, warmup=3):
         for _ in range(warmup):
             a @ b
         for _ in range(repeats):
-            sync(device)
-            t0 = time.perf_counter()
-            a @ b
-            sync(device)
-            rates.append(2 * n ** 3 / (time.perf_counter() - t0))
+            rates.append(2 * n ** 3 / seconds(device, lambda _: a @ b, [None]))
     return {"best": max(rates), "median": statistics.median(rates), "worst": min(rates)}
 
 
@@ -46,12 +42,12 @@ def mfu(flop_per_s, peak):
     return value, ""
 
 
-def _one_pass(candidate, step, batches):
-    device = candidate.device
+def seconds(device, fn, items):
+    """Seconds to run fn(item) for each of `items` on `device`, the device's queue drained before and after."""
     sync(device)
     t0 = time.perf_counter()
-    for b in batches:
-        step(b)
+    for item in items:
+        fn(item)
     sync(device)
     return time.perf_counter() - t0
 
@@ -75,8 +71,8 @@ def _measure(s, tokenizer, cfg, label, switches, timed):
     for name in ("train", "infer"):
         step = c.train_step if name == "train" else c.infer_step
         c.train(name == "train")
-        _one_pass(c, step, c.batches[:s.warmup])
-        sec[name] = _one_pass(c, step, c.batches[timed])
+        seconds(c.device, step, c.batches[:s.warmup])
+        sec[name] = seconds(c.device, step, c.batches[timed])
     counts = {"real": sum(c.real[timed]), "padded": sum(c.padded[timed]), "flops": sum(c.flops[timed]),
               "steps": len(c.batches[timed])}
     static = {"trainable_params": sum(p.numel() for p in c.params),
