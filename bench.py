@@ -8,10 +8,15 @@ backward, AdamW step) and inference.
 
 Rows: `recipe` trains Part 1's classifier with the regularisers the flags ask for, taken as the pipelines
 take them (default: Part 2's default recipe, R-Drop on the full model); `plain` is the same step without
-them; `baseline` (--compare) has every switch off (fp32, explicit attention, no bucketing, the reference
-optimizer loop); with --hf, HF transformers' BertModel on the same weights, on the same length-bucketed
-batches as ours (`hf-bucketed`, what its Trainer's group_by_length gives) and on batches in random
-order (`hf-random`, its default, so that row's ratio includes bucketing's gain).
+them. On a GPU both are recorded as CUDA graphs, as the pipelines run them there (minbert/training/graphs.py),
+on the fixed shapes of that path, and `eager` is the plain step as --no_cuda_graphs runs it. `baseline`
+(--compare) has every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop); with
+--hf, HF transformers' BertModel with SDPA attention on the same weights, on the same length-bucketed batches
+as ours (`hf-bucketed`, what its Trainer's group_by_length gives), on batches in random order (`hf-random`,
+its default, so that row's ratio includes bucketing's gain), in our reduced precision (`hf-amp`) and, on a
+GPU, under torch.compile(mode="reduce-overhead") on our fixed shapes (`hf-compiled`, the one line its
+documentation gives for speed). Each row also reports how long its first --warmup steps took (compiling and
+recording happen there).
 Reports non-pad and padded tokens/s, ms per step, achieved
 FLOP/s and MFU against the matmul peak measured on the same device, with the same thread count, in the same
 run (the best of several timed matmuls after a warm-up, with its spread; only for precisions the hardware
@@ -53,6 +58,9 @@ def build_parser():
                     help="auto: bf16/fp16 only where the hardware runs it natively, else fp32")
     ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path of the fast runs")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model in the fast runs")
+    ap.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_false",
+                    help="on a GPU, time our steps eagerly only (default: as the pipelines run them there, recorded as "
+                         "CUDA graphs, with the eager step beside them)")
     ap.add_argument("--no_fused", dest="fused", action="store_false",
                     help="AdamW's multi-tensor kernels in the fast runs instead of its fused pass")
     ap.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",

@@ -47,17 +47,28 @@ class TaskData:
         self.features = None  # cached backbone outputs, when the backbone is frozen
         self.max_length = max_length
         self.pad_multiple = 0  # --pad_multiple (set_pad_multiple): 0 pads a batch to its longest row
+        self.widths = ()  # fixed widths a batch is padded to (set_fixed_shapes, for CUDA graphs): () for none
+        self.rows = 0  # rows a batch is padded to, with rows of loss weight 0 (set_fixed_shapes): 0 for as many as it has
 
     def __len__(self):
         return len(self.examples)
 
     def batch(self, index):
-        """The examples at `index` as padded tensors: {'x' or 'a'/'b': {input_ids, ...}, 'labels', 'index'}."""
+        """The examples at `index` as padded tensors: {'x' or 'a'/'b': {input_ids, ...}, 'labels', 'index'}.
+
+        With fixed rows (set_fixed_shapes) a short batch is filled up with copies of its first example, and
+        'weight' says which rows count (1) and which are filler (0): every loss averages over the rows with weight
+        1 only, so the batch's gradient is the unfilled batch's."""
+        real = len(index)
+        if self.rows and real < self.rows:
+            index = np.concatenate([np.asarray(index), np.repeat(np.asarray(index)[:1], self.rows - real)])
         out = {"index": torch.as_tensor(index)}
+        if self.rows:
+            out["weight"] = (torch.arange(len(index)) < real).float()
         # With cached backbone features the token inputs are not needed at all.
         for key, (ids, types) in ({} if self.features is not None else self.inputs).items():
             rows = [ids[i] for i in index]
-            width = padded_width(max(len(r) for r in rows), self.pad_multiple, self.max_length)
+            width = padded_width(max(len(r) for r in rows), self.pad_multiple, self.max_length, self.widths)
             input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
             token_types = np.zeros((len(rows), width), dtype=np.int64)
             for j, i in enumerate(index):
@@ -152,9 +163,13 @@ def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("tr
 GPU_PAD_MULTIPLE = 16
 
 
-def padded_width(longest, multiple, max_length):
-    """The width a batch whose longest row is `longest` is padded to: that row's length, or rounded up to a
-    multiple of `multiple`, but never past max_length (the longest a row can be) unless the row is longer."""
+def padded_width(longest, multiple, max_length, widths=()):
+    """The width a batch whose longest row is `longest` is padded to: the smallest of the fixed `widths` that
+    holds it, or else that row's length rounded up to a multiple of `multiple`, but never past max_length (the
+    longest a row can be) unless the row is longer."""
+    fits = [w for w in widths if w >= longest]
+    if fits:
+        return min(fits)
     if not multiple:
         return longest
     return max(longest, min(-(-longest // multiple) * multiple, max_length))
@@ -172,6 +187,32 @@ def set_pad_multiple(data, multiple):
     elif isinstance(data, dict):
         for d in data.values():
             set_pad_multiple(d, multiple)
+    return data
+
+
+def choose_widths(lengths, max_length, smallest=32):
+    """The fixed widths of a dataset's batches for CUDA graphs (one graph per shape): powers of two from
+    `smallest` while a row is longer, then the longest row rounded up to a multiple of GPU_PAD_MULTIPLE (at most
+    max_length). SST (rows up to 66 tokens at max_length 128) gets 32, 64, 80: three shapes a batch size."""
+    longest = min(int(max(lengths, default=1)), max_length)
+    widths, w = [], smallest
+    while w < longest:
+        widths.append(w)
+        w *= 2
+    widths.append(min(-(-longest // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE, max(max_length, longest)))
+    return tuple(sorted(set(widths)))
+
+
+def set_fixed_shapes(data, rows):
+    """Give every TaskData in `data` (one, or dicts of them, nested) fixed shapes: `rows` rows a batch (a short
+    batch filled with rows of weight 0) and widths chosen from its own lengths (choose_widths); returns `data`.
+    A CUDA graph replays one shape, so a few fixed shapes mean a few graphs."""
+    if isinstance(data, TaskData):
+        data.rows = rows
+        data.widths = choose_widths([len(r) for ids, _ in data.inputs.values() for r in ids], data.max_length)
+    elif isinstance(data, dict):
+        for d in data.values():
+            set_fixed_shapes(d, rows)
     return data
 
 

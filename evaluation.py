@@ -25,8 +25,10 @@ def predict(fn, data, batch_size, device, amp="none", desc="eval"):
     with autocast(device, amp):
         for i, batch in enumerate(bar, start=1):
             progress.update(i)
-            order.append(batch["index"])
-            outputs.append(fn(to_device(batch, device)).float())
+            # a fixed-shape batch's filler rows (datasets.set_fixed_shapes) come last: their outputs are dropped
+            real = int(batch["weight"].sum()) if "weight" in batch else len(batch["index"])
+            order.append(batch["index"][:real])
+            outputs.append(fn(to_device(batch, device))[:real].float())
     ys = torch.cat(outputs).cpu().numpy()
     out = np.empty_like(ys)
     out[torch.cat(order).numpy()] = ys

@@ -46,6 +46,26 @@ class AdamW(Optimizer):
                         foreach=foreach, capturable=capturable, fused=fused and foreach and FUSED_KERNEL)
         super().__init__(params, defaults)
 
+    def _init(self, p, capturable):
+        """A parameter's state before its first step (or, made capturable, its step count moved to its device)."""
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device) if capturable else 0
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        elif capturable and not torch.is_tensor(state["step"]):
+            state["step"] = torch.tensor(float(state["step"]), dtype=torch.float32, device=p.device)
+        return state
+
+    @torch.no_grad()
+    def init_state(self, capturable=True):
+        """Create every parameter's state now, and make the groups `capturable`: a CUDA graph replays what it
+        recorded, so state created inside a recorded step would be created again (zeroed) at every replay."""
+        for group in self.param_groups:
+            group["capturable"] = capturable
+            for p in group["params"]:
+                self._init(p, capturable)
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = evaluate_closure(closure)
@@ -57,15 +77,12 @@ class AdamW(Optimizer):
             for p in params:
                 if p.grad.is_sparse:
                     raise RuntimeError("AdamW does not support sparse gradients")
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.zeros((), dtype=torch.float32, device=p.device) if capturable else 0
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                if capturable:
-                    state["step"].add_(1)
-                else:
-                    state["step"] += 1
+                self._init(p, capturable)
+            if capturable:  # every step count in one kernel
+                torch._foreach_add_([self.state[p]["step"] for p in params], 1.0)
+            else:
+                for p in params:
+                    self.state[p]["step"] += 1
             grads = [p.grad for p in params]
             m = [self.state[p]["exp_avg"] for p in params]
             v = [self.state[p]["exp_avg_sq"] for p in params]
@@ -228,6 +245,16 @@ class Lamb(Optimizer):
                 ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
                 p.sub_(lr * ratio * u)                                       # theta_t
         return loss
+
+
+def portable_state(state):
+    """An optimizer's state_dict in the one form an eager step and a recorded one (capturable, with the step counts
+    and learning rates as device tensors) both load: learning rates as numbers, step counts as whole numbers,
+    `capturable` off (the recorded step turns it back on: AdamW.init_state)."""
+    groups = [{**g, "lr": float(g["lr"]), **({"capturable": False} if "capturable" in g else {})}
+              for g in state["param_groups"]]
+    per_param = {k: {**v, "step": int(round(float(v["step"])))} if "step" in v else v for k, v in state["state"].items()}
+    return {"state": per_param, "param_groups": groups}
 
 
 OPTIMIZERS = {"adamw": AdamW, "lion": Lion, "lamb": Lamb}

@@ -7,6 +7,7 @@ import sacrebleu
 import torch
 
 from gpt2.sonnets import SonnetGPT, complete, lm_loss, perplexity, read_sonnets, write_sonnets
+from datasets import set_fixed_shapes
 from gpt2.tokenizer import GPT2Tokenizer
 from minbert.files import require_file
 from minbert.pipelines.pretrain import as_data
@@ -27,6 +28,8 @@ class SonnetPipeline(Pipeline):
         self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained)
         self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
+        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+            set_fixed_shapes(self.train, s.batch_size)
         self.model = SonnetGPT(s.model.pretrained, rt.attn).to(rt.device)
         self.spec, self.loss = s.model, lm_loss
         self.steps = -(-len(self.train) // s.batch_size)

@@ -69,8 +69,12 @@ def token_nll(model, x):
 
 
 def lm_loss(model, batch):
-    """Mean next-token cross-entropy over the real tokens of a batch."""
+    """Mean next-token cross-entropy over the real tokens of a batch (a fixed-shape batch's filler rows left out:
+    minbert/objectives/rows.py)."""
     nll, mask = token_nll(model, batch["x"])
+    if "weight" in batch:
+        w = batch["weight"][:, None]
+        nll, mask = nll * w.to(nll.dtype), mask * w.to(mask.dtype)
     return nll.sum() / mask.sum().clamp(min=1)
 
 

@@ -9,8 +9,9 @@ updates every row, as Algorithm 1 does), and the values are those of torch's bac
 order of additions for a token repeated in a batch). Two lookups before one optimizer step (R-Drop's two passes,
 gradient accumulation) add into the same gradient, as autograd would.
 
-Three cases take torch's own backward instead, since they rely on autograd's accumulation, which this path
-bypasses: torch.distributed (DistributedDataParallel reduces the gradients autograd accumulates),
+On a GPU, zeroing the table is one fast kernel, while this path's bookkeeping (which rows to clear) would read
+back from the device and cannot be recorded in a CUDA graph: there torch's own backward runs. Three more cases take
+it, since they rely on autograd's accumulation, which this path bypasses: torch.distributed (DistributedDataParallel reduces the gradients autograd accumulates),
 torch.autograd.grad (PCGrad's and GradVac's per-task gradients: training/trainer.py sets `reuse_grad` to False for
 them), and torch.compile (--compile: the compiler writes the lookup's backward into its own graph, which a side
 effect on this module would split).
@@ -44,7 +45,8 @@ class Embedding(nn.Embedding):
 
     def forward(self, ids):
         if not (self.reuse_grad and self.weight.requires_grad and torch.is_grad_enabled()) or self.sparse or \
-                (torch.distributed.is_available() and torch.distributed.is_initialized()) or torch.compiler.is_compiling():
+                ids.device.type != "cpu" or torch.compiler.is_compiling() or \
+                (torch.distributed.is_available() and torch.distributed.is_initialized()):
             return super().forward(ids)
         return _Lookup.apply(self.weight, ids, self)
 
@@ -60,7 +62,7 @@ class Embedding(nn.Embedding):
             if self._buffer is None or self._buffer.shape != w.shape or self._buffer.device != w.device:
                 self._buffer, self._written = torch.zeros_like(w), []
             elif self._written:
-                self._buffer.index_fill_(0, torch.cat(self._written).unique(), 0.0)
+                self._buffer.index_fill_(0, torch.cat(self._written), 0.0)  # a row named twice is zeroed twice
             self._written = []
             w.grad = self._buffer
         w.grad.index_add_(0, rows, flat)

@@ -148,6 +148,7 @@ class Runtime:
     compile: bool = False
     fast_dropout: bool = True            # dropout's masks drawn in bulk on the CPU (minbert/dropout.py)
     tensorboard: bool = True
+    graphs: bool = False                 # every training step one CUDA graph per batch shape (training/graphs.py)
 
 
 @dataclass(frozen=True)

@@ -215,3 +215,36 @@ def test_a_folder_given_for_a_file_is_said_to_be_one(tmp_path, course_data, tiny
     for flag in (["--sst_dev", str(course_data)], ["--extra_task", f"snli={course_data}"]):
         with pytest.raises(MinbertError, match=rf"{re.escape(str(course_data))}: is a folder; give the .* itself"):
             mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", *flag))
+
+
+def test_choose_widths_takes_a_few_from_the_data():
+    from datasets import choose_widths
+    assert choose_widths([5, 66, 40], 128) == (32, 64, 80)  # SST's longest row, 66 tokens
+    assert choose_widths([3, 9], 128) == (16,)
+    assert choose_widths([300], 128) == (32, 64, 128)  # never past max_length
+
+
+def test_fixed_shapes_fill_short_batches_with_rows_of_weight_0(course_data, tiny_model):
+    """For CUDA graphs every batch has `rows` rows and one of a few widths; the real rows, weighted 1, are each example
+    once, and predictions over such batches are the plain ones, one per example."""
+    from datasets import set_fixed_shapes, task_dataset
+    from evaluation import predict
+    from minbert.tasks.multitask import MultitaskBERT
+    from minbert.specs import ModelSpec
+    from tokenizer import BertTokenizer
+    examples = read_examples(data_file(course_data, "sts", "dev"), "sts", "dev")
+    data = task_dataset(examples, "sts", BertTokenizer.from_pretrained(str(tiny_model)), 40, "siamese")
+    model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding="siamese")).eval()
+    fn = lambda b: model.task_forward("sts", b).output  # noqa: E731
+    plain = predict(fn, data, 5, torch.device("cpu"))
+    set_fixed_shapes(data, 5)
+    batches = list(data.batches(5, shuffle=True, seed=3))
+    assert len(data) % 5 and {b["a"]["input_ids"].shape[0] for b in batches} == {5}
+    assert {b[k]["input_ids"].shape[1] for b in batches for k in "ab"} <= set(data.widths)
+    real = np.concatenate([b["index"][b["weight"] > 0].numpy() for b in batches])
+    assert sorted(real) == list(range(len(data)))
+    short = [b for b in batches if b["weight"].sum() < 5]
+    assert len(short) == 1 and (short[0]["index"][short[0]["weight"] == 0] == short[0]["index"][0]).all()
+    fixed = predict(fn, data, 5, torch.device("cpu"))
+    assert fixed.shape == plain.shape
+    np.testing.assert_allclose(fixed, plain, rtol=1e-5, atol=1e-5)

@@ -8,7 +8,7 @@ from torch.profiler import record_function
 
 from bert import BertModel
 from config import BertConfig
-from datasets import TaskData, batch_indices, set_pad_multiple
+from datasets import TaskData, batch_indices, set_fixed_shapes, set_pad_multiple
 from minbert.course_data import data_file, read_examples
 from minbert.finetuning.pals import PALs
 from minbert.hub import resolve_pretrained
@@ -16,6 +16,8 @@ from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.precision import autocast
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
+from minbert.training.graphs import CapturedTraining, Graphs
+from minbert.training.schedule import DeviceSchedule
 from optimizer import AdamW
 from utils import MinbertError, to_device
 
@@ -26,9 +28,10 @@ CONFIGS = {
 }
 
 
-def make_batches(settings, tokenizer, bucket, seed=0):
+def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches are
-    padded to a multiple of --pad_multiple, as the pipelines pad them."""
+    padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes of the
+    CUDA graphs path (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
     if settings.data == "synthetic":
         rng = np.random.default_rng(seed)
         out = []
@@ -41,6 +44,8 @@ def make_batches(settings, tokenizer, bucket, seed=0):
     task = "sst" if settings.data == "sst" else "quora"
     examples = read_examples(data_file(settings.data_dir, task, "train"), task, "train", log=lambda *_: None)
     data = set_pad_multiple(TaskData(examples, task, tokenizer, max_length=settings.seq_len), settings.runtime.pad_multiple if bucket else 0)
+    if fixed:
+        set_fixed_shapes(data, settings.batch_size)
     idx = batch_indices(data.lengths, settings.batch_size, shuffle=True, seed=seed, bucket=bucket)
     return [data.batch(i) for i in idx[:settings.warmup + settings.steps]]
 
@@ -54,10 +59,11 @@ def flops_per_batch(cfg, batch):
 
 
 def hf_model(settings, cfg):
-    """The usual alternative, for reference: HF transformers' BertModel on the same weights, as its Trainer runs
-    it (fp32, its default attention, the Trainer's default AdamW: hf_optimizer), on our length-bucketed
-    batches (what its Trainer's group_by_length gives) or on batches padded in random order. Only bench.py
-    touches transformers, and only with --hf."""
+    """The usual alternative, for reference: HF transformers' BertModel on the same weights, as its documentation
+    recommends running it (PyTorch's scaled_dot_product_attention, attn_implementation="sdpa", chosen explicitly:
+    some versions build a model from a config with their eager attention; the Trainer's default AdamW:
+    hf_optimizer), on our length-bucketed batches (what its Trainer's group_by_length gives) or on batches padded
+    in random order. Only bench.py touches transformers, and only with --hf."""
     try:
         import transformers
     except ImportError:
@@ -65,8 +71,9 @@ def hf_model(settings, cfg):
                            "it is a reference for timing only, not a requirement") from None
     if settings.pretrained:
         # fp32 master weights whatever the file holds (transformers 5 keeps a checkpoint's own dtype)
-        return transformers.BertModel.from_pretrained(str(resolve_pretrained(settings.pretrained).folder)).float()
-    return transformers.BertModel(transformers.BertConfig(**cfg.to_dict()))
+        return transformers.BertModel.from_pretrained(str(resolve_pretrained(settings.pretrained).folder),
+                                                      attn_implementation="sdpa").float()
+    return transformers.BertModel(transformers.BertConfig(**cfg.to_dict(), attn_implementation="sdpa"))
 
 
 def hf_optimizer(params, lr):
@@ -79,9 +86,14 @@ def hf_optimizer(params, lr):
 
 class Candidate:
     """One set of switches made ready to time: the model (ours as the pipelines build it, or HF's), its optimizer,
-    the batches on the device, the training step and the inference step, and what describes the row."""
+    the batches on the device, the training step and the inference step, and what describes the row.
 
-    def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None, recipe=False):
+    `graphs`: our steps recorded as CUDA graphs, as the pipelines run them on a GPU (training/graphs.py);
+    `compiled`: the model under torch.compile(mode="reduce-overhead"), the one line HF documents for speed (CUDA
+    graphs of the compiled model, the optimizer eager). Both take the fixed shapes of the captured path."""
+
+    def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None, recipe=False,
+                 graphs=False, compiled=False):
         s, rt = settings, settings.runtime
         self.device = device = rt.device
         amp = amp or (rt.amp if fast else "none")
@@ -119,13 +131,19 @@ class Candidate:
             adamw = "fused" if opt.defaults["fused"] else "foreach" if fast else "loop"
         self.opt = opt
         fwd = model
-        if fast and rt.compile:
+        if compiled:
+            fwd = torch.compile(model, mode="reduce-overhead")
+        elif fast and rt.compile:
             fwd = torch.compile(model, dynamic=True)
+        if fwd is not model and not hf:
             classifier.bert = fwd
         if hf:
-            fwd = lambda **x: {"pooler_output": model(**x).pooler_output}  # noqa: E731
-        self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket)]
-        self.real = [int(b["x"]["attention_mask"].sum()) for b in self.batches]
+            hf_forward = fwd
+            fwd = lambda **x: {"pooler_output": hf_forward(**x).pooler_output}  # noqa: E731
+        self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket, fixed=graphs or compiled)]
+        # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
+        self.real = [int(b["x"]["attention_mask"][b["weight"] > 0 if "weight" in b else slice(None)].sum())
+                     for b in self.batches]
         self.padded = [b["x"]["input_ids"].numel() for b in self.batches]
         self.flops = [flops_per_batch(cfg, b) for b in self.batches]
         regs = (TermLoss.regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
@@ -147,16 +165,31 @@ class Candidate:
 
         def infer_step(b):
             with torch.inference_mode(), autocast(device, amp):
-                fwd(**b["x"])
+                return fwd(**b["x"])["pooler_output"]
+
+        if compiled:  # torch's rule for CUDA graph trees: say where each step begins
+            def begin(step):
+                def run(b):
+                    torch.compiler.cudagraph_mark_step_begin()
+                    return step(b)
+                return run
+            train_step, infer_step = begin(train_step), begin(infer_step)
+        self.graphs = None
+        if graphs:  # the whole step, as the pipelines record it on a GPU
+            schedule = DeviceSchedule(opt, "constant", 0.0, 1, device)
+            self.graphs = CapturedTraining(torch.nn.ModuleList([classifier, extra]), lambda fn, b: fn(classifier, b),
+                                           loss_fn, opt, schedule, device, amp)
+            train_step, eager_infer = self.graphs, infer_step
+            infer_step = self.infer_graphs = Graphs(eager_infer, lambda b: [eager_infer(b) for _ in range(2)], device)
         self.train_step, self.infer_step = train_step, infer_step
         reg = s.regularizers
         terms = {k: v for k, v in (("rdrop", reg.rdrop_weight), ("smart", reg.smart_weight),
                                    ("bregman", reg.smart_bregman_weight)) if v and recipe}
         self.row = {"label": label, "fine_tune_mode": "full-model" if hf else s.fine_tune_mode,
-                    "pals": bool(s.pals and not hf), "amp": amp, "attn": "hf-default" if hf else cfg.attn_impl,
+                    "pals": bool(s.pals and not hf), "amp": amp, "attn": "sdpa (HF)" if hf else cfg.attn_impl,
                     "bucket": bucket, "pad_multiple": rt.pad_multiple if bucket else 0,
-                    "adamw": adamw,
-                    "compile": bool(fast and rt.compile), "regularizers": terms}
+                    "adamw": adamw, "graphs": graphs,
+                    "compile": "reduce-overhead" if compiled else bool(fast and rt.compile), "regularizers": terms}
 
     def train(self, on):
         self.model.train(on)

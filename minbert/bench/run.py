@@ -13,13 +13,19 @@ from tokenizer import BertTokenizer
 
 
 def rows(settings):
-    """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers, the
-    plain step, with --compare every switch off, with --hf HF transformers on our length-bucketed batches (its
-    Trainer's group_by_length), on random ones (its default) and in our reduced precision (its --bf16/--fp16)."""
-    s, amp = settings, settings.runtime.amp
+    """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers and the
+    plain step, each as the pipelines run it on this device (recorded as CUDA graphs on a GPU unless
+    --no_cuda_graphs, and then `eager` beside them, the plain step as --no_cuda_graphs runs it); with --compare every
+    switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches (its Trainer's
+    group_by_length), on random ones (its default) and in our reduced precision (its --bf16/--fp16), and on a GPU
+    `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the captured path's fixed shapes."""
+    s, amp, graphs = settings, settings.runtime.amp, settings.runtime.graphs
     reg = s.regularizers
-    out = [("recipe", dict(recipe=True))] if reg.rdrop_weight or reg.smart_weight or reg.smart_bregman_weight else []
-    out.append(("plain", {}))
+    out = ([("recipe", dict(recipe=True, graphs=graphs))] if reg.rdrop_weight or reg.smart_weight
+           or reg.smart_bregman_weight else [])
+    out.append(("plain", dict(graphs=graphs)))
+    if graphs:
+        out.append(("eager", {}))
     if s.compare:
         out.append(("baseline", dict(fast=False)))
     if s.hf:
@@ -27,6 +33,8 @@ def rows(settings):
                 ("hf-random", dict(fast=False, bucket=False, hf=True))]
         if amp != "none":
             out.append(("hf-amp", dict(fast=False, bucket=True, hf=True, amp=amp)))
+        if settings.runtime.device.type == "cuda":
+            out.append(("hf-compiled", dict(fast=False, bucket=True, hf=True, amp=amp, compiled=True)))
     return out
 
 
@@ -42,14 +50,17 @@ def benchmark(settings, why=""):
            else BertConfig(**CONFIGS[s.config]))
     # The peak for fp32 and for each precision the hardware runs natively: an emulated one means nothing.
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    peaks = {p: matmul_peak(device, dtypes[p], repeats=s.peak_repeats)
+    # A GPU reaches its peak only on large products (8192^3; 1024 and 2048 read about half of it on an H100)
+    sizes = (8192,) if device.type == "cuda" else (1024, 2048)
+    peaks = {p: matmul_peak(device, dtypes[p], sizes=sizes, repeats=s.peak_repeats)
              for p in ["fp32"] + [a for a in native_precisions(device) if a == rt.amp]}
     runs = time_rows(s, tokenizer, cfg, rows(s))
     model_name = s.pretrained or f"random {s.config}"
     kind = device_kind(device)
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
           f"torch threads {torch.get_num_threads()}, data {s.data}, batch {s.batch_size}, max length {s.seq_len}")
-    print(f"matmul peak (best of {s.peak_repeats} per size, 1024 and 2048, after warm-up; median, worst): " + ", ".join(
+    print(f"matmul peak (best of {s.peak_repeats} per size, {' and '.join(map(str, sizes))}, after warm-up; median, "
+          f"worst): " + ", ".join(
         f"{k} {v['best'] / 1e12:.2f} TFLOP/s ({v['median'] / 1e12:.2f}, {v['worst'] / 1e12:.2f})" for k, v in peaks.items()))
     for r in runs:
         precision = "fp32" if r["amp"] == "none" else r["amp"]
@@ -60,7 +71,9 @@ def benchmark(settings, why=""):
             print(f"{r['label']:>11} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
                   f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
                   f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
-                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW {r['adamw']}, compile {r['compile']}]")
+                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW {r['adamw']}, "
+                  f"compile {r['compile']}, CUDA graphs {r['graphs']}]; first {s.warmup} steps {m['first_s']:.2f}s "
+                  f"(compiling and recording included)")
         if r["regularizers"]:
             print(f"{r['label']:>11} training loss with " + ", ".join(f"{k} {v:g}" for k, v in r["regularizers"].items()))
         print(f"{r['label']:>11} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
@@ -76,7 +89,10 @@ def benchmark(settings, why=""):
         out["recipe_step_cost"] = cost
         print(f"the recipe's training step costs {cost:.2f}x a plain one ({by['recipe']['train']['ms_per_step']:.0f} "
               f"against {by['plain']['train']['ms_per_step']:.0f} ms)")
-    for other, what in (("baseline", "all fast paths vs all off"),
+    for other, what in (("eager", "the step recorded as CUDA graphs vs eager"),
+                        ("hf-compiled", "ours vs HF transformers under torch.compile(mode='reduce-overhead'), same "
+                                        "precision and fixed shapes"),
+                        ("baseline", "all fast paths vs all off"),
                         ("hf-bucketed", "ours vs HF transformers on the same length-bucketed batches"),
                         ("hf-random", "ours (bucketed) vs HF transformers on random batches (bucketing's gain included)"),
                         ("hf-amp", "ours vs HF transformers in the same precision, same batches")):

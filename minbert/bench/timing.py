@@ -71,7 +71,7 @@ def _measure(s, tokenizer, cfg, label, switches, timed):
     for name in ("train", "infer"):
         step = c.train_step if name == "train" else c.infer_step
         c.train(name == "train")
-        seconds(c.device, step, c.batches[:s.warmup])
+        sec["first_" + name] = seconds(c.device, step, c.batches[:s.warmup])  # compiling and recording happen here
         sec[name] = seconds(c.device, step, c.batches[timed])
     counts = {"real": sum(c.real[timed]), "padded": sum(c.padded[timed]), "flops": sum(c.flops[timed]),
               "steps": len(c.batches[timed])}
@@ -105,6 +105,7 @@ def time_rows(settings, tokenizer, cfg, rows):
         r = dict(row)
         for name, mult in (("train", 3), ("infer", 1)):
             r[name] = _figures(counts, statistics.median(passes[label, name]), mult)
+            r[name]["first_s"] = statistics.median(passes[label, "first_" + name])
         r.update(static)
         r["padded_tokens_per_step"] = counts["padded"] / counts["steps"]
         results.append(r)

@@ -45,3 +45,39 @@ def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size):
         adamw, lr = lr, lr * factor
         why = why.replace(f"lr {adamw:g} (", f"lr {lr:g} ({reason}, whose ", 1)
     return lr, why
+
+
+def eager_reasons(v, amp, world):
+    """Why a run's training step cannot be recorded as CUDA graphs (training/graphs.py), from its parsed flags `v`,
+    its resolved precision and its number of processes: [] when it can."""
+    why = []
+    if world > 1:
+        why.append(f"{world} processes: DistributedDataParallel reduces the gradients outside the step")
+    if amp == "fp16":
+        why.append("fp16's loss scaler reads every step's gradients back to skip the steps that overflow")
+    if v.get("grad_accum", 1) > 1:
+        why.append("--grad_accum steps the optimizer every few batches")
+    if v.get("pcgrad") or v.get("gradvac"):
+        why.append("--pcgrad and --gradvac combine the task gradients on the host")
+    if v.get("sampler") == "all":
+        why.append("--sampler all puts a batch of every task in each step")
+    if v.get("gradual_unfreeze"):
+        why.append("--gradual_unfreeze changes which parameters train during the run")
+    if v.get("optimizer", "adamw") != "adamw":
+        why.append(f"--optimizer {v['optimizer']} reads its learning rate as a number (only AdamW's step takes it from "
+                   f"the device)")
+    return why
+
+
+def resolve_graphs(v, device, amp, world, eager=None):
+    """(whether the training step is recorded as CUDA graphs, the start line's reason): with --use_gpu on a GPU
+    unless --no_cuda_graphs or the run needs the eager step (eager_reasons, or the pipeline's own `eager`)."""
+    if device.type != "cuda":
+        return False, f"eager (CUDA graphs need a GPU; {device.type} runs the step as it comes)"
+    if not v.get("cuda_graphs", True):
+        return False, "eager (--no_cuda_graphs)"
+    why = eager_reasons(v, amp, world) + ([eager] if eager else [])
+    if why:
+        return False, "eager (" + "; ".join(why) + ")"
+    return True, ("one CUDA graph per batch shape, recorded once and replayed (forward, backward, clipping, AdamW and "
+                  "the schedule; --no_cuda_graphs runs it eagerly)")

@@ -12,7 +12,7 @@ import sys
 from datasets import resolve_pad_multiple
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
-                                    resolve_lr)
+                                    resolve_graphs, resolve_lr)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
                                    parse_with_recipe, pretrain_parser)
 from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, check_classifier_combination,
@@ -44,16 +44,24 @@ def recipe(v, lr, lr_why):
                   gradvac_beta=v.get("gradvac_beta", 1e-2), patience=v["patience"], seed=v["seed"], lr_why=lr_why)
 
 
-def runtime(v, log=main_print):
-    """Runtime for this machine: the device, --amp auto and --pad_multiple resolved for it (a line says each)."""
+def runtime(v, log=main_print, eager=None, training=True):
+    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step's path (CUDA graphs or
+    eager; `eager` a pipeline's own reason for the eager step) resolved for it, a line saying each."""
     device = get_device(v["use_gpu"])
     amp, why = resolve_amp(v["amp"], device)
     log(f"precision: {why}")
+    graphs = False
+    if training:
+        graphs, path = resolve_graphs(v, device, amp, distributed()[1], eager)
+        log(f"training step: {path}")
     pad = resolve_pad_multiple(v["pad_multiple"], device)
-    if pad:
+    if graphs:
+        log(f"fixed shapes: every training batch {v['batch_size']} rows (a short one filled with rows of loss weight "
+            f"0), its width the smallest of a few chosen from the data (datasets.choose_widths)")
+    elif pad:
         log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
     return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
-                   fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False))
+                   fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False), graphs=graphs)
 
 
 def _lr(v):
@@ -150,7 +158,7 @@ def multitask_settings(args, argv=None, log=main_print):
     """MultitaskSettings of a parsed command line; `argv` tells which flags were typed (default sys.argv)."""
     v = _multitask_values(args)
     typed = given_flags(multitask_parser(), sys.argv[1:] if argv is None else argv)
-    run_time = runtime(v, log)
+    run_time = runtime(v, log, training=not v["eval_only"])
     data = MultitaskData(paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev", "test")} for t in MULTITASK},
                          extra=tuple(parse_extra(e) for e in v["extra_task"]), batch_size=v["batch_size"],
                          bucket=v["bucket"], sampler="sequential" if v["sequential"] else v["sampler"],
@@ -183,7 +191,8 @@ def pretrain_settings(args, log=print):
     if v["mask_prob"] == 0:
         raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict and the loss "
                            f"is 0 at every step: give a share above 0 (BERT's is 0.15)")
-    run_time = runtime(v, log)
+    run_time = runtime(v, log, eager="the masked-LM head reads only the masked positions, a number that changes with "
+                                      "every batch")
     check_max_length(v["max_length"], v["pretrained"])
     return PretrainSettings(pretrained=v["pretrained"], out=v["out"], recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
                             runtime=run_time, run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)),
@@ -196,7 +205,7 @@ def pretrain_settings(args, log=print):
 
 def ensemble_settings(args):
     v = vars(args)
-    return EnsembleSettings(members=tuple(v["members"]), runtime=runtime(v, print),
+    return EnsembleSettings(members=tuple(v["members"]), runtime=runtime(v, print, training=False),
                             run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), data_dir=v["data_dir"],
                             out=v["out"],
                             batch_size=v["batch_size"], soft_targets=v["soft_targets"], in_sample=v["in_sample"])

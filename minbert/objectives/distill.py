@@ -46,6 +46,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from minbert.files import atomic_write, require_file
+from minbert.objectives.rows import binary_cross_entropy_with_logits, mse_loss, row_mean
 from utils import MinbertError
 
 SOFT_TARGETS = "soft-targets.npz"
@@ -151,11 +152,14 @@ class DistillationLoss(nn.Module):
         super().__init__()
         self.temperature = temperature
 
-    def forward(self, task, student, teacher):
+    def forward(self, task, student, teacher, weight=None):
+        """The soft-target loss of one batch, over its rows of weight 1 when `weight` is given (rows.py)."""
         T = self.temperature
         if task == "sst":
             log_p = F.log_softmax(student.float() / T, dim=-1)
-            return T * T * F.kl_div(log_p, teacher, reduction="batchmean")
+            if weight is None:
+                return T * T * F.kl_div(log_p, teacher, reduction="batchmean")
+            return T * T * row_mean(F.kl_div(log_p, teacher, reduction="none").sum(-1), weight)
         if task == "quora":
-            return T * T * F.binary_cross_entropy_with_logits(student.float() / T, teacher)
-        return F.mse_loss(student.float(), teacher)
+            return T * T * binary_cross_entropy_with_logits(student.float() / T, teacher, weight)
+        return mse_loss(student.float(), teacher, weight)

@@ -18,6 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minbert.objectives.rows import mse_loss
+
 
 def cosine_matrix(a, b):
     """cos(a_i, b_j) for every i, j: [K, K]."""
@@ -25,8 +27,8 @@ def cosine_matrix(a, b):
 
 
 class CosineSimilarityLoss(nn.Module):
-    def forward(self, scores, gold):
-        return F.mse_loss(scores, gold / 5.0)
+    def forward(self, scores, gold, weight=None):
+        return mse_loss(scores, gold / 5.0, weight)
 
 
 class CoSENTLoss(nn.Module):
@@ -34,9 +36,11 @@ class CoSENTLoss(nn.Module):
         super().__init__()
         self.scale = scale
 
-    def forward(self, scores, gold):
+    def forward(self, scores, gold, weight=None):
         diff = self.scale * (scores[None, :] - scores[:, None])  # [i, j] = lambda (s_j - s_i)
         wrong_way = gold[:, None] > gold[None, :]  # pairs where i should score above j
+        if weight is not None:  # filler rows (rows.py) are in no pair
+            wrong_way = wrong_way & (weight[:, None] > 0) & (weight[None, :] > 0)
         diff = diff.masked_fill(~wrong_way, float("-inf"))
         # log(1 + sum exp(.)) = logsumexp over [0, the terms]; a batch with no ordered pair costs 0
         return torch.logsumexp(torch.cat([diff.new_zeros(1), diff.flatten()]), dim=0)
@@ -47,9 +51,20 @@ class MultipleNegativesRankingLoss(nn.Module):
         super().__init__()
         self.scale = scale
 
-    def forward(self, anchors, positives):
+    def forward(self, anchors, positives, mask=None):
+        """The loss over the pairs (anchors[i], positives[i]); with a bool `mask` [B], over the pairs it marks
+        only, each row's negatives the other marked rows (the same as indexing both by the mask, without a
+        shape that depends on the data, so no host sync): 0 where fewer than two are marked."""
         scores = self.scale * cosine_matrix(anchors, positives)
-        return F.cross_entropy(scores, torch.arange(len(scores), device=scores.device))
+        target = torch.arange(len(scores), device=scores.device)
+        if mask is None:
+            return F.cross_entropy(scores, target)
+        # a finite fill, not -inf: an unmarked row's cross-entropy must stay a number (it is weighted 0)
+        scores = scores.float().masked_fill(~mask[None, :], -1e4)
+        per_row = F.cross_entropy(scores, target, reduction="none")
+        kept = mask.float()
+        n = kept.sum()
+        return (per_row * kept).sum() / n.clamp(min=1.0) * (n >= 2).float()
 
 
 class SimCSELoss(MultipleNegativesRankingLoss):

@@ -3,9 +3,12 @@ Part 2. Each adds to every task's own loss what the settings ask for: the senten
 (embedding.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, R-Drop
 (rdrop.py) and SMART's two terms (smart.py). Each term's mean over an epoch goes into the log.
 """
-import torch.nn as nn
-import torch.nn.functional as F
+import contextlib
 
+import torch
+import torch.nn as nn
+
+from minbert.objectives import rows
 from minbert.objectives.distill import DistillationLoss
 from minbert.objectives.embedding import STS_LOSSES, MultipleNegativesRankingLoss, SimCSELoss
 from minbert.objectives.rdrop import RDrop
@@ -26,7 +29,8 @@ class TermLoss(nn.Module):
     def __init__(self, rdrop=None, smart=None, bregman=None):
         super().__init__()
         self.rdrop, self.smart, self.bregman = rdrop, smart, bregman
-        self.sums, self.counts = {}, {}
+        self.sums, self.counts = {}, {}  # {term: 0-d tensor on the device}, added to in place
+        self.silent = False
 
     @staticmethod
     def regularizers(spec, model, total_steps):
@@ -40,31 +44,50 @@ class TermLoss(nn.Module):
                 if spec.smart_bregman_weight else None}
 
     def track(self, name, value):
-        """Keep `value`'s running sum for the log; returns `value` itself (with its gradient)."""
+        """Add `value` to its term's running sum for the log; returns `value` itself (with its gradient).
+
+        The sum and the count are tensors where the loss is, added to in place: no host sync, and a CUDA graph
+        that recorded the additions makes them again at every replay (training/graphs.py; its warm-up creates
+        them, silently, before anything is recorded)."""
         v = value.detach().float()
-        self.sums[name] = self.sums.get(name, 0.0) + v
-        self.counts[name] = self.counts.get(name, 0) + 1
+        if name not in self.sums:
+            self.sums[name], self.counts[name] = torch.zeros((), device=v.device), torch.zeros((), device=v.device)
+        if not self.silent:
+            self.sums[name].add_(v)
+            self.counts[name].add_(1.0)
         return value
 
+    @contextlib.contextmanager
+    def quiet(self):
+        """Within the block, passes create their terms' sums but add nothing to them (a graph's warm-up)."""
+        self.silent = True
+        try:
+            yield
+        finally:
+            self.silent = False
+
     def pop_terms(self):
-        """{term: mean over the batches since the last call} (one host sync per term)."""
-        out = {k: float(v) / self.counts[k] for k, v in self.sums.items()}
-        self.sums, self.counts = {}, {}
+        """{term: mean over the batches since the last call} (one host sync per term); the sums start again at 0,
+        the same tensors."""
+        out = {k: float(v) / float(self.counts[k]) for k, v in self.sums.items() if float(self.counts[k])}
+        for t in (*self.sums.values(), *self.counts.values()):
+            t.zero_()
         return out
 
-    def regularized(self, model, forward, first, task_loss, output, kind):
+    def regularized(self, model, forward, first, task_loss, output, kind, weight=None):
         """The task loss of the pass `first` with the regularisers added. `forward()` runs the batch through
-        the model again; `task_loss(result)` and `output(result)` read a pass's loss and its output."""
+        the model again; `task_loss(result)` and `output(result)` read a pass's loss and its output; `weight`
+        leaves a fixed-shape batch's filler rows out (rows.py)."""
         loss = task_loss(first)
         if self.rdrop is not None:  # a second pass: the same batch, other dropout masks
             second = forward()
             loss = 0.5 * (loss + task_loss(second))
-            loss = loss + self.track("rdrop", self.rdrop(output(first), output(second), kind))
+            loss = loss + self.track("rdrop", self.rdrop(output(first), output(second), kind, weight))
         rerun = lambda: output(forward())  # noqa: E731
         if self.smart is not None:
-            loss = loss + self.track("smart", self.smart(model, model.bert, rerun, output(first), kind))
+            loss = loss + self.track("smart", self.smart(model, model.bert, rerun, output(first), kind, weight))
         if self.bregman is not None:
-            loss = loss + self.track("bregman", self.bregman(model, rerun, output(first), kind))
+            loss = loss + self.track("bregman", self.bregman(model, rerun, output(first), kind, weight))
         return loss
 
     def after_step(self):
@@ -77,10 +100,10 @@ class ClassificationLoss(TermLoss):
     """Part 1: cross entropy on the sentiment logits, with the regularisers asked for."""
 
     def forward(self, model, batch):
-        y = batch["labels"]
+        y, w = batch["labels"], batch.get("weight")
         forward = lambda: model.logits(batch)  # noqa: E731
-        ce = lambda logits: self.track("task", F.cross_entropy(logits, y))  # noqa: E731
-        return self.regularized(model, forward, forward(), ce, lambda logits: logits, "multiclass")
+        ce = lambda logits: self.track("task", rows.cross_entropy(logits, y, w))  # noqa: E731
+        return self.regularized(model, forward, forward(), ce, lambda logits: logits, "multiclass", w)
 
 
 class MultitaskLoss(TermLoss):
@@ -114,34 +137,41 @@ class MultitaskLoss(TermLoss):
             return {task: self.one(model, part) for task, part in batch["parts"].items()}
         return self.one(model, batch)
 
-    def task_loss(self, task, out, y):
+    def task_loss(self, task, out, y, w=None):
+        """`task`'s own loss on one batch's outputs `out` and labels `y` (over the rows of weight 1: rows.py)."""
         if task in EXTRA_TASKS:
-            return F.cross_entropy(out.output, y) if EXTRA_TASKS[task].kind == "class" else F.mse_loss(out.output, y)
+            return (rows.cross_entropy(out.output, y, w) if EXTRA_TASKS[task].kind == "class"
+                    else rows.mse_loss(out.output, y, w))
         if task == "sst":
-            return F.cross_entropy(out.output, y)
+            return rows.cross_entropy(out.output, y, w)
         if task == "quora":
-            return F.binary_cross_entropy_with_logits(out.output, y.float())
-        return F.mse_loss(out.output, y) if self.similarity is None else self.similarity(out.score, y)
+            return rows.binary_cross_entropy_with_logits(out.output, y.float(), w)
+        return rows.mse_loss(out.output, y, w) if self.similarity is None else self.similarity(out.score, y, w)
 
     def one(self, model, batch):
-        task, y = batch["task"], batch["labels"]
+        task, y, w = batch["task"], batch["labels"], batch.get("weight")
         forward = lambda: model.task_forward(task, batch)  # noqa: E731
         out = forward()
         extra = 0.0
         if self.mnrl_weight and out.v is not None:
             positive = (y == 1) if task == "quora" else (y >= 4.0)
-            if int(positive.sum()) >= 2:  # one positive alone has no in-batch negative
-                extra = extra + self.track("mnrl", self.mnrl_weight * self.mnrl(out.u[positive], out.v[positive]))
+            if w is not None:
+                positive = positive & (w > 0)
+            # over the positive pairs (0 where there are fewer than two: one alone has no in-batch negative)
+            extra = extra + self.track("mnrl", self.mnrl_weight * self.mnrl(out.u, out.v, positive))
         if self.simcse_weight and out.u is not None:  # the same first sentences again: only dropout differs
             first = batch["a"] if "a" in batch else batch["x"]
             again = model.embed_sentence(first["input_ids"], first["attention_mask"])
-            extra = extra + self.track("simcse", self.simcse_weight * self.simcse(out.u, again))
+            kept = None if w is None else w > 0  # filler rows are no one's negatives
+            extra = extra + self.track("simcse", self.simcse_weight * self.simcse(out.u, again, kept))
         def loss_of(o):  # gold, and with --distill the teacher's soft targets too (over both passes of R-Drop)
-            gold = self.track(task, self.task_loss(task, o, y))
+            gold = self.track(task, self.task_loss(task, o, y, w))
             if self.teacher is None or task not in self.teacher:
                 return gold
-            target = self.teacher[task][batch["index"]].to(o.output.device)
-            soft = self.track("distill", self.distillation(task, o.output, target))
+            if self.teacher[task].device != batch["index"].device:  # moved once, then indexed where the batch is
+                self.teacher[task] = self.teacher[task].to(batch["index"].device)
+            target = self.teacher[task][batch["index"]]
+            soft = self.track("distill", self.distillation(task, o.output, target, w))
             return (1 - self.distill_weight) * gold + self.distill_weight * soft
-        loss = self.regularized(model, forward, out, loss_of, lambda o: o.output, OUTPUT_KIND[task])
+        loss = self.regularized(model, forward, out, loss_of, lambda o: o.output, OUTPUT_KIND[task], w)
         return self.weights.get(task, 1.0) * (loss + extra)

@@ -20,7 +20,7 @@ class RDrop(nn.Module):
         super().__init__()
         self.weight = weight
 
-    def forward(self, first, second, kind):
-        """alpha times the disagreement of two dropout passes' outputs of one batch."""
-        d = divergence(first, second, kind)
+    def forward(self, first, second, kind, weight=None):
+        """alpha times the disagreement of two dropout passes' outputs of one batch (`weight`: rows.py)."""
+        d = divergence(first, second, kind, weight)
         return self.weight * (0.5 * d if kind != "regression" else d)

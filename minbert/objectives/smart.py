@@ -37,21 +37,24 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minbert.objectives.rows import mse_loss, row_mean
 
-def symmetric_kl(p_logits, q_logits):
-    """KL(P||Q) + KL(Q||P) for categorical distributions given by logits [..., C], averaged over rows."""
+
+def symmetric_kl(p_logits, q_logits, weight=None):
+    """KL(P||Q) + KL(Q||P) for categorical distributions given by logits [..., C], averaged over rows (those of
+    weight 1 when a row `weight` is given: rows.py)."""
     lp, lq = F.log_softmax(p_logits.float(), -1), F.log_softmax(q_logits.float(), -1)
-    return ((lp.exp() - lq.exp()) * (lp - lq)).sum(-1).mean()
+    return row_mean(((lp.exp() - lq.exp()) * (lp - lq)).sum(-1), weight)
 
 
-def divergence(a, b, kind):
+def divergence(a, b, kind, weight=None):
     """l_s between two outputs of one batch: 'multiclass' logits [B, C], 'binary' logits [B], or
-    'regression' scores [B] (squared error)."""
+    'regression' scores [B] (squared error); averaged over the rows of weight 1 when `weight` is given."""
     if kind == "regression":
-        return F.mse_loss(a.float(), b.float())
+        return mse_loss(a.float(), b.float(), weight)
     if kind == "binary":  # a Bernoulli as two-class logits [0, z]
         a, b = (torch.stack([torch.zeros_like(x), x], -1) for x in (a, b))
-    return symmetric_kl(a, b)
+    return symmetric_kl(a, b, weight)
 
 
 @contextlib.contextmanager
@@ -106,7 +109,7 @@ class SmartRegularizer(nn.Module):
         step = grad / grad.abs().amax(-1, keepdim=True).clamp_min(1e-12)  # Algorithm 1: normalised step
         return (delta + self.step_size * step).clamp(-self.eps, self.eps)  # and projection onto the eps-ball
 
-    def forward(self, model, bert, run, clean, kind):
+    def forward(self, model, bert, run, clean, kind, weight=None):
         with dropout_off(model, not self.keep_dropout):
             if self.keep_dropout:
                 target = clean
@@ -117,13 +120,13 @@ class SmartRegularizer(nn.Module):
             for _ in range(self.steps):  # ascent on l_s, with respect to the perturbations only
                 with perturbed(bert, deltas, self.noise_std):
                     adv = run()
-                grads = torch.autograd.grad(divergence(adv, target.detach(), kind), deltas, allow_unused=True)
+                grads = torch.autograd.grad(divergence(adv, target.detach(), kind, weight), deltas, allow_unused=True)
                 deltas = [d.detach() if g is None else self.ascend(d.detach(), g).requires_grad_()
                           for d, g in zip(deltas, grads)]
             fixed = [d.detach() for d in deltas]
             with perturbed(bert, fixed, self.noise_std):
                 adv = run()
-        return self.weight * divergence(adv, target, kind)
+        return self.weight * divergence(adv, target, kind, weight)
 
 
 class BregmanProximal(nn.Module):
@@ -143,16 +146,21 @@ class BregmanProximal(nn.Module):
 
     def beta(self):
         """The EMA's momentum at this update: --smart_momentum, or the paper's 0.99 for the first 10% of
-        the updates and 0.999 after."""
+        the updates and 0.999 after (a tensor where the update count is, so that reading it needs no host sync)."""
         if self.momentum is not None:
             return self.momentum
-        return 0.99 if int(self.updates) < 0.1 * self.total_steps else 0.999
+        return torch.where(self.updates < 0.1 * self.total_steps, 0.99, 0.999)
 
     @torch.no_grad()
     def update(self):
         """theta~ <- beta theta~ + (1 - beta) theta, after an optimizer step."""
-        beta = self.beta()
-        torch._foreach_lerp_(self.teacher(), [p.detach() for p in self.params], 1.0 - beta)
+        beta, teacher, params = self.beta(), self.teacher(), [p.detach() for p in self.params]
+        if torch.is_tensor(beta):  # theta~ + (1 - beta)(theta - theta~), each line one kernel; lerp would read beta back
+            step = torch._foreach_sub(params, teacher)
+            torch._foreach_mul_(step, 1.0 - beta)
+            torch._foreach_add_(teacher, step)
+        else:
+            torch._foreach_lerp_(teacher, params, 1.0 - beta)
         self.updates += 1
 
     @contextlib.contextmanager
@@ -167,7 +175,7 @@ class BregmanProximal(nn.Module):
             for p, t in zip(self.params, teacher):
                 p.data, t.data = t.data, p.data
 
-    def forward(self, model, run, out, kind):
+    def forward(self, model, run, out, kind, weight=None):
         with torch.no_grad(), self.as_teacher(), dropout_off(model):
             target = run()
-        return self.weight * divergence(out, target, kind)
+        return self.weight * divergence(out, target, kind, weight)

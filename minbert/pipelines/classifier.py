@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from datasets import SentenceClassificationDataset, set_pad_multiple
+from datasets import SentenceClassificationDataset, set_fixed_shapes, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from minbert.course_data import TASKS, data_file, read_examples
 from minbert.finetuning.freezing import backbone
@@ -83,6 +83,8 @@ class SentimentPipeline(Pipeline):
         tokenizer = self.load_tokenizer(s.model.pretrained)
         self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
+        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+            set_fixed_shapes(self.data["train"], s.batch_size)
         self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
         self.model = self.build_model(self.spec, rt).to(self.device)
         self.merge = s.merge

@@ -12,7 +12,7 @@ rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
 import time
 from pathlib import Path
 
-from datasets import TaskData, load_multitask_data, set_pad_multiple
+from datasets import TaskData, load_multitask_data, set_fixed_shapes, set_pad_multiple
 from evaluation import format_scores, model_eval_multitask, multitask_mean, output_name, write_multitask_outputs
 from minbert.course_data import MULTITASK, TASK_PREFIX
 from minbert.finetuning.modes import merge_for_inference
@@ -80,6 +80,8 @@ class MultitaskPipeline(Pipeline):
         for name, path in d.extra:  # more training data, each with its own head
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, self.spec.max_length)
         set_pad_multiple(self.data, rt.pad_multiple)
+        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+            set_fixed_shapes(self.data["train"], d.batch_size)
         self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device), rt.compile)
         self.merge = s.merge
         rank, world = distributed()

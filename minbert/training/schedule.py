@@ -60,31 +60,37 @@ def lr_factor_tensor(step, kind, warmup_steps, total_steps):
 class DeviceSchedule:
     """The schedule of make_scheduler, kept on the device for a capturable optimizer (AdamW(capturable=True)):
     each group's "lr" becomes a 0-d tensor that `step` rewrites in place from a step-count tensor, so the
-    whole update, schedule included, can be recorded once in a CUDA graph and replayed."""
+    whole update, schedule included, can be recorded once in a CUDA graph and replayed.
+
+    Its state is LambdaLR's (the step count as `last_epoch`), so that a run saved with one resumes with the other."""
 
     def __init__(self, optimizer, kind, warmup_ratio, total_steps, device):
         self.optimizer, self.kind, self.total = optimizer, kind, total_steps
         self.warmup = int(round(warmup_ratio * total_steps))
         self.steps = torch.zeros((), dtype=torch.float32, device=device)
-        self.base = [torch.tensor(float(g["lr"]), device=device) for g in optimizer.param_groups]
-        for g, base in zip(optimizer.param_groups, self.base):
-            g["lr"] = base.clone()
+        for g in optimizer.param_groups:
+            g.setdefault("initial_lr", float(g["lr"]))  # as LambdaLR keeps it
+        self.base = [torch.tensor(g["initial_lr"], device=device) for g in optimizer.param_groups]
+        self.lrs = [base.clone() for base in self.base]  # the tensors a recorded step reads, kept for the run
         self._write()
 
     def _write(self):
         factor = lr_factor_tensor(self.steps, self.kind, self.warmup, self.total)
-        for g, base in zip(self.optimizer.param_groups, self.base):
-            g["lr"].copy_(base * factor)
+        for g, base, lr in zip(self.optimizer.param_groups, self.base, self.lrs):
+            g["lr"] = lr  # back in place after optimizer.load_state_dict, which puts numbers there
+            lr.copy_(base * factor)
 
     def step(self):
         self.steps.add_(1)
         self._write()
 
     def state_dict(self):
-        return {"steps": self.steps.clone()}
+        n = int(self.steps)
+        return {"base_lrs": [float(b) for b in self.base], "last_epoch": n, "_step_count": n + 1,
+                "_last_lr": [float(lr) for lr in self.lrs], "lr_lambdas": [None] * len(self.base)}
 
     def load_state_dict(self, state):
-        self.steps.copy_(state["steps"])
+        self.steps.fill_(state["last_epoch"] if "last_epoch" in state else float(state["steps"]))
         self._write()
 
 

@@ -17,15 +17,19 @@ from minbert.objectives.gradvac import GradVaccine
 from minbert.objectives.pcgrad import pcgrad_combine, task_gradients_backward
 from minbert.precision import autocast, grad_scaler
 from minbert.training import schedule
-from optimizer import OPTIMIZERS, STATE_TENSORS, make_optimizer
+from minbert.training.graphs import CapturedTraining
+from optimizer import OPTIMIZERS, STATE_TENSORS, make_optimizer, portable_state
 from utils import MinbertError, Progress, distributed, main_print, to_device
 
 
 def count_tokens(batch):
-    """Non-pad tokens in a batch (all its inputs; every part of a multi-task batch), counted on the host."""
+    """Non-pad tokens in a batch (all its inputs; every part of a multi-task batch; not a fixed-shape batch's filler
+    rows), counted on the host."""
     if "parts" in batch:
         return sum(count_tokens(b) for b in batch["parts"].values())
-    return sum(int(v["attention_mask"].sum()) for v in batch.values() if isinstance(v, dict) and "attention_mask" in v)
+    real = batch["weight"] > 0 if "weight" in batch else slice(None)
+    return sum(int(v["attention_mask"][real].sum()) for v in batch.values()
+               if isinstance(v, dict) and "attention_mask" in v)
 
 
 def prefetch(batches, device, depth=3):
@@ -58,9 +62,12 @@ class Trainer:
     over `grad_accum` batches, a tqdm bar, and tokens/s."""
 
     def __init__(self, model, optimizer, device, amp="none", grad_accum=1, scheduler=None, max_grad_norm=0.0,
-                 pcgrad=False, seed=0, gradvac=None):
-        """`pcgrad` or `gradvac` (a gradvac.GradVaccine) combine the task gradients of a step holding every task."""
+                 pcgrad=False, seed=0, gradvac=None, graphs=False):
+        """`pcgrad` or `gradvac` (a gradvac.GradVaccine) combine the task gradients of a step holding every task.
+        `graphs`: every step one CUDA graph per batch shape (graphs.py; the scheduler a schedule.DeviceSchedule),
+        on the CPU the same path run eagerly."""
         self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
+        self.graphs, self.captured = graphs, None
         self.grad_accum, self.scheduler, self.max_grad_norm = grad_accum, scheduler, max_grad_norm
         self.gradvac = gradvac
         self.surgery = "pcgrad" if pcgrad else "gradvac" if gradvac is not None else None
@@ -91,57 +98,84 @@ class Trainer:
         """`loss_fn(model, batch)` returns a scalar loss, or {task: loss} for a batch holding every task
         (summed, or combined by PCGrad); `batches` yields batch dicts (on the host)."""
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.after_step = getattr(loss_fn, "after_step", None)  # e.g. the Bregman teacher's update
         self.conflicts = 0
         for hook in self.step_hooks:  # e.g. gradual unfreezing, at the step count this epoch starts from
             hook(self.updates)
+        if self.graphs and self.captured is None:
+            if self.step_hooks:
+                raise MinbertError("CUDA graphs replay a fixed set of trainable parameters: a step hook that changes it "
+                                   "(--gradual_unfreeze) needs --no_cuda_graphs")
+            self.captured = CapturedTraining(self.model, self.loss_module, loss_fn, self.optimizer, self.scheduler,
+                                             self.device, self.amp, self.max_grad_norm)
+        if self.captured is None:  # the captured step keeps its gradient buffers
+            self.optimizer.zero_grad(set_to_none=True)
+        recorded = len(self.captured.graphs.entries) if self.captured else 0
         loss_sum = torch.zeros((), device=self.device)
         tokens, steps, t0 = 0, 0, time.perf_counter()
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
         progress = Progress(desc, total, self.progress_every, terminal=not bar.disable)
-        for i, batch in enumerate(bar):
+        for batch in bar:
             tokens += count_tokens(batch)
-            batch = to_device(batch, self.device)
-            with autocast(self.device, self.amp):
-                loss = self.loss_module(loss_fn, batch)
-            if isinstance(loss, dict) and self.surgery:  # every task's batch in this step: gradient surgery
-                self.conflicts += task_gradients_backward([l / self.grad_accum for l in loss.values()], self.params,
-                                                          self.combine, self.scaler)
-                loss = sum(loss.values())
+            if self.captured is not None:  # forward, backward and the optimizer step, replayed
+                loss = self.captured(batch)
+                self.updates += 1
             else:
-                if isinstance(loss, dict):  # every task's batch, losses summed (one process only: weight 1)
-                    loss, weight = sum(loss.values()), 1.0
-                else:
-                    # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this
-                    # weight makes the result the global batch's mean even when the last batch splits unevenly.
-                    weight = 0.0 if batch.get("ghost") else (
-                        len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
-                self.scaler.scale(loss * (weight / self.grad_accum)).backward()
+                loss = self.backward(to_device(batch, self.device), loss_fn)
+                if (steps + 1) % self.grad_accum == 0:
+                    self.step()
             loss_sum += loss.detach().float()
             steps += 1
-            pending = steps % self.grad_accum != 0
-            if not pending:
-                self.step()
-            if steps % 50 == 0:  # a host sync, so not every step
-                mean = loss_sum.item() / steps
-                self.check_finite(mean, steps, total)
-                bar.set_postfix(loss=f"{mean:.4f}")
             self.batches += 1
-            if self.on_step is not None and self.batches % self.log_every == 0:
-                self.on_step(self.batches, loss.detach().float().item(), self.optimizer.param_groups[0]["lr"])
+            self.report(steps, total, loss_sum, loss, bar)
             progress.update(steps, tokens, lambda: loss_sum.item() / steps)
-        if steps and pending:  # the epoch ended inside an accumulation group
+        if self.captured is None and steps % self.grad_accum:  # the epoch ended inside an accumulation group
             self.step()
         seconds = time.perf_counter() - t0
         self.check_finite(loss_sum.item() / max(steps, 1), steps, total)
         stats = {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
-                 "lr": self.optimizer.param_groups[0]["lr"]}
+                 "lr": float(self.optimizer.param_groups[0]["lr"])}
         if self.surgery:
             stats[SURGERY_STAT[self.surgery]] = self.conflicts
+        if self.captured is not None and len(self.captured.graphs.entries) > recorded:
+            g = self.captured.graphs
+            how = "recorded as CUDA graphs" if g.record else "prepared (run eagerly: no GPU)"
+            main_print(f"{desc}: {len(g.entries) - recorded} new batch shapes {how}, {len(g.entries)} in all, "
+                       f"{g.seconds:.1f}s spent warming up and recording")
+            stats["graphs"], stats["graph_seconds"] = len(g.entries), g.seconds
         return stats
+
+    def backward(self, batch, loss_fn):
+        """The eager step's forward and backward passes on a batch on the device; returns its loss."""
+        with autocast(self.device, self.amp):
+            loss = self.loss_module(loss_fn, batch)
+        if isinstance(loss, dict) and self.surgery:  # every task's batch in this step: gradient surgery
+            self.conflicts += task_gradients_backward([l / self.grad_accum for l in loss.values()], self.params,
+                                                      self.combine, self.scaler)
+            return sum(loss.values())
+        if isinstance(loss, dict):  # every task's batch, losses summed (one process only: weight 1)
+            loss, weight = sum(loss.values()), 1.0
+        elif self.world_size == 1:
+            weight = 1.0
+        else:
+            # A rank holds `local` of the global batch's examples; DDP averages over ranks, so this weight makes
+            # the result the global batch's mean even when the last batch splits unevenly.
+            weight = 0.0 if batch.get("ghost") else (
+                len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
+        self.scaler.scale(loss * (weight / self.grad_accum)).backward()
+        return loss
+
+    def report(self, steps, total, loss_sum, loss, bar):
+        """Every 50 steps the mean loss read back (a host sync, so not every step) and checked; every log_every
+        batches the TensorBoard point (on_step)."""
+        if steps % 50 == 0:
+            mean = loss_sum.item() / steps
+            self.check_finite(mean, steps, total)
+            bar.set_postfix(loss=f"{mean:.4f}")
+        if self.on_step is not None and self.batches % self.log_every == 0:
+            self.on_step(self.batches, loss.detach().float().item(), float(self.optimizer.param_groups[0]["lr"]))
 
     def combine(self, grads):
         """The step's task gradients combined by --pcgrad or --gradvac: (gradient, count for the log)."""
@@ -155,15 +189,16 @@ class Trainer:
         gradients overflow, so there a non-finite loss is not yet divergence (the dev score tells, in fit)."""
         if math.isfinite(mean_loss) or self.scaler.is_enabled():
             return
-        peak = max(g.get("initial_lr", g["lr"]) for g in self.optimizer.param_groups)  # the schedule's base rate
+        peak = max(float(g.get("initial_lr", g["lr"])) for g in self.optimizer.param_groups)  # the schedule's base rate
         raise Diverged(f"the training loss became {'NaN' if mean_loss != mean_loss else 'infinite'} by step {steps} "
                        f"of {total} (peak learning rate {peak:g}): the weights diverged, so training stopped; lower "
                        f"--lr, or add --max_grad_norm 1.0")
 
     def state_dict(self):
         """Everything of the optimisation a resumed run needs: optimizer, schedule, fp16 grad scaler, and the
-        generator PCGrad draws its task order from."""
-        return {"optimizer": self.optimizer.state_dict(),
+        generator PCGrad draws its task order from. The optimizer's and the schedule's state are saved in one
+        form whichever step runs (eager or graphs), so that a run may resume with the other one."""
+        return {"optimizer": portable_state(self.optimizer.state_dict()),
                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                 "scaler": self.scaler.state_dict(), "generator": self.generator.get_state(), "batches": self.batches,
                 "updates": self.updates, "gradvac": self.gradvac.state_dict() if self.gradvac is not None else None}
@@ -227,11 +262,14 @@ def build_trainer(model, recipe, runtime, steps_per_epoch, epochs=None, tasks=()
     describe_trainable(model, recipe.optimizer, frozen_parameters(backbone(model), recipe.freeze_layers))
     optimizer = make_optimizer(recipe.optimizer, groups, recipe.lr, recipe.weight_decay, recipe.foreach, recipe.fused)
     total = (epochs or recipe.epochs) * -(-steps_per_epoch // recipe.grad_accum)
-    scheduler = schedule.make_scheduler(optimizer, recipe.scheduler, recipe.warmup_ratio, total)
+    if runtime.graphs:  # the schedule on the device, so that a recorded step can apply it
+        scheduler = schedule.DeviceSchedule(optimizer, recipe.scheduler, recipe.warmup_ratio, total, runtime.device)
+    else:
+        scheduler = schedule.make_scheduler(optimizer, recipe.scheduler, recipe.warmup_ratio, total)
     gradvac = GradVaccine(len(tasks), recipe.gradvac_beta) if recipe.surgery == "gradvac" else None
     trainer = Trainer(model, optimizer, runtime.device, runtime.amp, recipe.grad_accum, scheduler=scheduler,
                       max_grad_norm=recipe.max_grad_norm, pcgrad=recipe.surgery == "pcgrad", seed=recipe.seed,
-                      gradvac=gradvac)
+                      gradvac=gradvac, graphs=runtime.graphs)
     if unfreeze is not None:
         trainer.step_hooks.append(unfreeze)
     return trainer

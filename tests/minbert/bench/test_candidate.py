@@ -26,7 +26,9 @@ def test_each_row_is_built_as_its_switches_say_and_trains(tmp_path):
     trainer_default = transformers.TrainingArguments.__dataclass_fields__["optim"].default
     assert hf.row["adamw"] == {"adamw_torch_fused": "torch-fused", "adamw_torch": "torch"}[trainer_default]
     assert hf.opt.defaults["fused"] == (trainer_default == "adamw_torch_fused")
-    assert (plain.row["attn"], baseline.row["attn"]) == ("sdpa", "explicit") and hf.row["attn"] == "hf-default"
+    # HF with the attention its documentation recommends, chosen explicitly rather than left to its version's default
+    assert (plain.row["attn"], baseline.row["attn"]) == ("sdpa", "explicit") and hf.row["attn"] == "sdpa (HF)"
+    assert hf.model.config._attn_implementation == "sdpa"
     assert [b["x"]["input_ids"].shape for b in plain.batches] == [(4, 16)] * 3  # warm-up + timed steps
     assert torch.equal(plain.batches[0]["x"]["input_ids"], hf.batches[0]["x"]["input_ids"])  # the same batches
     before = [p.detach().clone() for p in plain.params]
@@ -35,3 +37,21 @@ def test_each_row_is_built_as_its_switches_say_and_trains(tmp_path):
     assert any(not torch.equal(a, p) for a, p in zip(before, plain.params))
     H, L, I, B, T = 32, 2, 64, 4, 16  # the tiny config: 2 per weight per token for the matmuls, plus attention
     assert flops_per_batch(cfg, plain.batches[0]) == B * T * L * (2 * (4 * H * H + 2 * H * I) + 4 * T * H)
+
+
+def test_the_recorded_row_trains_on_fixed_shapes(tmp_path, course_data, tiny_model):
+    """The row of the steps as the pipelines record them on a GPU (run eagerly on the CPU): every batch --batch_size
+    rows, and a step moves the weights."""
+    s = BenchSettings(runtime=Runtime(), pretrained=str(tiny_model), data="sst", data_dir=str(course_data), seq_len=64,
+                      batch_size=5, steps=9, warmup=1, repeats=1)
+    c = Candidate(s, BertTokenizer.from_pretrained(str(tiny_model)), BertConfig.from_json_file(
+        str(tiny_model / "config.json")), "plain", graphs=True)
+    assert c.row["graphs"] and {b["x"]["input_ids"].shape[0] for b in c.batches} == {5}
+    assert any(b["weight"].sum() < 5 for b in c.batches)  # 48 examples: the last batch is filled
+    assert sum(c.real) == sum(int(b["x"]["attention_mask"][b["weight"] > 0].sum()) for b in c.batches)
+    before = [p.detach().clone() for p in c.params]
+    c.train(True)
+    c.train_step(c.batches[0])
+    assert any(not torch.equal(a, p) for a, p in zip(before, c.params))
+    c.train(False)
+    assert c.infer_step(c.batches[0]).shape == (5, 32)

@@ -1,6 +1,7 @@
 """flags/defaults.py: the recipe measured best against the handout's plain values one flag away, the learning
 rate by what trains, the checkpoint's width and the optimizer, and --max_length within the position embeddings."""
 import pytest
+import torch
 
 import classifier
 import multitask_classifier as mt
@@ -64,3 +65,23 @@ def test_default_lr_follows_the_checkpoints_width():
 def test_lion_and_lamb_default_to_their_own_rates(tiny_model, name, lr, reason):
     recipe = _part2(tiny_model, "--optimizer", name).recipe
     assert recipe.lr == pytest.approx(lr) and recipe.lr_why.startswith(f"lr {recipe.lr:g} ({reason}, whose default")
+
+
+def test_the_training_step_is_recorded_on_a_gpu_unless_something_needs_it_eager():
+    """--use_gpu records the step as CUDA graphs; the start line names each reason it cannot (or --no_cuda_graphs)."""
+    from minbert.flags.defaults import resolve_graphs
+    cuda, plain = torch.device("cuda"), {"cuda_graphs": True, "optimizer": "adamw", "grad_accum": 1}
+    assert resolve_graphs(plain, torch.device("cpu"), "none", 1) == (
+        False, "eager (CUDA graphs need a GPU; cpu runs the step as it comes)")
+    on, why = resolve_graphs(plain, cuda, "bf16", 1)
+    assert on and "one CUDA graph per batch shape" in why
+    assert resolve_graphs({**plain, "cuda_graphs": False}, cuda, "bf16", 1) == (False, "eager (--no_cuda_graphs)")
+    for change, amp, world, reason in (({"grad_accum": 2}, "bf16", 1, "--grad_accum"), ({}, "fp16", 1, "fp16"),
+                                       ({}, "bf16", 2, "2 processes"), ({"pcgrad": True}, "bf16", 1, "--pcgrad"),
+                                       ({"sampler": "all"}, "bf16", 1, "--sampler all"),
+                                       ({"gradual_unfreeze": 2}, "bf16", 1, "--gradual_unfreeze"),
+                                       ({"optimizer": "lion"}, "bf16", 1, "--optimizer lion")):
+        on, why = resolve_graphs({**plain, **change}, cuda, amp, world)
+        assert not on and why.startswith("eager (") and reason in why
+    on, why = resolve_graphs(plain, cuda, "bf16", 1, eager="the masked-LM head")
+    assert not on and "the masked-LM head" in why

@@ -76,9 +76,9 @@ def test_bregman_is_zero_at_step_0_and_its_teacher_follows_the_ema_rule(tiny_mod
     paper = BregmanProximal(lin, total_steps=100)  # the paper's schedule: 0.99 for 10% of the updates, then 0.999
     betas = []
     for _ in range(12):
-        betas.append(paper.beta())
+        betas.append(float(paper.beta()))
         paper.update()
-    assert betas[:10] == [0.99] * 10 and betas[10:] == [0.999, 0.999]
+    assert betas == pytest.approx([0.99] * 10 + [0.999, 0.999])  # read on the device, in fp32
     assert set(paper.state_dict()) == {"teacher_0", "teacher_1", "updates"}  # saved with the loss for --resume
 
 

@@ -1,0 +1,21 @@
+"""tools/step_timing.py, bench.py's independent check: it times our step and HF's on its own batches and loop, and
+refuses rows this device cannot run."""
+import json
+
+import pytest
+
+from tools.step_timing import main
+
+
+def test_times_our_step_and_hfs_on_the_cpu(tmp_path):
+    r = main(["--config", "tiny", "--seq_len", "8", "--batch_size", "2", "--steps", "2", "--warmup", "1",
+              "--repeats", "1", "--json", str(tmp_path / "t.json")])
+    assert [x["row"] for x in r["rows"]] == ["ours", "hf"]
+    assert all(x["ms_per_step"] > 0 and len(x["passes_ms"]) == 1 for x in r["rows"])
+    assert json.loads((tmp_path / "t.json").read_text())["shape"] == [2, 8]
+
+
+def test_refuses_the_gpu_rows_on_the_cpu(capsys):
+    with pytest.raises(SystemExit):
+        main(["--rows", "ours-graph"])
+    assert "ours-graph: not a row this device runs" in capsys.readouterr().err
