@@ -4,7 +4,8 @@
     write (a full disk) that is one line naming the file and the command that continues the run;
   - `safe_load`: torch.load with weights_only=True, so a checkpoint from a teammate or the internet holds weights
     and plain values and nothing that executes; `refuse_code` is the one line for a file that would;
-  - digests (sha256, git blob ids) and `read_text` (a text file, or one line saying it is not one).
+  - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one) and `text_lines`
+    (its lines, broken where a CSV file breaks them and nowhere else).
 """
 import contextlib
 import errno
@@ -114,6 +115,16 @@ def read_text(path, what):
         raise MinbertError(f"{path}: not a text file, so not a {what}") from None
     except IsADirectoryError:
         raise MinbertError(f"{path}: is a folder, not a {what}") from None
+
+
+def text_lines(text):
+    """The lines of a file's text, split at '\\n' (a '\\r' before it dropped) and nowhere else. str.splitlines also
+    breaks at \\v, \\f, \\x1c-\\x1e, \\x85, U+2028 and U+2029, which a sentence may hold and a CSV file does not
+    end a row at: split there, a row loses its fields and the error blames the wrong line."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no new one
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def file_digest(path):

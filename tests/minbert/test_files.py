@@ -34,3 +34,11 @@ def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
     with pytest.raises(MinbertError, match="f.bin: cannot write it: no space left on the device; the file there before"):
         atomic_write(target, fill_then_fail)
     assert target.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
+def test_text_lines_end_at_newline_only():
+    from minbert.files import text_lines
+    assert text_lines("") == [] and text_lines("a") == ["a"] and text_lines("a\n") == ["a"]
+    assert text_lines("a\r\nb\n\n") == ["a", "b", ""]
+    odd = "\v\f\x1c\x1d\x1e\x85\u2028\u2029\r"  # str.splitlines breaks at each of these
+    assert text_lines(f"x{odd}y\nz") == [f"x{odd}y", "z"]

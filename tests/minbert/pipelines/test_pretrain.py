@@ -84,3 +84,14 @@ def test_an_interrupted_or_killed_first_epoch_is_no_dead_end(tmp_path, tiny_mode
     assert "no completed epoch of pretrain" in capsys.readouterr().out
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [-1, 0]
+
+
+def test_a_line_separator_inside_a_sentence_of_texts_stays_in_it(tmp_path):
+    """--texts holds one sentence a line, lines ending at \\n: \\f, \\x85 or U+2028 inside one is text of it."""
+    from types import SimpleNamespace
+
+    from minbert.pipelines.pretrain import read_texts
+    texts = tmp_path / "texts.txt"
+    for char in ("\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"):
+        texts.write_text(f"a good{char}film\r\nanother one\n", newline="")
+        assert read_texts(SimpleNamespace(texts=str(texts), data_dir=None)) == [f"a good{char}film", "another one"]
