@@ -46,6 +46,11 @@ MULTITASK_IDLE = {
                             "is every head's dropout, which --task_dropout replaces with one per head"),
 }
 
+PRETRAIN_IDLE = {
+    "data_dir": (lambda v, t: v["texts"] is None,
+                 "is where the course CSVs' training sentences are read, which --texts replaces as the text"),
+}
+
 
 def check_idle_flags(values, typed, rules):
     """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""

@@ -15,8 +15,8 @@ from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITA
                                     resolve_lr)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
                                    parse_with_recipe, pretrain_parser)
-from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, check_classifier_combination,
-                                 check_idle_flags, check_multitask_combination)
+from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
+                                 check_classifier_combination, check_idle_flags, check_multitask_combination)
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.runs.identity import defining_flags, flag_spelling
@@ -175,7 +175,11 @@ def multitask_settings(args, argv=None, log=main_print):
 # ----------------------------------------------------------------------------- pretrain.py
 
 def parse_pretrain(argv=None):
-    return pretrain_parser().parse_args(argv)
+    """pretrain.py's flags, parsed and checked (one line for a flag that would change nothing)."""
+    ap, argv = pretrain_parser(), sys.argv[1:] if argv is None else argv
+    args = ap.parse_args(argv)
+    check_idle_flags(vars(args), given_flags(ap, argv), PRETRAIN_IDLE)
+    return args
 
 
 def pretrain_settings(args, log=print):
