@@ -98,13 +98,27 @@ def append_jsonl(path, record):
 
 
 def require_file(path, where, what, hint=""):
-    """One line unless `path` is a file: a folder given where a file goes is said to be one (it exists, so
-    "not found" would mislead); `where` names the path (with its flag), `hint` follows a missing file."""
+    """One line unless `path` is a file: a folder (or a device, a pipe) given where a file goes is said to be one
+    (it exists, so "not found" would mislead); `where` names the path (with its flag), `hint` follows a missing
+    file."""
     path = Path(path)
     if path.is_dir():
         raise MinbertError(f"{where}: is a folder; give the {what} itself")
+    if not path.is_file() and (kind := special_file(path)):
+        raise MinbertError(f"{where}: is {kind}, not a regular file; give the {what} itself")
     if not path.is_file():
         raise MinbertError(f"{where}: {what} not found" + (f" ({hint})" if hint else ""))
+
+
+def special_file(path):
+    """What `path` is when it exists but is neither a regular file nor a folder (/dev/null is a character device,
+    a named pipe would block a reader for ever), or None."""
+    path = Path(path)
+    for test, kind in ((path.is_char_device, "a character device"), (path.is_block_device, "a block device"),
+                       (path.is_fifo, "a named pipe"), (path.is_socket, "a socket")):
+        if test():
+            return kind
+    return "a broken link (its target is missing)" if path.is_symlink() and not path.exists() else None
 
 
 def read_text(path, what):
