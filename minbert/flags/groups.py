@@ -3,8 +3,8 @@ and its regularisers, the run folder. Defaults that are decisions live in defaul
 import argparse
 from pathlib import Path
 
-from minbert.flags.types import (fraction, llrd_factor, lora_targets, momentum, nonneg_float, nonneg_int, positive_float,
-                                 positive_int, probability)
+from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float, nonneg_int,
+                                 positive_float, positive_int, probability)
 from minbert.precision import AMP_CHOICES
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
@@ -43,7 +43,7 @@ def add_adapter_flags(ap):
     """The settings of the modes that train new weights on a frozen BERT (minbert/finetuning/modes.py), the same in both pipelines."""
     g = ap.add_argument_group("adapters (--fine-tune-mode lora, dora, adapter or prefix)")
     g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank, at most the hidden size (the rank B A can have)")
-    g.add_argument("--lora_alpha", type=positive_float, default=16.0, help="the update is scaled by alpha / r")
+    g.add_argument("--lora_alpha", type=lora_scale, default=16.0, help="the update is scaled by alpha / r")
     g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
     g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
                    help="the linears of every layer that get adapters: any of query,key,value,attention_dense,"
