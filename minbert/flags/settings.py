@@ -9,7 +9,9 @@ module nothing sees an argparse Namespace.
 """
 import sys
 
+from config import BertConfig
 from datasets import resolve_pad_multiple
+from minbert.bench.candidate import CONFIGS
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
                                     resolve_lr)
@@ -218,6 +220,10 @@ def sweep_settings(args, base, command):
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
     v = vars(args)
+    limit = (checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**CONFIGS[v["config"]])).max_position_embeddings
+    if v["seq_len"] > limit:
+        raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "
+                           f"({v['pretrained'] or '--config ' + v['config']}); give at most {limit}")
     run_time = runtime({**v, "tensorboard": False}, print)
     why = resolve_amp(v["amp"], run_time.device)[1]
     return BenchSettings(runtime=run_time, regularizers=regularizers(v), pretrained=v["pretrained"], config=v["config"],
