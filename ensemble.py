@@ -20,7 +20,7 @@ into the run folder as soft-targets.npz, which `multitask_classifier.py --distil
 (minbert/objectives/distill.py). Members trained with --fold I/K, one per fold, give cross-fitted targets: each training example's
 from the members that did not train on it.
 """
-from minbert.flags.groups import add_backup_flag, add_speed_flags
+from minbert.flags.groups import RunFolder, add_backup_flag, add_speed_flags
 from minbert.flags.settings import ensemble_settings
 from minbert.flags.types import positive_int
 from minbert.objectives.distill import SOFT_TARGETS
@@ -33,8 +33,8 @@ def build_parser():
     ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints (or their run folders), or folders of prediction files")
     ap.add_argument("--data_dir", default="data", help="the course CSVs whose ids every member must predict")
     ap.add_argument("--out", default="predictions", help="where the six ensembled leaderboard files are copied")
-    ap.add_argument("--run_name", default="", help="the ensemble's run folder under runs/ (default: ensemble-TIMESTAMP)")
-    ap.add_argument("--run_dir", default=None, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
+    ap.add_argument("--run_name", default="", action=RunFolder, help="the ensemble's run folder under runs/ (default: ensemble-TIMESTAMP)")
+    ap.add_argument("--run_dir", default=None, action=RunFolder, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
     add_backup_flag(ap)
     ap.add_argument("--use_gpu", action="store_true", help="run the members on the GPU")
     ap.add_argument("--batch_size", type=positive_int, default=64, help="examples per inference batch")

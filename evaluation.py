@@ -7,7 +7,7 @@ from sklearn.metrics import f1_score
 from tqdm.auto import tqdm
 
 from minbert.course_data import MULTITASK, TASKS, TASK_PREFIX, read_examples
-from minbert.files import atomic_write, read_text
+from minbert.files import atomic_write, read_text, text_lines
 from minbert.precision import autocast
 from utils import MinbertError, Parser, Progress, main_guard, to_device
 
@@ -93,7 +93,7 @@ def read_predictions(path):
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: prediction file not found")
-    lines = read_text(path, "prediction file").lstrip("\ufeff").splitlines()
+    lines = text_lines(read_text(path, "prediction file").lstrip("\ufeff"))
     if not lines or not lines[0].strip().lower().startswith("id"):
         raise MinbertError(f"{path}: line 1: expected a header starting with 'id'")
     preds, duplicated = {}, []

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from optimizer import AdamW
+from utils import Parser, main_guard
 
 SEED = 0
 
@@ -27,7 +28,9 @@ def test_optimizer(opt_class, **opt_kwargs):
     return model.weight.detach()
 
 
-def main():
+def main(argv=None):
+    # no flags, but --help must print what the script does and run nothing
+    Parser(prog="optimizer_test.py", description=__doc__).parse_args(argv)
     ref = np.load("optimizer_test.npy", allow_pickle=False)
     # every path of our AdamW: the reference loop, the multi-tensor kernels, the fused pass (the default)
     for path in ({"foreach": False}, {"fused": False}, {}):
@@ -39,4 +42,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

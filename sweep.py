@@ -30,6 +30,7 @@ from minbert.flags.parsers import given_flags
 from minbert.flags.rules import check_idle_flags
 from minbert.flags.settings import sweep_settings
 from minbert.flags.types import nonneg_int, positive_int, seed
+from minbert.sweeps.space import check_space_spelling
 from minbert.sweeps.study import sweep
 from minbert.sweeps.trials import PIPELINES
 from utils import Parser, main_guard
@@ -62,6 +63,7 @@ def main(argv=None):
     if "--" in argv:
         i = argv.index("--")
         argv, base = argv[:i], argv[i + 1:]
+    check_space_spelling(argv, build_parser()._option_string_actions)
     args = build_parser().parse_args(argv)
     check_idle_flags(vars(args), given_flags(build_parser(), argv), SWEEP_IDLE)
     return sweep(sweep_settings(args, base, command))

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from evaluation import predict
 from gpt2.generation import stream
 from gpt2.models.gpt2 import GPT2Model
-from minbert.files import read_text
+from minbert.files import read_text, text_lines
 from utils import MinbertError
 
 LINES = 14
@@ -32,7 +32,7 @@ def read_sonnets(path):
     """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes before
     the first number (the title page) is not a sonnet."""
     sonnets, number, lines = [], None, []
-    for line in read_text(path, "sonnets file").splitlines():
+    for line in text_lines(read_text(path, "sonnets file")):  # a line ends at \n only, as complete() writes it
         if re.fullmatch(r"\s*\d+\s*", line):
             if number is not None:
                 sonnets.append((number, "\n".join(lines).strip("\n")))

@@ -20,7 +20,7 @@ def sonnet_problem(path, data_dir):
     wanted, got = [n for n, _ in read_sonnets(held)], read_sonnets(path)
     if [n for n, _ in got] != wanted:
         return f"sonnets {', '.join(n for n, _ in got[:3])}, ... where {held.name} has {', '.join(wanted[:3])}, ..."
-    short = [n for n, t in got if len(t.splitlines()) != LINES]
+    short = [n for n, t in got if len(t.split("\n")) != LINES]  # lines as read_sonnets splits them
     return f"sonnet {short[0]} is not {LINES} lines" if short else None
 
 

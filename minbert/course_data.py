@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from minbert.files import git_blob_id, require_file
+from minbert.files import git_blob_id, require_file, text_lines
 from minbert.hub import DownloadError, download
 from utils import MinbertError, main_print
 
@@ -75,7 +75,7 @@ def read_examples(path, task, split, log=None):
     labelled = split != "test"
     raw = path.read_bytes()
     try:
-        lines = raw.decode("utf-8-sig").splitlines()  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
+        lines = text_lines(raw.decode("utf-8-sig"))  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
         raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text "
@@ -84,8 +84,15 @@ def read_examples(path, task, split, log=None):
         raise MinbertError(f"{path}: the file is empty")
     # One record per physical line, each parsed on its own: with a whole-file csv reader an unbalanced
     # quote would swallow every following line into one field and lose those rows without a word.
-    parse = lambda text: next(csv.reader([text], delimiter="\t"), [])
-    header = [h.strip() for h in parse(lines[0])]
+    def parse(line, text):
+        try:
+            return next(csv.reader([text], delimiter="\t"), [])
+        except csv.Error as e:  # a lone carriage return outside quotes, which csv takes for a row's end
+            why = ("a carriage return (\\r) inside the row; remove it (or save the file with \\n line endings)"
+                   if "\r" in text else str(e))
+            raise MinbertError(f"{path}: line {line}: {why}") from None
+
+    header = [h.strip() for h in parse(1, lines[0])]
     need = ["id", *task.text_cols] + ([task.label_col] if labelled else [])
     missing = [c for c in need if c not in header]
     if missing:
@@ -101,7 +108,7 @@ def read_examples(path, task, split, log=None):
     col = {c: header.index(c) for c in need}
     examples, skipped, kept_broken, seen = [], [], [], {}
     for line, text in enumerate(lines[1:], start=2):
-        row = parse(text)
+        row = parse(line, text)
         if not any(cell.strip() for cell in row):
             continue  # blank line at the end of a file
         if len(row) > len(header):

@@ -4,7 +4,8 @@
     write (a full disk) that is one line naming the file and the command that continues the run;
   - `safe_load`: torch.load with weights_only=True, so a checkpoint from a teammate or the internet holds weights
     and plain values and nothing that executes; `refuse_code` is the one line for a file that would;
-  - digests (sha256, git blob ids) and `read_text` (a text file, or one line saying it is not one).
+  - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one) and `text_lines`
+    (its lines, broken where a CSV file breaks them and nowhere else).
 """
 import contextlib
 import errno
@@ -97,13 +98,27 @@ def append_jsonl(path, record):
 
 
 def require_file(path, where, what, hint=""):
-    """One line unless `path` is a file: a folder given where a file goes is said to be one (it exists, so
-    "not found" would mislead); `where` names the path (with its flag), `hint` follows a missing file."""
+    """One line unless `path` is a file: a folder (or a device, a pipe) given where a file goes is said to be one
+    (it exists, so "not found" would mislead); `where` names the path (with its flag), `hint` follows a missing
+    file."""
     path = Path(path)
     if path.is_dir():
         raise MinbertError(f"{where}: is a folder; give the {what} itself")
+    if not path.is_file() and (kind := special_file(path)):
+        raise MinbertError(f"{where}: is {kind}, not a regular file; give the {what} itself")
     if not path.is_file():
         raise MinbertError(f"{where}: {what} not found" + (f" ({hint})" if hint else ""))
+
+
+def special_file(path):
+    """What `path` is when it exists but is neither a regular file nor a folder (/dev/null is a character device,
+    a named pipe would block a reader for ever), or None."""
+    path = Path(path)
+    for test, kind in ((path.is_char_device, "a character device"), (path.is_block_device, "a block device"),
+                       (path.is_fifo, "a named pipe"), (path.is_socket, "a socket")):
+        if test():
+            return kind
+    return "a broken link (its target is missing)" if path.is_symlink() and not path.exists() else None
 
 
 def read_text(path, what):
@@ -114,6 +129,16 @@ def read_text(path, what):
         raise MinbertError(f"{path}: not a text file, so not a {what}") from None
     except IsADirectoryError:
         raise MinbertError(f"{path}: is a folder, not a {what}") from None
+
+
+def text_lines(text):
+    """The lines of a file's text, split at '\\n' (a '\\r' before it dropped) and nowhere else. str.splitlines also
+    breaks at \\v, \\f, \\x1c-\\x1e, \\x85, U+2028 and U+2029, which a sentence may hold and a CSV file does not
+    end a row at: split there, a row loses its fields and the error blames the wrong line."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no new one
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def file_digest(path):

@@ -246,20 +246,29 @@ def write_course_data(folder, n_train=48, n_dev=16, n_test=12, seed=0):
 
 # ----------------------------------------------------------------------------- one argument builder per pipeline
 
+# The flags naming a run's folder: the scripts refuse two of them, so a builder below adds its own only when
+# `extra` names none.
+FOLDER_FLAGS = ("--run_name", "--run_dir", "--checkpoint", "--checkpoint_dir")
+
+
 def part1_args(tmp_path, data, model, *extra):
-    """classifier.py's flags for a tiny run writing under tmp_path (run folder ck/, predictions pred/)."""
+    """classifier.py's flags for a tiny run writing under tmp_path (run folder ck/ unless `extra` names one,
+    predictions pred/)."""
+    folder = [] if set(FOLDER_FLAGS) & set(extra) else ["--run_dir", str(tmp_path / "ck")]
     return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--run_dir", str(tmp_path / "ck"), "--predictions_dir", str(tmp_path / "pred"), *extra]
+            *folder, "--predictions_dir", str(tmp_path / "pred"), *extra]
 
 
 def part2_args(tmp_path, data, model, *extra):
     """multitask_classifier.py's flags for a tiny run writing under tmp_path: its run folder ck/ (best
-    checkpoint ck/mt.pt), the six published files and the results table in pred/. With --eval_only the
-    re-scoring run gets its own folder, eval/ (or eval-2/, ... when one is there)."""
+    checkpoint ck/mt.pt) unless `extra` names one, the six published files and the results table in pred/. With
+    --eval_only the re-scoring run gets its own folder, eval/ (or eval-2/, ... when one is there)."""
     out = [x for t in ("sst", "para", "sts") for s in ("dev", "test")
            for x in (f"--{t}_{s}_out", str(tmp_path / "pred" / f"{t}-{s}-output.csv"))]
     folder = ["--checkpoint", str(tmp_path / "ck" / "mt.pt")]
-    if "--eval_only" in extra:
+    if set(FOLDER_FLAGS) & set(extra):
+        folder = []
+    elif "--eval_only" in extra:
         n = 1
         while (tmp_path / f"eval{'' if n == 1 else f'-{n}'}").exists():
             n += 1

@@ -75,3 +75,18 @@ def test_json_never_replaces_a_file_it_did_not_write(tmp_path, course_data, tiny
         assert victim.read_bytes() == before
     out = subprocess.run([sys.executable, "bench.py", "--json", "README.md"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and "--json README.md: is one of the project's own files" in out.stderr
+
+
+def test_flags_that_cannot_act_are_one_line_before_any_timing(tiny_model):
+    """A --seq_len beyond the model's positions, and --config beside --pretrained (which sets the shape)."""
+    import bench
+    from utils import MinbertError
+    with pytest.raises(MinbertError, match=r"^--seq_len 100000: longer than the model's 512 position embeddings "
+                                           r"\(--config minilm\); give at most 512$"):
+        bench.main(["--data", "synthetic", "--seq_len", "100000"])
+    with pytest.raises(MinbertError, match=rf"^--seq_len 513: longer than the model's 512 position embeddings "
+                                           rf"\({tiny_model}\); give at most 512$"):
+        bench.main(["--pretrained", str(tiny_model), "--seq_len", "513"])
+    with pytest.raises(MinbertError, match=r"^--config is the shape of the random model, which --pretrained replaces "
+                                           r"with the checkpoint's: as given it would change nothing"):
+        bench.main(["--pretrained", str(tiny_model), "--config", "base"])

@@ -8,6 +8,7 @@ import pytest
 
 from evaluation import pearson, score_file, write_predictions
 from tests.helpers import ROOT
+from utils import MinbertError
 
 
 def _gold(tmp_path):
@@ -38,6 +39,16 @@ def test_score_names_the_line_and_id_of_a_non_numeric_prediction(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "pred.csv: line 3 (id a2): prediction 'two' is not a number" in out.stderr
+
+
+def test_a_form_feed_or_line_separator_does_not_shift_the_line_named(tmp_path):
+    """Lines end at \\n only, so a stray \\f or U+2028 in a prediction file leaves every line its number."""
+    from evaluation import read_predictions
+    pred = tmp_path / "pred.csv"
+    for char in ("\f", "\u2028"):
+        pred.write_text(f"id , Predicted_Sentiment\na1 , 1{char}\na2 , two\n")
+        with pytest.raises(MinbertError, match=r"pred.csv: line 3 \(id a2\): prediction 'two' is not a number"):
+            read_predictions(pred)
 
 
 def test_unlabelled_gold_rows_are_predicted_but_not_scored(tmp_path):

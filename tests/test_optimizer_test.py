@@ -66,3 +66,12 @@ def test_a_wrong_optimizer_fails_the_handout_test():
     assert np.allclose(ref, test_optimizer(DecayBeforeStep).numpy(), atol=1e-6, rtol=1e-4)  # blind to the order
     with pytest.raises(AssertionError):
         adamw_tests.test_matches_algorithm_1_by_hand({}, DecayBeforeStep)
+
+
+def test_help_prints_what_the_script_does_and_runs_nothing():
+    """--help (and an unknown flag) exit before the test runs: no line of its outcome."""
+    out = subprocess.run([sys.executable, "optimizer_test.py", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and "usage: optimizer_test.py" in out.stdout and "1000 AdamW steps" in out.stdout
+    assert "Optimizer test" not in out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "optimizer_test.py", "--x"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == "error: optimizer_test.py: unrecognized arguments: --x"

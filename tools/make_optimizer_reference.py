@@ -5,6 +5,7 @@ that the reference starts where optimizer_test.py starts; gradients and Algorith
 correction, then decoupled weight decay theta <- theta - lr * wd * theta) are NumPy, float64.
 Run: python tools/make_optimizer_reference.py
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def reference_weights():
 
 
 if __name__ == "__main__":
+    # no flags, but --help must print what the tool does and write nothing
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     out = ROOT / "optimizer_test.npy"
     np.save(out, reference_weights())
     print(f"wrote {out}", file=sys.stderr)

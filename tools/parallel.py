@@ -8,7 +8,6 @@ when the deadline passes are skipped and named; a run still going at the deadlin
 command-time limit never loses the logs of the runs that finished. Meant for one GPU, where several
 small-model runs share the card: CPU timings taken this way are contended and do not count.
 """
-import argparse
 import os
 import shlex
 import subprocess
@@ -16,39 +15,73 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from minbert.flags.types import positive_float, positive_int  # noqa: E402
+from minbert.runs.outputs import check_file, wrote  # noqa: E402
+from utils import MinbertError, Parser, main_guard  # noqa: E402
+
 
 def read_plan(path, values):
     if not Path(path).is_file():
-        sys.exit(f"error: {path}: " + ("is a folder; give the plan file" if Path(path).is_dir() else "plan file not found"))
-    runs = []
+        raise MinbertError(f"{path}: " + ("is a folder; give the plan file" if Path(path).is_dir() else "plan file not found"))
+    runs, lines = [], {}
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         name, _, cmd = line.partition(" ")
+        if name in lines:  # both would write NAME.log
+            raise MinbertError(f"{path}, line {n}: the run name {name} is on line {lines[name]} already; each run's "
+                               f"output goes to NAME.log, so give each run its own name")
+        lines[name] = n
         try:
             runs.append((name, cmd.strip().format(**values)))
         except KeyError as e:
-            sys.exit(f"{path}, line {n}: {e} is not given by --set")
+            raise MinbertError(f"{path}, line {n}: {e} is not given by --set") from None
     return runs
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_set(items):
+    """--set's KEY=VALUE items as {KEY: VALUE}."""
+    for kv in items:
+        if not kv.partition("=")[0] or "=" not in kv:
+            raise MinbertError(f"--set {kv}: expected KEY=VALUE, e.g. --set py=python out=results")
+    return dict(kv.split("=", 1) for kv in items)
+
+
+def main(argv=None):
+    ap = Parser(prog="parallel.py", description=__doc__)
     ap.add_argument("plan")
-    ap.add_argument("--jobs", type=int, default=4)
-    ap.add_argument("--logs", required=True)
-    ap.add_argument("--deadline", type=float, default=None, help="seconds from start")
+    ap.add_argument("--jobs", type=positive_int, default=4, help="runs at a time")
+    ap.add_argument("--logs", required=True, help="the folder of the runs' logs, NAME.log each")
+    ap.add_argument("--deadline", type=positive_float, default=None, help="seconds from start")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args()
-    values = dict(kv.split("=", 1) for kv in args.set)
+    args = ap.parse_args(argv)
+    values = parse_set(args.set)
     todo, logs = read_plan(args.plan, values), Path(args.logs)
+    for name, _ in todo:  # a log this tool did not write (a user's file) is never replaced
+        check_file(logs / f"{name}.log", "--logs")
     logs.mkdir(parents=True, exist_ok=True)
-    t0, running = time.time(), {}
+    running = {}
+    try:
+        run_plan(todo, running, logs, args.jobs, args.deadline)
+    except KeyboardInterrupt:  # the runs going are stopped, and their logs kept as this tool's, for the next start
+        for name, (p, fp, _) in running.items():
+            p.terminate()
+            p.wait()
+            fp.close()
+            wrote(logs / f"{name}.log", "tools/parallel.py")
+            print(f"stopped {name}: interrupted (its log is {logs / f'{name}.log'})", flush=True)
+        raise
+
+
+def run_plan(todo, running, logs, jobs, deadline):
+    """Run the plan's (name, command) pairs `todo`, `jobs` at a time, into `logs`; `running` holds those going."""
+    t0 = time.time()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     while todo or running:
-        late = args.deadline is not None and time.time() - t0 > args.deadline
-        while todo and len(running) < args.jobs and not late:
+        late = deadline is not None and time.time() - t0 > deadline
+        while todo and len(running) < jobs and not late:
             name, cmd = todo.pop(0)
             fp = open(logs / f"{name}.log", "w")
             fp.write(f"$ {cmd}\n")
@@ -66,6 +99,7 @@ def main():
         for name, (p, fp, start) in list(running.items()):
             if p.poll() is not None:
                 fp.close()
+                wrote(logs / f"{name}.log", "tools/parallel.py")  # so that running the plan again may replace it
                 tail = (logs / f"{name}.log").read_text().strip().splitlines()[-1:] or [""]
                 print(f"[{time.time() - t0:6.0f}s] done {name} rc={p.returncode} in {time.time() - start:.0f}s: "
                       f"{tail[0][:300]}", flush=True)
@@ -74,4 +108,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

@@ -3,8 +3,8 @@ and its regularisers, the run folder. Defaults that are decisions live in defaul
 import argparse
 from pathlib import Path
 
-from minbert.flags.types import (fraction, llrd_factor, lora_targets, momentum, nonneg_float, nonneg_int, positive_float,
-                                 positive_int, probability)
+from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float, nonneg_int,
+                                 positive_float, positive_int, probability)
 from minbert.precision import AMP_CHOICES
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
@@ -46,7 +46,7 @@ def add_adapter_flags(ap):
     """The settings of the modes that train new weights on a frozen BERT (minbert/finetuning/modes.py), the same in both pipelines."""
     g = ap.add_argument_group("adapters (--fine-tune-mode lora, dora, adapter or prefix)")
     g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank, at most the hidden size (the rank B A can have)")
-    g.add_argument("--lora_alpha", type=positive_float, default=16.0, help="the update is scaled by alpha / r")
+    g.add_argument("--lora_alpha", type=lora_scale, default=16.0, help="the update is scaled by alpha / r")
     g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
     g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
                    help="the linears of every layer that get adapters: any of query,key,value,attention_dense,"
@@ -136,19 +136,19 @@ def add_regularizer_flags(g, defaults, full_model_only=False):
 def add_run_flags(ap, prefix, checkpoint_alias):
     """Where a run's files go (one spelling in both pipelines: --run_name or --run_dir) and --resume."""
     g = ap.add_argument_group("run folder")
-    g.add_argument("--run_name", default="",
+    g.add_argument("--run_name", default="", action=RunFolder,
                    help=f"the run's folder under runs/ (default: {prefix}-TIMESTAMP); an existing one is refused "
                         f"unless --resume")
-    g.add_argument("--run_dir", default=None,
+    g.add_argument("--run_dir", default=None, action=RunFolder,
                    help="the run's folder anywhere (instead of runs/RUN_NAME): checkpoints, log and predictions")
     g.add_argument("--resume", action="store_true",
                    help="continue from the last completed epoch (of --run_name / --run_dir, else the newest run)")
     add_backup_flag(g)
     add_tensorboard_flag(g)
-    if checkpoint_alias == "--checkpoint_dir":
-        g.add_argument("--checkpoint_dir", dest="run_dir", help=argparse.SUPPRESS)  # the earlier spelling
+    if checkpoint_alias == "--checkpoint_dir":  # the earlier spellings
+        g.add_argument("--checkpoint_dir", dest="run_dir", action=RunFolder, help=argparse.SUPPRESS)
     else:
-        g.add_argument("--checkpoint", action=_CheckpointPath, help=argparse.SUPPRESS)  # the earlier spelling
+        g.add_argument("--checkpoint", dest="run_dir", action=RunFolder, help=argparse.SUPPRESS)
     ap.set_defaults(checkpoint_name=None)
     return g
 
@@ -164,8 +164,35 @@ def add_tensorboard_flag(ap):
                     help="write no TensorBoard event files into the run folder (default: written, minbert/training/monitor.py)")
 
 
-class _CheckpointPath(argparse.Action):
-    """Part 2's earlier --checkpoint PATH: the run folder is PATH's folder, the best checkpoint PATH itself."""
+class RunFolder(argparse.Action):
+    """--run_name, --run_dir and their earlier spellings --checkpoint_dir (Part 1) and --checkpoint PATH (Part 2: the
+    folder is PATH's, the best checkpoint PATH itself) all say where the run's files go. Of two naming different
+    folders, argparse would keep one and drop the other without a word: the second is refused. The same folder
+    twice is taken (the printed resume command adds the folder's flag to a command that may name it already)."""
 
     def __call__(self, parser, namespace, value, option_string=None):
-        namespace.run_dir, namespace.checkpoint_name = str(Path(value).parent), Path(value).stem
+        name = value if option_string == "--run_name" else ""
+        folder, stem = (str(Path(value).parent), Path(value).stem) if option_string == "--checkpoint" else (
+            None if name else value, None)
+        given = (getattr(namespace, "run_name", ""), getattr(namespace, "run_dir", None),
+                 getattr(namespace, "checkpoint_name", None))
+        if any(given[:2]) and not self.same(given, name, folder, stem):
+            spellings = [o for o in ("--run_name", "--run_dir", "--checkpoint_dir", "--checkpoint")
+                         if o in parser._option_string_actions]
+            raise argparse.ArgumentError(self, f"the run's folder is given already "
+                                               f"({f'--run_name {given[0]}' if given[0] else given[1]}): "
+                                               f"{', '.join(spellings[:-1])} and {spellings[-1]} each name it; give one")
+        if name:
+            namespace.run_name = name
+        else:
+            namespace.run_dir = folder
+        if stem is not None:
+            namespace.checkpoint_name = stem
+
+    @staticmethod
+    def same(given, name, folder, stem):
+        """Whether a flag naming `name` (under runs/) or `folder` (and the best checkpoint `stem`) names the folder
+        (and checkpoint) `given` (run_name, run_dir, checkpoint_name) already named."""
+        if given[0] or name:
+            return given[0] == name
+        return Path(given[1]) == Path(folder) and (None in (given[2], stem) or given[2] == stem)

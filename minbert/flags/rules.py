@@ -46,6 +46,16 @@ MULTITASK_IDLE = {
                             "is every head's dropout, which --task_dropout replaces with one per head"),
 }
 
+PRETRAIN_IDLE = {
+    "data_dir": (lambda v, t: v["texts"] is None,
+                 "is where the course CSVs' training sentences are read, which --texts replaces as the text"),
+}
+
+BENCH_IDLE = {
+    "config": (lambda v, t: v["pretrained"] is None,
+               "is the shape of the random model, which --pretrained replaces with the checkpoint's"),
+}
+
 
 def check_idle_flags(values, typed, rules):
     """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""

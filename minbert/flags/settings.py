@@ -9,14 +9,16 @@ module nothing sees an argparse Namespace.
 """
 import sys
 
+from config import BertConfig
 from datasets import resolve_pad_multiple
+from minbert.bench.candidate import CONFIGS
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
                                     resolve_graphs, resolve_lr)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
                                    parse_with_recipe, pretrain_parser)
-from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, check_classifier_combination,
-                                 check_idle_flags, check_multitask_combination)
+from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
+                                 check_classifier_combination, check_idle_flags, check_multitask_combination)
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.runs.identity import defining_flags, flag_spelling
@@ -183,7 +185,11 @@ def multitask_settings(args, argv=None, log=main_print):
 # ----------------------------------------------------------------------------- pretrain.py
 
 def parse_pretrain(argv=None):
-    return pretrain_parser().parse_args(argv)
+    """pretrain.py's flags, parsed and checked (one line for a flag that would change nothing)."""
+    ap, argv = pretrain_parser(), sys.argv[1:] if argv is None else argv
+    args = ap.parse_args(argv)
+    check_idle_flags(vars(args), given_flags(ap, argv), PRETRAIN_IDLE)
+    return args
 
 
 def pretrain_settings(args, log=print):
@@ -223,6 +229,10 @@ def sweep_settings(args, base, command):
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
     v = vars(args)
+    limit = (checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**CONFIGS[v["config"]])).max_position_embeddings
+    if v["seq_len"] > limit:
+        raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "
+                           f"({v['pretrained'] or '--config ' + v['config']}); give at most {limit}")
     run_time = runtime({**v, "tensorboard": False}, print)
     why = resolve_amp(v["amp"], run_time.device)[1]
     return BenchSettings(runtime=run_time, regularizers=regularizers(v), pretrained=v["pretrained"], config=v["config"],

@@ -28,6 +28,9 @@ fraction = _number(float, lambda v: 0 <= v <= 1, "a fraction in [0, 1]")
 share = _number(float, lambda v: 0 < v <= 1, "a share in (0, 1]")
 llrd_factor = _number(float, lambda v: 0 < v <= 1, "a factor in (0, 1]")
 momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
+# LoRA's alpha scales the update B A by alpha / r; the papers use r to a few times r. Far above, the update
+# swamps the frozen weights and the loss becomes NaN, which would read as a learning rate too high.
+lora_scale = _number(float, lambda v: 0 < v <= 1e4, "a number in (0, 10000]")
 # NumPy's legacy seeding (np.random.seed) takes 0 .. 2**32 - 1, so a seed outside would fail mid-start.
 seed = _number(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295 (2**32 - 1)")
 

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from datasets import TaskData, set_pad_multiple
 from minbert.course_data import Example, Task, data_file, read_examples
-from minbert.files import append_jsonl, require_file
+from minbert.files import append_jsonl, require_file, text_lines
 from minbert.hub import resolve_pretrained
 from minbert.precision import autocast
 from minbert.runs.folders import open_run
@@ -49,7 +49,7 @@ def read_texts(settings):
             line = raw[:e.start].count(b"\n") + 1
             raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not "
                                f"UTF-8 text (--texts takes a text file, one sentence per line)") from None
-        texts = [line.strip() for line in text.splitlines()]
+        texts = [line.strip() for line in text_lines(text)]
     else:
         texts = [t.strip() for task in TEXT_TASKS
                  for e in read_examples(data_file(s.data_dir, task, "train"), task, "train")

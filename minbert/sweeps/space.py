@@ -30,9 +30,15 @@ def parse_space(items):
             if len(parts) != 3:
                 raise MinbertError(f"--space {item!r}: {parts[0]} needs LO:HI, e.g. {flag}={parts[0]}:1e-5:1e-3")
             try:
-                lo, hi = (int(p) if parts[0] == "int" else float(p) for p in parts[1:])
+                lo, hi = (float(p) for p in parts[1:])
             except ValueError:
                 raise MinbertError(f"--space {item!r}: LO and HI must be numbers") from None
+            if parts[0] == "int":
+                if not (lo.is_integer() and hi.is_integer()):
+                    raise MinbertError(f"--space {item!r}: int bounds must be whole numbers (an int range draws "
+                                       f"whole numbers), e.g. {flag}=int:{math.floor(lo)}:{math.ceil(hi)}, or "
+                                       f"{flag}=float:{parts[1]}:{parts[2]} if {flag_name(flag)} takes fractions")
+                lo, hi = int(lo), int(hi)
             if not lo < hi or (parts[0] == "log" and lo <= 0):
                 raise MinbertError(f"--space {item!r}: need LO < HI" + (" and LO > 0" if parts[0] == "log" else ""))
             space[flag] = (parts[0], (lo, hi))
@@ -42,6 +48,20 @@ def parse_space(items):
                 raise MinbertError(f"--space {item!r}: no choices")
             space[flag] = ("choice", choices)
     return space
+
+
+def check_space_spelling(argv, own_flags):
+    """Before argparse reads sweep.py's `argv`: a pipeline flag typed with its dashes (`--space --lr=1e-3,1e-4`)
+    reads to argparse as a flag of sweep.py's, and its message ("--space: expected at least one argument") would
+    not say what --space expects. `own_flags` are sweep.py's option strings."""
+    for before, token in zip([None] + argv, argv):
+        name = token.split("=", 1)[0]
+        ours = any(f.startswith(name) for f in own_flags)  # argparse takes an unambiguous prefix
+        if before == "--space" and token.startswith("-") or token.startswith("--") and "=" in token and not ours:
+            item = token.lstrip("-") if "=" in token else f"{token.lstrip('-')}=SPEC"
+            raise MinbertError(f"{'--space ' if before == '--space' else ''}{token}: --space takes FLAG=SPEC items, "
+                               f"the pipeline's flag without its dashes (--space {item}); a flag fixed for every "
+                               f"trial goes after -- instead")
 
 
 def flag_name(flag):

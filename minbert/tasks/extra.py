@@ -13,12 +13,11 @@ NLI labels are entailment, neutral, contradiction; a pair whose annotators reach
 TRAIN and TRIAL pairs are used. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]'). Every problem with a file is
 one line naming the file, the line and what is wrong.
 """
-import csv
 import json
 from pathlib import Path
 
 from minbert.course_data import Example, Task
-from minbert.files import require_file
+from minbert.files import require_file, text_lines
 from utils import MinbertError, main_print
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -50,7 +49,7 @@ def _records(path, need):
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
         raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text") from None
-    lines = text.splitlines()
+    lines = text_lines(text)
     if path.suffix == ".jsonl":
         for n, line in enumerate(lines, start=1):
             if line.strip():
@@ -62,9 +61,9 @@ def _records(path, need):
                     raise MinbertError(f"{path}: line {n}: not a JSON object (a .jsonl file holds one a line)")
                 yield n, rec
         return
-    rows = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    rows = (line.split("\t") for line in lines)  # quotes are text, so a row's cells are its line's
     header = next(rows, None)
-    if not header:
+    if header is None or header == [""]:
         raise MinbertError(f"{path}: the file is empty")
     header = [h.strip() for h in header]
     missing = [c for c in need if c not in header]

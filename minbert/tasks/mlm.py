@@ -58,6 +58,11 @@ class BertForMaskedLM(nn.Module):
     def __init__(self, bert):
         super().__init__()
         self.bert, self.config = bert, bert.config
+        # The decoder is tied to the word embeddings, and autograd adds its dense gradient into whatever
+        # weight.grad holds: with the lookup's reused gradient buffer (minbert/embedding.py) that would be the
+        # buffer, whose rows the lookup alone does not zero again, so each step would carry every earlier
+        # step's decoder gradient. The gradient is dense here anyway, so torch's own backward costs nothing more.
+        bert.word_embedding.reuse_grad = False
         self.head = BertMLMHead(bert.config)
         std = bert.config.initializer_range
         nn.init.normal_(self.head.dense.weight, std=std)

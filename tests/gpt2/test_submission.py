@@ -12,3 +12,15 @@ def test_generated_sonnets_complete_every_held_out_one(tmp_path):
     assert sonnet_problem(short, tmp_path) == "sonnet 2 is not 14 lines"
     other = write_sonnets(tmp_path / "other.txt", [("1", fourteen)])
     assert "where sonnets_held_out.txt has 1, 2" in sonnet_problem(other, tmp_path)
+
+
+def test_a_line_separator_inside_a_generated_line_is_part_of_it(tmp_path):
+    """GPT-2's byte-level vocabulary can emit U+2028, \\x85 or a form feed: a line still ends at \\n only."""
+    from gpt2.sonnets import read_sonnets
+    (tmp_path / "sonnets_held_out.txt").write_text("Sonnets\n\n1\na\nb\nc\n")
+    for char in ("\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"):
+        lines = [f"line {i}" for i in range(14)]
+        lines[3] = f"thy {char}beauty"
+        path = write_sonnets(tmp_path / "gen.txt", [("1", "\n".join(lines))])
+        assert read_sonnets(path) == [("1", "\n".join(lines))]
+        assert sonnet_problem(path, tmp_path) is None

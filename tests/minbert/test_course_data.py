@@ -1,5 +1,5 @@
-"""course_data.py: the course files fetched and checked against their git blob ids, a differing download refused,
-a differing local copy used and named."""
+"""course_data.py: rows end at \\n only (a line separator inside a sentence stays in it); the course files fetched
+and checked against their git blob ids, a differing download refused, a differing local copy used and named."""
 import pytest
 
 from minbert import course_data
@@ -76,3 +76,33 @@ def test_fetch_offline_names_the_local_copy(course, monkeypatch):
     with pytest.raises(MinbertError, match=r"cannot reach .*; without a network, copy the course CSVs from a folder "
                                            r"that has them: MINBERT_DATA=DIR bash setup.sh"):
         fetch_data(tmp / "data", log=lambda *_: None)
+
+
+# Characters str.splitlines breaks a line at but a CSV file does not end a row at.
+NOT_ROW_ENDS = ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("char", NOT_ROW_ENDS, ids=[f"U+{ord(c):04X}" for c in NOT_ROW_ENDS])
+def test_a_line_break_character_inside_a_sentence_stays_in_it(tmp_path, char):
+    sst = tmp_path / "ids-sst-train.csv"
+    sst.write_text(f"\tid\tsentence\tsentiment\n0\ta1\t Fine .\t3\n1\ta2\t A {char}lovely film .\t4\r\n2\ta3\t Dull .\t1\n")
+    ex = course_data.read_examples(sst, "sst", "train")
+    assert [(e.id, e.texts, e.label, e.line) for e in ex] == [
+        ("a1", ("Fine .",), 3, 2), ("a2", (f"A {char}lovely film .",), 4, 3), ("a3", ("Dull .",), 1, 4)]
+    quora = tmp_path / "quora-dev.csv"
+    quora.write_text(f"\tid\tsentence1\tsentence2\tis_duplicate\n0\tq1\tHow{char}?\tWhy?\t1\n1\tq2\tA\tB\t0\n")
+    ex = course_data.read_examples(quora, "quora", "dev", log=pytest.fail)
+    assert [(e.id, e.texts, e.label) for e in ex] == [("q1", (f"How{char}?", "Why?"), 1), ("q2", ("A", "B"), 0)]
+    bad = tmp_path / "ids-sst-dev.csv"  # a real error after the character is blamed on its own line
+    bad.write_text(f"\tid\tsentence\tsentiment\n0\ta1\t A {char}film .\t3\n1\ta2\t Dull .\tfive\n")
+    with pytest.raises(MinbertError, match=rf"{bad}: line 3: sentiment 'five' is not a number"):
+        course_data.read_examples(bad, "sst", "dev")
+
+
+def test_a_lone_carriage_return_is_named_on_its_line(tmp_path):
+    path = tmp_path / "ids-sst-train.csv"
+    path.write_text("\tid\tsentence\tsentiment\n0\ta1\t Fine .\t3\n1\ta2\t A\rfilm .\t4\n", newline="")
+    with pytest.raises(MinbertError, match=r"line 3: a carriage return \(\\r\) inside the row; remove it"):
+        course_data.read_examples(path, "sst", "train")
+    path.write_text('\tid\tsentence\tsentiment\n0\ta1\t"A\rfilm ."\t4\n', newline="")  # quoted: text
+    assert course_data.read_examples(path, "sst", "train")[0].texts == ("A\rfilm .",)

@@ -34,3 +34,27 @@ def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
     with pytest.raises(MinbertError, match="f.bin: cannot write it: no space left on the device; the file there before"):
         atomic_write(target, fill_then_fail)
     assert target.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
+def test_text_lines_end_at_newline_only():
+    from minbert.files import text_lines
+    assert text_lines("") == [] and text_lines("a") == ["a"] and text_lines("a\n") == ["a"]
+    assert text_lines("a\r\nb\n\n") == ["a", "b", ""]
+    odd = "\v\f\x1c\x1d\x1e\x85\u2028\u2029\r"  # str.splitlines breaks at each of these
+    assert text_lines(f"x{odd}y\nz") == [f"x{odd}y", "z"]
+
+
+def test_a_path_that_exists_but_is_no_regular_file_is_said_to_be_what_it_is(tmp_path):
+    """--sst_train /dev/null exists: "not found" would mislead; a named pipe would block the reader."""
+    import os
+
+    from minbert.course_data import read_examples
+    with pytest.raises(MinbertError, match=r"^/dev/null: is a character device, not a regular file; give the data file"):
+        read_examples("/dev/null", "sst", "train")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    for name, kind in (("pipe", "a named pipe"), ("link", r"a broken link \(its target is missing\)")):
+        with pytest.raises(MinbertError, match=rf"--texts .*{name}: is {kind}, not a regular file; give the text file"):
+            files.require_file(tmp_path / name, f"--texts {tmp_path / name}", "text file")
+    with pytest.raises(MinbertError, match=r"nope: text file not found \(make it\)"):
+        files.require_file(tmp_path / "nope", str(tmp_path / "nope"), "text file", "make it")

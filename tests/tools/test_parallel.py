@@ -1,5 +1,5 @@
 """tools/parallel.py: a plan's runs N at a time, each one's output in its own log; {KEY} filled from --set, a key
-not given named with the plan's line."""
+not given named with the plan's line; bad flags and a name used twice are one line; a user's log is never replaced."""
 import subprocess
 import sys
 
@@ -20,10 +20,44 @@ def test_a_plan_runs_every_line_and_fills_its_keys(tmp_path):
     assert "done one rc=0" in out.stdout and "done two rc=0" in out.stdout
     missing = subprocess.run([sys.executable, str(ROOT / "tools" / "parallel.py"), str(plan), "--logs",
                               str(tmp_path / "l2")], capture_output=True, text=True, timeout=300)
-    assert missing.returncode == 1 and "plan.txt, line 3: 'py' is not given by --set" in missing.stderr
+    assert missing.returncode == 2 and "plan.txt, line 3: 'py' is not given by --set" in missing.stderr
 
 
 def test_a_missing_plan_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "parallel.py"), str(tmp_path / "nope.txt"), "--logs",
                           str(tmp_path / "logs")], capture_output=True, text=True)
-    assert out.returncode == 1 and out.stderr.strip() == f"error: {tmp_path / 'nope.txt'}: plan file not found"
+    assert out.returncode == 2 and out.stderr.strip() == f"error: {tmp_path / 'nope.txt'}: plan file not found"
+
+
+def _parallel(*argv, cwd):
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "parallel.py"), *argv], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_bad_flags_and_plans_are_one_line_before_anything_runs(tmp_path):
+    plan = tmp_path / "plan.txt"
+    plan.write_text(f"one {sys.executable} -c \"open('ran', 'w')\"\n")
+    for argv, line in ((["--set", "foo"], "error: --set foo: expected KEY=VALUE, e.g. --set py=python out=results"),
+                       (["--jobs", "0"], "error: parallel.py: argument --jobs: 0 must be an integer >= 1"),
+                       (["--deadline", "-5"], "error: parallel.py: argument --deadline: -5 must be a number > 0")):
+        out = _parallel(str(plan), "--logs", "logs", *argv, cwd=tmp_path)
+        assert out.returncode == 2 and out.stderr.strip() == line, out.stderr
+    twice = tmp_path / "twice.txt"
+    twice.write_text("one echo a\n# the same name\none echo b\n")
+    out = _parallel(str(twice), "--logs", "logs", cwd=tmp_path)
+    assert out.returncode == 2 and "twice.txt, line 3: the run name one is on line 1 already" in out.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "logs").exists()
+
+
+def test_a_log_the_tool_did_not_write_is_never_replaced(tmp_path):
+    plan = tmp_path / "plan.txt"
+    plan.write_text(f"one {sys.executable} -c \"print('hello')\"\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "one.log").write_text("my notes\n")
+    out = _parallel(str(plan), "--logs", "logs", cwd=tmp_path)
+    assert out.returncode == 2 and "--logs logs/one.log: holds a file this project did not write" in out.stderr
+    assert (tmp_path / "logs" / "one.log").read_text() == "my notes\n"
+    (tmp_path / "logs" / "one.log").unlink()
+    for _ in range(2):  # its own log, it replaces when the plan runs again
+        assert _parallel(str(plan), "--logs", "logs", cwd=tmp_path).returncode == 0
+        assert (tmp_path / "logs" / "one.log").read_text().splitlines()[-1] == "hello"

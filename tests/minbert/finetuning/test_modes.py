@@ -65,8 +65,9 @@ def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_dat
                                atol=2e-4)
         else:
             assert a == b
-    wrong = subprocess.run([sys.executable, "multitask_classifier.py", *plain, "--fine-tune-mode", "full-model",
-                            "--run_dir", str(tmp_path / "eval-wrong"), "--eval_only", str(tmp_path / "ck" / "mt.pt")], cwd=ROOT, capture_output=True, text=True)
+    wrong = subprocess.run([sys.executable, "multitask_classifier.py", *eval_only_args(
+        plain + ["--fine-tune-mode", "full-model"], tmp_path / "ck" / "mt.pt", tmp_path / "eval-wrong")], cwd=ROOT,
+        capture_output=True, text=True)
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     assert f"--fine-tune-mode '{mode}' in the checkpoint, 'full-model' given" in wrong.stderr
 

@@ -84,3 +84,14 @@ def test_gradvac_needs_every_task_in_a_step_and_is_not_pcgrad():
         mt.get_args(["--gradvac"])
     with pytest.raises(MinbertError, match="--pcgrad and --gradvac are two ways"):
         mt.get_args(["--gradvac", "--pcgrad", "--sampler", "all"])
+
+
+def test_pretrain_refuses_a_data_dir_that_texts_replaces():
+    """pretrain.py reads --texts instead of the course CSVs in --data_dir: both given, --data_dir would do nothing."""
+    import pretrain
+    from minbert.flags.settings import parse_pretrain
+    with pytest.raises(MinbertError, match=r"--data_dir is where the course CSVs' training sentences are read, which "
+                                           r"--texts replaces as the text: .*" + IDLE):
+        pretrain.main(["--texts", "t.txt", "--data_dir", "elsewhere", "--out", "o"])
+    assert parse_pretrain(["--data_dir", "elsewhere", "--out", "o"]).data_dir == "elsewhere"
+    assert parse_pretrain(["--texts", "t.txt", "--out", "o"]).texts == "t.txt"

@@ -24,6 +24,9 @@ from utils import MinbertError
     ("--lr", "inf", r"argument --lr: inf must be a number > 0"),
     ("--max_grad_norm", "inf", r"argument --max_grad_norm: inf must be a number >= 0"),
     ("--rdrop_weight", "inf", r"argument --rdrop_weight: inf must be a number >= 0"),
+    # alpha / r far above the papers' values swamps the frozen weights: a NaN loss that would blame --lr
+    ("--lora_alpha", "1e308", r"argument --lora_alpha: 1e308 must be a number in \(0, 10000\]"),
+    ("--lora_alpha", "0", r"argument --lora_alpha: 0 must be a number in \(0, 10000\]"),
 ])
 @pytest.mark.parametrize("script", [classifier, mt])
 def test_numeric_flags_are_checked_at_parse_time(script, flag, value, match):

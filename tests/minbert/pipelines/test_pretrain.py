@@ -1,5 +1,5 @@
 """pipelines/pretrain.py: pretraining learns and its folder reloads everywhere; a resumed run equals an uninterrupted
-one; an interrupted or killed first epoch is no dead end."""
+one to the bit (losses, held-out scores, weights); an interrupted or killed first epoch is no dead end."""
 import json
 
 import pytest
@@ -58,12 +58,18 @@ def test_resume_equals_an_uninterrupted_run_and_keeps_the_step_budget(tmp_path, 
     trained = epochs_run(monkeypatch)
     resumed = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, "--resume"))
     assert trained == ["pretrain epoch 1"]
+    logs = {}
     for run in (straight, resumed):
-        log = [json.loads(l) for l in (run / "pretrain-log.jsonl").read_text().splitlines()]
-        assert [(r["epoch"], r.get("steps"), r.get("total_steps")) for r in log] == [(-1, None, None), (0, 15, 15),
-                                                                                     (1, 5, 20)]
+        logs[run] = [json.loads(l) for l in (run / "pretrain-log.jsonl").read_text().splitlines()]
+        assert [(r["epoch"], r.get("steps"), r.get("total_steps")) for r in logs[run]] == [
+            (-1, None, None), (0, 15, 15), (1, 5, 20)]
+    # the resumed epoch's losses and held-out scores are the straight run's, to the bit
+    same = ("train_loss", "dev", "lr")
+    assert [[r.get(k) for k in same] for r in logs[resumed]] == [[r.get(k) for k in same] for r in logs[straight]]
     a, b = load_file(str(straight / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    a, b = (torch.load(run / "pretrain-last.pt", weights_only=True)["model"] for run in (straight, resumed))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the last epoch's weights, not the best's
 
 
 def test_an_interrupted_or_killed_first_epoch_is_no_dead_end(tmp_path, tiny_model, monkeypatch, capsys):
@@ -84,3 +90,14 @@ def test_an_interrupted_or_killed_first_epoch_is_no_dead_end(tmp_path, tiny_mode
     assert "no completed epoch of pretrain" in capsys.readouterr().out
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [-1, 0]
+
+
+def test_a_line_separator_inside_a_sentence_of_texts_stays_in_it(tmp_path):
+    """--texts holds one sentence a line, lines ending at \\n: \\f, \\x85 or U+2028 inside one is text of it."""
+    from types import SimpleNamespace
+
+    from minbert.pipelines.pretrain import read_texts
+    texts = tmp_path / "texts.txt"
+    for char in ("\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"):
+        texts.write_text(f"a good{char}film\r\nanother one\n", newline="")
+        assert read_texts(SimpleNamespace(texts=str(texts), data_dir=None)) == [f"a good{char}film", "another one"]

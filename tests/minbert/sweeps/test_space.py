@@ -20,6 +20,11 @@ from utils import MinbertError
     (["--space", "seed=1,2"], r"--seed is set by the sweep"),
     (["--space", "lr=1e-4,2e-4", "lr=1e-3"], r"--space names --lr twice \('lr=1e-4,2e-4' and 'lr=1e-3'\)"),
     (["--space", "batch_size=8,16"], r"--batch_size is searched by --space and also fixed after --: drop one of the two"),
+    (["--space", "epochs=int:1.5:3"], r"--space 'epochs=int:1.5:3': int bounds must be whole numbers .*epochs=int:1:3"),
+    (["--space", "--lr=1e-3,1e-4"], r"^--space --lr=1e-3,1e-4: --space takes FLAG=SPEC items, the pipeline's flag "
+                                    r"without its dashes \(--space lr=1e-3,1e-4\); a flag fixed .* goes after --"),
+    (["--space", "lr=1e-3", "--hidden_dropout_prob=0.1"], r"^--hidden_dropout_prob=0.1: --space takes FLAG=SPEC items"),
+    (["--space", "--pals", "yes,no"], r"^--space --pals: --space takes FLAG=SPEC items.*\(--space pals=SPEC\)"),
 ])
 def test_bad_input_is_one_line_before_anything_trains(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
     monkeypatch.chdir(tmp_path)

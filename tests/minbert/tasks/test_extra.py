@@ -59,6 +59,20 @@ def test_each_format_reads_as_released(tmp_path, capsys):
     assert [e.label for e in paws] == [i % 2 for i in range(10)]
 
 
+@pytest.mark.parametrize("char", ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"])
+def test_a_line_break_character_inside_a_sentence_stays_in_it(tmp_path, char):
+    """Rows end at \\n only: a form feed or a line separator inside a sentence is text of that sentence."""
+    record = {"gold_label": "neutral", "sentence1": f"a{char}b", "sentence2": "c"}
+    jsonl = tmp_path / "snli.jsonl"
+    jsonl.write_text(json.dumps(record, ensure_ascii=False) + "\n" + json.dumps({**record, "sentence1": "d"}) + "\n",
+                     newline="")
+    assert [(e.texts, e.line) for e in read_extra("snli", jsonl)] == [((f"a{char}b", "c"), 1), (("d", "c"), 2)]
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text(f"id\tsentence1\tsentence2\tlabel\n1\ta{char}b\tc\t1\n2\td\te\t0\n", newline="")
+    assert [(e.texts, e.label, e.line) for e in read_extra("paws", tsv)] == [((f"a{char}b", "c"), 1, 2),
+                                                                          (("d", "e"), 0, 3)]
+
+
 @pytest.mark.parametrize("name, content, match", [
     ("snli", '{"gold_label": "maybe", "sentence1": "a", "sentence2": "b"}\n', r"line 1: gold_label 'maybe' is not one of"),
     ("snli", "not json\n", r"line 1: not a JSON object"),

@@ -1,5 +1,5 @@
 """tasks/mlm.py: BERT's masking rule (15% chosen, of them 80% [MASK], 10% a random token, 10% kept, specials never)
-on a fixed seed."""
+on a fixed seed; each step's word-embedding gradient is that step's alone (the tied decoder's included)."""
 import torch
 
 from minbert.tasks.mlm import IGNORE, mask_tokens
@@ -27,3 +27,30 @@ def test_masking_rule_on_a_fixed_seed():
     torch.randint(10, 1000, (400, 50), generator=g2)
     assert all(torch.equal(a, b) for a, b in zip(mask_tokens(ids, special, 1000, 4, 0.15, g2), (inputs, labels)))
     assert again[0].shape == ids.shape
+
+
+def test_each_steps_word_embedding_gradient_is_that_steps_alone():
+    """The decoder is tied to the word embeddings: its dense gradient must not pile up across steps in the
+    lookup's reused gradient buffer (a resumed run, starting with an empty one, would then train differently)."""
+    import copy
+
+    from bert import BertModel
+    from minbert.tasks.mlm import BertForMaskedLM
+    from tests.helpers import tiny_config
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertModel(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)))
+    g = torch.Generator().manual_seed(1)
+    steps = []
+    for _ in range(3):
+        ids = torch.randint(5, model.config.vocab_size, (2, 6), generator=g)
+        labels = torch.full_like(ids, IGNORE)
+        labels[:, 2] = ids[:, 2]
+        steps.append((ids, labels))
+    weight = model.bert.word_embedding.weight
+    for ids, labels in steps:  # the same weights each time (no optimizer step): the same gradient as a fresh model's
+        weight.grad = None
+        model(ids, torch.ones_like(ids), labels)[0].backward()
+        fresh = copy.deepcopy(model)
+        fresh.bert.word_embedding.weight.grad = None
+        fresh(ids, torch.ones_like(ids), labels)[0].backward()
+        torch.testing.assert_close(weight.grad, fresh.bert.word_embedding.weight.grad, rtol=0, atol=1e-7)
