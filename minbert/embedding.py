@@ -12,9 +12,8 @@ gradient accumulation) add into the same gradient, as autograd would.
 On a GPU, zeroing the table is one fast kernel, while this path's bookkeeping (which rows to clear) cannot be
 recorded in a CUDA graph: there torch's own backward runs. Four more cases take it, since they rely on autograd's
 accumulation, which this path bypasses: torch.distributed (DistributedDataParallel reduces the gradients autograd
-accumulates),
-torch.autograd.grad (PCGrad's and GradVac's per-task gradients: training/trainer.py sets `reuse_grad` to False for
-them), torch.compile (--compile: the compiler writes the lookup's backward into its own graph, which a side
+accumulates), torch.autograd.grad (PCGrad's and GradVac's per-task gradients: training/trainer.py sets `reuse_grad`
+to False for them), torch.compile (--compile: the compiler writes the lookup's backward into its own graph, which a side
 effect on this module would split), and a weight used elsewhere too (the MLM head's tied decoder, tasks/mlm.py sets
 `reuse_grad` to False): autograd adds that use's gradient into the buffer, on rows this module never zeroes again.
 """
