@@ -182,6 +182,15 @@ BLOB_IDS = {
     "sts-test-student.csv": "25f0cf8fafdd1f82b9e2bb460c708af34341ce60",
     "sts-train.csv": "12b17760e7795fee35aeeabc290d5651de02622a",
 }
+# git hash-object of Build GPT-2's sonnet files as its course repository distributes them (gpt2/datasets.py)
+SONNET_BLOB_IDS = {
+    "sonnets.txt": "66bffc291ace4660043b9aaeb21ddd5af6638f13",
+    "sonnets_held_out.txt": "802fcca369fbce749e1a9d0d8f61c3e2fa8a9118",
+    "sonnets_held_out_dev.txt": "be351ef6b0ea29a0095010809cf3f0ac4fafbd0d",
+    "TRUE_sonnets_held_out_dev.txt": "a68bd172ce56e3afdda72008dcf07a47b8e87e70",
+}
+# The names of the course's data files: a file of one of these names is data, never an output (runs/outputs.py).
+COURSE_FILES = frozenset(BLOB_IDS) | frozenset(SONNET_BLOB_IDS)
 
 
 def course_url(fname):

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import threading
 import warnings
@@ -56,11 +57,50 @@ def write_error(path, e):
     """One line for an OSError met while writing `path` (a full disk, a file-size limit, no permission)."""
     why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
            errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
+           errno.EPERM: "not permitted (an immutable file or folder?)",
            errno.EROFS: "the file system is read-only"}.get(getattr(e, "errno", None), e.strerror or str(e))
     retry = interrupt_retry()
     retry = f"then run {retry}" if retry else "run the same command again"
+    denied = getattr(e, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS)
+    fix = "make its folder writable (or name another)" if denied else "make room"
     return MinbertError(f"{path}: cannot write it: {why}; the file there before (if any) is unchanged and no "
-                        f"partial file is left; make room and {retry}")
+                        f"partial file is left; {fix} and {retry}")
+
+
+def fresh_sibling(path, suffix):
+    """A new empty file beside `path`, hidden and named after it (.NAME.RANDOM`suffix`), created only if no file
+    has that name, so a temporary file never replaces one that is there (a user's NAME.tmp). Returns (its path,
+    an open descriptor); the file's mode is an ordinary file's (the umask's), not mkstemp's owner-only 0600."""
+    path = Path(path)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+
+
+def write_beside(path, write_fn, mode="wb", suffix=".tmp"):
+    """Write a new file beside `path` (fresh_sibling) through `write_fn(fp)`, flushed to the disk, and return its
+    path; `path` itself is not touched. Ctrl-C waits for the write to finish, then removes the new file (unless an
+    outer deferred_interrupt block holds it back); a failed write removes it too and is one line (write_error)."""
+    path, tmp = Path(path), None
+    try:
+        with deferred_interrupt():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp, fd = fresh_sibling(path, suffix)
+            with os.fdopen(fd, mode) as fp:
+                write_fn(fp)
+                fp.flush()
+                os.fsync(fp.fileno())
+    except BaseException as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
+        if cause is not None:  # torch.save re-raises a failed write as a RuntimeError of its own
+            raise write_error(path, cause) from None
+        raise
+    return tmp
 
 
 def atomic_write(path, write_fn, mode="wb"):
@@ -68,21 +108,13 @@ def atomic_write(path, write_fn, mode="wb"):
     waits for the write to finish (deferred_interrupt), and a failed write (a full disk) removes the
     temporary file and is one line naming the file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     with deferred_interrupt():
+        tmp = write_beside(path, write_fn, mode)
         try:
-            with open(tmp, mode) as fp:
-                write_fn(fp)
-                fp.flush()
-                os.fsync(fp.fileno())
             os.replace(tmp, path)
-        except BaseException as e:
+        except OSError as e:
             tmp.unlink(missing_ok=True)
-            cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
-            if cause is not None:  # torch.save re-raises a failed write as a RuntimeError of its own
-                raise write_error(path, cause) from None
-            raise
+            raise write_error(path, e) from None
     return path
 
 
