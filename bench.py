@@ -23,7 +23,6 @@ round every row in turn is built, warmed up, timed and freed, one model resident
 trainable tensors in AdamW), with the optimizer state's measured size. The measurements: minbert/bench/.
 """
 import json
-from pathlib import Path
 
 import torch
 
@@ -34,7 +33,7 @@ from minbert.flags.groups import add_regularizer_flags
 from minbert.flags.settings import bench_settings
 from minbert.flags.types import nonneg_int, positive_int
 from minbert.precision import AMP_CHOICES
-from minbert.runs.outputs import check_file, wrote
+from minbert.runs.outputs import check_file, write_output
 from utils import Parser, main_guard
 
 
@@ -90,8 +89,7 @@ def main(argv=None):
     settings, why = bench_settings(args)
     out = {"args": vars(args), **benchmark(settings, why)}
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-        wrote(args.json, "bench.py")
+        write_output(args.json, lambda fp: json.dump(out, fp, indent=2), "bench.py", mode="w")
         print(f"results written to {args.json}")
 
 

@@ -89,7 +89,7 @@ def write_beside(path, write_fn, mode="wb", suffix=".tmp"):
         with deferred_interrupt():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp, fd = fresh_sibling(path, suffix)
-            with os.fdopen(fd, mode) as fp:
+            with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as fp:
                 write_fn(fp)
                 fp.flush()
                 os.fsync(fp.fileno())
@@ -112,9 +112,11 @@ def atomic_write(path, write_fn, mode="wb"):
         tmp = write_beside(path, write_fn, mode)
         try:
             os.replace(tmp, path)
-        except OSError as e:
+        except BaseException as e:
             tmp.unlink(missing_ok=True)
-            raise write_error(path, e) from None
+            if isinstance(e, OSError):
+                raise write_error(path, e) from None
+            raise
     return path
 
 

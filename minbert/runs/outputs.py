@@ -81,11 +81,6 @@ def check_file(path, flag, inputs=()):
     check_outputs(files=[(flag, path)], inputs=inputs)
 
 
-def wrote(path, by):
-    """Record that the command `by` wrote `path` (so that it may replace it next time)."""
-    record([path], by, "")
-
-
 def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()):
     """Fail before training, not after it, when an output cannot or must not be written:
       - a folder that is a file, a file that is a folder, or a parent that is a file;

@@ -228,7 +228,8 @@ def _stage(items, mode="wb"):
     return staged
 
 
-def _copier(src):
+def copier(src):
+    """write_fn for `place`: the bytes of the file `src`."""
     def write(fp):
         with open(src, "rb") as f:
             shutil.copyfileobj(f, fp)
@@ -246,14 +247,22 @@ def same_file(a, b):
     return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
 
 
+def place(items, by, run_dir="", mode="wb", log=print):
+    """Write each (destination, write_fn(fp)) all or nothing, recorded as written by `by` (from the folder
+    `run_dir`), after finishing any publishing cut short in those folders. Returns the [(file, backup)] kept (the
+    destinations check_outputs allowed with --backup)."""
+    items = [(Path(d), w) for d, w in items]
+    finish_publishing({d.parent for d, _ in items if d.parent.is_dir()}, log)
+    return _commit(_stage(items, mode), by, run_dir) if items else []
+
+
 def publish(pairs, run_name, run_dir, log=print, what="predictions"):
-    """Copy each (run file, published path) pair, all or nothing. The line it prints names the run whose published
-    files were replaced and the folder where they still are; a file there that no run wrote (--backup) is kept
-    as a dated backup, and a line says so."""
+    """Copy each (run file, published path) pair, all or nothing (`place`). The line it prints names the run whose
+    published files were replaced and the folder where they still are; a file there that no run wrote (--backup)
+    is kept as a dated backup, and a line says so."""
     pairs = [(Path(s), Path(d)) for s, d in pairs]
     if not pairs:
         return ""
-    finish_publishing({d.parent for _, d in pairs if d.parent.is_dir()}, log)
     replaced, items = set(), []
     for src, dest in pairs:
         if same_file(src, dest):  # published where the run wrote it: nothing to copy
@@ -261,8 +270,8 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
         old = written_by(dest) if dest.is_file() else None
         if old is not None and old.get("sha256") != file_digest(src):
             replaced.add(f"run {old['run']} (still in {old['dir']})")
-        items.append((dest, _copier(src)))
-    kept = _commit(_stage(items), run_name, run_dir) if items else []
+        items.append((dest, copier(src)))
+    kept = place(items, run_name, run_dir, log=log)
     line = f"run {run_name}'s {what} copied to " + ", ".join(str(d) for _, d in pairs)
     if replaced:
         line += f", replacing those of {'; '.join(sorted(replaced))}"
@@ -273,11 +282,9 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
 
 
 def write_output(path, write_fn, by, mode="wb"):
-    """A tool's output file (--json, --out), written through write_fn(fp) and recorded as written by `by`, the
-    file and its record together (publish's steps); the file there was allowed by check_file."""
-    path = Path(path)
-    finish_publishing([path.parent] if path.parent.is_dir() else [])
-    kept = _commit(_stage([(path, write_fn)], mode), by, "")
+    """A tool's output file (--json, --out), written through write_fn(fp) and recorded as written by `by`: the
+    file and its record together (`place`); the file there was allowed by check_file."""
+    kept = place([(path, write_fn)], by, mode=mode)
     if kept:
         print(backup_line(kept))
-    return path
+    return Path(path)

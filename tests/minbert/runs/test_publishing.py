@@ -148,7 +148,7 @@ def test_ctrl_c_during_the_renames_waits_for_them(tmp_path, monkeypatch):
 def test_ctrl_c_while_staging_leaves_the_folders_as_they_were(tmp_path, monkeypatch):
     pairs = _setting(tmp_path)
     before = {d: d.read_bytes() for _, d in pairs}
-    real, calls = publishing._copier, []
+    real, calls = publishing.copier, []
 
     def copier(src):
         write = real(src)
@@ -159,7 +159,7 @@ def test_ctrl_c_while_staging_leaves_the_folders_as_they_were(tmp_path, monkeypa
             if len(calls) == 3:
                 os.kill(os.getpid(), signal.SIGINT)  # lands inside the third file's write
         return interrupted
-    monkeypatch.setattr(publishing, "_copier", copier)
+    monkeypatch.setattr(publishing, "copier", copier)
     with pytest.raises(KeyboardInterrupt):
         publishing.publish(pairs, "new", tmp_path / "new-run", log=lambda *_: None)
     assert {d: d.read_bytes() for _, d in pairs} == before and _state(pairs) == "old"
