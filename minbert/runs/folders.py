@@ -179,14 +179,15 @@ def is_run_folder(folder):
 
 def check_run_place(folder, flag):
     """A run folder never lies inside another run's folder (whose files belong to that run), in a folder of
-    published predictions (prepare_submit.py zips what is there), or among the project's code and data."""
+    published predictions (the leaderboard files prepare_submit.py zips), or among the project's code and data."""
     outer = run_folder_of(Path(folder).parent)
     if outer is not None:
         raise MinbertError(f"{flag} {folder}: inside {outer}, the folder of another run; a run folder never nests in "
                            f"another: name a folder outside it")
     if "predictions" in Path(os.path.abspath(folder)).parts:
-        raise MinbertError(f"{flag} {folder}: a folder of published predictions (prepare_submit.py zips what is "
-                           f"there, checkpoints included): name a folder outside it, e.g. under runs/")
+        raise MinbertError(f"{flag} {folder}: a folder of published predictions (the leaderboard files "
+                           f"prepare_submit.py zips), where a run's checkpoints do not belong: name a folder outside it, "
+                           f"e.g. under runs/")
     if among_sources(folder):
         raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project goes "
                            f"under runs/ (--run_name NAME) or a folder of its own")
