@@ -5,11 +5,10 @@ against its git blob id."""
 import csv
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from minbert.files import git_blob_id, require_file
+from minbert.files import atomic_write, check_writable, git_blob_id, require_file
 from minbert.hub import DownloadError, download
 from utils import MinbertError, main_print
 
@@ -230,6 +229,8 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
                            f"those files away first, or give --dest another folder")
     for f in differing:
         log(f"{dest / f}: already there with other contents, kept as it is (move it away to fetch the course's)")
+    if any(not (dest / f).is_file() for f in files):  # a complete folder may be read-only
+        check_writable(dest, f"--dest {dest}")
     dest.mkdir(parents=True, exist_ok=True)
     fetched = 0
     for fname, blob in files.items():
@@ -241,8 +242,8 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
             if not src.is_file():
                 problem(MinbertError(f"{src}: data file not found in {source}"))
                 continue
-            if not target.is_file():
-                shutil.copyfile(src, target)
+            if not target.is_file():  # whole or not at all: half a file would be "different" next time
+                atomic_write(target, lambda fp, src=src: fp.write(src.read_bytes()))
                 fetched += 1
             if git_blob_id(target) != blob:
                 log(f"{target}: differs from the course release (git blob id), used as it is")

@@ -53,12 +53,14 @@ def deferred_interrupt():
             raise KeyboardInterrupt
 
 
+_WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+        errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
+        errno.EPERM: "not permitted (an immutable file or folder?)", errno.EROFS: "the file system is read-only"}
+
+
 def write_error(path, e):
     """One line for an OSError met while writing `path` (a full disk, a file-size limit, no permission)."""
-    why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
-           errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
-           errno.EPERM: "not permitted (an immutable file or folder?)",
-           errno.EROFS: "the file system is read-only"}.get(getattr(e, "errno", None), e.strerror or str(e))
+    why = _WHY.get(getattr(e, "errno", None), e.strerror or str(e))
     retry = interrupt_retry()
     retry = f"then run {retry}" if retry else "run the same command again"
     denied = getattr(e, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -101,6 +103,32 @@ def write_beside(path, write_fn, mode="wb", suffix=".tmp"):
             raise write_error(path, cause) from None
         raise
     return tmp
+
+
+def writable_problem(folder):
+    """Why no file can be made in `folder` (or, when it does not exist yet, in the nearest folder above it, where
+    it would be made), or None. Tried, not read from the mode bits or os.access: root writes into a folder of mode
+    555, while an immutable folder or a read-only file system refuses root too, which os.access does not always
+    know. The trial file is hidden, new (fresh_sibling) and removed at once."""
+    where = Path(os.path.abspath(folder))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        return None  # a file in the way: the output checks say so in their own words
+    try:
+        tmp, fd = fresh_sibling(where / "write-check", ".tmp")
+        os.close(fd)
+        os.remove(tmp)
+    except OSError as e:
+        return f"cannot write in {where}: {_WHY.get(e.errno, e.strerror or str(e))}"
+    return None
+
+
+def check_writable(folder, where):
+    """One line, before any work, when nothing can be written in `folder` (`where`: its flag and path)."""
+    problem = writable_problem(folder)
+    if problem:
+        raise MinbertError(f"{where}: {problem}; make it writable, or name a folder that is")
 
 
 def atomic_write(path, write_fn, mode="wb"):

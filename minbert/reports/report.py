@@ -5,7 +5,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from minbert.files import read_text
+from minbert.files import check_writable, read_text
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results, plot_sts,
                                      worst_examples)
 from minbert.reports.read import Run, load_scores, logs_of
@@ -108,6 +108,7 @@ class OutFolder:
         if folder is not None and folder not in own:
             raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not about, whose "
                                f"files belong to its checkpoint and log: name a folder outside it (default: reports/)")
+        check_writable(self.path, f"--out {self.path}")
         if self.path.is_dir():  # what a report writes (report.md, *.png, results.md) is checked before any is
             check_record(self.path)
             finish_publishing([self.path])

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from minbert.files import check_writable
 from minbert.runs.places import among_sources
 from utils import MinbertError, is_main, process_alive
 
@@ -269,6 +270,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     if folder.exists() and not folder.is_dir():
         raise MinbertError(f"{flag} {folder}: is a file, but a run folder goes there; move it or pick another name")
     check_run_place(folder, flag)
+    check_writable(folder, f"{flag} {folder}")
     if folder.is_dir() and any(folder.iterdir()) and not is_run_folder(folder):
         example = sorted(p.name for p in folder.iterdir())[0]
         raise MinbertError(f"{flag} {folder}: not a run folder: it holds files no run wrote ({example}, ...), which "

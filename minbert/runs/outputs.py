@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from minbert.course_data import COURSE_FILES
-from minbert.files import deferred_interrupt
+from minbert.files import check_writable, deferred_interrupt
 from minbert.runs.folders import run_folder_of
 from minbert.runs.places import among_sources, in_project
 # publish, write_output and the records are runs/publishing.py's; the scripts find them here, beside the rule
@@ -109,6 +109,7 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
             raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: name a path "
                                f"under predictions/ or outside the project")
         where = path if want_dir else path.parent
+        check_writable(where, name)
         if where.is_dir():
             check_record(where)
             finish_publishing([where])
