@@ -266,3 +266,22 @@ def test_part1_killed_while_publishing_resumes(tmp_path, course_data, tiny_model
     assert sorted(after) == sorted(before) and after != before
     for name, data in after.items():
         assert data == (tmp_path / "b" / "ck" / name).read_bytes() and publishing.written_by(tmp_path / "pred" / name)
+
+
+def test_gpt2_killed_while_publishing_resumes(tmp_path, course_data, tiny_gpt2, monkeypatch):
+    """Build GPT-2's scripts publish through the same code: paraphrase_detection.py killed among its renames, its
+    --resume completes predictions/."""
+    from gpt2 import paraphrase_detection
+    args = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "1", "--lr", "1e-3",
+            "--run_dir", str(tmp_path / "run"), "--predictions_dir", str(tmp_path / "pred")]
+    with monkeypatch.context() as m:
+        _interrupt_at(m, 2 + 1 + 1)  # both files staged, the intent written, one rename done
+        with pytest.raises(Interrupted):
+            paraphrase_detection.main(args)
+    assert (tmp_path / "pred" / publishing.INTENT).exists()
+    paraphrase_detection.main(args + ["--resume"])
+    for split in ("dev", "test"):
+        name = f"para-{split}-output.csv"
+        assert (tmp_path / "pred" / name).read_bytes() == (tmp_path / "run" / name).read_bytes()
+        assert publishing.written_by(tmp_path / "pred" / name)["dir"] == str(tmp_path / "run")
+    assert not (tmp_path / "pred" / publishing.INTENT).exists()
