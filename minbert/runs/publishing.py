@@ -59,13 +59,16 @@ def check_record(folder):
         _read_intent(folder / INTENT)
 
 
+def _intent_entry(f):
+    return (isinstance(f, dict) and _is_plain_name(f.get("name")) and isinstance(f.get("sha256"), str)
+            and all(f.get(k) is None or _is_plain_name(f[k]) for k in ("stage", "backup")))
+
+
 def _read_intent(path):
     intent = _read_json(path)
     files = intent.get("files") if isinstance(intent, dict) else None
-    if not (isinstance(files, list) and all(isinstance(f, dict) and _is_plain_name(f.get("name"))
-                                            and (f.get("stage") is None or _is_plain_name(f["stage"]))
-                                            and (f.get("backup") is None or _is_plain_name(f["backup"]))
-                                            and isinstance(f.get("sha256"), str) for f in files)):
+    if not (isinstance(files, list) and all(map(_intent_entry, files))
+            and isinstance(intent.get("run"), str) and isinstance(intent.get("dir"), str)):
         raise MinbertError(f"{path}: not a record of publishing this project wrote (the project writes that name while "
                            f"it copies files into {Path(path).parent}): move it, or name another folder")
     return intent
@@ -180,7 +183,7 @@ def finish_publishing(folders, log=print):
                 continue
             intent = _read_intent(folder / INTENT)
             kept = _carry_out(folder, intent)
-            log(f"{folder}: finished putting run {intent.get('run')}'s files in place ("
+            log(f"{folder}: finished putting run {intent['run']}'s files in place ("
                 + ", ".join(f["name"] for f in intent["files"]) + "), which an interruption had cut short")
             if kept:
                 log(backup_line(kept))
