@@ -29,7 +29,6 @@ trainable tensors in AdamW), with the optimizer state's measured size. The measu
 """
 import json
 import sys
-from pathlib import Path
 
 import torch
 
@@ -42,7 +41,7 @@ from minbert.flags.rules import BENCH_IDLE, check_idle_flags
 from minbert.flags.settings import bench_settings
 from minbert.flags.types import nonneg_int, positive_int
 from minbert.precision import AMP_CHOICES
-from minbert.runs.outputs import check_file, wrote
+from minbert.runs.outputs import check_file, write_output
 from utils import Parser, main_guard
 
 
@@ -103,8 +102,7 @@ def main(argv=None):
     settings, why = bench_settings(args)
     out = {"args": vars(args), **benchmark(settings, why)}
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-        wrote(args.json, "bench.py")
+        write_output(args.json, lambda fp: json.dump(out, fp, indent=2), "bench.py", mode="w")
         print(f"results written to {args.json}")
 
 

@@ -246,9 +246,9 @@ def build_parser():
     return ap
 
 
-def main():
+def main(argv=None):
     ap = build_parser()
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     args.dest = Path(__file__).resolve().parent / args.dest
     args.source = args.source or os.environ.get("MINBERT_DATA") or None
     if not args.fetch:

@@ -15,17 +15,10 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from minbert.course_data import fetch_data  # noqa: E402
+from minbert.course_data import SONNET_BLOB_IDS, fetch_data  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 GPT2_REPO = "cfifty/public_cs224n_gpt"
-# git hash-object of the sonnet files as the GPT-2 project distributes them (the copies checked here)
-SONNET_BLOB_IDS = {
-    "sonnets.txt": "66bffc291ace4660043b9aaeb21ddd5af6638f13",
-    "sonnets_held_out.txt": "802fcca369fbce749e1a9d0d8f61c3e2fa8a9118",
-    "sonnets_held_out_dev.txt": "be351ef6b0ea29a0095010809cf3f0ac4fafbd0d",
-    "TRUE_sonnets_held_out_dev.txt": "a68bd172ce56e3afdda72008dcf07a47b8e87e70",
-}
 
 
 def sonnet_url(fname):

@@ -14,6 +14,7 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from gpt2.submission import GPT2  # noqa: E402
+from minbert.flags.groups import add_backup_flag  # noqa: E402
 from minbert.submit import build  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
@@ -25,10 +26,11 @@ def main(argv=None):
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the project folder to zip")
     ap.add_argument("--data_dir", default=None, help="the course files the predictions are checked against "
                                                      "(default: ROOT/data)")
+    add_backup_flag(ap)
     args = ap.parse_args(argv)
     if not Path(args.root).is_dir():
         raise MinbertError(f"--root {args.root}: no such folder")
-    return build(args.root, args.part, data_dir=args.data_dir, project=GPT2)
+    return build(args.root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup)
 
 
 if __name__ == "__main__":

@@ -26,4 +26,5 @@ def sonnet_problem(path, data_dir):
 
 GPT2 = Project("Build GPT-2", "gpt2/predictions", {"1": PART1, "2": PART2}, {"1": CODE}, ("minbert", "gpt2"),
                "run gpt2/classifier.py (Part 1), or gpt2/paraphrase_detection.py and gpt2/sonnet_generation.py "
-               "(Part 2) first", checks={".txt": sonnet_problem})
+               "(Part 2) first", checks={".txt": sonnet_problem},
+               checked=f"the ids of its split, or for the sonnets every held-out sonnet completed in {LINES} lines")

@@ -5,11 +5,10 @@ against its git blob id."""
 import csv
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from minbert.files import git_blob_id, require_file, text_lines
+from minbert.files import atomic_write, check_writable, git_blob_id, require_file, text_lines
 from minbert.hub import DownloadError, download
 from utils import MinbertError, main_print
 
@@ -189,6 +188,15 @@ BLOB_IDS = {
     "sts-test-student.csv": "25f0cf8fafdd1f82b9e2bb460c708af34341ce60",
     "sts-train.csv": "12b17760e7795fee35aeeabc290d5651de02622a",
 }
+# git hash-object of Build GPT-2's sonnet files as its course repository distributes them (gpt2/datasets.py)
+SONNET_BLOB_IDS = {
+    "sonnets.txt": "66bffc291ace4660043b9aaeb21ddd5af6638f13",
+    "sonnets_held_out.txt": "802fcca369fbce749e1a9d0d8f61c3e2fa8a9118",
+    "sonnets_held_out_dev.txt": "be351ef6b0ea29a0095010809cf3f0ac4fafbd0d",
+    "TRUE_sonnets_held_out_dev.txt": "a68bd172ce56e3afdda72008dcf07a47b8e87e70",
+}
+# The names of the course's data files: a file of one of these names is data, never an output (runs/outputs.py).
+COURSE_FILES = frozenset(BLOB_IDS) | frozenset(SONNET_BLOB_IDS)
 
 
 def course_url(fname):
@@ -228,6 +236,8 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
                            f"those files away first, or give --dest another folder")
     for f in differing:
         log(f"{dest / f}: already there with other contents, kept as it is (move it away to fetch the course's)")
+    if any(not (dest / f).is_file() for f in files):  # a complete folder may be read-only
+        check_writable(dest, f"--dest {dest}")
     dest.mkdir(parents=True, exist_ok=True)
     fetched = 0
     for fname, blob in files.items():
@@ -239,8 +249,8 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
             if not src.is_file():
                 problem(MinbertError(f"{src}: data file not found in {source}"))
                 continue
-            if not target.is_file():
-                shutil.copyfile(src, target)
+            if not target.is_file():  # whole or not at all: half a file would be "different" next time
+                atomic_write(target, lambda fp, src=src: fp.write(src.read_bytes()))
                 fetched += 1
             if git_blob_id(target) != blob:
                 log(f"{target}: differs from the course release (git blob id), used as it is")

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import signal
 import threading
 import warnings
@@ -53,15 +54,82 @@ def deferred_interrupt():
             raise KeyboardInterrupt
 
 
+_WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+        errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
+        errno.EPERM: "not permitted (an immutable file or folder?)", errno.EROFS: "the file system is read-only"}
+
+
 def write_error(path, e):
     """One line for an OSError met while writing `path` (a full disk, a file-size limit, no permission)."""
-    why = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
-           errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
-           errno.EROFS: "the file system is read-only"}.get(getattr(e, "errno", None), e.strerror or str(e))
+    why = _WHY.get(getattr(e, "errno", None), e.strerror or str(e))
     retry = interrupt_retry()
     retry = f"then run {retry}" if retry else "run the same command again"
+    denied = getattr(e, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS)
+    fix = "make its folder writable (or name another)" if denied else "make room"
     return MinbertError(f"{path}: cannot write it: {why}; the file there before (if any) is unchanged and no "
-                        f"partial file is left; make room and {retry}")
+                        f"partial file is left; {fix} and {retry}")
+
+
+def fresh_sibling(path, suffix):
+    """A new empty file beside `path`, hidden and named after it (.NAME.RANDOM`suffix`), created only if no file
+    has that name, so a temporary file never replaces one that is there (a user's NAME.tmp). Returns (its path,
+    an open descriptor); the file's mode is an ordinary file's (the umask's), not mkstemp's owner-only 0600."""
+    path = Path(path)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+
+
+def write_beside(path, write_fn, mode="wb", suffix=".tmp"):
+    """Write a new file beside `path` (fresh_sibling) through `write_fn(fp)`, flushed to the disk, and return its
+    path; `path` itself is not touched. Ctrl-C waits for the write to finish, then removes the new file (unless an
+    outer deferred_interrupt block holds it back); a failed write removes it too and is one line (write_error)."""
+    path, tmp = Path(path), None
+    try:
+        with deferred_interrupt():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp, fd = fresh_sibling(path, suffix)
+            with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as fp:
+                write_fn(fp)
+                fp.flush()
+                os.fsync(fp.fileno())
+    except BaseException as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
+        if cause is not None:  # torch.save re-raises a failed write as a RuntimeError of its own
+            raise write_error(path, cause) from None
+        raise
+    return tmp
+
+
+def writable_problem(folder):
+    """Why no file can be made in `folder` (or, when it does not exist yet, in the nearest folder above it, where
+    it would be made), or None. Tried, not read from the mode bits or os.access: root writes into a folder of mode
+    555, while an immutable folder or a read-only file system refuses root too, which os.access does not always
+    know. The trial file is hidden, new (fresh_sibling) and removed at once."""
+    where = Path(os.path.abspath(folder))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        return None  # a file in the way: the output checks say so in their own words
+    try:
+        tmp, fd = fresh_sibling(where / "write-check", ".tmp")
+        os.close(fd)
+        os.remove(tmp)
+    except OSError as e:
+        return f"cannot write in {where}: {_WHY.get(e.errno, e.strerror or str(e))}"
+    return None
+
+
+def check_writable(folder, where):
+    """One line, before any work, when nothing can be written in `folder` (`where`: its flag and path)."""
+    problem = writable_problem(folder)
+    if problem:
+        raise MinbertError(f"{where}: {problem}; make it writable, or name a folder that is")
 
 
 def atomic_write(path, write_fn, mode="wb"):
@@ -69,20 +137,14 @@ def atomic_write(path, write_fn, mode="wb"):
     waits for the write to finish (deferred_interrupt), and a failed write (a full disk) removes the
     temporary file and is one line naming the file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     with deferred_interrupt():
+        tmp = write_beside(path, write_fn, mode)
         try:
-            with open(tmp, mode) as fp:
-                write_fn(fp)
-                fp.flush()
-                os.fsync(fp.fileno())
             os.replace(tmp, path)
         except BaseException as e:
             tmp.unlink(missing_ok=True)
-            cause = e if isinstance(e, OSError) else e.__context__ if isinstance(e.__context__, OSError) else None
-            if cause is not None:  # torch.save re-raises a failed write as a RuntimeError of its own
-                raise write_error(path, cause) from None
+            if isinstance(e, OSError):
+                raise write_error(path, e) from None
             raise
     return path
 

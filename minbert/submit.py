@@ -1,16 +1,19 @@
 """The submission zip (prepare_submit.py, gpt2/prepare_submit.py): cs224n_default_final_project_submission.zip holds
-the project's code (every top-level *.py file and the packages the scripts import) and its prediction files,
-nothing else, so that unzipped into an empty folder the code runs. It refuses, naming them, required prediction
+the project's code (every top-level *.py file and the packages the scripts import) and the prediction files the
+handout lists for the part (or parts) submitted, nothing else, so that unzipped into an empty folder the code runs;
+one line names what else the predictions folder holds, left out. It refuses, naming them, required prediction
 files that are missing or empty, or whose ids are not exactly those of their split (a run on a subset of the
-data, or another split's file under this name); a generated-sonnets file must complete every held-out sonnet."""
+data, or another split's file under this name); a generated-sonnets file must complete every held-out sonnet.
+A zip already there that this project did not write (or one changed since) is never replaced without a word: one
+line, or with --backup it is kept as a dated backup (runs/outputs.py's rule)."""
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation import read_predictions
 from minbert.course_data import data_file, read_examples
-from minbert.files import atomic_write
 from minbert.runs.places import OUTPUT_FOLDERS, project_parts
+from minbert.runs.publishing import check_record, finish_publishing, write_output, written_by
 from utils import MinbertError
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
@@ -30,6 +33,7 @@ class Project:
     packages: tuple       # folders whose *.py files go in with the top-level ones
     first: str            # what to run when there are no predictions yet
     checks: dict = None   # file suffix -> check(path, data_dir) -> why the file is wrong, or None (default: ids)
+    checked: str = "the ids of its split"  # what the checks check, as the closing line says it
 
 
 MINBERT = Project("minBERT", "predictions", {"1": PART1, "2": PART2}, {"1": PART1_CODE}, ("minbert",),
@@ -76,10 +80,35 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None):
     return bad
 
 
-def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT):
+def check_zip(out, backup):
+    """One line when `out` holds a file (a zip of the user's, say) that this project did not write, or that changed
+    since it did, unless --backup keeps it."""
+    if out.is_dir():
+        raise MinbertError(f"{out}: is a folder, where the submission zip goes; move it")
+    check_record(out.parent)
+    if out.is_file() and written_by(out) is None and not backup:
+        raise MinbertError(f"{out}: a file this project did not write (or one changed since it did), which the new zip "
+                           f"would replace: move it, or add --backup to keep it as {out.name}.DATE.bak")
+
+
+def left_out_line(predictions, zipped, chosen):
+    """The one line naming what the predictions folder holds besides the files zipped (empty when nothing)."""
+    rest = sorted(p.name for p in predictions.iterdir() if not p.name.startswith(".") and p not in zipped)
+    if not rest:
+        return ""
+    shown = ", ".join(rest[:6]) + (f" and {len(rest) - 6} more" if len(rest) > 6 else "")
+    return (f"left out of the zip, as not among the files the handout lists for Part {' and '.join(chosen)}: "
+            f"{shown} (in {predictions})")
+
+
+def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backup=False):
     root = Path(root)
     data_dir = Path(data_dir) if data_dir else root / "data"
     predictions = root / project.predictions
+    out = Path(out) if out else root / ZIP_NAME
+    check_zip(out, backup)
+    if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
+        finish_publishing([predictions])
     if part == "auto":
         chosen = [k for k, names in project.parts.items() if any((predictions / n).exists() for n in names)]
         if not chosen:
@@ -92,17 +121,17 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT):
         raise MinbertError(f"not zipping, {project.name} Part {' and '.join(chosen)} needs: " + ", ".join(bad))
     code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")  # not gpt2/runs/__init__.py's guard
             if project_parts(p.relative_to(root).parts)[0] not in OUTPUT_FOLDERS]
-    files = sorted(root.glob("*.py")) + sorted(code) + sorted(
-        p for p in predictions.iterdir()
-        # raw dev scores, and dated backups of files no run wrote (minbert/runs/outputs.py), are not for the zip
-        if p.is_file() and not p.name.startswith(".") and p.suffix not in (".npz", ".bak"))
-    out = Path(out) if out else root / ZIP_NAME
+    listed = [predictions / n for k in chosen for n in project.parts[k]]
+    files = sorted(root.glob("*.py")) + sorted(code) + listed
 
     def write(fp):
         with zipfile.ZipFile(fp, "w", zipfile.ZIP_DEFLATED) as z:
             for p in files:
                 z.write(p, p.relative_to(root).as_posix())
-    atomic_write(out, write)
-    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}; every prediction file's ids checked "
-          f"against {data_dir})")
+    write_output(out, write, "prepare_submit.py")
+    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}: the code and the {len(listed)} prediction "
+          f"files the handout lists, each checked against {data_dir}: {project.checked})")
+    line = left_out_line(predictions, set(listed), chosen)
+    if line:
+        print(line)
     return out

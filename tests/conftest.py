@@ -36,6 +36,31 @@ def tiny_model(hf_checkpoint):
     return hf_checkpoint[0]
 
 
+@pytest.fixture
+def unwritable(tmp_path):
+    """A folder in which no file can be made, by root too: immutable (chattr +i) where the file system and the
+    process allow it, else mode 555 (which stops every user but root); skipped where neither stops a write."""
+    import shutil
+    import subprocess
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    immutable = shutil.which("chattr") and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+    if not immutable:
+        folder.chmod(0o555)
+    try:
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            yield folder
+            return
+        (folder / "probe").unlink()
+        pytest.skip("no folder here refuses a write (root, without chattr +i)")
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        folder.chmod(0o755)
+
+
 # ----------------------------------------------------------------------------- a PostgreSQL server of the test's own
 
 @pytest.fixture

@@ -71,7 +71,8 @@ def test_json_never_replaces_a_file_it_did_not_write(tmp_path, course_data, tiny
                               "--data_dir", str(course_data), "--steps", "1", "--json", str(victim)],
                              cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-2000:]
-        assert f"--json {victim}: holds a file this project did not write" in out.stderr
+        why = "is a course data file" if victim.parent == course_data else "holds a file this project did not write"
+        assert f"--json {victim}: {why}" in out.stderr
         assert victim.read_bytes() == before
     out = subprocess.run([sys.executable, "bench.py", "--json", "README.md"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and "--json README.md: is one of the project's own files" in out.stderr

@@ -68,17 +68,68 @@ def test_zip_refuses_predictions_of_a_subset_or_another_split(tmp_path):
     assert not (root / prepare_submit.ZIP_NAME).exists()
 
 
-def test_the_submission_zip_leaves_out_backups(tmp_path, monkeypatch):
-    import zipfile
-    from minbert import submit
-    (tmp_path / "predictions").mkdir()
-    (tmp_path / "predictions" / "sst-dev-output.csv.20260101-000000.bak").write_text("old\n")
-    (tmp_path / "x.py").write_text("")
-    (tmp_path / "predictions" / "notes.txt").write_text("kept\n")
-    monkeypatch.setattr(submit, "problems_with", lambda *a: [])
-    out = prepare_submit.build(tmp_path, part="2")
-    names = zipfile.ZipFile(out).namelist()
-    assert "predictions/notes.txt" in names and not any(n.endswith(".bak") for n in names)
+def test_the_zip_holds_only_the_files_the_handout_lists_and_names_the_rest(tmp_path, capsys):
+    """A model file, notes, backups and raw scores in predictions/ stay out, and so do Part 1's files with --part 2
+    (unchecked, they were zipped while the line said every file was checked): one line names them."""
+    root = _project(tmp_path, prepare_submit.PART2 + prepare_submit.PART1[:2])
+    (root / "predictions" / "my-model.pt").write_bytes(b"\0" * 1000)
+    (root / "predictions" / "notes.txt").write_text("kept\n")
+    (root / "predictions" / "sst-dev-output.csv.20260101-000000.bak").write_text("old\n")
+    out = prepare_submit.build(root, part="2")
+    assert set(zipfile.ZipFile(out).namelist()) == {"bert.py", "classifier.py", "optimizer.py", "utils.py"} | {
+        f"predictions/{n}" for n in prepare_submit.PART2}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("(Part 2: the code and the 6 prediction files the handout lists, each checked against "
+                             f"{root / 'data'}: the ids of its split)")
+    assert lines[1] == ("left out of the zip, as not among the files the handout lists for Part 2: "
+                        f"{prepare_submit.PART1[0]}, {prepare_submit.PART1[1]}, my-model.pt, notes.txt, "
+                        f"sst-dev-output.csv.20260101-000000.bak, sst-dev-scores.npz (in {root / 'predictions'})")
+    assert len(lines) == 2
+
+
+def test_a_zip_the_project_did_not_write_is_never_replaced_without_a_word(tmp_path, capsys):
+    root = _project(tmp_path, prepare_submit.PART1)
+    mine = root / prepare_submit.ZIP_NAME
+    mine.write_bytes(b"my own zip of last week")
+    with pytest.raises(MinbertError, match=r"submission.zip: a file this project did not write .* add --backup to "
+                                           r"keep it as cs224n_default_final_project_submission.zip.DATE.bak"):
+        prepare_submit.build(root)
+    assert mine.read_bytes() == b"my own zip of last week"
+    prepare_submit.main(["--root", str(root), "--backup"])
+    backups = list(root.glob(f"{prepare_submit.ZIP_NAME}.*.bak"))
+    assert [b.read_bytes() for b in backups] == [b"my own zip of last week"]
+    assert "kept files that no run wrote" in capsys.readouterr().out
+    prepare_submit.build(root)  # the project's own zip: replaced, no second backup
+    assert len(list(root.glob("*.bak"))) == 1 and zipfile.ZipFile(mine).namelist()
+
+
+def test_a_publishing_cut_short_is_finished_before_zipping(tmp_path, monkeypatch):
+    """Killed among the renames, a run left predictions/ half its own: the zip holds all of the run's files."""
+    import types
+    from minbert.runs import publishing
+    root = _project(tmp_path, prepare_submit.PART2)
+    run = tmp_path / "run"
+    run.mkdir()
+    for n in prepare_submit.PART2:
+        publishing.record([root / "predictions" / n], "old", tmp_path / "old")
+        lines = (root / "predictions" / n).read_text().splitlines()
+        (run / n).write_text("\n".join(lines[:1] + [l.replace(" , 1", " , 0") for l in lines[1:]]) + "\n")
+    proxy = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
+    renames = []
+
+    def replace(a, b):
+        renames.append(b)
+        if len(renames) == 3:
+            raise KeyboardInterrupt  # the process dies here
+        return os.replace(a, b)
+    proxy.replace = replace
+    with monkeypatch.context() as m:
+        m.setattr(publishing, "os", proxy)
+        with pytest.raises(KeyboardInterrupt):
+            publishing.publish([(run / n, root / "predictions" / n) for n in prepare_submit.PART2], "new", run)
+    out = prepare_submit.build(root, part="2")
+    z = zipfile.ZipFile(out)
+    assert all(z.read(f"predictions/{n}") == (run / n).read_bytes() for n in prepare_submit.PART2)
 
 
 def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, tiny_model):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.runs.logs import read_log  # noqa: E402
-from minbert.runs.outputs import check_file, wrote  # noqa: E402
+from minbert.runs.outputs import check_file, write_output  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",
@@ -41,11 +41,12 @@ def main(argv=None):
     table = [row for folder in args.runs for row in rows(folder)]
     if not table:
         raise MinbertError("no epoch logged in any of these run folders")
-    with open(args.out, "w", newline="") as fp:
+
+    def write(fp):
         w = csv.DictWriter(fp, FIELDS)
         w.writeheader()
         w.writerows(table)
-    wrote(args.out, "tools/collect_logs.py")
+    write_output(args.out, write, "tools/collect_logs.py", mode="w")
     print(f"{len(table)} rows written to {args.out}")
 
 

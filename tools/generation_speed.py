@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
-from minbert.runs.outputs import check_file, wrote  # noqa: E402
+from minbert.runs.outputs import check_file, write_output  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12), "gpt2-medium": dict(n_embd=1024, n_layer=24, n_head=16),
@@ -80,8 +80,7 @@ def main(argv=None):
     for name, x in r["runs"].items():
         print(f"  {name}: {x['tokens_per_s']:.1f} tokens/s ({x['seconds']:.2f} s)")
     if args.json:
-        Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
-        wrote(args.json, "tools/generation_speed.py")
+        write_output(args.json, lambda fp: fp.write(json.dumps(r, indent=2) + "\n"), "tools/generation_speed.py", mode="w")
     return r
 
 

@@ -12,6 +12,7 @@ random draws, and only their mean compares. RESULTS.md, "Speed", gives what it f
 import argparse
 import inspect
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -91,12 +92,28 @@ def check_out(path):
         raise SystemExit(f"error: --out {path}: is a folder; name the JSON file to write")
     if path.exists():
         try:
-            ours = "losses" in json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError, TypeError):
+            record = json.loads(path.read_text())
+            ours = isinstance(record, dict) and {"losses", "seed", "steps", "amp"} <= set(record)
+        except (ValueError, UnicodeDecodeError):
             ours = False
         if not ours:
             raise SystemExit(f"error: --out {path}: holds a file this tool did not write, which would be lost: move it "
                              f"or name another path")
+
+
+def write_out(path, text):
+    """Write --out through a new file beside it and a rename, so that an interrupted write never leaves half a
+    record (which the next run would refuse as not this tool's) and no file of another name is replaced."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w") as fp:
+            fp.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def main(argv=None):
@@ -104,7 +121,7 @@ def main(argv=None):
     check_out(args.out)
     losses = step_losses(args)
     record = {k: v for k, v in vars(args).items() if k not in ("out", "against")} | {"losses": losses}
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+    write_out(args.out, json.dumps(record, indent=1) + "\n")
     print(f"{args.out}: {len(losses)} steps, mean loss {statistics.mean(losses):.5f}")
     if args.against:
         c = compare(losses, json.loads(Path(args.against).read_text())["losses"])

@@ -2,15 +2,17 @@
 results table; every file goes into --out through OutFolder, which never replaces a file no report wrote."""
 import csv
 import math
+import tempfile
 from pathlib import Path
 
-from minbert.files import read_text
+from minbert.files import check_writable, read_text
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results, plot_sts,
                                      worst_examples)
 from minbert.reports.read import Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import run_folder_of
-from minbert.runs.outputs import backup_line, check_replace, protect, record
+from minbert.runs.outputs import backup_line, check_record, check_replace, finish_publishing
+from minbert.runs.publishing import copier, place
 from utils import MinbertError
 
 def _md_escape(text, limit=160):
@@ -81,9 +83,9 @@ def report(targets, out_dir, backup=False):
             md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |"
                    for e in worst_examples(s, task)]
             md += [""]
-    md_path = out.file("report.md")
-    md_path.write_text("\n".join(md) + "\n")
+    out.file("report.md").write_text("\n".join(md) + "\n")
     out.close()
+    md_path, written = out.final("report.md"), [out.final(f) for f in written]
     print(f"report written: {md_path} with {len(written)} figures in {out.path}")
     return md_path, written
 
@@ -92,12 +94,13 @@ def report(targets, out_dir, backup=False):
 
 class OutFolder:
     """--out, the folder report.py writes into (made; a file in its place is one line). `file(name)` claims a
-    file before it is written, by the output rule (runs/outputs.py): one there that no run and no report wrote
-    (or that changed since) stops the report in one line, or with --backup is kept as a dated backup;
-    `close()` records what was written and says in one line what was kept."""
+    file by the output rule (runs/outputs.py): one there that no run and no report wrote (or that changed since)
+    stops the report in one line, or with --backup is kept as a dated backup. What is written goes to a
+    temporary folder first, and `close()` puts it all in place and records it together (runs/publishing.py), so a
+    report interrupted half way leaves --out as it was; `final(path)` is where a claimed file ends up."""
 
     def __init__(self, out, own=(), backup=False):
-        self.path, self.kept, self.written, self.backup = Path(out), [], [], backup
+        self.path, self.written, self.backup = Path(out), [], backup
         for p in (self.path, *self.path.parents):
             if p.exists() and not p.is_dir():
                 raise MinbertError(f"--out {self.path}: {p} is a file; report.py writes a folder of figures there")
@@ -105,22 +108,31 @@ class OutFolder:
         if folder is not None and folder not in own:
             raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not about, whose "
                                f"files belong to its checkpoint and log: name a folder outside it (default: reports/)")
+        check_writable(self.path, f"--out {self.path}")
         if self.path.is_dir():  # what a report writes (report.md, *.png, results.md) is checked before any is
+            check_record(self.path)
+            finish_publishing([self.path])
             for path in sorted(self.path.glob("*.md")) + sorted(self.path.glob("*.png")):
                 check_replace(f"--out {path}", path, backup)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.staging = tempfile.TemporaryDirectory(prefix="minbert-report-")
 
     def file(self, name):
         path = self.path / name
         check_replace(f"--out {path}", path, self.backup)
-        self.kept += protect([path])
         self.written.append(path)
-        return path
+        return Path(self.staging.name) / name
+
+    def final(self, path):
+        return self.path / Path(path).name
 
     def close(self):
-        record([p for p in self.written if p.is_file()], "report.py", self.path)
-        if self.kept:
-            print(backup_line(self.kept))
+        try:
+            kept = place([(p, copier(Path(self.staging.name) / p.name)) for p in self.written
+                          if (Path(self.staging.name) / p.name).is_file()], "report.py", self.path)
+        finally:
+            self.staging.cleanup()
+        if kept:
+            print(backup_line(kept))
 
 
 def read_results(path):
@@ -160,5 +172,6 @@ def results_view(path, out, backup=False):
     fig_path = plot_results(names, [r["mean"] for r in rows], f"Runs in {Path(path).name}, best first",
                             out.file("results.png"))
     out.close()
+    fig_path = out.final(fig_path)
     print(f"bar chart written: {fig_path}")
     return rows, fig_path

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
+from minbert.files import check_writable
 from minbert.runs.places import among_sources
 from utils import MinbertError, is_main, process_alive
 
@@ -179,14 +180,15 @@ def is_run_folder(folder):
 
 def check_run_place(folder, flag):
     """A run folder never lies inside another run's folder (whose files belong to that run), in a folder of
-    published predictions (prepare_submit.py zips what is there), or among the project's code and data."""
+    published predictions (the leaderboard files prepare_submit.py zips), or among the project's code and data."""
     outer = run_folder_of(Path(folder).parent)
     if outer is not None:
         raise MinbertError(f"{flag} {folder}: inside {outer}, the folder of another run; a run folder never nests in "
                            f"another: name a folder outside it")
     if "predictions" in Path(os.path.abspath(folder)).parts:
-        raise MinbertError(f"{flag} {folder}: a folder of published predictions (prepare_submit.py zips what is "
-                           f"there, checkpoints included): name a folder outside it, e.g. under runs/")
+        raise MinbertError(f"{flag} {folder}: a folder of published predictions (the leaderboard files "
+                           f"prepare_submit.py zips), where a run's checkpoints do not belong: name a folder outside it, "
+                           f"e.g. under runs/")
     if among_sources(folder):
         raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project goes "
                            f"under runs/ (--run_name NAME) or a folder of its own")
@@ -268,6 +270,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     if folder.exists() and not folder.is_dir():
         raise MinbertError(f"{flag} {folder}: is a file, but a run folder goes there; move it or pick another name")
     check_run_place(folder, flag)
+    check_writable(folder, f"{flag} {folder}")
     if folder.is_dir() and any(folder.iterdir()) and not is_run_folder(folder):
         example = sorted(p.name for p in folder.iterdir())[0]
         raise MinbertError(f"{flag} {folder}: not a run folder: it holds files no run wrote ({example}, ...), which "

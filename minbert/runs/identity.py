@@ -15,7 +15,7 @@ from utils import MinbertError
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.
 RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "cuda_graphs", "foreach", "fused", "fast_dropout", "resume", "run_name", "run_dir", "checkpoint",
-            "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard",
+            "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard", "backup",
             "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
 # Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they hold
 # may not: a run records its inputs' sha256 (run_defining's `inputs`), and a resumption compares those.

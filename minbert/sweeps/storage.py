@@ -1,5 +1,6 @@
 """A study's database and the workers sharing it: Optuna's RDB storage with heartbeats (a trial whose worker died
 runs again), the trials that count, and the checks that a worker continues the study its trials belong to."""
+import contextlib
 import importlib.util
 import os
 import socket
@@ -13,6 +14,17 @@ from utils import MinbertError, process_alive
 
 HEARTBEAT, GRACE = 20, 60  # seconds: a worker's heartbeat interval, and how old it may get before others step in
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def optuna_tables(path):
+    """Whether the SQLite database at `path` is Optuna's (or empty): its tables, read without changing the file."""
+    import sqlite3
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return True  # locked by a worker, say: Optuna's own error is the one line
+    return not tables or {"studies", "version_info"} <= tables
 
 
 def open_storage(url, default):
@@ -33,6 +45,9 @@ def open_storage(url, default):
             raise MinbertError(f"--storage {url}: {path} is a folder; the SQLite database is a file")
         if path.is_file() and path.stat().st_size and path.read_bytes()[:16] != b"SQLite format 3\0":
             raise MinbertError(f"--storage {url}: {path} is not an SQLite database; name a new file or an existing study")
+        if path.is_file() and path.stat().st_size and not optuna_tables(path):
+            raise MinbertError(f"--storage {url}: {path} is an SQLite database of something else (no Optuna study in "
+                               f"it), which Optuna would add its tables to: name a new file or an existing study")
         path.parent.mkdir(parents=True, exist_ok=True)
     # SQLAlchemy's driver for each scheme (postgresql:// means psycopg 3 since SQLAlchemy 2.1)
     driver = {"postgresql": "psycopg", "postgresql+psycopg": "psycopg", "postgresql+psycopg2": "psycopg2",

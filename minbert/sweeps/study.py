@@ -1,7 +1,6 @@
 """The sweep loop (sweep.py): this worker's share of a study, trial by trial, until the study holds --trials finished
 ones; every trial appended to runs/sweeps/STUDY/trials.csv; at the end a ranked table (mean and spread over seeds)
 and the winning command line."""
-import csv
 import shlex
 import statistics
 import time
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import optuna
 
+from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
 from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
 from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, finished, open_storage,
@@ -24,12 +24,7 @@ FIELDS = ["trial", "state", "params", "seeds", "scores", "mean", "std", "minutes
 
 
 def append_row(path, row):
-    new = not path.exists()
-    with open(path, "a", newline="") as fp:
-        w = csv.DictWriter(fp, FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow(row)
+    outputs.append_row(path, FIELDS, row)  # never half a row: a Ctrl-C waits for it
 
 
 def make_sampler(settings, space, study):

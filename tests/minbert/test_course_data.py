@@ -106,3 +106,22 @@ def test_a_lone_carriage_return_is_named_on_its_line(tmp_path):
         course_data.read_examples(path, "sst", "train")
     path.write_text('\tid\tsentence\tsentiment\n0\ta1\t"A\rfilm ."\t4\n', newline="")  # quoted: text
     assert course_data.read_examples(path, "sst", "train")[0].texts == ("A\rfilm .",)
+
+
+def test_a_copy_interrupted_half_way_is_fetched_again(course, monkeypatch):
+    """Ctrl-C while --fetch --from copies the second file: the first is complete, the second is not there at all
+    (half of it would be "already there and different" and refused forever); the same command then completes."""
+    server, tmp = course
+    real = course_data.atomic_write
+
+    def interrupted(path, write_fn, mode="wb"):
+        if path.name == "b.csv":
+            raise KeyboardInterrupt
+        return real(path, write_fn, mode)
+    with monkeypatch.context() as m:
+        m.setattr(course_data, "atomic_write", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            fetch_data(tmp / "data", source=tmp / "local", log=lambda *_: None)
+    assert sorted(p.name for p in (tmp / "data").iterdir()) == ["a.csv"]
+    fetch_data(tmp / "data", source=tmp / "local", log=lambda *_: None)
+    assert all((tmp / "data" / n).read_bytes() == (tmp / "local" / n).read_bytes() for n in ("a.csv", "b.csv"))

@@ -58,3 +58,79 @@ def test_a_path_that_exists_but_is_no_regular_file_is_said_to_be_what_it_is(tmp_
             files.require_file(tmp_path / name, f"--texts {tmp_path / name}", "text file")
     with pytest.raises(MinbertError, match=r"nope: text file not found \(make it\)"):
         files.require_file(tmp_path / "nope", str(tmp_path / "nope"), "text file", "make it")
+
+
+def test_writable_problem_agrees_with_a_write(tmp_path, unwritable):
+    """The check tries a write rather than read the mode bits: as root, a folder of mode 555 takes files (no problem
+    is reported, and a write indeed succeeds), an immutable one does not; a folder not made yet is judged by the
+    nearest one above it; nothing is left behind."""
+    from minbert.files import writable_problem
+
+    def writes(folder):
+        try:
+            (folder / "x").write_text("x")
+        except OSError:
+            return False
+        (folder / "x").unlink()
+        return True
+    modes = tmp_path / "mode555"
+    modes.mkdir()
+    modes.chmod(0o555)
+    try:
+        for folder in (tmp_path, modes, unwritable):
+            assert (writable_problem(folder) is None) == writes(folder), folder
+            assert not [p for p in folder.iterdir() if "write-check" in p.name]
+    finally:
+        modes.chmod(0o755)
+    assert writable_problem(unwritable / "new" / "deeper") == writable_problem(unwritable)
+    assert writable_problem(unwritable).startswith(f"cannot write in {unwritable}: ")
+    assert writable_problem(tmp_path / "new" / "deeper") is None and not (tmp_path / "new").exists()
+
+
+def _scripts(tmp_path, locked, data, model, gpt2_model):
+    """The nine commands that wrote into a folder that refuses writes only after their work, each named by its
+    flag (argv for the script's main)."""
+    from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
+    from tests.helpers import part1_args, part2_args, pretrain_args
+    return {
+        "classifier.py --run_dir": ("classifier", part1_args(tmp_path, data, model, "--run_dir", str(locked / "run"))),
+        "pretrain.py --out": ("pretrain", pretrain_args(tmp_path, model, locked / "pt")),
+        "bench.py --json": ("bench", ["--pretrained", str(model), "--data_dir", str(data), "--data", "sst", "--steps", "2",
+                                      "--json", str(locked / "b.json")]),
+        "report.py --out": ("report", [str(tmp_path / "mt"), "--out", str(locked / "report")]),
+        "ensemble.py --run_dir": ("ensemble", [str(tmp_path / "mt" / "mt.pt"), "--data_dir", str(data), "--run_dir",
+                                               str(locked / "ens"), "--out", str(tmp_path / "ens-out")]),
+        "multitask_classifier.py --results": ("multitask_classifier", part2_args(
+            tmp_path / "second", data, model, "--results", str(locked / "results.csv"))),
+        "tools/collect_logs.py --out": ("tools.collect_logs", [str(tmp_path / "mt"), "--out", str(locked / "x.csv")]),
+        "gpt2/sonnet_generation.py --run_dir": ("gpt2.sonnet_generation", sonnet_argv(
+            tmp_path, gpt2_model, sonnet_files(tmp_path / "sonnets"), "--run_dir", str(locked / "son"))),
+        "datasets.py --fetch --dest": ("datasets", ["--fetch", "--from", str(data), "--dest", str(locked / "data")]),
+    }
+
+
+def test_a_folder_that_refuses_writes_is_one_line_before_any_work(tmp_path, unwritable, course_data, tiny_model,
+                                                                    tiny_gpt2, monkeypatch):
+    """Each of the nine stops before it trains, times or reads anything, naming the folder; before, each ended in
+    a PermissionError traceback (after the work, for --results)."""
+    import importlib
+    import multitask_classifier
+    from minbert.training.trainer import Trainer
+    from tests.helpers import part2_args
+    multitask_classifier.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1",
+                                         "--run_dir", str(tmp_path / "mt")))  # what report, ensemble, collect_logs read
+    trained = []
+    monkeypatch.setattr(Trainer, "run_epoch", lambda *a, **kw: trained.append(1))
+    for what, (module, argv) in _scripts(tmp_path, unwritable, course_data, tiny_model, tiny_gpt2).items():
+        with pytest.raises(MinbertError) as e:
+            importlib.import_module(module).main(argv)
+        flag = what.split(" ")[-1]
+        assert str(e.value).startswith(f"{flag} {unwritable}/") and f": cannot write in {unwritable}: " in str(e.value), what
+    assert trained == [] and not any(unwritable.iterdir())
+
+
+def test_the_command_line_says_it_in_one_line(tmp_path, unwritable, course_data, tiny_model):
+    from tests.helpers import cli, one_line_error, part1_args
+    out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--run_dir", str(unwritable / "run")))
+    one_line_error(out, rf"--run_dir {unwritable}/run: cannot write in {unwritable}: .*; make it writable, or name a "
+                        r"folder that is")

@@ -41,3 +41,27 @@ def test_out_replaces_only_its_own_table(tmp_path):
     collect_logs.main([str(run), "--out", str(out)])
     collect_logs.main([str(run), "--out", str(out)])  # its own table, unchanged since: replaced
     assert len(list(csv.DictReader(out.open()))) == 1
+
+
+def test_ctrl_c_while_writing_out_leaves_nothing_the_next_run_refuses(tmp_path, monkeypatch):
+    """The table and its record go in together: interrupted at its first rename, the folder is as it was, and the
+    same command then writes the table (before, the table was there unrecorded, and refused as the user's)."""
+    import os
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "multitask-log.jsonl").write_text(json.dumps({"run": "r", "pipeline": "multitask", "model": "multitask",
+                                                         "epoch": 0, "dev_score": 0.5, "dev": {"sst": 0.5}, "seconds": 1.0,
+                                                         "loss_terms": {}}) + "\n")
+    out = tmp_path / "tables" / "rows.csv"
+    out.parent.mkdir()
+    real = os.replace
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        collect_logs.main([str(run), "--out", str(out)])
+    monkeypatch.setattr(os, "replace", real)
+    assert list(out.parent.iterdir()) == []
+    collect_logs.main([str(run), "--out", str(out)])
+    assert len(list(csv.DictReader(out.open()))) == 1

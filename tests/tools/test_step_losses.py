@@ -26,3 +26,25 @@ def test_the_switches_reach_the_step(tmp_path, tiny_model, course_data):
     foreach = step_losses.main(common + ["--out", str(tmp_path / "c.json"), "--no_fast_dropout", "--no_fused"])
     assert bulk[0] != torch_masks[0]
     assert foreach == pytest.approx(torch_masks, rel=1e-5)
+
+
+def test_out_replaces_only_a_record_of_this_tool_and_never_half_writes_it(tmp_path, monkeypatch):
+    """A user's JSON that happens to hold "losses" is not this tool's record; an interrupted write keeps the file
+    that was there (the next run would refuse half a record as not its own) and leaves no temporary file."""
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"losses": [0.5, 0.4], "note": "my training curve"}')
+    with pytest.raises(SystemExit, match=r"--out .*mine.json: holds a file this tool did not write"):
+        step_losses.check_out(mine)
+    out = tmp_path / "a.json"
+    step_losses.write_out(out, json.dumps({"losses": [1.0], "seed": 1, "steps": 1, "amp": "none"}))
+    step_losses.check_out(out)  # its own record: replaced next time
+
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(step_losses.os, "replace", interrupted)  # Ctrl-C once the new record is written
+    with pytest.raises(KeyboardInterrupt):
+        step_losses.write_out(out, "x" * 100)
+    monkeypatch.undo()
+    assert json.loads(out.read_text())["losses"] == [1.0] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.json", "mine.json"]

@@ -97,3 +97,25 @@ def test_a_run_whose_every_dev_score_is_nan_reports(tmp_path, capsys):
     md, figures = report([folder], tmp_path / "out")
     assert "every dev score is NaN: the run diverged" in md.read_text() and len(figures) == 1
     assert "every dev score is NaN" in capsys.readouterr().out
+
+
+def test_a_report_interrupted_half_way_leaves_out_as_it_was_and_runs_again(tmp_path, monkeypatch):
+    """Ctrl-C after the curves are drawn, before the diagnostics: --out holds nothing of that report (before, the
+    curves were there unrecorded, and the next report refused them as the user's); the same command then works."""
+    from minbert.reports import report as module
+    run, _ = make_multitask_run(tmp_path / "runs" / "tiny")
+    report([run], tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(module, "plot_sts", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            report([run], tmp_path / "fresh")
+        with pytest.raises(KeyboardInterrupt):
+            report([run, run], tmp_path / "out")  # another report over the first: its curves differ
+    assert not (tmp_path / "fresh").exists() or not list((tmp_path / "fresh").iterdir())
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    md, figs = report([run], tmp_path / "fresh")
+    assert md == tmp_path / "fresh" / "report.md" and all(f.parent == tmp_path / "fresh" and f.is_file() for f in figs)

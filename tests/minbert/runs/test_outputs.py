@@ -156,3 +156,19 @@ def test_no_output_goes_among_the_projects_code_docs_or_data(tmp_path, course_da
         import classifier
         classifier.main(part1_args(tmp_path, course_data, tiny_model, "--predictions_dir", "minbert"))
     assert not (ROOT / "docs" / "new.csv").exists() and not list((ROOT / "minbert").glob("*.csv"))
+
+
+def test_a_course_data_file_is_never_an_output_backup_or_not(tmp_path, course_data, tiny_model):
+    """Part 2 does not read CFIMDB, yet its dev file is course data: refused with --backup too, nothing renamed;
+    a sonnet file of Build GPT-2 likewise."""
+    data = snapshot(course_data)
+    for extra in ([], ["--backup"]):
+        with pytest.raises(MinbertError, match=r"--para_test_out .*ids-cfimdb-dev.csv: is a course data file, which no "
+                                               r"command replaces, --backup or not"):
+            mt.main(_quick(tmp_path, course_data, tiny_model, "--para_test_out", str(course_data / "ids-cfimdb-dev.csv"),
+                           *extra))
+    (course_data / "sonnets.txt").write_text("From fairest creatures we desire increase,\n")
+    with pytest.raises(MinbertError, match=r"--out .*sonnets.txt: is a course data file"):
+        outputs.check_outputs(files=[("--out", course_data / "sonnets.txt")], backup=True)
+    assert snapshot(course_data) == {**data, "sonnets.txt": snapshot(course_data)["sonnets.txt"]}
+    assert not (tmp_path / "ck").exists()

@@ -20,6 +20,15 @@ def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_
     junk.write_text("not a database")
     with pytest.raises(MinbertError, match="is not an SQLite database"):
         sweep.main(base[:3] + ["--storage", f"sqlite:///{junk}"] + base[3:])
+    import hashlib
+    import sqlite3
+    mine = tmp_path / "mine.db"  # the user's own database: Optuna would add its tables to it
+    with sqlite3.connect(mine) as db:
+        db.execute("CREATE TABLE notes (text)")
+    before = hashlib.sha256(mine.read_bytes()).hexdigest()
+    with pytest.raises(MinbertError, match=r"mine.db is an SQLite database of something else \(no Optuna study in it\)"):
+        sweep.main(base[:3] + ["--storage", f"sqlite:///{mine}"] + base[3:])
+    assert hashlib.sha256(mine.read_bytes()).hexdigest() == before
     import importlib.util
     if importlib.util.find_spec("psycopg") is None:
         with pytest.raises(MinbertError, match="driver psycopg is not installed"):
