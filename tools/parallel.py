@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.flags.types import positive_float, positive_int  # noqa: E402
-from minbert.runs.outputs import check_file, wrote  # noqa: E402
+from minbert.runs.outputs import check_file, record  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
@@ -70,7 +70,7 @@ def main(argv=None):
             p.terminate()
             p.wait()
             fp.close()
-            wrote(logs / f"{name}.log", "tools/parallel.py")
+            record([logs / f"{name}.log"], "tools/parallel.py", "")
             print(f"stopped {name}: interrupted (its log is {logs / f'{name}.log'})", flush=True)
         raise
 
@@ -99,7 +99,7 @@ def run_plan(todo, running, logs, jobs, deadline):
         for name, (p, fp, start) in list(running.items()):
             if p.poll() is not None:
                 fp.close()
-                wrote(logs / f"{name}.log", "tools/parallel.py")  # so that running the plan again may replace it
+                record([logs / f"{name}.log"], "tools/parallel.py", "")  # so that running the plan again may replace it
                 tail = (logs / f"{name}.log").read_text().strip().splitlines()[-1:] or [""]
                 print(f"[{time.time() - t0:6.0f}s] done {name} rc={p.returncode} in {time.time() - start:.0f}s: "
                       f"{tail[0][:300]}", flush=True)
