@@ -6,17 +6,23 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from gpt2.sonnets import SonnetGPT, complete, lm_loss, perplexity, read_sonnets, write_sonnets
 from datasets import set_fixed_shapes
+from gpt2.sonnets import LanguageModelLoss, SonnetGPT, complete, perplexity, read_sonnets, write_sonnets
 from gpt2.tokenizer import GPT2Tokenizer
 from minbert.files import require_file
 from minbert.pipelines.pretrain import as_data
 from minbert.runs.folders import open_run
-from minbert.runs.identity import run_defining
 from minbert.runs.outputs import check_outputs
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from utils import main_print, seed_everything
+
+
+def sonnet_inputs(settings):
+    """{what: path} of the four sonnet files a run reads."""
+    s = settings
+    return {"sonnets": s.sonnets, "held-out sonnets": s.held_out, "held-out dev sonnets": s.held_out_dev,
+            "true dev sonnets": s.true_dev}
 
 
 class SonnetPipeline(Pipeline):
@@ -31,7 +37,9 @@ class SonnetPipeline(Pipeline):
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
             set_fixed_shapes(self.train, s.batch_size)
         self.model = SonnetGPT(s.model.pretrained, rt.attn).to(rt.device)
-        self.spec, self.loss = s.model, lm_loss
+        self.spec, self.loss = s.model, LanguageModelLoss()
+        self.file_stem = "sonnet"
+        self.inputs = sonnet_inputs(s)
         self.steps = -(-len(self.train) // s.batch_size)
 
     def batches(self, epoch):
@@ -73,15 +81,11 @@ def run_sonnets(settings, on_epoch=None):
                        ("--held_out_dev_path", s.held_out_dev), ("--true_dev_path", s.true_dev)):
         require_file(path, f"{flag} {path}", "sonnets file")
     with open_run("gpt2-sonnet", ["sonnet"], s.run.name, s.run.dir, s.run.resume) as run:
-        inputs = {"sonnets": s.sonnets, "held-out sonnets": s.held_out, "held-out dev sonnets": s.held_out_dev,
-                  "true dev sonnets": s.true_dev}
-        check_outputs(files=[("--sonnet_out", s.out)], inputs=[(f"the {k} file", v) for k, v in inputs.items()],
+        check_outputs(files=[("--sonnet_out", s.out)], inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(s).items()],
                       own=run.folder, backup=s.run.backup)
         seed_everything(s.recipe.seed)
         pipeline = SonnetPipeline(s)
         trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
         main_print(f"sonnets: {len(pipeline.train)} for training, {len(pipeline.dev)} true dev sonnets; run folder "
                    f"{run.folder}")
-        return fit(pipeline, trainer, run.files("sonnet"), run.name, s.recipe.epochs, s.recipe.patience, s.run.resume,
-                   run_defining(s.run.flags, inputs), on_epoch, f"the same command plus --resume {run.how}",
-                   s.runtime.tensorboard)
+        return fit(pipeline, trainer, run, s, on_epoch)

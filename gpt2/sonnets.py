@@ -23,6 +23,7 @@ from evaluation import predict
 from gpt2.generation import stream
 from gpt2.models.gpt2 import GPT2Model
 from minbert.files import read_text, text_lines
+from minbert.objectives.losses import TermLoss
 from utils import MinbertError
 
 LINES = 14
@@ -76,6 +77,13 @@ def lm_loss(model, batch):
         w = batch["weight"][:, None]
         nll, mask = nll * w.to(nll.dtype), mask * w.to(mask.dtype)
     return nll.sum() / mask.sum().clamp(min=1)
+
+
+class LanguageModelLoss(TermLoss):
+    """lm_loss as the Trainer takes a loss (minbert/objectives/losses.py TermLoss)."""
+
+    def forward(self, model, batch):
+        return lm_loss(model, batch)
 
 
 @torch.no_grad()

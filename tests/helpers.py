@@ -323,9 +323,9 @@ def epochs_run(monkeypatch):
     so that a test sees which epochs a (resumed) run actually trained, not only what it wrote."""
     real, names = Trainer.run_epoch, []
 
-    def recorded(self, batches, loss_fn, total, desc="train"):
+    def recorded(self, batches, loss_fn, total, desc="train", **kw):
         names.append(desc)
-        return real(self, batches, loss_fn, total, desc=desc)
+        return real(self, batches, loss_fn, total, desc=desc, **kw)
     monkeypatch.setattr(Trainer, "run_epoch", recorded)
     return names
 

@@ -25,6 +25,7 @@ import torch
 
 class GradVaccine:
     """The averages phi_hat of every ordered task pair (saved with a resumable checkpoint) and the combination."""
+    flag, stat = "gradvac", "gradvac_adjustments"  # the flag, and the per-epoch log field counting what it did
 
     def __init__(self, num_tasks, beta=1e-2):
         if not 0 < beta <= 1:

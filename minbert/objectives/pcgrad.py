@@ -34,6 +34,21 @@ def pcgrad_combine(grads, generator=None):
     return project_conflicting(grads, generator), conflicts
 
 
+class PCGrad:
+    """--pcgrad as the Trainer's gradient surgery (training/trainer.py); it keeps no state of its own (the task
+    order's generator is the Trainer's, saved with it)."""
+    flag, stat = "pcgrad", "pcgrad_conflicts"  # the flag, and the per-epoch log field counting what it did
+
+    def combine(self, grads, generator=None):
+        return pcgrad_combine(grads, generator)
+
+    def state_dict(self):
+        return None
+
+    def load_state_dict(self, state):
+        pass
+
+
 def task_gradients_backward(losses, params, combine, scaler=None):
     """Backpropagate each task's loss separately, combine the flat per-task gradients with
     `combine(grads) -> (gradient, count)` (PCGrad's, or gradvac.GradVaccine.combine), and add the result to

@@ -16,7 +16,6 @@ from minbert.course_data import TASKS, data_file, read_examples
 from minbert.finetuning.freezing import backbone
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
-from minbert.runs.identity import run_defining
 from minbert.runs.outputs import check_outputs
 from minbert.tasks.sentiment import BertSentimentClassifier
 from minbert.training.fit import Pipeline, fit
@@ -80,6 +79,8 @@ class SentimentPipeline(Pipeline):
     def __init__(self, settings, name):
         s, rt = settings, settings.runtime
         self.settings, self.name, self.device, self.amp = s, name, rt.device, rt.amp
+        self.file_stem = self.stem(s, name)
+        self.inputs = {f"{name} {split} data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
         tokenizer = self.load_tokenizer(s.model.pretrained)
         self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
@@ -135,10 +136,7 @@ def train(settings, name, run, on_epoch=None, pipeline_class=SentimentPipeline):
     pipeline = pipeline_class(s, name)
     trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
     main_print(pipeline.data["train"].describe_batches(s.batch_size, s.bucket))
-    inputs = {f"{name} {split} data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
-    return fit(pipeline, trainer, run.files(pipeline_class.stem(s, name)), run.name, s.recipe.epochs, s.recipe.patience,
-               s.run.resume, run_defining(s.run.flags, inputs), on_epoch, f"the same command plus --resume {run.how}",
-               s.runtime.tensorboard)
+    return fit(pipeline, trainer, run, s, on_epoch)
 
 
 def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):

@@ -20,7 +20,6 @@ from minbert.hub import check_max_length
 from minbert.objectives.distill import outside_fold, teacher_targets
 from minbert.objectives.losses import MultitaskLoss
 from minbert.runs.folders import open_run
-from minbert.runs.identity import run_defining
 from minbert.runs.outputs import append_once, check_outputs, check_table, publish, same_file
 from minbert.tasks.extra import EXTRA_TASKS, read_extra
 from minbert.tasks.multitask import MultitaskBERT, load_multitask
@@ -70,6 +69,7 @@ class MultitaskPipeline(Pipeline):
     def __init__(self, settings):
         s, rt = settings, settings.runtime
         self.settings, self.device, self.amp, self.started = s, rt.device, rt.amp, time.perf_counter()
+        self.file_stem, self.inputs = s.run.stem or "multitask", data_paths_by_flag(s)
         self.spec, d = s.model, s.data
         tokenizer = BertTokenizer.from_pretrained(self.spec.pretrained)
         self.data = load_multitask_data(d.paths, tokenizer, self.spec.max_length, self.spec.pair_encoding,
@@ -135,9 +135,7 @@ def train_multitask(settings, run, on_epoch=None):
                + f"; train sizes {pipeline.stream.sizes}")
     for d in pipeline.data["train"].values():
         main_print(d.describe_batches(s.data.batch_size, s.data.bucket))
-    return fit(pipeline, trainer, run.files(s.run.stem or "multitask"), run.name, s.recipe.epochs, s.recipe.patience,
-               s.run.resume, run_defining(s.run.flags, data_paths_by_flag(s)), on_epoch,
-               f"the same command plus --resume {run.how}", s.runtime.tensorboard)
+    return fit(pipeline, trainer, run, s, on_epoch)
 
 
 def test_multitask(settings, run):

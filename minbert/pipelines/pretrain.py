@@ -23,9 +23,9 @@ from datasets import TaskData, set_pad_multiple
 from minbert.course_data import Example, Task, data_file, read_examples
 from minbert.files import append_jsonl, require_file, text_lines
 from minbert.hub import resolve_pretrained
+from minbert.objectives.losses import TermLoss
 from minbert.precision import autocast
 from minbert.runs.folders import open_run
-from minbert.runs.identity import run_defining
 from minbert.specs import ModelSpec
 from minbert.tasks.mlm import BertForMaskedLM, mask_tokens
 from minbert.training.fit import Pipeline, fit
@@ -82,8 +82,11 @@ def masked(batches, tokenizer, vocab_size, mask_prob, generator):
         yield b
 
 
-def mlm_loss(model, batch):
-    return model(batch["x"]["input_ids"], batch["x"]["attention_mask"], batch["labels"])[0]
+class MaskedLMLoss(TermLoss):
+    """The masked-LM loss of a batch (tasks/mlm.py), as the Trainer takes a loss."""
+
+    def forward(self, model, batch):
+        return model(batch["x"]["input_ids"], batch["x"]["attention_mask"], batch["labels"])[0]
 
 
 @torch.inference_mode()
@@ -126,6 +129,9 @@ class PretrainPipeline(Pipeline):
     def __init__(self, settings):
         s, rt = settings, settings.runtime
         self.settings = s
+        self.file_stem = "pretrain"
+        self.inputs = {"--texts": s.texts} if s.texts else {f"{t} train data": data_file(s.data_dir, t, "train")
+                                                            for t in TEXT_TASKS}
         self.source = resolve_pretrained(s.pretrained).require("config", "vocab", "weights")
         self.tokenizer = BertTokenizer.from_pretrained(s.pretrained)
         if "[MASK]" not in self.tokenizer.vocab:
@@ -142,7 +148,7 @@ class PretrainPipeline(Pipeline):
         self.per_epoch = -(-len(self.train) // s.batch_size)
         self.total = min(s.recipe.epochs * self.per_epoch, s.max_steps or float("inf"))
         self.done = 0  # optimizer steps planned so far (a resumed run takes it from the checkpoint)
-        self.loss = mlm_loss
+        self.loss = MaskedLMLoss()
 
     def batches(self, epoch):
         s = self.settings
@@ -195,8 +201,4 @@ def pretrain(settings, run):
         print(f"before training: held-out masked-token accuracy {before['masked_acc']:.4f}, loss {before['masked_loss']:.4f}")
         append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
                                  "dev": before, "dev_score": before["masked_acc"], "score_name": pipeline.score_name})
-    inputs = {"--texts": s.texts} if s.texts else {f"{t} train data": data_file(s.data_dir, t, "train")
-                                                   for t in TEXT_TASKS}
-    return fit(pipeline, trainer, files, run.name, s.recipe.epochs, resume=s.run.resume,
-               flags=run_defining(s.run.flags, inputs), continue_hint="the same command plus --resume",
-               tensorboard=s.runtime.tensorboard)
+    return fit(pipeline, trainer, run, s)

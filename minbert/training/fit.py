@@ -11,11 +11,11 @@ from minbert.finetuning.freezing import backbone
 from minbert.finetuning.modes import merge_for_inference
 from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state, save_checkpoint,
                                      set_rng_state, trainable_state)
-from minbert.runs.identity import check_same_run
+from minbert.runs.identity import check_same_run, run_defining
 from minbert.runs.outputs import publish
 from minbert.specs import plain
 from minbert.training.monitor import TensorBoard
-from minbert.training.trainer import SURGERY_STAT, Diverged
+from minbert.training.trainer import Diverged
 from utils import MinbertError, barrier, distributed, is_main, main_print, set_interrupt_hint
 
 
@@ -63,10 +63,12 @@ class Pipeline:
     at the end. Everything else (ranks, checkpoints, resuming, early stopping, the log, publishing) is
     `fit`'s, the same for classifier.py, multitask_classifier.py and pretrain.py.
 
-    Attributes: `kind` ('classifier', 'multitask', 'pretrain'), `model`, `loss` (an objectives.losses.TermLoss or
-    any callable(model, batch)), `spec` (specs.ModelSpec, or None), `score_name` (what the dev score is),
+    Attributes: `kind` ('classifier', 'multitask', 'pretrain', ...), `file_stem` (the trained model's in the run
+    folder), `inputs` ({what: path} of every file the run reads, whose bytes define it: runs/identity.py), `model`,
+    `loss` (an objectives.losses.TermLoss), `spec` (specs.ModelSpec, or None), `score_name` (what the dev score is),
     `merge` (fold adapters before the final predictions)."""
     kind, spec, score_name, merge = "train", None, "dev score", False
+    file_stem, inputs = "model", {}
 
     def batches(self, epoch):
         """(iterable of host batches, number of steps, {extra log fields}) of one epoch."""
@@ -94,7 +96,7 @@ class Pipeline:
 
 def loss_state(loss):
     """The loss's own state (a Bregman teacher's weights), for the resumable checkpoint."""
-    return {k: v.detach().clone() for k, v in loss.state_dict().items()} if isinstance(loss, torch.nn.Module) else {}
+    return {k: v.detach().clone() for k, v in loss.state_dict().items()}
 
 
 def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
@@ -115,29 +117,33 @@ def diverged(e, pipeline, files, run_name, epoch, stopper):
     return Diverged(f"{files.stem} epoch {epoch}: {e}{kept}")
 
 
-def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, flags=None, on_epoch=None,
-        continue_hint="", tensorboard=True):
-    """Train `pipeline` for `epochs`, keep its best dev epoch, and write its outputs from that epoch.
+def fit(pipeline, trainer, run, settings, on_epoch=None):
+    """Train `pipeline` with `trainer` in the open run folder `run` (runs/folders.Run) for settings.recipe.epochs,
+    keep its best dev epoch, and write its outputs from that epoch.
 
-    After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping,
-    the best checkpoint (files.best) and the resumable one (files.last: model, optimizer, schedule, grad
-    scaler, random states, the pipeline's data order, early stopping), a line in the log (files.log, one
-    schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)` (sweep.py's pruner may
-    raise there). `resume` continues from files.last when there is one; `flags` are the run-defining flags,
-    which must agree with the checkpoint's. With `tensorboard`, rank 0 also writes event files into the run
-    folder (monitor.py). At the end: the best epoch reloaded, adapters merged (--merge), outputs written and
-    published. Returns the pipeline's result (rank 0) or None (other ranks)."""
-    model, stopper, start = pipeline.model, EarlyStopping(patience), 0
+    After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping
+    (settings.recipe.patience), the best checkpoint (files.best) and the resumable one (files.last: model,
+    optimizer, schedule, grad scaler, random states, the pipeline's data order, early stopping), a line in the log
+    (files.log, one schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)` (sweep.py's
+    pruner may raise there). settings.run.resume continues from files.last when there is one; the run-defining
+    flags (settings.run.flags, with the bytes of pipeline.inputs) must agree with the checkpoint's. With
+    settings.runtime.tensorboard, rank 0 also writes event files into the run folder (monitor.py). At the end: the
+    best epoch reloaded, adapters merged (--merge), outputs written and published. Returns the pipeline's result
+    (rank 0) or None (other ranks)."""
+    files, run_name, epochs = run.files(pipeline.file_stem), run.name, settings.recipe.epochs
+    flags = run_defining(settings.run.flags, pipeline.inputs)
+    continue_hint = f"the same command plus --resume {run.how}".rstrip()
+    model, stopper, start = pipeline.model, EarlyStopping(settings.recipe.patience), 0
+    resume, tensorboard = settings.run.resume, settings.runtime.tensorboard
     if resume and files.last.exists():
         state = load_checkpoint(files.last)
         if "trainer" not in state:
             raise MinbertError(f"{files.last}: not a resumable checkpoint (no optimizer state in it)")
-        check_same_run(state["flags"], flags or {}, files.last, log=main_print)
+        check_same_run(state["flags"], flags, files.last, log=main_print)
         load_trainable_state(model, state["model"], files.last)
         trainer.load_state_dict(state["trainer"])
         pipeline.load_state_dict(state["pipeline_state"])
-        if isinstance(pipeline.loss, torch.nn.Module):  # e.g. the Bregman step's teacher
-            pipeline.loss.load_state_dict(state["loss_state"])
+        pipeline.loss.load_state_dict(state["loss_state"])  # e.g. the Bregman step's teacher
         stopper.load_state_dict(state["stopper"])
         set_rng_state(state["rng"])
         start = state["epoch"] + 1
@@ -150,17 +156,16 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                        if start else f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} "
                                      f"starts it again", retry=continue_hint)
     monitor = TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs else None
-    if monitor is not None:
-        trainer.on_step = monitor.step
     for epoch in range(start, epochs):
         batches, steps, info = pipeline.batches(epoch)
         if not steps:
             break
         try:
-            stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}")
+            stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}",
+                                      on_step=monitor.step if monitor is not None else None)
         except Diverged as e:
             raise diverged(e, pipeline, files, run_name, epoch, stopper) from None
-        terms = pipeline.loss.pop_terms() if hasattr(pipeline.loss, "pop_terms") else {}
+        terms = pipeline.loss.pop_terms()
         if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
             barrier()
             if stop_signal(False):
@@ -185,7 +190,7 @@ def fit(pipeline, trainer, files, run_name, epochs, patience=0, resume=False, fl
                      "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
                      "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
                      "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
-                     **{k: v for k, v in stats.items() if k in SURGERY_STAT.values()}, **info}
+                     **stats["surgery"], **info}
             append_jsonl(files.log, plain(entry))
             set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there",
                                retry=continue_hint)

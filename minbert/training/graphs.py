@@ -29,7 +29,6 @@ import time
 
 import torch
 
-from minbert.objectives.losses import TermLoss
 from minbert.precision import autocast
 
 
@@ -111,9 +110,9 @@ def side_stream(device):
 
 
 class CapturedTraining:
-    """The training step as Graphs: forward, loss, backward, clipping, the optimizer and its schedule, the loss's
-    after-step update (SMART's Bregman teacher); called with a host batch, it returns the step's loss (a device
-    tensor, valid until the next call)."""
+    """The training step as Graphs: forward, loss (an objectives.losses.TermLoss), backward, clipping, the optimizer
+    and its schedule, the loss's after-step update (SMART's Bregman teacher); called with a host batch, it returns
+    the step's loss (a device tensor, valid until the next call)."""
 
     def __init__(self, model, loss_module, loss_fn, optimizer, schedule, device, amp="none", max_grad_norm=0.0,
                  record=True, warmup=2):
@@ -143,9 +142,8 @@ class CapturedTraining:
         """Before a shape is recorded: a few forward and backward passes on a side stream (kernels chosen, lazy
         state created), random states put back afterwards, and the gradients set up: this shape's parameters get
         their shared buffer, the others none."""
-        quiet = self.loss_fn.quiet() if isinstance(self.loss_fn, TermLoss) else contextlib.nullcontext()
         devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), quiet, side_stream(self.device):
+        with torch.random.fork_rng(devices=devices), self.loss_fn.quiet(), side_stream(self.device):
             for p in self.params:
                 p.grad = None
             for _ in range(self.warmup):
@@ -171,6 +169,5 @@ class CapturedTraining:
             torch.nn.utils.clip_grad_norm_(used, self.max_grad_norm)
         self.optimizer.step()
         self.schedule.step()
-        if isinstance(self.loss_fn, TermLoss):
-            self.loss_fn.after_step()
+        self.loss_fn.after_step()
         return loss.detach().float()

@@ -14,8 +14,9 @@ from tqdm.auto import tqdm
 from minbert.embedding import Embedding
 from minbert.finetuning.freezing import backbone, frozen_parameters, setup_freezing
 from minbert.objectives.gradvac import GradVaccine
-from minbert.objectives.pcgrad import pcgrad_combine, task_gradients_backward
+from minbert.objectives.pcgrad import PCGrad, task_gradients_backward
 from minbert.precision import autocast, grad_scaler
+from minbert.specs import Recipe, Runtime
 from minbert.training import schedule
 from minbert.training.graphs import CapturedTraining
 from optimizer import OPTIMIZERS, STATE_TENSORS, make_optimizer, portable_state
@@ -58,62 +59,66 @@ def pin(batch):
 
 
 class Trainer:
-    """One optimizer step path for both pipelines: autocast, fp16 loss scaling, gradient accumulation
-    over `grad_accum` batches, a tqdm bar, and tokens/s."""
+    """One optimizer step path for every pipeline, built whole from its parts: the model, its optimizer and schedule,
+    the recipe (gradient accumulation, clipping, the seed of PCGrad's task order) and the runtime (device, precision,
+    eager or CUDA graphs: graphs.py), the gradient surgery of a step holding every task (objectives/pcgrad.PCGrad or
+    objectives/gradvac.GradVaccine) and the hooks called after every optimizer step with the count of steps taken
+    (--gradual_unfreeze). `build_trainer` makes all of them from a Recipe."""
 
-    def __init__(self, model, optimizer, device, amp="none", grad_accum=1, scheduler=None, max_grad_norm=0.0,
-                 pcgrad=False, seed=0, gradvac=None, graphs=False):
-        """`pcgrad` or `gradvac` (a gradvac.GradVaccine) combine the task gradients of a step holding every task.
-        `graphs`: every step one CUDA graph per batch shape (graphs.py; the scheduler a schedule.DeviceSchedule),
-        on the CPU the same path run eagerly."""
-        self.model, self.optimizer, self.device, self.amp = model, optimizer, device, amp
-        self.graphs, self.captured = graphs, None
-        self.grad_accum, self.scheduler, self.max_grad_norm = grad_accum, scheduler, max_grad_norm
-        self.gradvac = gradvac
-        self.surgery = "pcgrad" if pcgrad else "gradvac" if gradvac is not None else None
-        self.scaler = grad_scaler(device, amp)
+    def __init__(self, model, optimizer, recipe=None, runtime=None, scheduler=None, surgery=None, step_hooks=(),
+                 progress_every=60.0):
+        """`recipe` and `runtime` default to specs.Recipe's and specs.Runtime's defaults (one plain CPU step)."""
+        recipe, runtime = recipe or Recipe(lr=0.0), runtime or Runtime()
+        self.model, self.optimizer, self.scheduler, self.surgery = model, optimizer, scheduler, surgery
+        self.device, self.amp, self.graphs = runtime.device, runtime.amp, runtime.graphs
+        self.grad_accum, self.max_grad_norm = recipe.grad_accum, recipe.max_grad_norm
+        self.step_hooks = tuple(step_hooks)
+        self.progress_every = progress_every  # seconds between plain progress lines when there is no terminal
+        self.scaler = grad_scaler(self.device, self.amp)
         self.loss_module = _LossModule(model)
         self.world_size = distributed()[1]
-        self.generator = torch.Generator().manual_seed(seed)  # PCGrad's task order, repeatable
-        self.progress_every = 60.0  # seconds between plain progress lines when there is no terminal
-        self.on_step, self.log_every = None, 20  # on_step(batches, loss, lr) every log_every batches (TensorBoard)
+        self.generator = torch.Generator().manual_seed(recipe.seed)  # PCGrad's task order, repeatable
         self.batches = 0  # training batches since the run started (saved with the state, so a resumed run goes on)
         self.updates = 0  # optimizer steps taken (saved too); step_hooks are called with it after each one
-        self.step_hooks = []
-        if self.surgery:  # per-task gradients come from torch.autograd.grad, which needs autograd's accumulation
+        self.captured = None  # graphs.CapturedTraining, made at the first epoch (it needs the loss)
+        if surgery is not None:  # per-task gradients come from torch.autograd.grad, which needs autograd's accumulation
             for m in model.modules():
                 if isinstance(m, Embedding):
                     m.reuse_grad = False
-        if self.surgery and self.world_size > 1:
-            raise MinbertError(f"--{self.surgery} under DDP is not supported: per-task gradients would each need their "
-                               f"own all-reduce; run it in one process")
+        if surgery is not None and self.world_size > 1:
+            raise MinbertError(f"--{surgery.flag} under DDP is not supported: per-task gradients would each need "
+                               f"their own all-reduce; run it in one process")
+        if self.graphs and self.step_hooks:
+            raise MinbertError("CUDA graphs replay a fixed set of trainable parameters: a step hook that changes it "
+                               "(--gradual_unfreeze) needs --no_cuda_graphs")
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
             # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
             # it; a multitask step leaves the other heads unused, hence find_unused_parameters.
-            self.loss_module = DDP(self.loss_module, device_ids=[device.index] if device.type == "cuda" else None,
-                                   find_unused_parameters=True)
+            self.loss_module = DDP(self.loss_module, device_ids=[self.device.index] if self.device.type == "cuda"
+                                   else None, find_unused_parameters=True)
 
-    def run_epoch(self, batches, loss_fn, total, desc="train"):
-        """`loss_fn(model, batch)` returns a scalar loss, or {task: loss} for a batch holding every task
-        (summed, or combined by PCGrad); `batches` yields batch dicts (on the host)."""
+    @property
+    def params(self):
+        """The parameters that train now (--gradual_unfreeze changes them between epochs)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def run_epoch(self, batches, loss_fn, total, desc="train", on_step=None, log_every=20):
+        """One pass over `batches` (batch dicts on the host); returns its statistics. `loss_fn` (an
+        objectives.losses.TermLoss) gives a batch's loss, or {task: loss} for a batch holding every task (summed, or
+        combined by the gradient surgery); its after_step follows every optimizer step. `on_step(batches, loss, lr)`
+        is called every `log_every` batches (TensorBoard)."""
         self.model.train()
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.after_step = getattr(loss_fn, "after_step", None)  # e.g. the Bregman teacher's update
-        self.conflicts = 0
         for hook in self.step_hooks:  # e.g. gradual unfreezing, at the step count this epoch starts from
             hook(self.updates)
         if self.graphs and self.captured is None:
-            if self.step_hooks:
-                raise MinbertError("CUDA graphs replay a fixed set of trainable parameters: a step hook that changes it "
-                                   "(--gradual_unfreeze) needs --no_cuda_graphs")
             self.captured = CapturedTraining(self.model, self.loss_module, loss_fn, self.optimizer, self.scheduler,
                                              self.device, self.amp, self.max_grad_norm)
         if self.captured is None:  # the captured step keeps its gradient buffers
             self.optimizer.zero_grad(set_to_none=True)
         recorded = len(self.captured.graphs.entries) if self.captured else 0
         loss_sum = torch.zeros((), device=self.device)
-        tokens, steps, t0 = 0, 0, time.perf_counter()
+        tokens, steps, conflicts, t0 = 0, 0, 0, time.perf_counter()
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
         progress = Progress(desc, total, self.progress_every, terminal=not bar.disable)
         for batch in bar:
@@ -122,23 +127,28 @@ class Trainer:
                 loss = self.captured(batch)
                 self.updates += 1
             else:
-                loss = self.backward(to_device(batch, self.device), loss_fn)
+                loss, n = self.backward(to_device(batch, self.device), loss_fn)
+                conflicts += n
                 if (steps + 1) % self.grad_accum == 0:
-                    self.step()
+                    self.step(loss_fn)
             loss_sum += loss.detach().float()
             steps += 1
             self.batches += 1
-            self.report(steps, total, loss_sum, loss, bar)
+            if steps % 50 == 0:  # the mean loss read back: a host sync, so not every step
+                mean = loss_sum.item() / steps
+                self.check_finite(mean, steps, total)
+                bar.set_postfix(loss=f"{mean:.4f}")
+            if on_step is not None and self.batches % log_every == 0:
+                on_step(self.batches, loss.detach().float().item(), float(self.optimizer.param_groups[0]["lr"]))
             progress.update(steps, tokens, lambda: loss_sum.item() / steps)
         if self.captured is None and steps % self.grad_accum:  # the epoch ended inside an accumulation group
-            self.step()
+            self.step(loss_fn)
         seconds = time.perf_counter() - t0
         self.check_finite(loss_sum.item() / max(steps, 1), steps, total)
         stats = {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
-                 "lr": float(self.optimizer.param_groups[0]["lr"])}
-        if self.surgery:
-            stats[SURGERY_STAT[self.surgery]] = self.conflicts
+                 "lr": float(self.optimizer.param_groups[0]["lr"]),
+                 "surgery": {self.surgery.stat: conflicts} if self.surgery is not None else {}}
         if self.captured is not None and len(self.captured.graphs.entries) > recorded:
             g = self.captured.graphs
             how = "recorded as CUDA graphs" if g.record else "prepared (run eagerly: no GPU)"
@@ -148,13 +158,14 @@ class Trainer:
         return stats
 
     def backward(self, batch, loss_fn):
-        """The eager step's forward and backward passes on a batch on the device; returns its loss."""
+        """The eager step's forward and backward passes on a batch on the device: (its loss, what the gradient
+        surgery did)."""
         with autocast(self.device, self.amp):
             loss = self.loss_module(loss_fn, batch)
-        if isinstance(loss, dict) and self.surgery:  # every task's batch in this step: gradient surgery
-            self.conflicts += task_gradients_backward([l / self.grad_accum for l in loss.values()], self.params,
-                                                      self.combine, self.scaler)
-            return sum(loss.values())
+        if isinstance(loss, dict) and self.surgery is not None:  # every task's batch in this step: gradient surgery
+            n = task_gradients_backward([l / self.grad_accum for l in loss.values()], self.params,
+                                        lambda grads: self.surgery.combine(grads, self.generator), self.scaler)
+            return sum(loss.values()), n
         if isinstance(loss, dict):  # every task's batch, losses summed (one process only: weight 1)
             loss, weight = sum(loss.values()), 1.0
         elif self.world_size == 1:
@@ -165,23 +176,7 @@ class Trainer:
             weight = 0.0 if batch.get("ghost") else (
                 len(batch["index"]) * self.world_size / batch.get("global_size", len(batch["index"])))
         self.scaler.scale(loss * (weight / self.grad_accum)).backward()
-        return loss
-
-    def report(self, steps, total, loss_sum, loss, bar):
-        """Every 50 steps the mean loss read back (a host sync, so not every step) and checked; every log_every
-        batches the TensorBoard point (on_step)."""
-        if steps % 50 == 0:
-            mean = loss_sum.item() / steps
-            self.check_finite(mean, steps, total)
-            bar.set_postfix(loss=f"{mean:.4f}")
-        if self.on_step is not None and self.batches % self.log_every == 0:
-            self.on_step(self.batches, loss.detach().float().item(), float(self.optimizer.param_groups[0]["lr"]))
-
-    def combine(self, grads):
-        """The step's task gradients combined by --pcgrad or --gradvac: (gradient, count for the log)."""
-        if self.surgery == "pcgrad":
-            return pcgrad_combine(grads, self.generator)
-        return self.gradvac.combine(grads, self.generator)
+        return loss, 0
 
     def check_finite(self, mean_loss, steps, total):
         """Stop at a training loss that is NaN or infinite: the weights are then no longer numbers, every later
@@ -201,7 +196,7 @@ class Trainer:
         return {"optimizer": portable_state(self.optimizer.state_dict()),
                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                 "scaler": self.scaler.state_dict(), "generator": self.generator.get_state(), "batches": self.batches,
-                "updates": self.updates, "gradvac": self.gradvac.state_dict() if self.gradvac is not None else None}
+                "updates": self.updates, "gradvac": self.surgery.state_dict() if self.surgery is not None else None}
 
     def load_state_dict(self, state):
         self.optimizer.load_state_dict(state["optimizer"])
@@ -212,10 +207,11 @@ class Trainer:
         self.generator.set_state(state["generator"])
         self.batches = state["batches"]
         self.updates = state.get("updates", self.batches // self.grad_accum)  # earlier checkpoints kept batches only
-        if self.gradvac is not None:
-            self.gradvac.load_state_dict(state["gradvac"])
+        if self.surgery is not None:
+            self.surgery.load_state_dict(state["gradvac"])
 
-    def step(self):
+    def step(self, loss_fn):
+        """The eager optimizer step, then the schedule's, the step hooks and the loss's after_step."""
         if self.max_grad_norm:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the fp16-scaled ones
             torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
@@ -227,12 +223,7 @@ class Trainer:
         self.updates += 1
         for hook in self.step_hooks:
             hook(self.updates)
-        if getattr(self, "after_step", None) is not None:
-            self.after_step()
-
-
-# The per-epoch log field counting what the gradient surgery did.
-SURGERY_STAT = {"pcgrad": "pcgrad_conflicts", "gradvac": "gradvac_adjustments"}
+        loss_fn.after_step()
 
 
 class Diverged(MinbertError):
@@ -248,6 +239,10 @@ class _LossModule(torch.nn.Module):
 
     def forward(self, loss_fn, batch):
         return loss_fn(self.model, batch)
+
+
+SURGERIES = {"pcgrad": lambda tasks, recipe: PCGrad(),
+             "gradvac": lambda tasks, recipe: GradVaccine(len(tasks), recipe.gradvac_beta)}
 
 
 def build_trainer(model, recipe, runtime, steps_per_epoch, epochs=None, tasks=()):
@@ -266,13 +261,8 @@ def build_trainer(model, recipe, runtime, steps_per_epoch, epochs=None, tasks=()
         scheduler = schedule.DeviceSchedule(optimizer, recipe.scheduler, recipe.warmup_ratio, total, runtime.device)
     else:
         scheduler = schedule.make_scheduler(optimizer, recipe.scheduler, recipe.warmup_ratio, total)
-    gradvac = GradVaccine(len(tasks), recipe.gradvac_beta) if recipe.surgery == "gradvac" else None
-    trainer = Trainer(model, optimizer, runtime.device, runtime.amp, recipe.grad_accum, scheduler=scheduler,
-                      max_grad_norm=recipe.max_grad_norm, pcgrad=recipe.surgery == "pcgrad", seed=recipe.seed,
-                      gradvac=gradvac, graphs=runtime.graphs)
-    if unfreeze is not None:
-        trainer.step_hooks.append(unfreeze)
-    return trainer
+    surgery = SURGERIES[recipe.surgery](tasks, recipe) if recipe.surgery else None
+    return Trainer(model, optimizer, recipe, runtime, scheduler, surgery, [unfreeze] if unfreeze is not None else [])
 
 
 def describe_trainable(model, optimizer="adamw", frozen=()):

@@ -49,9 +49,9 @@ def train(model, loss, batches, graphs, device, epochs=2, planned=None, recipe=R
     t = build_trainer(model, recipe, Runtime(device=torch.device(device), graphs=graphs), len(batches),
                       planned or epochs)
     losses = []
-    t.on_step, t.log_every = (lambda step, value, lr: losses.append(value)), 1
     for _ in range(epochs):
-        t.run_epoch(iter(batches), loss, len(batches))
+        t.run_epoch(iter(batches), loss, len(batches), on_step=lambda step, value, lr: losses.append(value),
+                    log_every=1)
     return losses, t
 
 
@@ -215,8 +215,8 @@ def test_recorded_graphs_equal_the_eager_step_in_bf16_over_50_steps(course_data,
         model = sentiment_model(tiny_model, 0.1).cuda()
         t = build_trainer(model, RECIPE, Runtime(device=torch.device("cuda"), amp="bf16", graphs=graphs), 50, 1)
         seen = []
-        t.on_step, t.log_every = (lambda step, value, lr: seen.append(value)), 1
-        t.run_epoch(iter(batches), ClassificationLoss(rdrop=RDrop(1.0)), 50)
+        t.run_epoch(iter(batches), ClassificationLoss(rdrop=RDrop(1.0)), 50,
+                    on_step=lambda step, value, lr: seen.append(value), log_every=1)
         losses[graphs] = seen
     torch.testing.assert_close(torch.tensor(losses[True]), torch.tensor(losses[False]), rtol=2e-2, atol=2e-2)
 
@@ -228,8 +228,8 @@ def test_replays_draw_new_dropout_masks(course_data, tiny_model):
     model = sentiment_model(tiny_model, 0.3).cuda()
     t = build_trainer(model, Recipe(lr=0.0, epochs=1), Runtime(device=torch.device("cuda"), graphs=True), 2, 1)
     seen = []
-    t.on_step, t.log_every = (lambda step, value, lr: seen.append(value)), 1
-    t.run_epoch(iter([batch, batch]), ClassificationLoss(), 2)
+    t.run_epoch(iter([batch, batch]), ClassificationLoss(), 2, on_step=lambda step, value, lr: seen.append(value),
+                log_every=1)
     assert len(t.captured.graphs.entries) == 1 and t.captured.graphs.record
     assert seen[0] != seen[1]
     assert to_device(batch, "cuda")["x"]["input_ids"].shape == t.captured.graphs.entries[
