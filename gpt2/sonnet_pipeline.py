@@ -25,7 +25,7 @@ class SonnetPipeline(Pipeline):
     def __init__(self, settings):
         s, rt = settings, settings.runtime
         self.settings, self.device, self.amp = s, rt.device, rt.amp
-        self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained)
+        self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained, log=main_print)
         self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
