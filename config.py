@@ -7,6 +7,12 @@ class ConfigError(ValueError):
     pass
 
 
+# What a BERT script says of a GPT-2 checkpoint folder (its config's model_type, or its vocab.json and merges.txt).
+GPT2_NOT_BERT = ("a GPT-2 checkpoint (model_type 'gpt2'), not a BERT one: the Build GPT-2 scripts take it "
+                 "(cd gpt2 && python classifier.py --pretrained FOLDER for Part 1; paraphrase_detection.py or "
+                 "sonnet_generation.py for Part 2)")
+
+
 class ConfigFile:
     """Reading a config dataclass (one with an `extra` field) from a dict or a config.json; BertConfig's and
     gpt2/config.py's GPT2Config."""
@@ -58,6 +64,8 @@ class BertConfig(ConfigFile):
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.extra.get("model_type") == "gpt2":  # before its fields: GPT-2's pad_token_id is None
+            raise ConfigError(GPT2_NOT_BERT)
         for f in fields(self):
             if f.name == "extra":
                 continue
