@@ -6,8 +6,9 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from gpt2.sonnets import SonnetGPT, complete, lm_loss, perplexity, read_sonnets, write_sonnets
 from datasets import set_fixed_shapes
+from gpt2.sonnets import (SonnetGPT, check_prompts, complete, lm_loss, perplexity, read_sonnets,
+                          write_sonnets)
 from gpt2.tokenizer import GPT2Tokenizer
 from minbert.files import require_file
 from minbert.pipelines.pretrain import as_data
@@ -31,6 +32,9 @@ class SonnetPipeline(Pipeline):
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
             set_fixed_shapes(self.train, s.batch_size)
         self.model = SonnetGPT(s.model.pretrained, rt.attn).to(rt.device)
+        limit = self.model.gpt.config.max_position_embeddings
+        for flag, path in (("--held_out_sonnet_path", s.held_out), ("--held_out_dev_path", s.held_out_dev)):
+            check_prompts(read_sonnets(path), f"{flag} {path}", self.tokenizer, limit, s.max_line_tokens)
         self.spec, self.loss = s.model, lm_loss
         self.steps = -(-len(self.train) // s.batch_size)
 
