@@ -17,7 +17,7 @@ from minbert.runs.identity import run_defining
 from minbert.runs.outputs import check_outputs
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
-from utils import main_print, seed_everything
+from utils import main_print, maybe_compile, seed_everything
 
 
 class SonnetPipeline(Pipeline):
@@ -31,7 +31,7 @@ class SonnetPipeline(Pipeline):
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
             set_fixed_shapes(self.train, s.batch_size)
-        self.model = SonnetGPT(s.model.pretrained, rt.attn).to(rt.device)
+        self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
         limit = self.model.gpt.config.max_position_embeddings
         for flag, path in (("--held_out_sonnet_path", s.held_out), ("--held_out_dev_path", s.held_out_dev)):
             check_prompts(read_sonnets(path), f"{flag} {path}", self.tokenizer, limit, s.max_line_tokens)

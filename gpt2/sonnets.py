@@ -57,9 +57,9 @@ class SonnetGPT(nn.Module):
         self.gpt = GPT2Model.from_pretrained(pretrained, attn_impl=attn)
 
     def forward(self, input_ids, attention_mask):
-        """Logits over the vocabulary at every position [B, T, V]."""
-        hidden, _ = self.gpt.encode(input_ids, attention_mask)
-        return self.gpt.hidden_state_to_token(hidden)
+        """Logits over the vocabulary at every position [B, T, V] (through GPT-2's forward, which --compile
+        compiles; generation runs `encode` with its cache instead)."""
+        return self.gpt.hidden_state_to_token(self.gpt(input_ids, attention_mask)["last_hidden_state"])
 
 
 def token_nll(model, x):
