@@ -6,7 +6,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from datasets import set_fixed_shapes
+from datasets import set_fixed_shapes, set_pad_multiple
 from gpt2.sonnets import (SonnetGPT, check_prompts, complete, lm_loss, perplexity, read_sonnets,
                           write_sonnets)
 from gpt2.tokenizer import GPT2Tokenizer
@@ -29,6 +29,7 @@ class SonnetPipeline(Pipeline):
         self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained, log=main_print)
         self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
+        set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
             set_fixed_shapes(self.train, s.batch_size)
         self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
@@ -40,7 +41,7 @@ class SonnetPipeline(Pipeline):
 
     def batches(self, epoch):
         s = self.settings
-        return self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch), self.steps, {}
+        return self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket), self.steps, {}
 
     def evaluate(self):
         ppl = perplexity(self.model, self.dev, self.device, self.amp)

@@ -153,6 +153,7 @@ class SonnetSettings:
     true_dev: str = "../data/TRUE_sonnets_held_out_dev.txt"
     out: str = "predictions/generated_sonnets.txt"
     batch_size: int = 8
+    bucket: bool = True  # length-bucketed batches (--no_bucket: plain shuffled order)
     temperature: float = 1.2
     top_p: float = 0.9
     max_line_tokens: int = 24
