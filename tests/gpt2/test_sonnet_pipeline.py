@@ -54,3 +54,19 @@ def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before
                                            r"model's 200 positions only at up to \d+ tokens a line: give --max_line_tokens"):
         run_sonnets(sonnet_settings(sonnet_parser().parse_args(argv)))
     assert not (tmp_path / "run" / "sonnet.pt").exists() and not (tmp_path / "pred").exists()
+
+
+def test_resuming_takes_another_sonnet_out_and_the_sonnet_files_moved(tmp_path):
+    """--sonnet_out says where a file goes and the sonnet paths where the inputs are: neither defines the run, so
+    --resume takes them changed (the inputs' bytes are what it compares)."""
+    import shutil
+    from gpt2 import sonnet_generation
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    sonnet_generation.main(sonnet_argv(tmp_path, model, files))
+    moved = shutil.move(files, tmp_path / "moved")
+    argv = sonnet_argv(tmp_path, model, moved, "--resume")
+    argv[argv.index("--sonnet_out") + 1] = str(tmp_path / "elsewhere" / "generated_sonnets.txt")
+    sonnet_generation.main(argv)
+    assert (tmp_path / "elsewhere" / "generated_sonnets.txt").read_bytes() == \
+        (tmp_path / "pred" / "generated_sonnets.txt").read_bytes()
