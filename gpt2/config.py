@@ -33,6 +33,11 @@ class GPT2Config(ConfigFile):
     extra: dict = field(default_factory=dict)  # keys of config.json we do not use survive a round trip
 
     def __post_init__(self):
+        kind = self.extra.get("model_type", "gpt2")
+        if kind != "gpt2":  # a BERT checkpoint shares our names (hidden_size, ...) and would otherwise pass
+            raise ConfigError(f"a {kind} checkpoint (model_type {kind!r}), not a GPT-2 one: a BERT is for the minBERT "
+                              f"scripts at the project's top (classifier.py, multitask_classifier.py); give the GPT-2 "
+                              f"scripts a GPT-2 folder in HF's layout, or gpt2, gpt2-medium, gpt2-large or gpt2-xl")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
                               f"{self.num_attention_heads}")

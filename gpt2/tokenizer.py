@@ -85,16 +85,18 @@ class GPT2Tokenizer:
         token embeddings when the folder has a config.json: more ids than rows is refused; fewer is said through
         `log` (the rows past the vocabulary are never input)."""
         ckpt = resolve_pretrained(name_or_path)
+        config = None
+        if ckpt.config.is_file():  # read first: a BERT folder is named as one, not by its missing vocab.json
+            try:
+                config = GPT2Config.from_json_file(ckpt.config)
+            except ConfigError as e:
+                raise MinbertError(str(e)) from None
         tok = cls(ckpt.folder / "vocab.json", ckpt.folder / "merges.txt")
-        if ckpt.config.is_file():
-            tok.check_model(ckpt.config, log)
+        if config is not None:
+            tok.check_model(config.vocab_size, ckpt.config, log)
         return tok
 
-    def check_model(self, config_path, log=None):
-        try:
-            rows = GPT2Config.from_json_file(config_path).vocab_size
-        except ConfigError as e:
-            raise MinbertError(str(e)) from None
+    def check_model(self, rows, config_path, log=None):
         n = self.n_ids
         if n > rows:
             raise MinbertError(f"{self.vocab_file}: ids up to {n - 1}, but the model has {rows} token embeddings "

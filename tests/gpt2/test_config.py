@@ -19,3 +19,16 @@ def test_bad_shapes_and_activations_are_named():
         GPT2Config(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ConfigError, match="activation_function 'relu' is not supported"):
         GPT2Config.from_dict({"activation_function": "relu"})
+
+
+def test_a_bert_checkpoints_config_is_named_as_one(hf_checkpoint):
+    """A BERT folder given to a GPT-2 script: its config shares our names (hidden_size, ...), so without this it
+    would pass and the weights fail tensor by tensor; the tokenizer reads the config first, before vocab.json."""
+    from gpt2.tokenizer import GPT2Tokenizer
+    from utils import MinbertError
+    folder, _ = hf_checkpoint
+    with pytest.raises(ConfigError, match=r"config.json: a bert checkpoint \(model_type 'bert'\), not a GPT-2 one: a "
+                                          r"BERT is for the minBERT scripts at the project's top"):
+        GPT2Config.from_json_file(folder / "config.json")
+    with pytest.raises(MinbertError, match=r"a bert checkpoint \(model_type 'bert'\), not a GPT-2 one"):
+        GPT2Tokenizer.from_pretrained(folder)
