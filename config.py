@@ -40,6 +40,21 @@ class ConfigFile:
         except (ConfigError, TypeError) as e:
             raise ConfigError(f"{path}: {e}") from None
 
+    def check_types(self, names=None):
+        """Every field holds a value of its declared type (an int where a float is expected is taken as one): one
+        ConfigError naming the first field that does not, as config.json spells it (`names`: ours -> the file's)."""
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str, "bool": bool}[f.type]
+            if want is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+                setattr(self, f.name, v)
+            if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
+                raise ConfigError(f"config field {(names or {}).get(f.name, f.name)!r} must be {want.__name__}, got "
+                                  f"{v!r} ({type(v).__name__})")
+
 
 @dataclass
 class BertConfig(ConfigFile):
@@ -66,16 +81,7 @@ class BertConfig(ConfigFile):
     def __post_init__(self):
         if self.extra.get("model_type") == "gpt2":  # before its fields: GPT-2's pad_token_id is None
             raise ConfigError(GPT2_NOT_BERT)
-        for f in fields(self):
-            if f.name == "extra":
-                continue
-            v = getattr(self, f.name)
-            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str, "bool": bool}[f.type]
-            if want is float and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-                setattr(self, f.name, v)
-            if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
-                raise ConfigError(f"config field {f.name!r} must be {want.__name__}, got {v!r} ({type(v).__name__})")
+        self.check_types()
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
                               f"num_attention_heads {self.num_attention_heads}")

@@ -32,3 +32,19 @@ def test_a_bert_checkpoints_config_is_named_as_one(hf_checkpoint):
         GPT2Config.from_json_file(folder / "config.json")
     with pytest.raises(MinbertError, match=r"a bert checkpoint \(model_type 'bert'\), not a GPT-2 one"):
         GPT2Tokenizer.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"vocab_size": None}, "config field 'vocab_size' must be int, got None"),
+    ({"n_positions": "64"}, "config field 'n_positions' must be int, got '64'"),
+    ({"n_layer": 2.5}, "config field 'n_layer' must be int, got 2.5"),
+    ({"layer_norm_epsilon": "x"}, "config field 'layer_norm_epsilon' must be float"),
+    ({"n_head": 0}, "n_head 0: a size must be at least 1"),
+])
+def test_wrong_values_in_config_json_are_named_as_the_file_spells_them(tmp_path, bad, message):
+    """Each was a TypeError or ZeroDivisionError traceback when the model was built."""
+    import json
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_head": 4, **bad}))
+    with pytest.raises(ConfigError, match=rf"config.json: {message}"):
+        GPT2Config.from_json_file(path)
