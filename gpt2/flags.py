@@ -79,13 +79,19 @@ def _shared(ap, kind, what, max_length):
 
 def parse(parser, argv=None, idle=None):
     """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and checked: a
-    typed flag that shapes SMART, or one that `idle` (rules.py's form) says would change nothing, is one line."""
+    typed flag that shapes SMART, one that `idle` (rules.py's form) says would change nothing, or a --max_length
+    above the model's positions is one line."""
     args, typed = parse_with_recipe(parser, argv, {})
     shaping = [f for f in SMART_SHAPING if f in typed]
     if shaping:
         raise MinbertError(f"{flag_spelling(shaping[0])} shapes SMART's adversarial term, which GPT-2 does not have "
                            f"(it perturbs BERT's own embeddings; --smart_weight is refused here too): drop it")
     check_idle_flags(vars(args), typed, {**GPT2_IDLE, **(idle or {})})
+    if "max_length" in typed:  # the default is held to the model's positions (_gpt2_values); a typed value is not
+        limit = gpt2_config(args.pretrained).max_position_embeddings
+        if args.max_length > limit:
+            raise MinbertError(f"--max_length {args.max_length}: {args.pretrained} has {limit} positions, so at most "
+                               f"--max_length {limit}")
     return args
 
 

@@ -88,3 +88,10 @@ def test_sonnet_batches_take_no_bucket_and_pad_multiple(tmp_path):
     bucketed = SonnetPipeline(sonnet_settings(parse_sonnets(argv)))
     firsts = lambda p: [b["x"]["input_ids"][0, :4].tolist() for b in p.batches(0)[0]]  # noqa: E731
     assert firsts(plain) != firsts(bucketed)
+
+
+def test_a_typed_max_length_above_the_models_positions_is_refused(tiny_gpt2):
+    """The default is held to the model's positions; a --max_length typed above them was lowered without a word."""
+    with pytest.raises(MinbertError, match=r"--max_length 100: .* has 64 positions, so at most --max_length 64"):
+        parse_classifier(["--pretrained", str(tiny_gpt2), "--max_length", "100"])
+    assert parse_classifier(["--pretrained", str(tiny_gpt2), "--max_length", "64"]).max_length == 64
