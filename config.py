@@ -7,6 +7,12 @@ class ConfigError(ValueError):
     pass
 
 
+# What a BERT script says of a GPT-2 checkpoint folder (its config's model_type, or its vocab.json and merges.txt).
+GPT2_NOT_BERT = ("a GPT-2 checkpoint (model_type 'gpt2'), not a BERT one: the Build GPT-2 scripts take it "
+                 "(cd gpt2 && python classifier.py --pretrained FOLDER for Part 1; paraphrase_detection.py or "
+                 "sonnet_generation.py for Part 2)")
+
+
 class ConfigFile:
     """Reading a config dataclass (one with an `extra` field) from a dict or a config.json; BertConfig's and
     gpt2/config.py's GPT2Config."""
@@ -34,6 +40,21 @@ class ConfigFile:
         except (ConfigError, TypeError) as e:
             raise ConfigError(f"{path}: {e}") from None
 
+    def check_types(self, names=None):
+        """Every field holds a value of its declared type (an int where a float is expected is taken as one): one
+        ConfigError naming the first field that does not, as config.json spells it (`names`: ours -> the file's)."""
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str, "bool": bool}[f.type]
+            if want is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+                setattr(self, f.name, v)
+            if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
+                raise ConfigError(f"config field {(names or {}).get(f.name, f.name)!r} must be {want.__name__}, got "
+                                  f"{v!r} ({type(v).__name__})")
+
 
 @dataclass
 class BertConfig(ConfigFile):
@@ -58,16 +79,9 @@ class BertConfig(ConfigFile):
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for f in fields(self):
-            if f.name == "extra":
-                continue
-            v = getattr(self, f.name)
-            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str, "bool": bool}[f.type]
-            if want is float and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-                setattr(self, f.name, v)
-            if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
-                raise ConfigError(f"config field {f.name!r} must be {want.__name__}, got {v!r} ({type(v).__name__})")
+        if self.extra.get("model_type") == "gpt2":  # before its fields: GPT-2's pad_token_id is None
+            raise ConfigError(GPT2_NOT_BERT)
+        self.check_types()
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by "
                               f"num_attention_heads {self.num_attention_heads}")

@@ -242,6 +242,8 @@ def to_device(batch, device):
 def maybe_compile(model, enabled):
     if not enabled:
         return model
-    # Compile the BERT forward only: heads are tiny, and varying batch shapes are marked dynamic.
-    model.bert.forward = torch.compile(model.bert.forward, dynamic=True)
+    # Compile the backbone's forward only (BERT's, or GPT-2's where the model names it as its backbone_name): heads
+    # are tiny, and varying batch shapes are marked dynamic.
+    net = getattr(model, getattr(model, "backbone_name", "bert"))
+    net.forward = torch.compile(net.forward, dynamic=True)
     return model

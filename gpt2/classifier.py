@@ -16,7 +16,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from gpt2.flags import classifier_parser, classifier_settings  # noqa: E402
+from gpt2.flags import classifier_settings, parse_classifier  # noqa: E402
 from gpt2.sentiment import GPT2SentimentClassifier, GPT2SentimentPipeline  # noqa: E402
 from minbert.pipelines.classifier import run_classifier  # noqa: E402
 from utils import main_guard  # noqa: E402
@@ -25,7 +25,7 @@ __all__ = ["GPT2SentimentClassifier", "get_args", "train", "main"]
 
 
 def get_args(argv=None):
-    return classifier_parser().parse_args(argv)
+    return parse_classifier(argv)
 
 
 def train(args, on_epoch=None):

@@ -33,6 +33,17 @@ class GPT2Config(ConfigFile):
     extra: dict = field(default_factory=dict)  # keys of config.json we do not use survive a round trip
 
     def __post_init__(self):
+        kind = self.extra.get("model_type", "gpt2")
+        if kind != "gpt2":  # a BERT checkpoint shares our names (hidden_size, ...) and would otherwise pass
+            raise ConfigError(f"a {kind} checkpoint (model_type {kind!r}), not a GPT-2 one: a BERT is for the minBERT "
+                              f"scripts at the project's top (classifier.py, multitask_classifier.py); give the GPT-2 "
+                              f"scripts a GPT-2 folder in HF's layout, or gpt2, gpt2-medium, gpt2-large or gpt2-xl")
+        theirs = {v: k for k, v in HF_NAMES.items()}
+        self.check_types(theirs)
+        small = [f"{theirs.get(k, k)} {v}" for k, v in vars(self).items()
+                 if type(v) is int and v < (0 if k == "eos_token_id" else 1)]
+        if small:
+            raise ConfigError(f"{small[0]}: a size must be at least 1")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
                               f"{self.num_attention_heads}")

@@ -32,17 +32,25 @@ def fetch_sonnets(dest, source=None, log=print):
     return fetch_data(dest, source, log, SONNET_BLOB_IDS, sonnet_url, strict=False, what="sonnet files")
 
 
-def main(argv=None):
+def build_parser():
     ap = Parser(prog="gpt2/datasets.py", description="Fill data/ with Build GPT-2's sonnet files.")
     ap.add_argument("--fetch", action="store_true", help="copy or download the sonnet files into --dest")
+    # The environment and the project folder are read in main(), so that the parser (and docs/flags.md) is the same
+    # on every machine.
     ap.add_argument("--from", dest="source", default=None,
                     help="a local folder holding them (default: $MINBERT_DATA, else download)")
-    ap.add_argument("--dest", default=str(Path(__file__).resolve().parents[1] / "data"), help="default: the project's data/")
+    ap.add_argument("--dest", default=None, help="default: the project's data/ (beside gpt2/)")
+    return ap
+
+
+def main(argv=None):
+    ap = build_parser()
     args = ap.parse_args(argv)
     if not args.fetch:
         ap.print_help()
         return None
-    return fetch_sonnets(args.dest, args.source or os.environ.get("MINBERT_DATA") or None)
+    dest = args.dest or str(Path(__file__).resolve().parents[1] / "data")
+    return fetch_sonnets(dest, args.source or os.environ.get("MINBERT_DATA") or None)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,20 @@
 the same frozen objects (minbert/specs.py) the BERT pipelines take.
 
 Part 1's flags are the handout's (--fine-tune-mode, --batch_size, --lr, --hidden_dropout_prob, --epochs,
---use_gpu, --seed) with the shared speed, recipe and run-folder groups. The levers that reach into BERT's own
-modules (SMART's embedding perturbation, --freeze_layers, --gradual_unfreeze, --llrd) are refused here in one
-line rather than half applied."""
+--use_gpu, --seed) with the shared speed, recipe and run-folder groups; `--recipe handout` puts the shared
+recipe's defaults back to the handout's plain training (constant lr, no warm-up or clipping), as in minBERT. The
+levers that reach into BERT's own modules (SMART's embedding perturbation and every flag shaping it,
+--freeze_layers, --gradual_unfreeze, --llrd) are refused here in one line rather than half applied, and so is a
+flag typed where it would change nothing (minbert/flags/rules.py)."""
 from gpt2.config import ConfigError, GPT2Config
 from gpt2.sonnets import SonnetSettings
 from minbert.flags.groups import add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags
+from minbert.flags.parsers import parse_with_recipe
+from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
 from minbert.flags.settings import recipe, regularizers, runtime
 from minbert.flags.types import positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
-from minbert.runs.identity import defining_flags
+from minbert.runs.identity import defining_flags, flag_spelling
 from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
 from utils import MinbertError, Parser
 
@@ -19,6 +23,27 @@ from utils import MinbertError, Parser
 DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3, "adapter": 1e-3}
 ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query", "value"]}
 NOT_FOR_GPT2 = {"smart_weight": 0.0, "smart_bregman_weight": 0.0, "freeze_layers": 0, "gradual_unfreeze": 0, "llrd": 1.0}
+# The flags that shape SMART's term: with SMART refused here, each would change nothing.
+SMART_SHAPING = ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_eps", "smart_dropout",
+                 "smart_momentum")
+# Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have GPT-2's own
+# checks in classifier_settings).
+GPT2_IDLE = {**{f: IDLE_FLAGS[f] for f in ("foreach", "fused")},
+             "fast_dropout": (lambda v, t: False, "switches off minBERT's bulk dropout masks, which GPT-2 does not use "
+                                                 "(its dropout is torch's)")}
+CLASSIFIER_IDLE = {
+    "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
+                "compiles GPT-2's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
+}
+NO_HEAD = "is the learning rate of task heads, and every weight here is GPT-2's (its LM head is the token embeddings)"
+PARAPHRASE_IDLE = {
+    "predictions_dir": (lambda v, t: v["para_dev_out"] is None or v["para_test_out"] is None,
+                        "is where the two files go that --para_dev_out and --para_test_out both name already"),
+    "hidden_dropout_prob": (lambda v, t: False, "is the dropout before a classifier head, which the cloze task does "
+                                                "not have (it answers with the LM head)"),
+    "head_lr": (lambda v, t: False, NO_HEAD),
+}
+SONNET_IDLE = {"head_lr": (lambda v, t: False, NO_HEAD)}
 
 
 def _parser(prog, kind, description, modes):
@@ -52,6 +77,36 @@ def _shared(ap, kind, what, max_length):
     return ap
 
 
+def parse(parser, argv=None, idle=None):
+    """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and checked: a
+    typed flag that shapes SMART, one that `idle` (rules.py's form) says would change nothing, or a --max_length
+    above the model's positions is one line."""
+    args, typed = parse_with_recipe(parser, argv, {})
+    shaping = [f for f in SMART_SHAPING if f in typed]
+    if shaping:
+        raise MinbertError(f"{flag_spelling(shaping[0])} shapes SMART's adversarial term, which GPT-2 does not have "
+                           f"(it perturbs BERT's own embeddings; --smart_weight is refused here too): drop it")
+    check_idle_flags(vars(args), typed, {**GPT2_IDLE, **(idle or {})})
+    if "max_length" in typed:  # the default is held to the model's positions (_gpt2_values); a typed value is not
+        limit = gpt2_config(args.pretrained).max_position_embeddings
+        if args.max_length > limit:
+            raise MinbertError(f"--max_length {args.max_length}: {args.pretrained} has {limit} positions, so at most "
+                               f"--max_length {limit}")
+    return args
+
+
+def parse_classifier(argv=None):
+    return parse(classifier_parser(), argv, CLASSIFIER_IDLE)
+
+
+def parse_paraphrase(argv=None):
+    return parse(paraphrase_parser(), argv, PARAPHRASE_IDLE)
+
+
+def parse_sonnets(argv=None):
+    return parse(sonnet_parser(), argv, SONNET_IDLE)
+
+
 def classifier_parser():
     ap = _parser("classifier.py", "gpt2-classifier", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token.",
                  ["last-linear-layer", "full-model", "lora", "dora", "adapter"])
@@ -65,6 +120,10 @@ def paraphrase_parser():
     ap = _parser("paraphrase_detection.py", "gpt2-paraphrase", "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
                                             "answers yes or no).", ["full-model"])
     ap.set_defaults(datasets=["quora"], merge=False, adapter_dim=64, prefix_length=10, **ADAPTER_DEFAULTS)
+    for split in ("dev", "test"):  # the handout's flags, defaulting to --predictions_dir's file
+        ap.add_argument(f"--para_{split}_out", default=None,
+                        help=f"where this run's {split} predictions are copied (default: PREDICTIONS_DIR/"
+                             f"para-{split}-output.csv; the run folder keeps its own)")
     return ap
 
 
@@ -109,7 +168,9 @@ def classifier_settings(args):
                               runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
                                                               backup=v["backup"], flags=defining_flags(v)),
                               datasets=tuple(v["datasets"]), data_dir=v["data_dir"], batch_size=v["batch_size"],
-                              bucket=v["bucket"], predictions_dir=v["predictions_dir"], merge=v["merge"])
+                              bucket=v["bucket"], predictions_dir=v["predictions_dir"], merge=v["merge"],
+                              published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
+                                         if v.get(f"para_{split}_out")})
 
 
 def sonnet_parser():
@@ -141,5 +202,5 @@ def sonnet_settings(args):
                           run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"],
                                       flags=defining_flags(v)),
                           sonnets=v["sonnet_path"], held_out=v["held_out_sonnet_path"], held_out_dev=v["held_out_dev_path"],
-                          true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"],
+                          true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"], bucket=v["bucket"],
                           temperature=v["temperature"], top_p=v["top_p"], max_line_tokens=v["max_line_tokens"])

@@ -14,7 +14,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from gpt2.flags import classifier_settings, paraphrase_parser  # noqa: E402
+from gpt2.flags import classifier_settings, parse_paraphrase  # noqa: E402
 from gpt2.paraphrase import GPT2ParaphraseCloze, GPT2ParaphrasePipeline  # noqa: E402
 from minbert.pipelines.classifier import run_classifier  # noqa: E402
 from utils import main_guard  # noqa: E402
@@ -23,7 +23,7 @@ __all__ = ["GPT2ParaphraseCloze", "get_args", "train", "main"]
 
 
 def get_args(argv=None):
-    return paraphrase_parser().parse_args(argv)
+    return parse_paraphrase(argv)
 
 
 def train(args, on_epoch=None):

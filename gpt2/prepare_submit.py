@@ -19,18 +19,24 @@ from minbert.submit import build  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
-def main(argv=None):
+def build_parser():
     ap = Parser(prog="prepare_submit.py", description=__doc__)
     ap.add_argument("--part", choices=["auto", "1", "2"], default="auto",
                     help="which part's files must be there (auto: whichever part has predictions)")
-    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]), help="the project folder to zip")
+    # The default is resolved in main(), so that the parser (and docs/flags.md) is the same in every clone.
+    ap.add_argument("--root", default=None, help="the project folder to zip (default: the one gpt2/ is in)")
     ap.add_argument("--data_dir", default=None, help="the course files the predictions are checked against "
                                                      "(default: ROOT/data)")
     add_backup_flag(ap)
-    args = ap.parse_args(argv)
-    if not Path(args.root).is_dir():
-        raise MinbertError(f"--root {args.root}: no such folder")
-    return build(args.root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    root = args.root or str(Path(__file__).resolve().parents[1])
+    if not Path(root).is_dir():
+        raise MinbertError(f"--root {root}: no such folder")
+    return build(root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup)
 
 
 if __name__ == "__main__":

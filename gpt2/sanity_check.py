@@ -41,11 +41,15 @@ def reference_outputs(args, ids, mask):
             "HF transformers' GPT-2 on the same weights"
 
 
-def main(argv=None):
+def build_parser():
     ap = Parser(prog="sanity_check.py", description=__doc__)
     ap.add_argument("--pretrained", required=True, help="a GPT-2 checkpoint folder (config.json and its weights)")
     ap.add_argument("--reference", help="saved outputs to compare with instead of HF transformers")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     model = GPT2Model.from_pretrained(args.pretrained).eval()
     ids, mask = torch.tensor(INPUT_IDS), torch.tensor(MASK)
     if ids.max() >= model.config.vocab_size:

@@ -16,7 +16,7 @@ from gpt2.tokenizer import GPT2Tokenizer
 from minbert.finetuning.modes import prepare_backbone
 from minbert.pipelines.classifier import SentimentPipeline
 from minbert.specs import ModelSpec
-from utils import MinbertError
+from utils import MinbertError, main_print
 
 # --fine-tune-mode -> the file prefix: the handout's for its two modes, the mode's own name for LoRA and DoRA
 MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora", "adapter": "adapter"}
@@ -54,7 +54,7 @@ class GPT2SentimentPipeline(SentimentPipeline):
 
     @staticmethod
     def load_tokenizer(pretrained):
-        return GPT2Tokenizer.from_pretrained(pretrained)
+        return GPT2Tokenizer.from_pretrained(pretrained, log=main_print)
 
     @staticmethod
     def build_model(spec, runtime):

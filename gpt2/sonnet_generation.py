@@ -15,7 +15,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from gpt2.flags import sonnet_parser, sonnet_settings  # noqa: E402
+from gpt2.flags import parse_sonnets, sonnet_settings  # noqa: E402
 from gpt2.sonnet_pipeline import run_sonnets  # noqa: E402
 from gpt2.sonnets import SonnetGPT  # noqa: E402
 from utils import main_guard  # noqa: E402
@@ -24,7 +24,7 @@ __all__ = ["SonnetGPT", "get_args", "main"]
 
 
 def get_args(argv=None):
-    return sonnet_parser().parse_args(argv)
+    return parse_sonnets(argv)
 
 
 def main(argv=None, on_epoch=None):

@@ -6,8 +6,9 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from datasets import set_fixed_shapes
-from gpt2.sonnets import LanguageModelLoss, SonnetGPT, complete, perplexity, read_sonnets, write_sonnets
+from datasets import set_fixed_shapes, set_pad_multiple
+from gpt2.sonnets import (LanguageModelLoss, SonnetGPT, check_prompts, complete, perplexity, read_sonnets,
+                          write_sonnets)
 from gpt2.tokenizer import GPT2Tokenizer
 from minbert.files import require_file
 from minbert.pipelines.pretrain import as_data
@@ -15,7 +16,7 @@ from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
-from utils import main_print, seed_everything
+from utils import main_print, maybe_compile, seed_everything
 
 
 def sonnet_inputs(settings):
@@ -31,12 +32,16 @@ class SonnetPipeline(Pipeline):
     def __init__(self, settings):
         s, rt = settings, settings.runtime
         self.settings, self.device, self.amp = s, rt.device, rt.amp
-        self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained)
+        self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained, log=main_print)
         self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
+        set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
             set_fixed_shapes(self.train, s.batch_size)
-        self.model = SonnetGPT(s.model.pretrained, rt.attn).to(rt.device)
+        self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
+        limit = self.model.gpt.config.max_position_embeddings
+        for flag, path in (("--held_out_sonnet_path", s.held_out), ("--held_out_dev_path", s.held_out_dev)):
+            check_prompts(read_sonnets(path), f"{flag} {path}", self.tokenizer, limit, s.max_line_tokens)
         self.spec, self.loss = s.model, LanguageModelLoss()
         self.file_stem = "sonnet"
         self.inputs = sonnet_inputs(s)
@@ -44,7 +49,7 @@ class SonnetPipeline(Pipeline):
 
     def batches(self, epoch):
         s = self.settings
-        return self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch), self.steps, {}
+        return self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket), self.steps, {}
 
     def evaluate(self):
         ppl = perplexity(self.model, self.dev, self.device, self.amp)
@@ -81,8 +86,9 @@ def run_sonnets(settings, on_epoch=None):
                        ("--held_out_dev_path", s.held_out_dev), ("--true_dev_path", s.true_dev)):
         require_file(path, f"{flag} {path}", "sonnets file")
     with open_run("gpt2-sonnet", ["sonnet"], s.run.name, s.run.dir, s.run.resume) as run:
-        check_outputs(files=[("--sonnet_out", s.out)], inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(s).items()],
-                      own=run.folder, backup=s.run.backup)
+        check_outputs(files=[("--sonnet_out", s.out)],
+                      inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(s).items()], own=run.folder,
+                      backup=s.run.backup)
         seed_everything(s.recipe.seed)
         pipeline = SonnetPipeline(s)
         trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)

@@ -6,9 +6,10 @@ lower is better; fit keeps the epoch of the highest score, so the score is its n
 
 Completion: each held-out sonnet's first three lines are the prompt; the model writes the other eleven one line at a
 time, sampling with temperature and top-p (generation.py), each line ending at the first newline or after
-`max_line_tokens` tokens, so that every completion has the sonnet's 14 lines. The key-value cache carries over
-from line to line. The dev completions are scored with chrF (Popovic 2015) against the true sonnets, with the
-sacrebleu package, as the course scores them."""
+`max_line_tokens` tokens, so that every completion has the sonnet's 14 lines; `check_prompts` refuses, before
+training, held-out sonnets that already have them and models whose positions cannot hold a prompt and its remaining
+lines at that length. The key-value cache carries over from line to line. The dev completions are scored with chrF
+(Popovic 2015) against the true sonnets, with the sacrebleu package, as the course scores them."""
 import itertools
 import math
 import re
@@ -27,6 +28,7 @@ from minbert.objectives.losses import TermLoss
 from utils import MinbertError
 
 LINES = 14
+PROMPT_LINES = 3  # the lines of each sonnet a held-out file gives (the course's sonnets_held_out*.txt)
 
 
 def read_sonnets(path):
@@ -56,9 +58,9 @@ class SonnetGPT(nn.Module):
         self.gpt = GPT2Model.from_pretrained(pretrained, attn_impl=attn)
 
     def forward(self, input_ids, attention_mask):
-        """Logits over the vocabulary at every position [B, T, V]."""
-        hidden, _ = self.gpt.encode(input_ids, attention_mask)
-        return self.gpt.hidden_state_to_token(hidden)
+        """Logits over the vocabulary at every position [B, T, V] (through GPT-2's forward, which --compile
+        compiles; generation runs `encode` with its cache instead)."""
+        return self.gpt.hidden_state_to_token(self.gpt(input_ids, attention_mask)["last_hidden_state"])
 
 
 def token_nll(model, x):
@@ -94,6 +96,33 @@ def perplexity(model, data, device, amp="none", batch_size=8):
     sums = predict(lambda b: torch.stack([t.sum(1).float() for t in token_nll(model, b["x"])], dim=1), data,
                    batch_size, device, amp, desc="dev perplexity")
     return math.exp(sums[:, 0].sum() / max(sums[:, 1].sum(), 1.0))
+
+
+def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
+    """Refuse in one line, before any training, held-out sonnets [(number, prompt)] that `complete` cannot bring to
+    LINES lines: one that has them all already (a file of whole sonnets where their first lines belong), or prompts
+    that leave too few of the model's `limit` positions for the lines still to write at up to `max_line_tokens`
+    tokens each (a completion would stop short, and the submission's check refuse the file)."""
+    fits = []
+    for number, prompt in sonnets:
+        text = prompt.rstrip("\n") + "\n"
+        have = text.count("\n")
+        if have >= LINES:
+            raise MinbertError(f"{where}: sonnet {number} has {have} lines already, so nothing is left to complete: a "
+                               f"held-out file holds the first {PROMPT_LINES} lines of each sonnet (as the course's "
+                               f"sonnets_held_out.txt does), not whole sonnets")
+        tokens = len(tokenizer.encode(text))
+        fits.append(((limit - tokens) // (LINES - have), number, tokens, LINES - have))
+    fit, number, tokens, rest = min(fits)
+    if fit < 1:
+        raise MinbertError(f"{where}: sonnet {number}'s first lines are {tokens} tokens, which leave "
+                           f"{max(limit - tokens, 0)} of the model's {limit} positions for its {rest} further lines: "
+                           f"completing it needs a model with more positions (n_positions in its config.json)")
+    if fit < max_line_tokens:
+        raise MinbertError(f"--max_line_tokens {max_line_tokens}: sonnet {number} of {where} ({tokens} tokens) and "
+                           f"its {rest} further lines fit the model's {limit} positions only at up to {fit} tokens a "
+                           f"line: give --max_line_tokens {fit} (or a model with more positions), so that every "
+                           f"completion has {LINES} lines")
 
 
 @torch.no_grad()
@@ -132,6 +161,7 @@ class SonnetSettings:
     true_dev: str = "../data/TRUE_sonnets_held_out_dev.txt"
     out: str = "predictions/generated_sonnets.txt"
     batch_size: int = 8
+    bucket: bool = True  # length-bucketed batches (--no_bucket: plain shuffled order)
     temperature: float = 1.2
     top_p: float = 0.9
     max_line_tokens: int = 24

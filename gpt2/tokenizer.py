@@ -6,33 +6,105 @@ word's UTF-8 bytes are mapped to printable characters, and merges.txt's pairs ar
 string round-trips, so there is no unknown token. GPT-2 has no padding token: rows are padded on the right with
 <|endoftext|>, and the attention mask marks the padding, as the course's starter does."""
 import functools
+import json
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+from gpt2.config import ConfigError, GPT2Config
+from minbert.files import read_text
+from minbert.hub import resolve_pretrained
 from utils import MinbertError
 
 EOS = "<|endoftext|>"
+OWN_FILES = "put the checkpoint's own vocab.json and merges.txt beside its config.json"
+
+
+def _text(path, what):
+    if not Path(path).is_file():
+        raise MinbertError(f"{path}: GPT-2 tokenizer file not found (a GPT-2 checkpoint folder holds vocab.json "
+                           f"and merges.txt)")
+    try:
+        return read_text(path, what)
+    except MinbertError as e:  # binary: not the file it should be
+        raise MinbertError(f"{e}: {OWN_FILES}") from None
+
+
+def read_vocab(path):
+    """vocab.json: {token: id}, one line when the file is not that."""
+    text = _text(path, "GPT-2 vocabulary (vocab.json)")
+    try:
+        vocab = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise MinbertError(f"{path}: not JSON ({e.msg}, line {e.lineno}), so not a GPT-2 vocabulary: "
+                           f"{OWN_FILES}") from None
+    if not isinstance(vocab, dict) or not vocab or not all(type(i) is int and i >= 0 for i in vocab.values()):
+        raise MinbertError(f"{path}: not a GPT-2 vocabulary (a JSON object of token: id, every id an integer >= 0): "
+                           f"{OWN_FILES}")
+    return vocab
+
+
+def read_merges(path):
+    """merges.txt: the (left, right) pairs in rank order, as `tokenizers` reads them (a #version line skipped, each
+    other line two tokens separated by one space); one line naming the first line that is not a merge."""
+    lines = _text(path, "GPT-2 merges file (merges.txt)").split("\n")
+    if lines[-1] == "":  # the file's final newline
+        lines.pop()
+    merges = []
+    for n, line in enumerate(lines, start=1):
+        line = line.removesuffix("\r")
+        if line.startswith("#version"):
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise MinbertError(f"{path}: line {n} is not a merge (two tokens separated by a space), so not GPT-2's "
+                               f"merges.txt: {OWN_FILES}")
+        merges.append(tuple(pair))
+    return merges
 
 
 class GPT2Tokenizer:
     def __init__(self, vocab_file, merges_file):
-        for path in (vocab_file, merges_file):
-            if not Path(path).is_file():
-                raise MinbertError(f"{path}: GPT-2 tokenizer file not found (a GPT-2 checkpoint folder holds vocab.json "
-                                   f"and merges.txt)")
-        self._tok = Tokenizer(models.BPE.from_file(str(vocab_file), str(merges_file)))
+        vocab, merges = read_vocab(vocab_file), read_merges(merges_file)
+        try:
+            self._tok = Tokenizer(models.BPE(vocab, merges))
+        except Exception as e:  # tokenizers raises a bare Exception: a merge of a token the vocabulary lacks
+            raise MinbertError(f"{merges_file}: does not fit {vocab_file} ({e}): {OWN_FILES}") from None
         self._tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         self._tok.decoder = decoders.ByteLevel()
         self.eos_token_id = self._tok.token_to_id(EOS)
         if self.eos_token_id is None:
             raise MinbertError(f"{vocab_file}: has no {EOS} token, so it is not a GPT-2 vocabulary")
         self.pad_token_id = self.eos_token_id
+        self.vocab_file, self.n_ids = Path(vocab_file), max(vocab.values()) + 1  # the embedding rows its ids need
 
     @classmethod
-    def from_pretrained(cls, folder):
-        return cls(Path(folder) / "vocab.json", Path(folder) / "merges.txt")
+    def from_pretrained(cls, name_or_path, log=None):
+        """The tokenizer of a --pretrained GPT-2 (a folder, or a name downloaded once), checked against the model's
+        token embeddings when the folder has a config.json: more ids than rows is refused; fewer is said through
+        `log` (the rows past the vocabulary are never input)."""
+        ckpt = resolve_pretrained(name_or_path)
+        config = None
+        if ckpt.config.is_file():  # read first: a BERT folder is named as one, not by its missing vocab.json
+            try:
+                config = GPT2Config.from_json_file(ckpt.config)
+            except ConfigError as e:
+                raise MinbertError(str(e)) from None
+        tok = cls(ckpt.folder / "vocab.json", ckpt.folder / "merges.txt")
+        if config is not None:
+            tok.check_model(config.vocab_size, ckpt.config, log)
+        return tok
+
+    def check_model(self, rows, config_path, log=None):
+        n = self.n_ids
+        if n > rows:
+            raise MinbertError(f"{self.vocab_file}: ids up to {n - 1}, but the model has {rows} token embeddings "
+                               f"(vocab_size in {config_path}): the tokenizer files belong to another model; "
+                               f"{OWN_FILES}")
+        if n < rows and log:
+            log(f"{self.vocab_file}: ids 0-{n - 1} for the model's {rows} token embeddings: the {rows - n} rows past "
+                f"the vocabulary are never input, and a generated one decodes to no text")
 
     @functools.cached_property
     def newline_ids(self):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from config import BertConfig, ConfigError
+from config import GPT2_NOT_BERT, BertConfig, ConfigError
 from utils import MinbertError
 
 
@@ -121,6 +121,8 @@ class Checkpoint:
     def require(self, *what):
         for w in what:
             p = getattr(self, w)
+            if w == "vocab" and not p.is_file() and "merges.txt" in tokenizer_files(self.config):
+                raise MinbertError(f"{self.name}: {GPT2_NOT_BERT}")  # a BERT script asks for vocab.txt
             if p is None or not p.is_file():
                 shown = p if p is not None else self.folder / "model.safetensors (or pytorch_model.bin)"
                 raise MinbertError(f"{self.name}: missing {w} file {shown}")

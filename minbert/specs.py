@@ -178,6 +178,7 @@ class ClassifierSettings:
     bucket: bool = True
     predictions_dir: str = "predictions"
     merge: bool = False
+    published: Mapping = None  # {(dataset, split): path} copied there, not into predictions_dir (--para_dev_out)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from evaluation import read_predictions
 from minbert.course_data import data_file, read_examples
+from minbert.files import read_text
 from minbert.runs.places import OUTPUT_FOLDERS, project_parts
 from minbert.runs.publishing import check_record, finish_publishing, write_output, written_by
 from utils import MinbertError
@@ -67,13 +68,23 @@ def id_problem(path, data_dir):
     return None
 
 
+def _lines(path):
+    """The lines of a prediction file, or None when it is not UTF-8 text (binary bytes)."""
+    try:
+        return read_text(path, "prediction file").strip().splitlines()
+    except MinbertError:
+        return None
+
+
 def problems_with(root, names, data_dir, folder="predictions", checks=None):
     bad = []
     for n in names:
         p = root / folder / n
         if not p.is_file():
             bad.append(f"{folder}/{n} (missing)")
-        elif len(p.read_text().strip().splitlines()) < 2:
+        elif (lines := _lines(p)) is None:
+            bad.append(f"{folder}/{n} (not text: binary bytes where its script writes UTF-8 lines; run it again)")
+        elif len(lines) < 2:
             bad.append(f"{folder}/{n} (empty)")
         elif (why := (checks or {}).get(p.suffix, id_problem)(p, data_dir)) is not None:
             bad.append(f"{folder}/{n} ({why})")

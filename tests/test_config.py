@@ -48,3 +48,11 @@ def test_missing_and_broken_files(tmp_path):
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(ConfigError, match="not valid JSON"):
         BertConfig.from_json_file(tmp_path / "bad.json")
+
+
+def test_a_gpt2_checkpoints_config_is_named_as_one(tiny_gpt2):
+    """GPT-2's config.json (pad_token_id null) to a BERT script: which checkpoint it is and which scripts take it,
+    not a field's type."""
+    with pytest.raises(ConfigError, match=r"config.json: a GPT-2 checkpoint \(model_type 'gpt2'\), not a BERT one: "
+                                          r"the Build GPT-2 scripts take it \(cd gpt2 && python classifier.py"):
+        BertConfig.from_json_file(tiny_gpt2 / "config.json")

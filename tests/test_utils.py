@@ -172,3 +172,40 @@ def test_processes_beyond_the_nodes_gpus_stay_off_them_and_use_gpu_says_how_many
         utils.get_device(True)
     monkeypatch.setenv("LOCAL_RANK", "0")
     assert utils.get_device(True) == torch.device("cuda", 0)
+
+
+def test_a_gpt2_model_compiles_to_its_eager_outputs(tiny_gpt2):
+    """--compile on GPT-2: the backbone the model names (gpt, not bert) compiles in one graph, its outputs eager's."""
+    from gpt2.sentiment import GPT2SentimentClassifier
+    model = GPT2SentimentClassifier(ModelSpec(pipeline="gpt2-classifier", pretrained=str(tiny_gpt2), dropout=[0.0],
+                                              fine_tune_mode="full-model")).eval()
+    ids = torch.tensor([[5, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1] * 6])
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    with torch.no_grad():
+        eager = model(ids, mask)
+        maybe_compile(model, True)
+        compiled = model(ids, mask)
+        longer = model(torch.cat([ids, ids[:, :2]], 1), torch.cat([mask, mask[:, :2]], 1))  # a new length
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
+    assert longer.shape == (2, 5)
+    assert counters["stats"]["unique_graphs"] >= 1 and not counters["graph_break"]
+
+
+def test_compile_flag_reaches_each_gpt2_scripts_model(tmp_path, course_data, tiny_gpt2, monkeypatch):
+    """gpt2/classifier.py, paraphrase_detection.py and sonnet_generation.py --compile hand GPT-2's forward to
+    torch.compile (the sonnets' training and perplexity run through it)."""
+    from gpt2 import classifier as gpt2_classifier, paraphrase_detection, sonnet_generation
+    from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
+    from tests.helpers import make_gpt2_checkpoint
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append((fn.__qualname__, kw)) or fn)
+    common = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "1", "--compile",
+              "--predictions_dir", str(tmp_path / "pred")]
+    gpt2_classifier.main(common + ["--datasets", "sst", "--fine-tune-mode", "full-model", "--run_dir", str(tmp_path / "c")])
+    paraphrase_detection.main(common + ["--run_dir", str(tmp_path / "p")])
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    sonnet_generation.main(sonnet_argv(tmp_path / "s", model, sonnet_files(tmp_path / "data"), "--compile"))
+    assert compiled == [("GPT2Model.forward", {"dynamic": True})] * 3

@@ -22,9 +22,17 @@ SCRIPTS = [("classifier.py", "minbert.flags.parsers", "classifier_parser"),
            ("bench.py", "bench", "build_parser"), ("prepare_submit.py", "prepare_submit", "build_parser"),
            ("evaluation.py", "evaluation", "build_parser"), ("sanity_check.py", "sanity_check", "build_parser"),
            ("datasets.py", "datasets", "build_parser"),
-           ("tools/convert_checkpoint.py", "tools.convert_checkpoint", "build_parser")]
+           ("tools/convert_checkpoint.py", "tools.convert_checkpoint", "build_parser"),
+           # Build GPT-2's scripts (run from gpt2/)
+           ("gpt2/classifier.py", "gpt2.flags", "classifier_parser"),
+           ("gpt2/paraphrase_detection.py", "gpt2.flags", "paraphrase_parser"),
+           ("gpt2/sonnet_generation.py", "gpt2.flags", "sonnet_parser"),
+           ("gpt2/sanity_check.py", "gpt2.sanity_check", "build_parser"),
+           ("gpt2/prepare_submit.py", "gpt2.prepare_submit", "build_parser"),
+           ("gpt2/datasets.py", "gpt2.datasets", "build_parser")]
 # Earlier spellings, still accepted and hidden from --help.
-ALIASES = {"classifier.py": "`--checkpoint_dir DIR` is `--run_dir DIR`.",
+ALIASES = {**{s: "`--checkpoint_dir DIR` is `--run_dir DIR`." for s in (
+               "classifier.py", "gpt2/classifier.py", "gpt2/paraphrase_detection.py", "gpt2/sonnet_generation.py")},
            "multitask_classifier.py": "`--checkpoint PATH` is `--run_dir` PATH's folder, with the best checkpoint "
                                       "saved as PATH itself."}
 
@@ -60,7 +68,7 @@ def render():
              "Every script's command-line flags with their defaults, generated from the parsers by "
              "`python tools/flag_docs.py` (a test fails when this page and the parsers disagree). "
              "A flag given explicitly always wins over a default; `--recipe handout` changes some defaults "
-             "of the two pipelines (see the training recipe in RESULTS.md).", ""]
+             "of the two pipelines and of the GPT-2 training scripts (see the training recipe in RESULTS.md).", ""]
     for script, module, builder in SCRIPTS:
         parser = getattr(importlib.import_module(module), builder)()
         lines += [f"## {script}", ""]

@@ -12,7 +12,7 @@ import torch
 
 from datasets import SentenceClassificationDataset, set_fixed_shapes, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
-from minbert.course_data import TASKS, data_file, read_examples
+from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples
 from minbert.finetuning.freezing import backbone
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
@@ -70,6 +70,15 @@ class SentimentPipeline(Pipeline):
         """The leaderboard files one dataset's run writes and publishes: {dev,test} -> file name."""
         return {split: f"{cls.stem(settings, name)}-{split}-out.csv" for split in ("dev", "test")}
 
+    @classmethod
+    def published_paths(cls, settings, name):
+        """Where one dataset's leaderboard files are copied, {split: (flag, path)}: into --predictions_dir, or to the
+        file a flag names (settings.published; the handout's --para_dev_out of gpt2/paraphrase_detection.py)."""
+        given = settings.published or {}
+        return {split: (f"--{TASK_PREFIX[name]}_{split}_out", Path(given[name, split])) if (name, split) in given
+                else ("--predictions_dir", Path(settings.predictions_dir) / f)
+                for split, f in cls.published_names(settings, name).items()}
+
     def dataset(self, split, tokenizer):
         """One split of the dataset, tokenized."""
         s = self.settings
@@ -124,7 +133,8 @@ class SentimentPipeline(Pipeline):
         acc = test(self.model, self.data, files, self.device, self.amp, names, self.raw_output)
         print(f"{self.name}: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder} "
               f"(checkpoint {files.best.name}, log {files.log.name})")
-        published = [(files.folder / n, Path(self.settings.predictions_dir) / n) for n in names.values()]
+        paths = self.published_paths(self.settings, self.name)
+        published = [(files.folder / n, paths[split][1]) for split, n in names.items()]
         return {"dataset": self.name, "dev_acc": acc, "best_epoch": best["epoch"]}, published
 
 
@@ -145,8 +155,7 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
     stems = [pipeline_class.stem(s, n) for n in s.datasets]
     with open_run(pipeline_class.kind, stems, s.run.name, s.run.dir, s.run.resume) as run:
         check_outputs(dirs=[("--predictions_dir", s.predictions_dir)],
-                      files=[("--predictions_dir", Path(s.predictions_dir) / f)
-                             for n in s.datasets for f in pipeline_class.published_names(s, n).values()],
+                      files=[out for n in s.datasets for out in pipeline_class.published_paths(s, n).values()],
                       inputs=[(f"the {n} {split} data file", data_file(s.data_dir, n, split)) for n in s.datasets
                               for split in ("train", "dev", "test")], own=run.folder, backup=s.run.backup)
         world = distributed()[1]

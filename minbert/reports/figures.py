@@ -24,7 +24,12 @@ PANELS = {
                  ("masked_acc", "held-out masked-token accuracy", "accuracy"),
                  ("masked_loss", "held-out masked-LM loss", "cross-entropy")],
 }
-TITLES = {"multitask": "Multitask", "classifier": "Part 1", "pretrain": "Pretraining"}
+# Build GPT-2's Part 1 and its cloze task log what minBERT's Part 1 does (minbert/pipelines/classifier.py).
+PANELS["gpt2-classifier"] = PANELS["gpt2-paraphrase"] = PANELS["classifier"]
+PANELS["gpt2-sonnet"] = [("train_loss", "train loss", "next-token cross-entropy"),
+                         ("perplexity", "true dev sonnets' perplexity", "perplexity")]
+TITLES = {"multitask": "Multitask", "classifier": "Part 1", "pretrain": "Pretraining", "gpt2-classifier": "GPT-2 Part 1",
+          "gpt2-paraphrase": "GPT-2 paraphrase (cloze)", "gpt2-sonnet": "GPT-2 sonnets"}
 def save_figure(fig, path, rect=(0, 0, 1, 1)):
     fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=DPI)

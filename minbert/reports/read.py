@@ -8,6 +8,8 @@ from minbert.runs.checkpoint import load_checkpoint
 from utils import MinbertError
 
 SCORE_FILES = {"sst": "sst-dev-scores.npz", "quora": "para-dev-scores.npz", "sts": "sts-dev-scores.npz"}
+# The pipelines of one dataset per model, through Part 1's code (minbert/pipelines/classifier.py).
+ONE_DATASET = ("classifier", "gpt2-classifier", "gpt2-paraphrase")
 
 
 
@@ -20,7 +22,7 @@ class Run:
         self.kind = records[-1]["pipeline"]
         self.name = records[-1].get("run") or self.folder.name
         stem = self.log.name[:-len("-log.jsonl")] if self.log.name.endswith("-log.jsonl") else self.log.stem
-        if self.kind == "classifier":
+        if self.kind in ONE_DATASET:
             self.dataset = records[-1].get("dataset") or stem.rsplit("-", 1)[-1]
             self.name = f"{self.name} ({self.dataset})"
             self.scores = {self.dataset: self.folder / f"{stem}-dev-scores.npz"}

@@ -8,7 +8,7 @@ from pathlib import Path
 from minbert.files import check_writable, read_text
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results, plot_sts,
                                      worst_examples)
-from minbert.reports.read import Run, load_scores, logs_of
+from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import run_folder_of
 from minbert.runs.outputs import backup_line, check_record, check_replace, finish_publishing
@@ -38,8 +38,10 @@ def report(targets, out_dir, backup=False):
         d = rec["dev"]
         if r.kind == "multitask":
             scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_score']:.3f}"
-        elif r.kind == "classifier":
+        elif r.kind in ONE_DATASET:
             scores = f"{r.dataset} accuracy {d['accuracy']:.3f}, macro-F1 {d.get('f1') or float('nan'):.3f}"
+        elif r.kind == "gpt2-sonnet":
+            scores = f"true dev sonnets' perplexity {d['perplexity']:.2f}"
         else:
             scores = f"held-out masked-token accuracy {d['masked_acc']:.3f}"
         md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)} | {scores} | {minutes:.1f} |")
@@ -55,6 +57,12 @@ def report(targets, out_dir, backup=False):
         written.append(plot_curves(group, out.file(name), title))
         md += [f"## {title}", "", f"![learning curves]({name})", ""]
     for i, r in enumerate(runs):
+        if r.kind == "gpt2-sonnet":  # no dev scores: its dev outputs are sonnets
+            dev = r.folder / "generated_sonnets_dev.txt"
+            md += [f"## {r.name}: dev completions", "",
+                   f"The best epoch's completions of the held-out dev sonnets: {dev}" if dev.is_file() else
+                   f"No {dev.name} beside {r.log}: the run did not finish.", ""]
+            continue
         if not r.scores:
             md += [f"## {r.name}: no dev scores", "",
                    f"No `*-dev-scores.npz` beside {r.log}: the run predates them, or did not finish.", ""]

@@ -16,11 +16,12 @@ from utils import MinbertError
 # how fast the same computation runs. Every other flag defines the run.
 RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "cuda_graphs", "foreach", "fused", "fast_dropout", "resume", "run_name", "run_dir", "checkpoint",
             "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard", "backup",
-            "datasets", "out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
+            "datasets", "out", "sonnet_out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
 # Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they hold
 # may not: a run records its inputs' sha256 (run_defining's `inputs`), and a resumption compares those.
 PATH_FLAGS = {"data_dir", "texts", "extra_task", "distill"} | {f"{p}_{s}" for p in ("sst", "para", "sts")
-                                                                 for s in ("train", "dev", "test")}
+                                                                 for s in ("train", "dev", "test")} | {
+    "sonnet_path", "held_out_sonnet_path", "held_out_dev_path", "true_dev_path"}  # gpt2/sonnet_generation.py's
 # Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
 SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused", "bucket": "--no_bucket",
            "fast_dropout": "--no_fast_dropout"}

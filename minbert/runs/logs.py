@@ -6,8 +6,9 @@ from pathlib import Path
 from minbert.files import read_text
 from utils import MinbertError
 
-# The pipelines whose epoch logs share the one schema (training/fit.py writes them).
-PIPELINES = ("classifier", "multitask", "pretrain")
+# The pipelines whose epoch logs share the one schema (training/fit.py writes them): minBERT's, and Build GPT-2's
+# (gpt2/classifier.py, paraphrase_detection.py, sonnet_generation.py).
+PIPELINES = ("classifier", "multitask", "pretrain", "gpt2-classifier", "gpt2-paraphrase", "gpt2-sonnet")
 
 
 def _legacy(rec):
@@ -41,8 +42,9 @@ def read_log(path):
             continue
         rec = _legacy(rec) if isinstance(rec, dict) else rec
         if not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec or rec.get("pipeline") not in PIPELINES:
-            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py "
-                               f"or pretrain.py")
+            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py, "
+                               f"pretrain.py or a GPT-2 script (gpt2/classifier.py, paraphrase_detection.py, "
+                               f"sonnet_generation.py)")
         records.append(rec)
     if not records:
         raise MinbertError(f"{path}: no epoch finished" + (f"; the run stopped: {stopped}" if stopped else

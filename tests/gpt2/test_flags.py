@@ -2,7 +2,7 @@
 --max_length is held to the model's positions."""
 import pytest
 
-from gpt2.flags import classifier_parser, classifier_settings
+from gpt2.flags import classifier_parser, classifier_settings, parse_classifier
 from utils import MinbertError
 
 
@@ -25,3 +25,73 @@ def test_defaults_and_refused_levers(tiny_gpt2, course_data):
         classifier_settings(classifier_parser().parse_args(base + ["--prefix_length", "4"]))
     lora = classifier_settings(classifier_parser().parse_args(base + ["--fine-tune-mode", "lora", "--merge"]))
     assert lora.merge and lora.model.lora_targets == ("query", "value") and lora.recipe.lr == 1e-3
+
+
+def test_recipe_handout_is_applied_and_a_typed_flag_wins(tiny_gpt2, course_data):
+    from gpt2.flags import parse_paraphrase, parse_sonnets, sonnet_settings
+    base = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data)]
+    best = classifier_settings(parse_classifier(base)).recipe
+    assert (best.scheduler, best.warmup_ratio) == ("linear", 0.1)
+    for parse, settings in ((parse_classifier, classifier_settings), (parse_paraphrase, classifier_settings),
+                            (parse_sonnets, sonnet_settings)):
+        handout = settings(parse(base[:2] + ["--recipe", "handout"])).recipe
+        assert (handout.scheduler, handout.warmup_ratio, handout.max_grad_norm) == ("constant", 0.0, 0.0)
+    typed = classifier_settings(parse_classifier(base + ["--recipe=handout", "--warmup_ratio", "0.2"])).recipe
+    assert (typed.scheduler, typed.warmup_ratio) == ("constant", 0.2)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--smart_step", "0.01"], "--smart_step shapes SMART's adversarial term, which GPT-2 does not have"),
+    (["--smart_dropout"], "--smart_dropout shapes SMART's adversarial term, which GPT-2 does not have"),
+    (["--smart_momentum", "0.9"], "--smart_momentum shapes SMART's adversarial term"),
+    (["--compile"], "--compile compiles GPT-2's forward, which --fine-tune-mode last-linear-layer runs once"),
+    (["--optimizer", "lion", "--no_foreach"], "--no_foreach switches off AdamW's multi-tensor kernels"),
+])
+def test_a_flag_that_would_change_nothing_is_refused(argv, message):
+    with pytest.raises(MinbertError, match=message + ".*"):
+        parse_classifier(argv)
+
+
+def test_each_scripts_idle_flags_are_refused():
+    from gpt2.flags import parse_paraphrase, parse_sonnets
+    with pytest.raises(MinbertError, match="--smart_steps shapes SMART's adversarial term"):
+        parse_sonnets(["--smart_steps", "2"])
+    with pytest.raises(MinbertError, match="--predictions_dir is where the two files go that --para_dev_out and "
+                                           "--para_test_out both name already"):
+        parse_paraphrase(["--para_dev_out", "a.csv", "--para_test_out", "b.csv", "--predictions_dir", "p"])
+    parse_paraphrase(["--para_dev_out", "a.csv", "--predictions_dir", "p"])  # the test file still goes there
+
+
+def test_flags_gpt2_does_not_use_are_refused_where_typed():
+    from gpt2.flags import parse_paraphrase, parse_sonnets
+    with pytest.raises(MinbertError, match="--no_fast_dropout switches off minBERT's bulk dropout masks, which GPT-2"):
+        parse_sonnets(["--no_fast_dropout"])
+    for flag in (["--hidden_dropout_prob", "0.1"], ["--head_lr", "1e-3"]):
+        with pytest.raises(MinbertError, match=rf"{flag[0]} .*: as given it would change nothing"):
+            parse_paraphrase(flag)
+    with pytest.raises(MinbertError, match=r"--head_lr is the learning rate of task heads, and every weight here is"):
+        parse_sonnets(["--head_lr", "1e-3"])
+    parse_classifier(["--head_lr", "1e-3", "--hidden_dropout_prob", "0.1"])  # Part 1 has its head
+
+
+def test_sonnet_batches_take_no_bucket_and_pad_multiple(tmp_path):
+    """--no_bucket and --pad_multiple reach the sonnets' batches (they were parsed and ignored)."""
+    from gpt2.flags import parse_sonnets, sonnet_settings
+    from gpt2.sonnet_pipeline import SonnetPipeline
+    from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
+    from tests.helpers import make_gpt2_checkpoint
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    argv = sonnet_argv(tmp_path, model, sonnet_files(tmp_path / "data"), "--batch_size", "2", "--pad_multiple", "64")
+    plain = SonnetPipeline(sonnet_settings(parse_sonnets(argv + ["--no_bucket"])))
+    batches = list(plain.batches(0)[0])
+    assert all(b["x"]["input_ids"].shape[1] % 64 == 0 for b in batches)
+    bucketed = SonnetPipeline(sonnet_settings(parse_sonnets(argv)))
+    firsts = lambda p: [b["x"]["input_ids"][0, :4].tolist() for b in p.batches(0)[0]]  # noqa: E731
+    assert firsts(plain) != firsts(bucketed)
+
+
+def test_a_typed_max_length_above_the_models_positions_is_refused(tiny_gpt2):
+    """The default is held to the model's positions; a --max_length typed above them was lowered without a word."""
+    with pytest.raises(MinbertError, match=r"--max_length 100: .* has 64 positions, so at most --max_length 64"):
+        parse_classifier(["--pretrained", str(tiny_gpt2), "--max_length", "100"])
+    assert parse_classifier(["--pretrained", str(tiny_gpt2), "--max_length", "64"]).max_length == 64

@@ -3,8 +3,11 @@ handout's two files with every Quora id."""
 import subprocess
 import sys
 
+import pytest
+
 from minbert.course_data import data_file, read_examples
 from tests.helpers import ROOT
+from utils import MinbertError
 
 
 def test_the_command_writes_both_files_with_every_id(tmp_path, course_data, tiny_gpt2):
@@ -18,3 +21,21 @@ def test_the_command_writes_both_files_with_every_id(tmp_path, course_data, tiny
         assert lines[0] == "id , Predicted_Is_Paraphrase" and [l.split(" , ")[0] for l in lines[1:]] == ids
         assert {l.split(" , ")[1] for l in lines[1:]} <= {"0", "1"}
     assert (tmp_path / "run" / "para.pt").is_file()
+
+
+def test_the_handouts_output_flags_name_the_two_files(tmp_path, course_data, tiny_gpt2):
+    """--para_dev_out and --para_test_out, the handout's flags: each file is copied where its flag says (one
+    given, the other still goes to --predictions_dir); one already there that no run wrote stops the run first."""
+    from gpt2 import paraphrase_detection
+    args = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "1", "--run_dir",
+            str(tmp_path / "run"), "--predictions_dir", str(tmp_path / "pred")]
+    paraphrase_detection.main(args + ["--para_dev_out", str(tmp_path / "mine" / "dev.csv")])
+    assert (tmp_path / "mine" / "dev.csv").read_bytes() == (tmp_path / "run" / "para-dev-output.csv").read_bytes()
+    published = sorted(p.name for p in (tmp_path / "pred").iterdir() if not p.name.startswith("."))
+    assert published == ["para-test-output.csv"]
+    (tmp_path / "theirs.csv").write_text("a file of the user's\n")
+    with pytest.raises(MinbertError, match=r"--para_test_out .*theirs.csv: "):
+        paraphrase_detection.main(args[:-4] + ["--run_dir", str(tmp_path / "run2"), "--predictions_dir",
+                                               str(tmp_path / "pred2"), "--para_test_out",
+                                               str(tmp_path / "theirs.csv")])
+    assert (tmp_path / "theirs.csv").read_text() == "a file of the user's\n"

@@ -55,3 +55,16 @@ def test_a_short_sonnet_or_a_missing_file_is_named(tmp_path):
     assert "gpt2/predictions/para-test-output.csv (missing)" in out.stderr
     assert "gpt2/predictions/generated_sonnets.txt (sonnet 7 is not 14 lines)" in out.stderr
     assert not (root / "cs224n_default_final_project_submission.zip").exists()
+
+
+def test_binary_bytes_in_a_prediction_or_sonnets_file_are_named(tmp_path):
+    root = _gpt2_project(tmp_path / "project")
+    pred = root / "gpt2" / "predictions"
+    (pred / "generated_sonnets.txt").write_bytes(b"\xff\xfe\x00garbage\x80")
+    (pred / "para-dev-output.csv").write_bytes(b"id , Predicted_Is_Paraphrase\n\xff\x00\x80 , 1\n")
+    out = subprocess.run([sys.executable, "prepare_submit.py", "--root", str(root), "--part", "2"], cwd=ROOT / "gpt2",
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr[-2000:]
+    for name in ("para-dev-output.csv", "generated_sonnets.txt"):
+        assert f"gpt2/predictions/{name} (not text: binary bytes where its script writes UTF-8 lines" in out.stderr
+    assert not (root / "cs224n_default_final_project_submission.zip").exists()

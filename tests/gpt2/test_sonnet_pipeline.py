@@ -35,3 +35,38 @@ def test_a_missing_sonnets_file_is_one_line(tmp_path):
     (files / "sonnets_held_out.txt").unlink()
     with pytest.raises(MinbertError, match="--held_out_sonnet_path .*sonnets_held_out.txt: sonnets file not found"):
         run_sonnets(sonnet_settings(sonnet_parser().parse_args(sonnet_argv(tmp_path, model, files))))
+
+
+def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before_training(tmp_path):
+    """A held-out file of whole 14-line sonnets has nothing to complete; a model whose positions cannot hold a prompt
+    and 11 lines of --max_line_tokens would write short sonnets that the submission refuses: both are one line
+    before the first epoch, the second naming the --max_line_tokens that fits."""
+    from gpt2.flags import sonnet_parser, sonnet_settings
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    whole = sonnet_argv(tmp_path, model, files, "--held_out_sonnet_path", str(files / "TRUE_sonnets_held_out_dev.txt"))
+    with pytest.raises(MinbertError, match=r"--held_out_sonnet_path .*TRUE_sonnets_held_out_dev.txt: sonnet \d+ has 14 "
+                                           r"lines already, so nothing is left to complete"):
+        run_sonnets(sonnet_settings(sonnet_parser().parse_args(whole)))
+    short = make_gpt2_checkpoint(tmp_path / "short", n_positions=200)
+    argv = sonnet_argv(tmp_path, short, files, "--max_line_tokens", "24")
+    with pytest.raises(MinbertError, match=r"--max_line_tokens 24: sonnet \d+ of --held_out_sonnet_path .* fit the "
+                                           r"model's 200 positions only at up to \d+ tokens a line: give --max_line_tokens"):
+        run_sonnets(sonnet_settings(sonnet_parser().parse_args(argv)))
+    assert not (tmp_path / "run" / "sonnet.pt").exists() and not (tmp_path / "pred").exists()
+
+
+def test_resuming_takes_another_sonnet_out_and_the_sonnet_files_moved(tmp_path):
+    """--sonnet_out says where a file goes and the sonnet paths where the inputs are: neither defines the run, so
+    --resume takes them changed (the inputs' bytes are what it compares)."""
+    import shutil
+    from gpt2 import sonnet_generation
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    sonnet_generation.main(sonnet_argv(tmp_path, model, files))
+    moved = shutil.move(files, tmp_path / "moved")
+    argv = sonnet_argv(tmp_path, model, moved, "--resume")
+    argv[argv.index("--sonnet_out") + 1] = str(tmp_path / "elsewhere" / "generated_sonnets.txt")
+    sonnet_generation.main(argv)
+    assert (tmp_path / "elsewhere" / "generated_sonnets.txt").read_bytes() == \
+        (tmp_path / "pred" / "generated_sonnets.txt").read_bytes()

@@ -2,6 +2,7 @@
 and has 14 lines."""
 import math
 
+import pytest
 import torch
 
 from gpt2.sonnets import LINES, SonnetGPT, complete, lm_loss, read_sonnets, write_sonnets
@@ -40,3 +41,28 @@ def test_a_completion_keeps_its_prompt_and_has_fourteen_lines(tmp_path):
     assert text.startswith(prompt + "\n") and len(text.split("\n")) == LINES
     again = complete(model, tok, prompt, 1.0, 0.9, 8, torch.Generator().manual_seed(0))
     assert again == text  # one seed, one completion
+
+
+def test_whole_sonnets_or_prompts_that_leave_too_few_positions_are_refused(tmp_path):
+    from gpt2.sonnets import check_prompts
+    from utils import MinbertError
+    folder = make_gpt2_checkpoint(tmp_path / "m", n_positions=60)
+    model, tok = SonnetGPT(folder).eval(), GPT2Tokenizer.from_pretrained(folder)
+    prompt = "love doth bear the rose\nthe summer night\nthou art fair"
+    whole = "\n".join([prompt] + ["time doth see"] * 11)
+    with pytest.raises(MinbertError, match=r"held: sonnet 2 has 14 lines already, so nothing is left to complete: a "
+                                           r"held-out file holds the first 3 lines of each sonnet"):
+        check_prompts([("1", prompt), ("2", whole)], "held", tok, 60, 4)
+    n = len(tok.encode(prompt + "\n"))
+    fit = (60 - n) // 11
+    with pytest.raises(MinbertError, match=rf"--max_line_tokens {fit + 1}: sonnet 1 of held \({n} tokens\) and its 11 "
+                                           rf"further lines fit the model's 60 positions only at up to {fit} tokens a "
+                                           rf"line: give --max_line_tokens {fit}"):
+        check_prompts([("1", prompt)], "held", tok, 60, fit + 1)
+    check_prompts([("1", prompt)], "held", tok, 60, fit)  # and at that length every completion has its 14 lines:
+    for seed in range(3):
+        text = complete(model, tok, prompt, 1.0, 1.0, fit, torch.Generator().manual_seed(seed))
+        assert len(text.split("\n")) == LINES
+    with pytest.raises(MinbertError, match=r"leave \d+ of the model's 20 positions for its 11 further lines: completing "
+                                           r"it needs a model with more positions"):
+        check_prompts([("1", prompt)], "held", tok, 20, 1)

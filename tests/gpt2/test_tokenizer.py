@@ -5,7 +5,7 @@ import csv
 import pytest
 
 from gpt2.tokenizer import GPT2Tokenizer
-from tests.helpers import real_data_folder, train_gpt2_vocab
+from tests.helpers import ROOT, real_data_folder, train_gpt2_vocab
 from utils import MinbertError
 
 
@@ -53,3 +53,50 @@ def test_rows_are_padded_on_the_right_with_eos_and_masked(tiny_gpt2):
 def test_a_folder_without_the_vocabulary_is_named(tmp_path):
     with pytest.raises(MinbertError, match="vocab.json: GPT-2 tokenizer file not found"):
         GPT2Tokenizer.from_pretrained(tmp_path)
+
+
+def _copy(src, dest, **files):
+    """A copy of checkpoint folder `src` with some of its files' bytes replaced."""
+    import shutil
+    shutil.copytree(src, dest)
+    for name, data in files.items():
+        (dest / name.replace("_", ".")).write_bytes(data)
+    return dest
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"vocab_json": b"not json {"}, r"vocab.json: not JSON \(Expecting value, line 1\), so not a GPT-2 vocabulary"),
+    ({"vocab_json": b'["a", "b"]'}, r"vocab.json: not a GPT-2 vocabulary \(a JSON object of token: id"),
+    ({"vocab_json": b"\xff\xfe{}"}, r"vocab.json: not a text file, so not a GPT-2 vocabulary"),
+    ({"merges_txt": b"\x00\xff garbage\n"}, r"merges.txt: not a text file, so not a GPT-2 merges file"),
+    ({"merges_txt": b"#version: 0.2\nt h\nthree tokens here\n"}, r"merges.txt: line 3 is not a merge"),
+    ({"merges_txt": b"#version: 0.2\nzz qq\n"}, r"merges.txt: does not fit .*vocab.json \(.*zz.* out of vocabulary\)"),
+])
+def test_a_broken_vocabulary_or_merges_file_is_one_line_naming_it(tmp_path, tiny_gpt2, files, message):
+    folder = _copy(tiny_gpt2, tmp_path / "broken", **files)
+    with pytest.raises(MinbertError, match=message) as e:
+        GPT2Tokenizer.from_pretrained(folder)
+    assert "\n" not in str(e.value) and "put the checkpoint's own vocab.json and merges.txt" in str(e.value)
+
+
+def test_a_vocabulary_larger_than_the_models_embeddings_is_refused_a_smaller_one_said(tmp_path):
+    from tests.helpers import make_gpt2_checkpoint
+    n = GPT2Tokenizer.from_pretrained(make_gpt2_checkpoint(tmp_path / "same")).vocab_size
+    with pytest.raises(MinbertError, match=rf"vocab.json: ids up to {n - 1}, but the model has {n - 3} token "
+                                           r"embeddings \(vocab_size in .*config.json\)"):
+        GPT2Tokenizer.from_pretrained(make_gpt2_checkpoint(tmp_path / "big", vocab_size=n - 3))
+    said = []
+    GPT2Tokenizer.from_pretrained(make_gpt2_checkpoint(tmp_path / "small", vocab_size=n + 5), log=said.append)
+    assert len(said) == 1 and f"ids 0-{n - 1} for the model's {n + 5} token embeddings: the 5 rows past" in said[0]
+
+
+def test_a_hub_name_reads_the_downloaded_folder(tmp_path, tiny_gpt2, monkeypatch):
+    """--pretrained gpt2: the files of the cached download, not a folder named gpt2 (the package, from the project
+    folder)."""
+    import shutil
+    shutil.copytree(tiny_gpt2, tmp_path / "cache" / "openai-community--gpt2")
+    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MINBERT_OFFLINE", "1")
+    monkeypatch.chdir(ROOT)
+    hub, folder = GPT2Tokenizer.from_pretrained("gpt2"), GPT2Tokenizer.from_pretrained(tiny_gpt2)
+    assert hub.encode(" love doth") == folder.encode(" love doth")

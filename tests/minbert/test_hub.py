@@ -237,3 +237,11 @@ def test_gpt2_names_download_gpt2s_tokenizer_files(file_server, tmp_path, monkey
     n = len(file_server.log)
     assert resolve_pretrained("gpt2").folder == folder and len(file_server.log) == n  # a cache hit
     assert model.config.vocab_size == GPT2Model.from_pretrained(tiny_gpt2).config.vocab_size
+
+
+def test_a_gpt2_folder_asked_for_berts_vocabulary_is_named_as_gpt2(tiny_gpt2):
+    """bench.py --pretrained GPT2DIR reads the vocabulary first: a GPT-2 checkpoint, not a missing vocab.txt."""
+    with pytest.raises(MinbertError, match=r"a GPT-2 checkpoint \(model_type 'gpt2'\), not a BERT one: the Build GPT-2 "
+                                           r"scripts take it"):
+        resolve_pretrained(tiny_gpt2).require("vocab")
+    assert resolve_pretrained(tiny_gpt2).require("config", "weights").weights.is_file()  # GPT-2's own requests

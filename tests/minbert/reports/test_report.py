@@ -119,3 +119,25 @@ def test_a_report_interrupted_half_way_leaves_out_as_it_was_and_runs_again(tmp_p
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
     md, figs = report([run], tmp_path / "fresh")
     assert md == tmp_path / "fresh" / "report.md" and all(f.parent == tmp_path / "fresh" and f.is_file() for f in figs)
+
+
+def test_a_real_gpt2_run_of_each_script_reports(tmp_path, course_data, tiny_gpt2):
+    """Build GPT-2's three scripts write logs report.py draws: Part 1's and the cloze task's as Part 1's (with their
+    confusion matrix and precision-recall curve), the sonnets' loss and perplexity, with their dev completions."""
+    from gpt2 import classifier, paraphrase_detection, sonnet_generation
+    from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
+    from tests.helpers import make_gpt2_checkpoint
+    common = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "2", "--lr", "1e-3",
+              "--predictions_dir", str(tmp_path / "pred")]
+    classifier.main(common + ["--datasets", "sst", "--run_dir", str(tmp_path / "cls")])
+    paraphrase_detection.main(common + ["--run_dir", str(tmp_path / "para")])
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    sonnet_generation.main(sonnet_argv(tmp_path / "son", model, sonnet_files(tmp_path / "data")))
+    md, figs = report([tmp_path / "cls", tmp_path / "para", tmp_path / "son" / "run"], tmp_path / "out")
+    assert sorted(p.name for p in figs) == ["curves-gpt2-classifier.png", "curves-gpt2-paraphrase.png",
+                                            "curves-gpt2-sonnet.png", "run1-sst-confusion.png", "run2-quora-pr.png"]
+    text = md.read_text()
+    assert "| cls (sst) | gpt2-classifier | " in text and "| para (quora) | gpt2-paraphrase | " in text
+    assert "| run | gpt2-sonnet | 0 | 1 | true dev sonnets' perplexity " in text
+    assert f"dev sonnets: {tmp_path / 'son' / 'run' / 'generated_sonnets_dev.txt'}" in text
+    assert png_size(tmp_path / "out" / "curves-gpt2-sonnet.png") == (int(3.4 * 2 * DPI), int(3.4 * DPI))
