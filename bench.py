@@ -28,7 +28,6 @@ round every row in turn is built, warmed up, timed and freed, one model resident
 trainable tensors in AdamW), with the optimizer state's measured size. The measurements: minbert/bench/.
 """
 import json
-import sys
 
 import torch
 
@@ -36,9 +35,8 @@ from minbert.bench.candidate import CONFIGS
 from minbert.bench.run import benchmark
 from minbert.flags.defaults import DEFAULT_REGULARIZERS
 from minbert.flags.groups import add_regularizer_flags
-from minbert.flags.parsers import given_flags
 from minbert.flags.rules import BENCH_IDLE, check_idle_flags
-from minbert.flags.settings import bench_settings
+from minbert.flags.settings import bench_settings, parse_flags
 from minbert.flags.types import nonneg_int, positive_int
 from minbert.precision import AMP_CHOICES
 from minbert.runs.outputs import check_file, write_output
@@ -92,9 +90,8 @@ def build_parser():
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    check_idle_flags(vars(args), given_flags(build_parser(), argv), BENCH_IDLE)
+    args = parse_flags(build_parser(), argv)
+    check_idle_flags(vars(args), args.typed, BENCH_IDLE)
     if args.json:
         check_file(args.json, "--json")  # before the minutes of timing, not after them
     if args.threads:

@@ -11,7 +11,8 @@ its run folder and predictions/ (the handout's eight files for both modes). The 
 --fine-tune-mode lora|dora|adapter|prefix trains adapters on a frozen BERT instead (minbert/finetuning/).
 """
 from minbert.flags.settings import classifier_settings, parse_classifier
-from minbert.pipelines.classifier import model_eval, run_classifier, test
+from minbert.pipelines.classifier import model_eval, run_classifier
+from minbert.pipelines.classifier import predict_dataset as test
 from minbert.tasks.sentiment import BertSentimentClassifier
 from utils import main_guard
 

@@ -10,8 +10,6 @@ The handout's names are here:
   - get_args: the flags (declared in minbert/flags/parsers.py, every one in docs/flags.md).
 What a run does step by step is minbert/pipelines/multitask.py; docs/architecture.md maps the rest.
 """
-import sys
-
 from minbert.flags.settings import multitask_settings, parse_multitask
 from minbert.pipelines import multitask as part2
 from minbert.tasks.multitask import MultitaskBERT
@@ -24,22 +22,21 @@ def get_args(argv=None):
     return parse_multitask(argv)
 
 
-def train_multitask(args, argv=None, on_epoch=None):
+def train_multitask(args, on_epoch=None):
     """Train, keep the best dev mean and write the six leaderboard files (with --eval_only: re-score instead).
     `on_epoch(epoch, dev mean)` is called after each epoch's evaluation (sweep.py's pruner may raise there)."""
-    return part2.run_multitask(multitask_settings(args, argv), on_epoch)
+    return part2.run_multitask(multitask_settings(args), on_epoch)
 
 
-def test_multitask(args, argv=None):
+def test_multitask(args):
     """Rewrite the six leaderboard files from the checkpoint --eval_only names."""
     if not args.eval_only:
         raise MinbertError("test_multitask re-scores a saved model: give --eval_only runs/NAME/multitask.pt")
-    return part2.run_multitask(multitask_settings(args, argv))
+    return part2.run_multitask(multitask_settings(args))
 
 
 def main(argv=None, on_epoch=None):
-    argv = sys.argv[1:] if argv is None else argv
-    return train_multitask(get_args(argv), argv, on_epoch)
+    return train_multitask(get_args(argv), on_epoch)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,8 @@ command line are printed. The code: minbert/sweeps/.
 """
 import sys
 
-from minbert.flags.parsers import given_flags
 from minbert.flags.rules import check_idle_flags
-from minbert.flags.settings import sweep_settings
+from minbert.flags.settings import parse_flags, sweep_settings
 from minbert.flags.types import nonneg_int, positive_int, seed
 from minbert.sweeps.space import check_space_spelling
 from minbert.sweeps.study import sweep
@@ -64,8 +63,8 @@ def main(argv=None):
         i = argv.index("--")
         argv, base = argv[:i], argv[i + 1:]
     check_space_spelling(argv, build_parser()._option_string_actions)
-    args = build_parser().parse_args(argv)
-    check_idle_flags(vars(args), given_flags(build_parser(), argv), SWEEP_IDLE)
+    args = parse_flags(build_parser(), argv)
+    check_idle_flags(vars(args), args.typed, SWEEP_IDLE)
     return sweep(sweep_settings(args, base, command))
 
 

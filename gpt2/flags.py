@@ -10,9 +10,8 @@ flag typed where it would change nothing (minbert/flags/rules.py)."""
 from gpt2.config import ConfigError, GPT2Config
 from gpt2.sonnets import SonnetSettings
 from minbert.flags.groups import add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags
-from minbert.flags.parsers import parse_with_recipe
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
-from minbert.flags.settings import recipe, regularizers, runtime
+from minbert.flags.settings import parse_flags, recipe, regularizers, runtime
 from minbert.flags.types import positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
 from minbert.runs.identity import defining_flags, flag_spelling
@@ -81,7 +80,8 @@ def parse(parser, argv=None, idle=None):
     """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and checked: a
     typed flag that shapes SMART, one that `idle` (rules.py's form) says would change nothing, or a --max_length
     above the model's positions is one line."""
-    args, typed = parse_with_recipe(parser, argv, {})
+    args = parse_flags(parser, argv, {})
+    typed = args.typed
     shaping = [f for f in SMART_SHAPING if f in typed]
     if shaping:
         raise MinbertError(f"{flag_spelling(shaping[0])} shapes SMART's adversarial term, which GPT-2 does not have "

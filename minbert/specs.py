@@ -38,6 +38,15 @@ def plain(value):
     raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
 
 
+def from_flags(cls, values, **resolved):
+    """The settings dataclass `cls` built from parsed flags `values` ({destination: value}): each field named as a
+    flag's destination takes its value, `resolved` (what depends on other flags, the machine or the checkpoint)
+    overrides, the other fields keep their defaults. So a new flag reaches the library through its declaration
+    (flags/groups.py or parsers.py) and a field of the same name, and nothing else."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A pipeline model's architecture: the values that decide its parameters and what its forward does.

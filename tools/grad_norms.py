@@ -48,7 +48,7 @@ def grad_norms(settings, batches=3):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    for task, (loss, norm) in grad_norms(multitask_settings(parse_multitask(argv), argv)).items():
+    for task, (loss, norm) in grad_norms(multitask_settings(parse_multitask(argv))).items():
         print(f"{task}: loss {loss:.3f}, encoder gradient norm {norm:.3f}")
 
 

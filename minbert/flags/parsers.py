@@ -2,12 +2,11 @@
 multitask_classifier.py, pretrain.py), built from the shared groups (groups.py). They live here, not in the
 scripts, so that sweep.py, tools/ and the generated docs/flags.md read the same declarations the scripts parse;
 settings.py turns what they parse into the typed settings the library takes."""
-import sys
-
 import argparse
+
 from minbert.course_data import TASK_PREFIX, data_file
 from minbert.finetuning.modes import FINE_TUNE_MODES
-from minbert.flags.defaults import DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, WIDE, WIDE_LR
+from minbert.flags.defaults import DEFAULT_REGULARIZERS, FULL_MODEL_LR, WIDE, WIDE_LR
 from minbert.flags.groups import (add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags,
                                   add_tensorboard_flag)
 from minbert.flags.types import (fold_spec, fraction, nonneg_float, nonneg_int, positive_float, positive_int,
@@ -29,14 +28,6 @@ def given_flags(parser, argv):
         parser._defaults = saved_defaults
         for a in parser._actions:
             a.default = saved[a.dest]
-
-
-def parse_with_recipe(ap, argv, handout_defaults):
-    """(parse_args, the flags typed), with the handout's defaults in force when `--recipe handout` is given."""
-    given = list(sys.argv[1:] if argv is None else argv)
-    if "--recipe=handout" in given or any(a == "--recipe" and b == "handout" for a, b in zip(given, given[1:])):
-        ap.set_defaults(**HANDOUT_RECIPE, **handout_defaults)
-    return ap.parse_args(given), given_flags(ap, given)
 
 
 

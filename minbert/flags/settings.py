@@ -1,22 +1,24 @@
-"""The one place that reads what argparse parsed: it checks the flags against each other (rules.py), resolves the
-defaults that depend on other flags, the machine or the checkpoint (the regularisers' weights, the precision, the
-padding multiple, the learning rate), and returns the frozen settings the library takes (specs.py). Below this
-module nothing sees an argparse Namespace.
+"""The one place that parses and reads what argparse parsed: it parses a script's flags once, knowing which were
+typed (parse_flags), checks them against each other (rules.py), resolves the defaults that depend on other flags,
+the machine or the checkpoint (the regularisers' weights, the precision, the padding multiple, the learning rate),
+and returns the frozen settings the library takes (specs.py), each built from the flags named as its fields
+(specs.from_flags). Below this module nothing sees an argparse Namespace.
 
     args = parse_multitask(argv)                     # flags parsed and checked: one line for a bad one
-    settings = multitask_settings(args, argv)        # typed, resolved, frozen
+    settings = multitask_settings(args)              # typed, resolved, frozen
     run_multitask(settings)                          # pipelines/multitask.py
 """
+import argparse
 import sys
 
 from config import BertConfig
 from datasets import resolve_pad_multiple
 from minbert.bench.candidate import CONFIGS
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
-from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, MULTITASK_HANDOUT, REGULARIZER_WEIGHTS,
-                                    resolve_graphs, resolve_lr)
+from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
+                                    REGULARIZER_WEIGHTS, resolve_graphs, resolve_lr)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
-                                   parse_with_recipe, pretrain_parser)
+                                   pretrain_parser)
 from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
                                  check_classifier_combination, check_idle_flags, check_multitask_combination)
 from minbert.hub import check_max_length, checkpoint_config
@@ -24,26 +26,42 @@ from minbert.precision import resolve_amp
 from minbert.runs.identity import defining_flags, flag_spelling
 from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
                            MultitaskSettings, PretrainSettings, Recipe, Regularizers, RunSpec, Runtime, SweepSettings,
-                           TaskLosses)
+                           TaskLosses, from_flags)
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError, distributed, get_device, main_print
+
+
+# ----------------------------------------------------------------------------- parsing, once
+
+class Flags(argparse.Namespace):
+    """What a script's parser parsed, as argparse gives it, and `typed`: the destinations of the flags given on the
+    command line rather than left at their defaults (a slot, so not among vars(flags))."""
+    __slots__ = ("typed",)
+
+
+def parse_flags(ap, argv=None, handout_defaults=None):
+    """The flags of `argv` (default sys.argv) as Flags, with the set typed; with `handout_defaults` ({dest: value},
+    the pipeline's), `--recipe handout` puts the handout's defaults in force (a typed flag still wins)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    if handout_defaults is not None and ("--recipe=handout" in given or any(
+            a == "--recipe" and b == "handout" for a, b in zip(given, given[1:]))):
+        ap.set_defaults(**HANDOUT_RECIPE, **handout_defaults)
+    flags = ap.parse_args(given, Flags())
+    flags.typed = given_flags(ap, given)
+    return flags
 
 
 # ----------------------------------------------------------------------------- the parts every pipeline shares
 
 def regularizers(v):
     """Regularizers from the parsed flags ({destination: value}, their weights resolved)."""
-    return Regularizers(**{f: v[f] for f in Regularizers.__dataclass_fields__})
+    return from_flags(Regularizers, v)
 
 
 def recipe(v, lr, lr_why):
     """Recipe from the parsed flags, with the learning rate resolved (defaults.resolve_lr)."""
     surgery = "pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None
-    return Recipe(lr=lr, epochs=v["epochs"], optimizer=v["optimizer"], weight_decay=v["weight_decay"], llrd=v["llrd"],
-                  head_lr=v["head_lr"], scheduler=v["scheduler"], warmup_ratio=v["warmup_ratio"],
-                  max_grad_norm=v["max_grad_norm"], grad_accum=v["grad_accum"], foreach=v["foreach"], fused=v["fused"],
-                  freeze_layers=v["freeze_layers"], gradual_unfreeze=v["gradual_unfreeze"], surgery=surgery,
-                  gradvac_beta=v.get("gradvac_beta", 1e-2), patience=v["patience"], seed=v["seed"], lr_why=lr_why)
+    return from_flags(Recipe, v, lr=lr, lr_why=lr_why, surgery=surgery)
 
 
 def runtime(v, log=main_print, eager=None, training=True):
@@ -92,9 +110,9 @@ def _classifier_values(args):
 
 def parse_classifier(argv=None):
     """classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
-    args, typed = parse_with_recipe(classifier_parser(), argv, {})
+    args = parse_flags(classifier_parser(), argv, {})
     v = _classifier_values(args)
-    check_idle_flags(v, typed, {**IDLE_FLAGS, **CLASSIFIER_IDLE})
+    check_idle_flags(v, args.typed, {**IDLE_FLAGS, **CLASSIFIER_IDLE})
     check_classifier_combination(v)
     return args
 
@@ -104,14 +122,9 @@ def classifier_settings(args, log=main_print):
     run_time = runtime(v, log)
     check_max_length(v["max_length"], v["pretrained"])
     lr, why = _lr(v)
-    model = ModelSpec(pipeline="classifier", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
-                      lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"], lora_dropout=v["lora_dropout"],
-                      lora_targets=v["lora_targets"], dropout=[v["hidden_dropout_prob"]], max_length=v["max_length"],
-                      adapter_dim=v["adapter_dim"], prefix_length=v["prefix_length"])
-    return ClassifierSettings(model=model, recipe=recipe(v, lr, why), regularizers=regularizers(v), runtime=run_time,
-                              run=_run(v, lr), datasets=tuple(v["datasets"]), data_dir=v["data_dir"],
-                              batch_size=v["batch_size"], bucket=v["bucket"], predictions_dir=v["predictions_dir"],
-                              merge=v["merge"])
+    model = from_flags(ModelSpec, v, pipeline="classifier", dropout=[v["hidden_dropout_prob"]])
+    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, lr, why), regularizers=regularizers(v),
+                      runtime=run_time, run=_run(v, lr), datasets=tuple(v["datasets"]))
 
 
 # ----------------------------------------------------------------------------- Part 2: multitask_classifier.py
@@ -130,8 +143,8 @@ def _multitask_values(args):
 
 def parse_multitask(argv=None):
     """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
-    args, typed = parse_with_recipe(multitask_parser(), argv, MULTITASK_HANDOUT)
-    v = _multitask_values(args)
+    args = parse_flags(multitask_parser(), argv, MULTITASK_HANDOUT)
+    typed, v = args.typed, _multitask_values(args)
     if v["eval_only"]:
         ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that
         if ignored:
@@ -148,47 +161,37 @@ def parse_multitask(argv=None):
 
 def multitask_model(v):
     """The ModelSpec of a multitask_classifier.py run."""
-    return ModelSpec(pipeline="multitask", pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
-                     lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"], lora_dropout=v["lora_dropout"],
-                     lora_targets=v["lora_targets"], dropout=v["task_dropout"], max_length=v["max_length"],
-                     pair_encoding=v["pair_encoding"], pooling=v["pooling"], pals=v["pals"], pals_dim=v["pals_dim"],
-                     siamese_proj=v["siamese_proj"], adapter_dim=v["adapter_dim"], prefix_length=v["prefix_length"],
-                     shared_head=v["shared_head"], extra_tasks=[parse_extra(e)[0] for e in v["extra_task"]])
+    return from_flags(ModelSpec, v, pipeline="multitask", dropout=v["task_dropout"],
+                      extra_tasks=[parse_extra(e)[0] for e in v["extra_task"]])
 
 
-def multitask_settings(args, argv=None, log=main_print):
-    """MultitaskSettings of a parsed command line; `argv` tells which flags were typed (default sys.argv)."""
-    v = _multitask_values(args)
-    typed = given_flags(multitask_parser(), sys.argv[1:] if argv is None else argv)
+def multitask_settings(args, log=main_print):
+    """MultitaskSettings of a parsed command line (parse_multitask's Flags, which know the flags typed)."""
+    v, typed = _multitask_values(args), args.typed
     run_time = runtime(v, log, training=not v["eval_only"])
-    data = MultitaskData(paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev", "test")} for t in MULTITASK},
-                         extra=tuple(parse_extra(e) for e in v["extra_task"]), batch_size=v["batch_size"],
-                         bucket=v["bucket"], sampler="sequential" if v["sequential"] else v["sampler"],
-                         steps_per_epoch=v["steps_per_epoch"], fold=tuple(v["fold"]) if v["fold"] else None,
-                         distill=v["distill"])
+    data = from_flags(MultitaskData, v, extra=tuple(parse_extra(e) for e in v["extra_task"]),
+                      paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev", "test")} for t in MULTITASK},
+                      sampler="sequential" if v["sequential"] else v["sampler"],
+                      fold=tuple(v["fold"]) if v["fold"] else None)
     published = {(t, s): v[f"{TASK_PREFIX[t]}_{s}_out"] for t in MULTITASK for s in ("dev", "test")}
-    common = dict(data=data, runtime=run_time, published=published, results=v["results"], merge=v["merge"])
+    common = dict(data=data, runtime=run_time, published=published, model=multitask_model(v))
     if v["eval_only"]:
-        return MultitaskSettings(model=multitask_model(v), recipe=Recipe(lr=v["lr"] or 0.0), eval_only=v["eval_only"],
-                                 given={k: v[k] for k in ARCHITECTURE if k in typed},
-                                 max_length_given="max_length" in typed,
-                                 run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), **common)
+        return from_flags(MultitaskSettings, v, recipe=Recipe(lr=v["lr"] or 0.0),
+                          given={k: v[k] for k in ARCHITECTURE if k in typed}, max_length_given="max_length" in typed,
+                          run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), **common)
     check_max_length(v["max_length"], v["pretrained"])
     lr, why = _lr(v)
-    losses = TaskLosses(weights=dict(zip(MULTITASK, v["loss_weights"])), sts_loss=v["sts_loss"],
-                        mnrl_weight=v["mnrl_weight"], mnrl_scale=v["mnrl_scale"], simcse_weight=v["simcse_weight"],
-                        distill_weight=v["distill_weight"], distill_temperature=v["distill_temperature"])
-    return MultitaskSettings(model=multitask_model(v), recipe=recipe(v, lr, why), losses=losses,
-                             regularizers=regularizers(v), run=_run(v, lr, v["checkpoint_name"]), **common)
+    losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
+    return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses, regularizers=regularizers(v),
+                      run=_run(v, lr, v["checkpoint_name"]), **common)
 
 
 # ----------------------------------------------------------------------------- pretrain.py
 
 def parse_pretrain(argv=None):
     """pretrain.py's flags, parsed and checked (one line for a flag that would change nothing)."""
-    ap, argv = pretrain_parser(), sys.argv[1:] if argv is None else argv
-    args = ap.parse_args(argv)
-    check_idle_flags(vars(args), given_flags(ap, argv), PRETRAIN_IDLE)
+    args = parse_flags(pretrain_parser(), argv)
+    check_idle_flags(vars(args), args.typed, PRETRAIN_IDLE)
     return args
 
 
@@ -200,30 +203,23 @@ def pretrain_settings(args, log=print):
     run_time = runtime(v, log, eager="the masked-LM head reads only the masked positions, a number that changes with "
                                       "every batch")
     check_max_length(v["max_length"], v["pretrained"])
-    return PretrainSettings(pretrained=v["pretrained"], out=v["out"], recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
-                            runtime=run_time, run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)),
-                            data_dir=v["data_dir"], texts=v["texts"], max_length=v["max_length"],
-                            batch_size=v["batch_size"], mask_prob=v["mask_prob"], max_steps=v["max_steps"],
-                            bucket=v["bucket"])
+    return from_flags(PretrainSettings, v, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=run_time,
+                      run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)))
 
 
 # ----------------------------------------------------------------------------- the other commands
 
 def ensemble_settings(args):
     v = vars(args)
-    return EnsembleSettings(members=tuple(v["members"]), runtime=runtime(v, print, training=False),
-                            run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), data_dir=v["data_dir"],
-                            out=v["out"],
-                            batch_size=v["batch_size"], soft_targets=v["soft_targets"], in_sample=v["in_sample"])
+    return from_flags(EnsembleSettings, v, members=tuple(v["members"]), runtime=runtime(v, print, training=False),
+                      run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]))
 
 
 def sweep_settings(args, base, command):
     """SweepSettings of sweep.py's own flags; `base` are the flags after --, `command` the sweep's argv."""
     v = vars(args)
-    return SweepSettings(pipeline=v["pipeline"], space=tuple(v["space"]), base=tuple(base), command=tuple(command),
-                         trials=v["trials"], seeds=tuple(v["seeds"]), sampler=v["sampler"],
-                         sampler_seed=v["sampler_seed"], study=v["study"], storage=v["storage"], prune=v["prune"],
-                         prune_startup=v["prune_startup"], prune_warmup=v["prune_warmup"])
+    return from_flags(SweepSettings, v, space=tuple(v["space"]), base=tuple(base), command=tuple(command),
+                      seeds=tuple(v["seeds"]))
 
 
 def bench_settings(args):
@@ -235,8 +231,4 @@ def bench_settings(args):
                            f"({v['pretrained'] or '--config ' + v['config']}); give at most {limit}")
     run_time = runtime({**v, "tensorboard": False}, print)
     why = resolve_amp(v["amp"], run_time.device)[1]
-    return BenchSettings(runtime=run_time, regularizers=regularizers(v), pretrained=v["pretrained"], config=v["config"],
-                         data=v["data"], data_dir=v["data_dir"], seq_len=v["seq_len"], batch_size=v["batch_size"],
-                         steps=v["steps"], warmup=v["warmup"], repeats=v["repeats"], peak_repeats=v["peak_repeats"],
-                         fine_tune_mode=v["fine_tune_mode"], lora_rank=v["lora_rank"], pals=v["pals"], fused=v["fused"],
-                         compare=v["compare"], hf=v["hf"], profile=v["profile"]), why
+    return from_flags(BenchSettings, v, runtime=run_time, regularizers=regularizers(v)), why

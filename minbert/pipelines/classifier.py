@@ -1,7 +1,7 @@
 """Part 1 (handout section 4): fine-tune BERT for sentiment on SST and CFIMDB, one model per dataset.
 
-For each dataset the run trains (`train`), keeps the best dev epoch, reloads it and writes dev and test
-predictions (`test`); the epoch protocol (checkpoints, --resume, early stopping, the log) is training/fit.py's.
+For each dataset the run trains (`train_dataset`), keeps the best dev epoch, reloads it and writes dev and test
+predictions (`predict_dataset`); the epoch protocol (checkpoints, --resume, early stopping, the log) is training/fit.py's.
 classifier.py is the command; its flags become a specs.ClassifierSettings in flags/settings.py.
 """
 import dataclasses
@@ -32,7 +32,7 @@ def model_eval(data, model, device, amp="none", desc="eval"):
     return accuracy(pred, gold), macro_f1(pred, gold), pred, gold, data.ids, logits
 
 
-def test(model, data, files, device, amp="none", names=None, raw=None):
+def predict_dataset(model, data, files, device, amp="none", names=None, raw=None):
     """Predict dev and test with `model` (the best epoch), write both leaderboard files (`names`: {split: file
     name}, by default the handout's {stem}-{split}-out.csv) and the raw dev outputs (`raw(logits)`, by default the
     logits) into the run folder; returns the dev accuracy."""
@@ -130,7 +130,7 @@ class SentimentPipeline(Pipeline):
 
     def write_outputs(self, files, best):
         names = self.published_names(self.settings, self.name)
-        acc = test(self.model, self.data, files, self.device, self.amp, names, self.raw_output)
+        acc = predict_dataset(self.model, self.data, files, self.device, self.amp, names, self.raw_output)
         print(f"{self.name}: best epoch {best['epoch']}, dev accuracy {acc:.3f}; run folder {files.folder} "
               f"(checkpoint {files.best.name}, log {files.log.name})")
         paths = self.published_paths(self.settings, self.name)
@@ -138,7 +138,7 @@ class SentimentPipeline(Pipeline):
         return {"dataset": self.name, "dev_acc": acc, "best_epoch": best["epoch"]}, published
 
 
-def train(settings, name, run, on_epoch=None, pipeline_class=SentimentPipeline):
+def train_dataset(settings, name, run, on_epoch=None, pipeline_class=SentimentPipeline):
     """Train on one dataset, keep the best dev epoch, reload it and write its dev and test predictions.
     `on_epoch(epoch, dev_acc)` is called after each epoch's evaluation."""
     s = settings
@@ -164,6 +164,6 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
         results = []
         for name in s.datasets:
             t0 = time.perf_counter()
-            results.append(train(s, name, run, on_epoch, pipeline_class))
+            results.append(train_dataset(s, name, run, on_epoch, pipeline_class))
             main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
         return results

@@ -1,6 +1,6 @@
 """Part 2 (handout section 5): one BERT for sentiment (SST), paraphrase (Quora) and similarity (STS).
 
-`train_multitask` trains, keeps the best dev mean and writes the six leaderboard files from it; `test_multitask`
+`train_part2` trains, keeps the best dev mean and writes the six leaderboard files from it; `rescore_part2`
 rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
   - MultitaskBERT (forward, predict_sentiment, predict_paraphrase, predict_similarity): tasks/multitask.py;
   - which task each step trains (--sampler, --sequential) and the task streams: tasks/sampling.py;
@@ -120,7 +120,7 @@ class MultitaskPipeline(Pipeline):
         return scores, published_paths(s, files.folder)
 
 
-def train_multitask(settings, run, on_epoch=None):
+def train_part2(settings, run, on_epoch=None):
     """Train, keep the best dev mean, write the six files. `on_epoch(epoch, dev_mean)` is called after each
     epoch's evaluation (sweep.py's pruner: it may raise to stop the run)."""
     s = settings
@@ -138,7 +138,7 @@ def train_multitask(settings, run, on_epoch=None):
     return fit(pipeline, trainer, run, s, on_epoch)
 
 
-def test_multitask(settings, run):
+def rescore_part2(settings, run):
     """Write the six leaderboard files (and the raw dev outputs) of the model saved in settings.eval_only into the
     run folder `run` (an eval run's own, never the checkpoint's), and publish them; the model is rebuilt from its
     own spec, and architecture flags typed on the command line (settings.given) must agree with it."""
@@ -187,7 +187,7 @@ def run_multitask(settings, on_epoch=None):
         with open_run("eval", None, s.run.name, s.run.dir) as run:
             check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", s.eval_only)], own=run.folder,
                           backup=s.run.backup)
-            return test_multitask(s, run)
+            return rescore_part2(s, run)
     note_split_overlap(s)
     stem = s.run.stem or "multitask"
     with open_run("multitask", [stem], s.run.name, s.run.dir, s.run.resume) as run:
@@ -196,4 +196,4 @@ def run_multitask(settings, on_epoch=None):
         check_outputs(files=outputs, tables=[("--results", s.results)], own=run.folder, backup=s.run.backup,
                       inputs=inputs + [("this run's checkpoint", files.best), ("this run's checkpoint", files.last),
                                        ("this run's log", files.log)])
-        return train_multitask(s, run, on_epoch)
+        return train_part2(s, run, on_epoch)

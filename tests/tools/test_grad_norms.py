@@ -7,7 +7,7 @@ from tools import grad_norms
 
 def test_grad_norms_tool_measures_each_task(tmp_path, course_data, tiny_model, capsys):
     argv = part2_args(tmp_path, course_data, tiny_model, "--pair_encoding", "siamese", "--loss_weights", "1", "1", "0")
-    norms = grad_norms.grad_norms(multitask_settings(mt.get_args(argv), argv, log=lambda *_: None), batches=2)
+    norms = grad_norms.grad_norms(multitask_settings(mt.get_args(argv), log=lambda *_: None), batches=2)
     assert set(norms) == {"sst", "quora", "sts"}
     assert norms["sst"][1] > 0 and norms["quora"][1] > 0 and norms["sts"] == (0.0, 0.0)  # weight 0: no pull
     grad_norms.main(part2_args(tmp_path, course_data, tiny_model, "--sts_loss", "cosent"))

@@ -24,7 +24,7 @@ def _part1(tiny_model, *flags):
 
 def _part2(tiny_model, *flags):
     argv = ["--pretrained", str(tiny_model), *flags]
-    return multitask_settings(mt.get_args(argv), argv, log=lambda *_: None)
+    return multitask_settings(mt.get_args(argv), log=lambda *_: None)
 
 
 def test_handout_recipe_is_one_flag_away(tiny_model):

@@ -1,7 +1,8 @@
 """flags/parsers.py: the pipelines' parsers, declared once: which flags were typed, --recipe handout's defaults
 (explicit flags winning), and the data files' defaults under --data_dir."""
 from minbert.flags.defaults import MULTITASK_HANDOUT
-from minbert.flags.parsers import classifier_parser, given_flags, multitask_parser, parse_with_recipe, pretrain_parser
+from minbert.flags.parsers import classifier_parser, given_flags, multitask_parser, pretrain_parser
+from minbert.flags.settings import parse_flags
 
 
 def test_given_flags_are_the_ones_typed_not_the_defaults():
@@ -12,10 +13,11 @@ def test_given_flags_are_the_ones_typed_not_the_defaults():
 
 
 def test_the_handout_recipe_changes_the_defaults_and_typed_flags_win():
-    args, typed = parse_with_recipe(multitask_parser(), ["--recipe", "handout", "--batch_size", "16"], MULTITASK_HANDOUT)
+    args = parse_flags(multitask_parser(), ["--recipe", "handout", "--batch_size", "16"], MULTITASK_HANDOUT)
     assert (args.scheduler, args.warmup_ratio, args.rdrop_weight, args.lr) == ("constant", 0.0, 0.0, 1e-5)
-    assert args.batch_size == 16 and typed == {"recipe", "batch_size"}
-    best, _ = parse_with_recipe(multitask_parser(), [], MULTITASK_HANDOUT)
+    assert args.batch_size == 16 and args.typed == {"recipe", "batch_size"}
+    assert "typed" not in vars(args)  # what the flags hold, apart from which were typed
+    best = parse_flags(multitask_parser(), [], MULTITASK_HANDOUT)
     assert (best.scheduler, best.rdrop_weight, best.lr) == ("linear", 2.0, None)
 
 

@@ -65,7 +65,7 @@ def test_each_sts_loss_flag_is_the_loss_the_step_computes(tmp_path, course_data,
     """--sts_loss reaches Part 2's step: the loss built from the command line, on one STS batch, is the chosen
     formula by hand (MSE on the 0-5 output; (s - y/5)^2 on the score; CoSENT's ranking loss on the score)."""
     argv = part2_args(tmp_path, course_data, tiny_model, "--sts_loss", choice)
-    pipeline = MultitaskPipeline(multitask_settings(parse_multitask(argv), argv))
+    pipeline = MultitaskPipeline(multitask_settings(parse_multitask(argv)))
     score = torch.tensor([0.9, 0.2, 0.6])
     y = torch.tensor([4.0, 3.0, 1.0])
     model = _Fixed(sts={"output": 5.0 * score, "score": score})

@@ -112,7 +112,7 @@ def test_mixed_pairs_cross_encode_quora_and_embed_sts(tmp_path, course_data, tin
     trained = mt.main(args)
     rescored = mt.main(part2_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
     assert rescored == pytest.approx(trained)
-    s = multitask_settings(mt.get_args(args), args, log=lambda *_: None)
+    s = multitask_settings(mt.get_args(args), log=lambda *_: None)
     data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(s.model.pretrained), s.model.max_length,
                                s.model.pair_encoding, ["dev"])["dev"]
     assert set(data["quora"].inputs) == {"x"} and set(data["sts"].inputs) == {"a", "b"}
