@@ -119,6 +119,21 @@ class BertModel(BertPreTrainedModel):
         self.frozen_groups = 0
         self.init_weights()
 
+    # The backbone contract every pretrained network here keeps (GPT-2's too): its transformer layers, bottom first,
+    # and its embedding modules; freezing, layer-wise rates, adapters and compile read them, never a name.
+    @property
+    def layers(self):
+        return self.bert_layers
+
+    @property
+    def embeddings(self):
+        return [self.word_embedding, self.pos_embedding, self.tk_type_embedding, self.embed_layer_norm]
+
+    @property
+    def backbone(self):
+        """A backbone is its own (a task model's `backbone` is the network inside it)."""
+        return self
+
     def embed(self, input_ids, token_type_ids=None):
         T = input_ids.shape[1]
         if T > self.config.max_position_embeddings:

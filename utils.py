@@ -242,8 +242,8 @@ def to_device(batch, device):
 def maybe_compile(model, enabled):
     if not enabled:
         return model
-    # Compile the backbone's forward only (BERT's, or GPT-2's where the model names it as its backbone_name): heads
-    # are tiny, and varying batch shapes are marked dynamic.
-    net = getattr(model, getattr(model, "backbone_name", "bert"))
+    # Compile the backbone's forward only (BERT's or GPT-2's, the model's `backbone`): heads are tiny, and varying
+    # batch shapes are marked dynamic.
+    net = model.backbone
     net.forward = torch.compile(net.forward, dynamic=True)
     return model

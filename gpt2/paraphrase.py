@@ -36,7 +36,11 @@ def cloze_examples(examples):
 
 
 class GPT2ParaphraseCloze(nn.Module):
-    backbone_name = "gpt"
+
+    @property
+    def backbone(self):
+        """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
+        return self.gpt
 
     def __init__(self, spec, attn="sdpa"):
         super().__init__()

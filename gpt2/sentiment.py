@@ -23,7 +23,11 @@ MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lor
 
 
 class GPT2SentimentClassifier(nn.Module):
-    backbone_name = "gpt"  # where the shared training code finds the pretrained network (freezing, lr groups)
+
+    @property
+    def backbone(self):
+        """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
+        return self.gpt
 
     def __init__(self, spec: ModelSpec, attn="sdpa"):
         super().__init__()

@@ -51,7 +51,11 @@ def read_sonnets(path):
 
 class SonnetGPT(nn.Module):
     """GPT-2 with its LM head, for the sonnets (the handout's SonnetGPT)."""
-    backbone_name = "gpt"
+
+    @property
+    def backbone(self):
+        """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
+        return self.gpt
 
     def __init__(self, pretrained, attn="sdpa"):
         super().__init__()

@@ -38,6 +38,20 @@ class GPT2Model(GPTPreTrainedModel):
             presents.append(present)
         return self.final_layer_norm(hidden), presents
 
+    # The backbone contract BERT's model keeps too (bert.py): the transformer layers, bottom first, and the
+    # embedding modules.
+    @property
+    def layers(self):
+        return self.gpt_layers
+
+    @property
+    def embeddings(self):
+        return [self.word_embedding, self.pos_embedding]
+
+    @property
+    def backbone(self):
+        return self
+
     def forward(self, input_ids, attention_mask=None):
         hidden, _ = self.encode(input_ids, attention_mask)
         last = (attention_mask.sum(1) - 1 if attention_mask is not None

@@ -18,21 +18,6 @@ taken, so a resumed run freezes what the uninterrupted one did.
 """
 from utils import MinbertError
 
-EMBEDDINGS = ("word_embedding", "pos_embedding", "tk_type_embedding", "embed_layer_norm")  # BertModel's names
-
-
-def transformer_layers(bert):
-    """The stack of transformer layers of a backbone: BERT's bert_layers, or GPT-2's gpt_layers (GPT2Layer names
-    its linears and LayerNorms as BertLayer does, so the adapters of lora.py and houlsby.py fit both)."""
-    return bert.bert_layers if hasattr(bert, "bert_layers") else bert.gpt_layers
-
-
-def backbone(model):
-    """The pretrained network inside a task model: the attribute its class names as `backbone_name` ("bert" by
-    default; GPT-2's classifier says "gpt"), or None when `model` is itself the backbone."""
-    return getattr(model, getattr(model, "backbone_name", "bert"), None)
-
-
 class GradualUnfreezing:
     """Called with the number of optimizer steps taken; sets how many groups are frozen then."""
 
@@ -51,9 +36,8 @@ def frozen_parameters(bert, freeze_layers):
     """The parameters --freeze_layers keeps frozen for the whole run: the embeddings' and the lowest layers'."""
     if not freeze_layers:
         return []
-    lowest = [bert.bert_layers[i] for i in range(min(freeze_layers, len(bert.bert_layers)))]
-    embeddings = [p for n, p in bert.named_parameters() if n.split(".")[0] in EMBEDDINGS]
-    return embeddings + [p for layer in lowest for p in layer.parameters()]
+    lowest = bert.layers[:freeze_layers]
+    return [p for m in [*bert.embeddings, *lowest] for p in m.parameters()]
 
 
 def setup_freezing(bert, freeze_layers=0, gradual_unfreeze=0, log=print):
@@ -61,7 +45,7 @@ def setup_freezing(bert, freeze_layers=0, gradual_unfreeze=0, log=print):
     layers = bert.config.num_hidden_layers
     if freeze_layers > layers:
         raise MinbertError(f"--freeze_layers {freeze_layers}: the model has {layers} layers")
-    if freeze_layers == layers and bert.bert_layers[0].self_attention.prefix is not None:
+    if freeze_layers == layers and bert.layers[0].self_attention.prefix is not None:
         # A frozen layer runs without a graph, so no gradient reaches the prefix it reads: with every layer frozen
         # the prefix would not train at all, although it is counted as trainable.
         raise MinbertError(f"--freeze_layers {freeze_layers} with --fine-tune-mode prefix: every layer frozen leaves the "

@@ -17,7 +17,6 @@ Unlike LoRA, an adapter cannot be folded into BERT's weights: f (GELU here) sits
 """
 import torch.nn as nn
 
-from minbert.finetuning.freezing import transformer_layers
 
 INIT_STD = 1e-2
 DEFAULT_DIM = 64
@@ -48,7 +47,7 @@ def add_houlsby_adapters(bert, dim=DEFAULT_DIM):
     for p in bert.parameters():
         p.requires_grad = False
     adapters = []
-    for layer in transformer_layers(bert):
+    for layer in bert.layers:
         for name in ("attention_dense", "out_dense"):
             adapter = HoulsbyAdapter(getattr(layer, name), dim)
             setattr(layer, name, adapter)

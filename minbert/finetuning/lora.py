@@ -14,7 +14,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from minbert.finetuning.freezing import transformer_layers
 
 
 
@@ -72,7 +71,7 @@ def add_adapters(bert, targets=("query", "value"), rank=8, alpha=16.0, dropout=0
     for p in bert.parameters():
         p.requires_grad = False
     wrapped = []
-    for layer in transformer_layers(bert):
+    for layer in bert.layers:
         for t in targets:
             parent_path, _, attr = TARGETS[t].rpartition(".")
             parent = layer.get_submodule(parent_path) if parent_path else layer

@@ -59,7 +59,7 @@ class PALs(nn.Module):
 
     def attach(self, bert):
         """Hook one branch into each of `bert`'s layers (BertLayer.parallel); the weights stay here."""
-        for i, layer in enumerate(bert.bert_layers):
+        for i, layer in enumerate(bert.layers):
             layer.parallel = functools.partial(self.branch, i)
 
     def branch(self, layer, hidden_states, attention_mask):

@@ -48,7 +48,7 @@ class PrefixTuning(nn.Module):
 
     def attach(self, bert):
         """Hand each layer's self-attention its prefix (BertSelfAttention.prefix); the weights stay here."""
-        for i, layer in enumerate(bert.bert_layers):
+        for i, layer in enumerate(bert.layers):
             layer.self_attention.prefix = functools.partial(self.layer_prefix, i)
 
     @torch.no_grad()

@@ -85,7 +85,7 @@ class TermLoss(nn.Module):
             loss = loss + self.track("rdrop", self.rdrop(output(first), output(second), kind, weight))
         rerun = lambda: output(forward())  # noqa: E731
         if self.smart is not None:
-            loss = loss + self.track("smart", self.smart(model, model.bert, rerun, output(first), kind, weight))
+            loss = loss + self.track("smart", self.smart(model, model.backbone, rerun, output(first), kind, weight))
         if self.bregman is not None:
             loss = loss + self.track("bregman", self.bregman(model, rerun, output(first), kind, weight))
         return loss

@@ -13,7 +13,6 @@ import torch
 from datasets import SentenceClassificationDataset, set_fixed_shapes, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples
-from minbert.finetuning.freezing import backbone
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
@@ -100,7 +99,7 @@ class SentimentPipeline(Pipeline):
         self.merge = s.merge
         frozen = self.spec.fine_tune_mode == "last-linear-layer"
         if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
-            backbone(self.model).eval()
+            self.model.backbone.eval()
             for split, d in self.data.items():
                 d.features = torch.from_numpy(predict(lambda b: self.model.embed(**b["x"]), d, 64, self.device, self.amp,
                                                       desc=f"{name} {split} features"))

@@ -144,7 +144,7 @@ def rescore_part2(settings, run):
     own spec, and architecture flags typed on the command line (settings.given) must agree with it."""
     s, rt = settings, settings.runtime
     model, state, spec = load_multitask(s.eval_only, rt.device, rt.attn, s.given)
-    merge_for_inference(model.bert, s.merge, spec.fine_tune_mode, main_print)
+    merge_for_inference(model.backbone, s.merge, spec.fine_tune_mode, main_print)
     max_length = spec.max_length
     if s.max_length_given and s.model.max_length != spec.max_length:
         check_max_length(s.model.max_length, spec.pretrained)

@@ -55,6 +55,11 @@ class BertMLMHead(nn.Module):
 
 
 class BertForMaskedLM(nn.Module):
+    @property
+    def backbone(self):
+        """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
+        return self.bert
+
     def __init__(self, bert):
         super().__init__()
         self.bert, self.config = bert, bert.config

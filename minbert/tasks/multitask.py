@@ -41,6 +41,11 @@ class TaskOutput:
 class MultitaskBERT(nn.Module):
     """One shared BERT, a head per task, built from a specs.ModelSpec."""
 
+    @property
+    def backbone(self):
+        """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
+        return self.bert
+
     def __init__(self, spec: ModelSpec, attn="sdpa", fast_dropout=True):
         super().__init__()
         self.spec = spec

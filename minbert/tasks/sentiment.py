@@ -16,6 +16,11 @@ class BertSentimentClassifier(nn.Module):
     `bert` (a BertModel) replaces the one spec.pretrained names (bench.py's random models); `attn` and `fast_dropout`
     are BertConfig's runtime choices."""
 
+    @property
+    def backbone(self):
+        """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
+        return self.bert
+
     def __init__(self, spec: ModelSpec, attn="sdpa", bert=None, fast_dropout=True):
         super().__init__()
         self.spec, self.num_labels = spec, spec.num_labels

@@ -7,7 +7,6 @@ import math
 import torch
 
 from minbert.files import append_jsonl, deferred_interrupt
-from minbert.finetuning.freezing import backbone
 from minbert.finetuning.modes import merge_for_inference
 from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state, save_checkpoint,
                                      set_rng_state, trainable_state)
@@ -219,7 +218,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     best = load_checkpoint(files.best)
     load_trainable_state(model, best["model"], files.best)
     if pipeline.merge:
-        merge_for_inference(backbone(model), True, pipeline.spec.fine_tune_mode, main_print)
+        merge_for_inference(model.backbone, True, pipeline.spec.fine_tune_mode, main_print)
     result, published = pipeline.write_outputs(files, best)
     publish(published, run_name, files.folder)
     set_interrupt_hint(f"{files.stem} is complete in {files.folder}", retry=continue_hint)

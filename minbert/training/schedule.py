@@ -16,12 +16,10 @@ lr * GAMMA^(L - 1 - l), the embeddings at lr * GAMMA^L, the pooler with the top 
 at the full rate (or `--head_lr`). Lower layers hold more general features, so they move less.
 """
 import math
-import re
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from minbert.finetuning.freezing import backbone
 
 SCHEDULES = ("constant", "linear", "cosine")
 
@@ -94,30 +92,28 @@ class DeviceSchedule:
         self._write()
 
 
-def layer_depth(name, num_layers):
-    """Depth from the top of a parameter of a model holding a BertModel as `.bert` (or being one):
-    0 for the top layer, the pooler and everything outside BERT (heads), num_layers for the embeddings."""
-    name = re.sub(r"^bert\.", "", name)
-    m = re.match(r"bert_layers\.(\d+)\.", name)
-    if m:
-        return num_layers - 1 - int(m.group(1))
-    if re.match(r"(word|pos|tk_type)_embedding\.|embed_layer_norm\.", name):
-        return num_layers
-    return 0
+def layer_depths(backbone):
+    """{id(parameter): depth from the top} for a backbone's parameters (the backbone contract: bert.py BertModel
+    .layers and .embeddings): layer l of L at L - 1 - l, the embeddings at L, the rest (the pooler, a final
+    LayerNorm) at 0. Adapters and PALs inside a layer are that layer's."""
+    layers = backbone.layers
+    depths = {id(p): 0 for p in backbone.parameters()}
+    for i, layer in enumerate(layers):
+        depths.update({id(p): len(layers) - 1 - i for p in layer.parameters()})
+    for module in backbone.embeddings:
+        depths.update({id(p): len(layers) for p in module.parameters()})
+    return depths
 
 
 def param_groups(model, lr, llrd=1.0, head_lr=None, weight_decay=0.0):
-    """Optimizer parameter groups, one per learning rate: BERT's parameters at lr * llrd^depth, the
+    """Optimizer parameter groups, one per learning rate: the backbone's parameters at lr * llrd^depth, the
     rest (task heads) at head_lr (default lr). Only parameters that require grad are included."""
-    inner = backbone(model)
-    num_layers = (inner if inner is not None else model).config.num_hidden_layers
-    prefix = getattr(model, "backbone_name", "bert") + "."
+    depths = layer_depths(model.backbone)
     groups = {}
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         if not p.requires_grad:
             continue
-        in_bert = name.startswith(prefix) or inner is None
-        rate = lr * llrd ** layer_depth(name, num_layers) if in_bert else (head_lr or lr)
+        rate = lr * llrd ** depths[id(p)] if id(p) in depths else (head_lr or lr)
         groups.setdefault(rate, []).append(p)
     return [{"params": ps, "lr": rate, "weight_decay": weight_decay} for rate, ps in
             sorted(groups.items(), key=lambda kv: -kv[0])]

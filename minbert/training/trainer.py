@@ -12,7 +12,7 @@ import torch
 from tqdm.auto import tqdm
 
 from minbert.embedding import Embedding
-from minbert.finetuning.freezing import backbone, frozen_parameters, setup_freezing
+from minbert.finetuning.freezing import frozen_parameters, setup_freezing
 from minbert.objectives.gradvac import GradVaccine
 from minbert.objectives.pcgrad import PCGrad, task_gradients_backward
 from minbert.precision import autocast, grad_scaler
@@ -251,10 +251,10 @@ def build_trainer(model, recipe, runtime, steps_per_epoch, epochs=None, tasks=()
     recipe.epochs, of `steps_per_epoch` batches), --freeze_layers and --gradual_unfreeze (finetuning/freezing.py),
     and the Trainer that steps them on runtime.device in runtime.amp; with recipe.surgery it combines the
     gradients of `tasks` (Part 2)."""
-    unfreeze = setup_freezing(backbone(model), recipe.freeze_layers, recipe.gradual_unfreeze, main_print)
+    unfreeze = setup_freezing(model.backbone, recipe.freeze_layers, recipe.gradual_unfreeze, main_print)
     # schedule.param_groups through its module, so that a tool may swap it (tools/layernorm_rate.py)
     groups = schedule.param_groups(model, recipe.lr, recipe.llrd, recipe.head_lr, recipe.weight_decay)
-    describe_trainable(model, recipe.optimizer, frozen_parameters(backbone(model), recipe.freeze_layers))
+    describe_trainable(model, recipe.optimizer, frozen_parameters(model.backbone, recipe.freeze_layers))
     optimizer = make_optimizer(recipe.optimizer, groups, recipe.lr, recipe.weight_decay, recipe.foreach, recipe.fused)
     total = (epochs or recipe.epochs) * -(-steps_per_epoch // recipe.grad_accum)
     if runtime.graphs:  # the schedule on the device, so that a recorded step can apply it

@@ -7,7 +7,7 @@ import torch
 
 import classifier
 from minbert.specs import ModelSpec
-from minbert.training.schedule import layer_depth, lr_factor, make_scheduler, param_groups
+from minbert.training.schedule import layer_depths, lr_factor, make_scheduler, param_groups
 from optimizer import AdamW
 
 
@@ -40,10 +40,11 @@ def test_lambda_lr_on_our_adamw_steps_per_optimizer_step():
 
 def test_llrd_groups(tiny_model):
     model = classifier.BertSentimentClassifier(ModelSpec(pretrained=str(tiny_model), dropout=[0.0]))  # 2 layers
-    assert layer_depth("bert.bert_layers.1.interm_dense.weight", 2) == 0
-    assert layer_depth("bert.bert_layers.0.interm_dense.weight", 2) == 1
-    assert layer_depth("bert.word_embedding.weight", 2) == 2
-    assert layer_depth("classifier.weight", 2) == 0
+    depth = layer_depths(model.backbone)
+    assert depth[id(model.bert.bert_layers[1].interm_dense.weight)] == 0
+    assert depth[id(model.bert.bert_layers[0].interm_dense.weight)] == 1
+    assert depth[id(model.bert.word_embedding.weight)] == 2
+    assert id(model.classifier.weight) not in depth  # a head, at the top (its own rate)
     groups = param_groups(model, 1e-3, llrd=0.5, head_lr=5e-3)
     rate = {id(p): g["lr"] for g in groups for p in g["params"]}
     assert rate[id(model.classifier.weight)] == 5e-3
