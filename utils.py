@@ -17,11 +17,22 @@ class MinbertError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump."""
+    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump. `absent` ({flag: why})
+    names flags this script leaves out on purpose (another backbone's levers): typed, each says why."""
 
-    def __init__(self, *a, **kw):
+    def __init__(self, *a, absent=None, **kw):
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*a, **kw)
+        self.absent = dict(absent or {})
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        for token in extras:
+            if token.split("=", 1)[0] in self.absent:
+                self.error(f"{token.split('=', 1)[0]} {self.absent[token.split('=', 1)[0]]}")
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
     def error(self, message):
         raise MinbertError(f"{self.prog}: {message}")

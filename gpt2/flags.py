@@ -5,31 +5,26 @@ Part 1's flags are the handout's (--fine-tune-mode, --batch_size, --lr, --hidden
 --use_gpu, --seed) with the shared speed, recipe and run-folder groups; `--recipe handout` puts the shared
 recipe's defaults back to the handout's plain training (constant lr, no warm-up or clipping), as in minBERT. The
 levers that reach into BERT's own modules (SMART's embedding perturbation and every flag shaping it,
---freeze_layers, --gradual_unfreeze, --llrd) are refused here in one line rather than half applied, and so is a
-flag typed where it would change nothing (minbert/flags/rules.py)."""
+--freeze_layers, --gradual_unfreeze, --llrd, --no_fast_dropout) are left out of the shared groups here (bert=False),
+and typed they are one line saying why (groups.BERT_ONLY); so is a flag typed where it would change nothing
+(minbert/flags/rules.py)."""
 from gpt2.config import ConfigError, GPT2Config
 from gpt2.sonnets import SonnetSettings
-from minbert.flags.groups import add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags
+from minbert.flags.groups import BERT_ONLY, add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
 from minbert.flags.settings import parse_flags, recipe, regularizers, runtime
 from minbert.flags.types import positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
-from minbert.runs.identity import defining_flags, flag_spelling
+from minbert.runs.identity import defining_flags
 from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
 from utils import MinbertError, Parser
 
 # The handout's rates: the head alone learns fast; the whole model needs a small step.
 DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3, "adapter": 1e-3}
 ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query", "value"]}
-NOT_FOR_GPT2 = {"smart_weight": 0.0, "smart_bregman_weight": 0.0, "freeze_layers": 0, "gradual_unfreeze": 0, "llrd": 1.0}
-# The flags that shape SMART's term: with SMART refused here, each would change nothing.
-SMART_SHAPING = ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_eps", "smart_dropout",
-                 "smart_momentum")
 # Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have GPT-2's own
-# checks in classifier_settings).
-GPT2_IDLE = {**{f: IDLE_FLAGS[f] for f in ("foreach", "fused")},
-             "fast_dropout": (lambda v, t: False, "switches off minBERT's bulk dropout masks, which GPT-2 does not use "
-                                                 "(its dropout is torch's)")}
+# checks in classifier_settings). BERT's own levers are not declared here at all (groups.BERT_ONLY says why).
+GPT2_IDLE = {f: IDLE_FLAGS[f] for f in ("foreach", "fused")}
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
                 "compiles GPT-2's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
@@ -48,7 +43,7 @@ SONNET_IDLE = {"head_lr": (lambda v, t: False, NO_HEAD)}
 def _parser(prog, kind, description, modes):
     """The flags both GPT-2 scripts take; `kind` names their run folders, `modes` are the --fine-tune-mode choices
     (the first is the default)."""
-    ap = Parser(prog=prog, description=description)
+    ap = Parser(prog=prog, description=description, absent=BERT_ONLY)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=modes, default=modes[0],
                     help="the head on a frozen GPT-2, or the whole model")
     ap.add_argument("--lr", type=positive_float, default=None,
@@ -70,22 +65,18 @@ def _shared(ap, kind, what, max_length):
                     help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
     ap.add_argument("--max_length", type=positive_int, default=max_length,
                     help="tokens per input, at most the model's positions")
-    add_speed_flags(ap)
-    add_recipe_flags(ap, {"rdrop_weight": 0.0, "smart_weight": 0.0})
+    add_speed_flags(ap, bert=False)
+    add_recipe_flags(ap, {"rdrop_weight": 0.0}, bert=False)
     add_run_flags(ap, kind, "--checkpoint_dir")
     return ap
 
 
 def parse(parser, argv=None, idle=None):
     """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and checked: a
-    typed flag that shapes SMART, one that `idle` (rules.py's form) says would change nothing, or a --max_length
-    above the model's positions is one line."""
+    typed flag that `idle` (rules.py's form) says would change nothing, or a --max_length above the model's
+    positions is one line."""
     args = parse_flags(parser, argv, {})
     typed = args.typed
-    shaping = [f for f in SMART_SHAPING if f in typed]
-    if shaping:
-        raise MinbertError(f"{flag_spelling(shaping[0])} shapes SMART's adversarial term, which GPT-2 does not have "
-                           f"(it perturbs BERT's own embeddings; --smart_weight is refused here too): drop it")
     check_idle_flags(vars(args), typed, {**GPT2_IDLE, **(idle or {})})
     if "max_length" in typed:  # the default is held to the model's positions (_gpt2_values); a typed value is not
         limit = gpt2_config(args.pretrained).max_position_embeddings
@@ -135,13 +126,9 @@ def gpt2_config(pretrained):
 
 
 def _gpt2_values(args):
-    """The parsed flags, the levers that reach into BERT's modules refused (or set off), --max_length held to the
-    model's positions (the default asks for more than a small GPT-2 has)."""
+    """The parsed flags, --max_length held to the model's positions (the default asks for more than a small GPT-2
+    has)."""
     v = dict(vars(args))
-    for flag, off in NOT_FOR_GPT2.items():
-        if v.get(flag) not in (None, off):
-            raise MinbertError(f"--{flag} {v[flag]}: not available for GPT-2 (it reaches into BERT's own modules)")
-    v.update(NOT_FOR_GPT2)
     v["max_length"] = min(v["max_length"], gpt2_config(v["pretrained"]).max_position_embeddings)
     return v
 
@@ -175,7 +162,7 @@ def classifier_settings(args):
 
 def sonnet_parser():
     ap = Parser(prog="sonnet_generation.py", description="Build GPT-2, Part 2: fine-tune on the sonnets, then complete "
-                                                         "held-out ones from their first three lines.")
+                                                         "held-out ones from their first three lines.", absent=BERT_ONLY)
     ap.add_argument("--sonnet_path", default="../data/sonnets.txt", help="the training sonnets")
     ap.add_argument("--held_out_sonnet_path", default="../data/sonnets_held_out.txt",
                     help="the test sonnets' first lines, to complete")

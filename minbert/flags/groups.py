@@ -10,9 +10,26 @@ from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
 
 
-def add_speed_flags(ap, training=True):
+# The levers of the groups below that reach into BERT's own modules, which a script on another backbone (GPT-2's)
+# leaves out (bert=False), and why: typed there, each is this one line (utils.Parser's `absent`), not "unrecognized".
+NOT_GPT2 = "not available for GPT-2; drop it"
+SMART_SHAPES = "shapes SMART's adversarial term, which GPT-2 does not have (it perturbs BERT's own embeddings): " + NOT_GPT2
+BERT_ONLY = {
+    "--no_fast_dropout": "switches off minBERT's bulk dropout masks, which GPT-2 does not use (its dropout is "
+                         "torch's): " + NOT_GPT2,
+    "--smart_weight": "(SMART perturbs BERT's own embedding output): " + NOT_GPT2,
+    "--smart_bregman_weight": "(SMART's Bregman step, BERT's recipe): " + NOT_GPT2,
+    **{f"--{f}": SMART_SHAPES for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_eps",
+                                        "smart_dropout", "smart_momentum")},
+    "--freeze_layers": "(freezing runs BERT's lower layers without a graph): " + NOT_GPT2,
+    "--gradual_unfreeze": "(freezing runs BERT's lower layers without a graph): " + NOT_GPT2,
+    "--llrd": "(layer-wise rates as measured for BERT): " + NOT_GPT2,
+}
+
+
+def add_speed_flags(ap, training=True, bert=True):
     """The fast-path switches; each fast path is on by default where it is safe. Inference alone
-    (training=False) takes only the ones that act there."""
+    (training=False) takes only the ones that act there; bert=False leaves out BERT's own (BERT_ONLY)."""
     g = ap.add_argument_group("speed")
     g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
@@ -31,9 +48,10 @@ def add_speed_flags(ap, training=True):
     g.add_argument("--no_fused", dest="fused", action="store_false",
                    help="AdamW as one multi-tensor kernel per line of Algorithm 1 instead of one fused pass over each "
                         "tensor (the same arithmetic)")
-    g.add_argument("--no_fast_dropout", dest="fast_dropout", action="store_false",
-                   help="torch's dropout, one random draw per element (default: masks drawn in bulk on the CPU, "
-                        "minbert/dropout.py; a GPU always uses torch's)")
+    if bert:
+        g.add_argument("--no_fast_dropout", dest="fast_dropout", action="store_false",
+                       help="torch's dropout, one random draw per element (default: masks drawn in bulk on the CPU, "
+                            "minbert/dropout.py; a GPU always uses torch's)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_false",
                    help="run the training step eagerly on a GPU (default: with --use_gpu, the whole step, forward to "
@@ -61,10 +79,10 @@ def add_adapter_flags(ap):
     return g
 
 
-def add_recipe_flags(ap, regularizers, full_model_only=False):
+def add_recipe_flags(ap, regularizers, full_model_only=False, bert=True):
     """The training-recipe levers both pipelines share (minbert/training/, minbert/objectives/), defaulting to
     the recipe measured best on MiniLM (RESULTS.md), and `--recipe handout`, which puts every default back
-    to the handout's plain values."""
+    to the handout's plain values; bert=False leaves out BERT's own (BERT_ONLY)."""
     g = ap.add_argument_group("training recipe")
     g.add_argument("--recipe", choices=["best", "handout"], default="best",
                    help="defaults: best (the recipe measured best, see RESULTS.md) or handout (its plain values: "
@@ -78,19 +96,23 @@ def add_recipe_flags(ap, regularizers, full_model_only=False):
                    help="clip the global gradient norm (0: off)")
     g.add_argument("--patience", type=nonneg_int, default=0,
                    help="stop after this many epochs without a better dev score (0: never)")
-    g.add_argument("--llrd", type=llrd_factor, default=1.0,
-                   help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
+    if bert:
+        g.add_argument("--llrd", type=llrd_factor, default=1.0,
+                       help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
     g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
     g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="the optimizer's decoupled weight decay")
     g.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adamw",
                    help="adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or lamb "
                         "(You et al. 2020; default lr five times AdamW's): optimizer.py")
-    g.add_argument("--freeze_layers", type=nonneg_int, default=0,
-                   help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; minbert/finetuning/freezing.py)")
-    g.add_argument("--gradual_unfreeze", type=nonneg_int, default=0, metavar="STEPS",
-                   help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then unfreeze one more "
-                        "layer from the top every STEPS optimizer steps, the embeddings last (0: off; minbert/finetuning/freezing.py)")
-    add_regularizer_flags(g, regularizers, full_model_only)
+    if bert:
+        g.add_argument("--freeze_layers", type=nonneg_int, default=0,
+                       help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; "
+                            "minbert/finetuning/freezing.py)")
+        g.add_argument("--gradual_unfreeze", type=nonneg_int, default=0, metavar="STEPS",
+                       help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then unfreeze one "
+                            "more layer from the top every STEPS optimizer steps, the embeddings last (0: off; "
+                            "minbert/finetuning/freezing.py)")
+    add_regularizer_flags(g, regularizers, full_model_only, smart=bert)
     return g
 
 
@@ -100,16 +122,18 @@ def _weight_default(weight, full_model_only):
     return f"{weight:g}"
 
 
-def add_regularizer_flags(g, defaults, full_model_only=False):
-    """R-Drop and SMART (minbert/objectives/rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times their step.
-    `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only they default to None here and
-    the parser resolves them once the fine-tune mode is known."""
+def add_regularizer_flags(g, defaults, full_model_only=False, smart=True):
+    """R-Drop and SMART (minbert/objectives/rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times
+    their step. `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only they default to None here
+    and the parser resolves them once the fine-tune mode is known; smart=False leaves SMART out (BERT_ONLY)."""
     def default(name):
         return None if full_model_only else defaults[name]
     g.add_argument("--rdrop_weight", type=nonneg_float, default=default("rdrop_weight"),
                    help="R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over both passes plus this "
                         "weight times their symmetric KL (squared error for STS) (0: off; default "
                         + _weight_default(defaults["rdrop_weight"], full_model_only) + ")")
+    if not smart:
+        return g
     g.add_argument("--smart_weight", type=nonneg_float, default=default("smart_weight"),
                    help="SMART's adversarial smoothness term lambda_s (minbert/objectives/smart.py) (0: off; default "
                         + _weight_default(defaults["smart_weight"], full_model_only) + ")")
