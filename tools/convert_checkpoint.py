@@ -6,7 +6,8 @@ current one (minbert/runs/checkpoint.py), read through the restricted loader: no
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.runs.checkpoint import VERSION, load_checkpoint, save_checkpoint  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 

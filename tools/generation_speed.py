@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402

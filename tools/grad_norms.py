@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.course_data import MULTITASK  # noqa: E402
 from datasets import load_multitask_data  # noqa: E402
 from minbert.flags.settings import multitask_settings, parse_multitask  # noqa: E402

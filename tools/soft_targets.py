@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.course_data import data_file, read_examples  # noqa: E402
 from evaluation import accuracy, pearson  # noqa: E402
 from minbert.flags.types import positive_float  # noqa: E402

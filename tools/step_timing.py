@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bert import BertModel  # noqa: E402
 from config import BertConfig  # noqa: E402

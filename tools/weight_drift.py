@@ -12,7 +12,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bert import BertModel  # noqa: E402
 from minbert.files import refuse_code, safe_load  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402

@@ -30,20 +30,6 @@ SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py"
            "gpt2-sonnet": "gpt2/sonnet_generation.py"}
 
 
-# runs/ is an output folder, and earlier versions of minbert had a module runs.py: without this file a stale
-# `import runs` would import the folder as an empty namespace package instead of failing.
-ROOT_GUARD = ('raise ImportError("runs/ is the folder of minbert\'s training runs, not a module; the run-folder code is '
-              'minbert.runs (docs/architecture.md lists where every module went)")\n')
-
-
-def guard_root(root):
-    """Make `root` (runs/ by default) fail loudly when imported as a module, by an __init__.py that raises."""
-    init = Path(root) / "__init__.py"
-    if not init.exists():
-        init.parent.mkdir(parents=True, exist_ok=True)
-        init.write_text(ROOT_GUARD)
-
-
 def new_run_name(prefix):
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -225,9 +211,6 @@ class Run:
             if self.created is not None and [p.name for p in self.folder.iterdir()] == [RUN_MARK]:
                 (self.folder / RUN_MARK).unlink()
                 for folder in (self.folder, *self.folder.parents):
-                    guard = folder / "__init__.py"  # runs/ made by this run holds only its guard: made by it too
-                    if [p.name for p in folder.iterdir()] == [guard.name] and guard.read_text() == ROOT_GUARD:
-                        guard.unlink()
                     if any(folder.iterdir()):
                         break
                     folder.rmdir()
@@ -290,6 +273,4 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         raise
     if run.lock is not None:
         run.lock.claim()
-        if not run_dir:
-            guard_root(root)
     return run
