@@ -89,7 +89,9 @@ class Graphs:
         graph = out = None
         if self.record:
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.pool):
+            # thread_local: the prefetch thread (trainer.prefetch) pins the next batches meanwhile, which the default
+            # "global" mode would take for an unsafe call during the recording
+            with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
                 out = self.step(static)
             torch.cuda.synchronize(self.device)
         self.seconds += time.perf_counter() - t0
