@@ -16,7 +16,7 @@ from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.precision import autocast
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
-from minbert.training.graphs import CapturedTraining, Graphs
+from minbert.training.graphs import CapturedTraining, Graphs, shape_key
 from minbert.training.schedule import DeviceSchedule
 from optimizer import AdamW
 from utils import MinbertError, to_device
@@ -194,5 +194,18 @@ class Candidate:
     def train(self, on):
         self.model.train(on)
         self.head.train(on)
+
+    def warmup(self, n):
+        """The untimed batches: the first `n`, and for a row that records or compiles per shape (graphs,
+        compiled) one more of every shape the timed batches have and those do not, so that no recording is timed."""
+        first = self.batches[:n]
+        if not (self.row["graphs"] or self.row["compile"] == "reduce-overhead"):
+            return first
+        seen, extra = {shape_key(b) for b in first}, []
+        for b in self.batches[n:]:
+            if shape_key(b) not in seen:
+                seen.add(shape_key(b))
+                extra.append(b)
+        return first + extra
 
 
