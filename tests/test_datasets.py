@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from datasets import batch_indices, resolve_pad_multiple
+from datasets import batch_indices, join_pair, pair_lengths, resolve_pad_multiple
 from minbert.course_data import TASKS, data_file, read_examples
-from tests.helpers import cli, one_line_error, part1_args, part2_args, real_data_folder
+from tests.helpers import WORDS, cli, one_line_error, part1_args, part2_args, real_data_folder
 from utils import MinbertError
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
@@ -215,3 +215,26 @@ def test_a_folder_given_for_a_file_is_said_to_be_one(tmp_path, course_data, tiny
     for flag in (["--sst_dev", str(course_data)], ["--extra_task", f"snli={course_data}"]):
         with pytest.raises(MinbertError, match=rf"{re.escape(str(course_data))}: is a folder; give the .* itself"):
             mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", *flag))
+
+
+# ----------------------------------------------------------------------------- two sentences joined into a pair
+
+def test_a_pair_is_cut_as_the_tokenizer_cuts_it(tiny_model):
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(str(tiny_model))
+    for max_length in (9, 10):
+        for n1 in range(1, 12):
+            for n2 in range(1, 12):
+                types = tok(" ".join(WORDS[:n1]), " ".join(WORDS[:n2]), max_length=max_length,
+                            return_tensors=None)["token_type_ids"]
+                kept = (types.count(0) - 2, types.count(1) - 1)
+                assert pair_lengths(n1, n2, max_length - 3) == kept, (n1, n2, max_length)
+
+
+def test_two_sentences_joined_from_their_real_tokens():
+    ids1 = torch.tensor([[0, 2, 7, 8, 3], [2, 9, 3, 0, 0]])  # padding on either side, found by the masks
+    ids2 = torch.tensor([[2, 5, 3], [2, 6, 3]])
+    joined = join_pair(ids1, (ids1 != 0).long(), ids2, (ids2 != 0).long(), max_length=64, pad_id=0)
+    assert joined["input_ids"].tolist() == [[2, 7, 8, 3, 5, 3], [2, 9, 3, 6, 3, 0]]
+    assert joined["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 0]]
+    assert joined["attention_mask"].tolist() == [[1] * 6, [1] * 5 + [0]]
