@@ -2,7 +2,8 @@
 SentencePairDataset), batched by length, padded to the batch's longest row (or a fixed multiple on a GPU).
 
 What each course CSV holds and reading it with every problem named (TASKS, read_examples), and fetching the
-files: minbert/course_data.py. `python datasets.py --fetch [--from DIR]` fills data/ with them.
+files: minbert/course_data.py. `python datasets.py --fetch [--from DIR]` fills data/ with them and the
+handout's two reference files (sanity_check.data, optimizer_test.npy).
 """
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minbert.course_data import MULTITASK, TASKS, fetch_data, read_examples
+from minbert.course_data import MULTITASK, TASKS, fetch_data, fetch_references, read_examples
 from utils import Parser, main_guard
 
 # ----------------------------------------------------------------------------- tokenized data and batches
@@ -253,6 +254,7 @@ def main():
         ap.print_help()
         return
     fetch_data(args.dest, args.source)
+    fetch_references(args.dest, args.source)  # sanity_check.py's and optimizer_test.py's, not needed to train
 
 
 if __name__ == "__main__":
