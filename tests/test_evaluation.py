@@ -1,12 +1,13 @@
 """evaluation.py: --score counts and reports bad ids, names a non-numeric prediction's line, leaves unlabelled
-rows unscored, reads the course's header; Pearson of constant predictions is 0."""
+rows unscored, reads the course's header; Pearson of constant predictions is 0; a Quora logit above 0 (P > 0.5)
+is a paraphrase."""
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from evaluation import pearson, score_file, write_predictions
+from evaluation import pearson, score_file, to_predictions, write_predictions
 from tests.helpers import ROOT
 
 
@@ -67,3 +68,9 @@ def test_score_accepts_the_course_header_and_sts(tmp_path):
 
 def test_pearson_of_constant_predictions_is_zero():
     assert pearson([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def test_quora_decides_at_probability_one_half():
+    logits = np.array([-0.3, -0.01, 0.01, 0.3, 2.0])  # P(paraphrase) 0.43, 0.497, 0.503, 0.57, 0.88
+    assert to_predictions("quora", logits).tolist() == [0, 0, 1, 1, 1]
+    assert to_predictions("sst", np.array([[0.1, 2.0, 0.3, 0, 0], [0, 0, 0, 0, 0.2]])).tolist() == [1, 4]

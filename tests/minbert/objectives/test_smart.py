@@ -39,6 +39,18 @@ def test_the_reference_perturbation_ends_near_infinity_norm_1_per_token(tiny_mod
     assert ((norms > 0.9) & (norms < 1.0)).all()
 
 
+def test_each_projection_steps_up_the_gradient():
+    """An ascent step moves the perturbation along the gradient of l_s, not against it: the ball's step is the
+    gradient normalised per token (largest coordinate 1) times the step size, inside the ball; the reference's
+    ends in the gradient's direction once the step outweighs the starting noise."""
+    torch.manual_seed(0)
+    grad = torch.randn(2, 5, 8)
+    ball = SmartRegularizer(1.0, projection="ball", eps=1e-3, step_size=1e-4).ascend(torch.zeros(2, 5, 8), grad)
+    torch.testing.assert_close(ball, 1e-4 * grad / grad.abs().amax(-1, keepdim=True))
+    reference = SmartRegularizer(1.0, step_size=1e3).ascend(torch.randn(2, 5, 8) * 1e-5, grad)
+    torch.testing.assert_close(reference, grad / grad.abs().amax(-1, keepdim=True), rtol=1e-4, atol=1e-4)
+
+
 def test_the_paper_projection_stays_in_the_eps_ball(tiny_model):
     reg = SmartRegularizer(1.0, projection="ball", eps=1e-3, step_size=1.0)
     out = reg.ascend(torch.zeros(2, 5, 8), torch.randn(2, 5, 8))
