@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from evaluation import pearson, score_file, to_predictions, write_predictions
+from evaluation import multitask_mean, pearson, score_file, to_predictions, write_predictions
 from tests.helpers import ROOT
 
 
@@ -74,3 +74,7 @@ def test_quora_decides_at_probability_one_half():
     logits = np.array([-0.3, -0.01, 0.01, 0.3, 2.0])  # P(paraphrase) 0.43, 0.497, 0.503, 0.57, 0.88
     assert to_predictions("quora", logits).tolist() == [0, 0, 1, 1, 1]
     assert to_predictions("sst", np.array([[0.1, 2.0, 0.3, 0, 0], [0, 0, 0, 0, 0.2]])).tolist() == [1, 4]
+
+
+def test_the_multitask_mean_puts_sts_r_on_0_to_1():
+    assert multitask_mean({"sst": 0.5, "quora": 0.8, "sts": 0.6}) == pytest.approx((0.5 + 0.8 + 0.8) / 3)

@@ -36,3 +36,16 @@ def test_a_prompt_too_long_for_the_positions_is_refused(tiny_gpt2):
     model = GPT2Model.from_pretrained(tiny_gpt2).eval()
     with pytest.raises(ValueError, match="exceeds the model's 64 positions"):
         generate(model, torch.zeros(1, 60, dtype=torch.long), 10)
+
+
+def test_temperature_divides_the_logits_and_top_p_stops_once_p_is_reached():
+    """At temperature 2 the draws follow softmax(logits / 2); a nucleus that reaches p exactly with its first
+    token is that token alone (the smallest set whose mass is at least p)."""
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
+    g = torch.Generator().manual_seed(0)
+    draws = torch.stack([next_token(logits.expand(1000, -1), 2.0, 1.0, g) for _ in range(4)]).flatten()
+    expected = torch.softmax(logits[0] / 2.0, -1)  # 0.47, 0.33, 0.19 (at temperature 1: 0.6, 0.3, 0.1)
+    torch.testing.assert_close(torch.bincount(draws, minlength=3) / draws.numel(), expected, atol=0.02, rtol=0)
+    half = torch.log(torch.tensor([[0.5, 0.25, 0.25]]))
+    assert {next_token(half, 1.0, 0.5, g).item() for _ in range(100)} == {0}
+    assert {next_token(half, 1.0, 0.51, g).item() for _ in range(300)} == {0, 1}  # 0.75 reaches 0.51

@@ -40,3 +40,13 @@ def test_a_completion_keeps_its_prompt_and_has_fourteen_lines(tmp_path):
     assert text.startswith(prompt + "\n") and len(text.split("\n")) == LINES
     again = complete(model, tok, prompt, 1.0, 0.9, 8, torch.Generator().manual_seed(0))
     assert again == text  # one seed, one completion
+
+
+def test_a_completion_samples_with_its_temperature_and_its_nucleus(tmp_path):
+    """A nucleus of one token is the greedy choice at any temperature; the whole distribution at 1.2 is not."""
+    folder = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    model, tok = SonnetGPT(folder).eval(), GPT2Tokenizer.from_pretrained(folder)
+    prompt = "love doth bear the rose\nthe summer night\nthou art fair"
+    greedy = complete(model, tok, prompt, 0.0, 1.0, 8)
+    assert complete(model, tok, prompt, 1.2, 1e-6, 8, torch.Generator().manual_seed(0)) == greedy
+    assert complete(model, tok, prompt, 1.2, 1.0, 8, torch.Generator().manual_seed(0)) != greedy

@@ -90,3 +90,20 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, t
         assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
     with pytest.raises(MinbertError, match=r"another configuration: --lr"):
         classifier.main(args + ["--lr", "3e-4"])
+
+
+def test_each_epoch_draws_its_own_order_and_a_resumed_run_draws_the_same(tmp_path, course_data, tiny_model):
+    """The training batches of epoch e come from (seed, e): every epoch a new order over every example, and the
+    same order again when a resumed run recomputes that epoch."""
+    from minbert.flags.settings import classifier_settings, parse_classifier
+    from minbert.pipelines.classifier import SentimentPipeline
+    args = parse_classifier(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst",
+                                       "--fine-tune-mode", "full-model"))
+    pipeline = SentimentPipeline(classifier_settings(args, log=lambda *_: None), "sst")
+
+    def order(epoch):
+        return [b["index"].tolist() for b in pipeline.batches(epoch)[0]]
+    first, second = order(0), order(1)
+    assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(len(pipeline.data["train"])))
+    assert first != second
+    assert order(1) == second

@@ -150,3 +150,30 @@ def test_mixed_pairs_cross_encode_quora_and_embed_sts(tmp_path, course_data, tin
     data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(s.model.pretrained), s.model.max_length,
                                s.model.pair_encoding, ["dev"])["dev"]
     assert set(data["quora"].inputs) == {"x"} and set(data["sts"].inputs) == {"a", "b"}
+
+
+def test_siamese_scores_come_from_the_two_embeddings(tiny_model, monkeypatch):
+    """Similarity 5 ReLU(cos(u, v)): opposed sentences score 0, not below; paraphrase reads [u, v, |u - v|, u * v]."""
+    model = _model(tiny_model, 0.0).eval()
+    a, b = torch.tensor([[2, 7, 3]]), torch.tensor([[2, 9, 3]])
+    ones = torch.ones_like(a)
+    u = torch.randn(1, model.bert.config.hidden_size)
+    v = -0.5 * u
+    monkeypatch.setattr(model, "embed_sentence", lambda ids, mask: u if ids is a else v)
+    assert model.predict_similarity(a, ones, b, ones).tolist() == [0.0]  # cos(u, v) = -1
+    seen = []
+    model.para_head.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0]))
+    model.predict_paraphrase(a, ones, b, ones)
+    torch.testing.assert_close(seen[0], torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
+
+
+def test_mean_pooling_leaves_the_padding_out_and_cross_encoded_sts_is_five_times_its_score(tiny_model):
+    model = _model(tiny_model, 0.0, pair_encoding="cross").eval()
+    ids, types = torch.tensor([[2, 7, 8, 3, 9, 3, 0, 0]]), torch.tensor([[0, 0, 0, 0, 1, 1, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, mask, types), model(ids[:, :6], mask[:, :6], types[:, :6]))
+        out = model.task_forward("sts", {"x": {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}})
+        score = torch.sigmoid(model.sts_head(model(ids, mask, types)).squeeze(-1))
+    torch.testing.assert_close(out.score, score)
+    torch.testing.assert_close(out.output, 5 * score)  # on the STS scale, 0..5
