@@ -49,3 +49,17 @@ def test_temperature_divides_the_logits_and_top_p_stops_once_p_is_reached():
     half = torch.log(torch.tensor([[0.5, 0.25, 0.25]]))
     assert {next_token(half, 1.0, 0.5, g).item() for _ in range(100)} == {0}
     assert {next_token(half, 1.0, 0.51, g).item() for _ in range(300)} == {0, 1}  # 0.75 reaches 0.51
+
+
+def test_the_stream_runs_until_the_last_position_has_predicted_its_token(tiny_gpt2):
+    """A model of 64 positions continues a 60-token prompt by 5 tokens: the fifth is predicted at position 63,
+    as HF's model predicts it from the 64 tokens before it."""
+    from transformers import GPT2LMHeadModel
+    from gpt2.generation import stream
+    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    prompt = torch.randint(1, ours.config.vocab_size, (1, 60), generator=torch.Generator().manual_seed(0))
+    tokens = list(stream(ours, prompt))
+    assert len(tokens) == 5
+    seen = torch.cat([prompt, torch.stack(tokens[:4], dim=1)], dim=1)
+    with torch.no_grad():
+        assert GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()(seen).logits[0, -1].argmax() == tokens[-1]

@@ -107,3 +107,21 @@ def test_each_epoch_draws_its_own_order_and_a_resumed_run_draws_the_same(tmp_pat
     assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(len(pipeline.data["train"])))
     assert first != second
     assert order(1) == second
+
+
+def test_each_leaderboard_row_is_its_own_examples_prediction(tmp_path, course_data, tiny_model):
+    """test() writes, for every id of dev and test, the class the model gives that example run alone."""
+    from types import SimpleNamespace
+    from minbert.flags.settings import classifier_settings, parse_classifier
+    from minbert.pipelines.classifier import SentimentPipeline, test
+    args = parse_classifier(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst",
+                                       "--fine-tune-mode", "full-model"))
+    pipeline = SentimentPipeline(classifier_settings(args, log=lambda *_: None), "sst")
+    model = pipeline.model.eval()
+    test(model, pipeline.data, SimpleNamespace(folder=tmp_path, stem="sst"), "cpu")
+    for split in ("dev", "test"):
+        data = pipeline.data[split]
+        with torch.no_grad():
+            alone = {data.ids[i]: int(model.logits(data.batch([i])).argmax(-1)) for i in range(len(data))}
+        written, _ = evaluation.read_predictions(tmp_path / f"sst-{split}-out.csv")
+        assert written == {i: float(c) for i, c in alone.items()}, split
