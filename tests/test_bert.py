@@ -1,5 +1,6 @@
 """bert.py: explicit and SDPA attention agree, padding leaves real tokens alone, every parameter gets a gradient,
-dropout acts only in training, add_norm's order, and the same outputs as HF transformers on MiniLM."""
+dropout acts only in training (the embeddings' after their LayerNorm), add_norm's order, and the same outputs as
+HF transformers on MiniLM."""
 import pytest
 import torch
 import transformers

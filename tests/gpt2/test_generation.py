@@ -1,5 +1,6 @@
 """gpt2/generation.py: greedy decoding with the key-value cache gives the uncached loop's tokens and HF's
-generate's, token for token; top-p keeps the smallest set of tokens reaching p."""
+generate's, token for token; top-p keeps the smallest set of tokens reaching p; temperature divides the logits;
+the stream runs until the last position has predicted its token."""
 import pytest
 import torch
 

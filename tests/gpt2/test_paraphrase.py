@@ -1,5 +1,5 @@
 """gpt2/paraphrase.py: a pair becomes the handout's question; the logits are the LM head's for " no" and " yes"
-(ids read from the tokenizer); only full-model trains."""
+(ids read from the tokenizer), label 1 being " yes"; only full-model trains."""
 import pytest
 import torch
 

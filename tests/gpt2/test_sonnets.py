@@ -1,5 +1,5 @@
 """gpt2/sonnets.py: the sonnet files are read by their numbers; the LM loss is HF's; a completion keeps its prompt
-and has 14 lines."""
+and has 14 lines, sampled with its temperature and top-p."""
 import math
 
 import torch

@@ -1,5 +1,6 @@
 """pipelines/classifier.py: Part 1 end to end in both modes; last-linear-layer keeps BERT frozen; the model
-learns an easy task; one seed, one set of predictions; a resumed run writes what an uninterrupted one does."""
+learns an easy task; one seed, one set of predictions; a resumed run writes what an uninterrupted one does; each
+epoch its own order; each leaderboard row its own example's prediction."""
 import json
 
 import pytest

@@ -1,5 +1,5 @@
 """pipelines/ensemble.py: an ensemble of two copies is the model; members are checked before any runs; the
-average is of probabilities; members of other data are refused."""
+average is of probabilities, Quora decided at one half; members of other data are refused."""
 import json
 import shutil
 

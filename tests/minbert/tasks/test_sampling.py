@@ -1,4 +1,5 @@
-"""tasks/sampling.py: every sampler's schedule (annealed, proportional, round-robin, all, sequential)."""
+"""tasks/sampling.py: every sampler's schedule (annealed, proportional, round-robin, all, sequential); a new order
+per epoch, per pass and per task; a restored stream continues with the batches it would have given."""
 import numpy as np
 import pytest
 

@@ -1,5 +1,5 @@
 """tasks/sentiment.py: BertSentimentClassifier is BERT's pooled output, dropout and a linear layer; its cached-features
-path gives the logits running BERT gives; what trains follows the fine-tune mode."""
+path gives the logits running BERT gives; the head's dropout acts in training; what trains follows the mode."""
 import torch
 
 from minbert.specs import ModelSpec
