@@ -1,6 +1,6 @@
 """objectives/smart.py: SMART's adversarial term measures smoothness (not dropout) and grows with the ascent step,
-which goes up the gradient;
-the Bregman step's teacher is the model at step 0 and follows the EMA rule; the divergences by hand."""
+which goes up the gradient; the Bregman step's teacher is the model at step 0 and follows the EMA rule; the
+divergences by hand."""
 import pytest
 import torch
 
