@@ -2,7 +2,8 @@
 SentencePairDataset), batched by length, padded to the batch's longest row (or a fixed multiple on a GPU).
 
 What each course CSV holds and reading it with every problem named (TASKS, read_examples), and fetching the
-files: minbert/course_data.py. `python datasets.py --fetch [--from DIR]` fills data/ with them.
+files: minbert/course_data.py. `python datasets.py --fetch [--from DIR]` fills data/ with them and the
+handout's two reference files (sanity_check.data, optimizer_test.npy).
 """
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minbert.course_data import MULTITASK, TASKS, fetch_data, read_examples
+from minbert.course_data import MULTITASK, TASKS, fetch_data, fetch_references, read_examples
 from utils import Parser, main_guard
 
 # ----------------------------------------------------------------------------- tokenized data and batches
@@ -69,14 +70,7 @@ class TaskData:
         for key, (ids, types) in ({} if self.features is not None else self.inputs).items():
             rows = [ids[i] for i in index]
             width = padded_width(max(len(r) for r in rows), self.pad_multiple, self.max_length, self.widths)
-            input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
-            token_types = np.zeros((len(rows), width), dtype=np.int64)
-            for j, i in enumerate(index):
-                input_ids[j, :len(ids[i])] = ids[i]
-                token_types[j, :len(ids[i])] = types[i]
-            input_ids = torch.from_numpy(input_ids)
-            out[key] = {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_types),
-                        "attention_mask": (input_ids != self.pad_id).long()}
+            out[key] = pad_rows(rows, [types[i] for i in index], width, self.pad_id)
         if self.labels is not None:
             out["labels"] = self.labels[index]
         if self.features is not None:
@@ -125,6 +119,52 @@ class SentencePairDataset(TaskData):
         super().__init__(examples, task, tokenizer, max_length, pair_mode)
         if not self.task.is_pair:
             raise ValueError(f"{self.task.name} is a single-sentence task: use SentenceClassificationDataset")
+
+
+def pad_rows(rows, types, width, pad_id):
+    """Token id lists and their token types as one batch's tensors, padded to `width` with `pad_id`."""
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    token_types = np.zeros((len(rows), width), dtype=np.int64)
+    for j, (row, row_types) in enumerate(zip(rows, types)):
+        input_ids[j, :len(row)], token_types[j, :len(row)] = row, row_types
+    input_ids = torch.from_numpy(input_ids)
+    return {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_types),
+            "attention_mask": (input_ids != pad_id).long()}
+
+
+def pair_lengths(n1, n2, budget):
+    """How many tokens of each sentence a pair keeps when the two may hold `budget` together, cut as the
+    tokenizer cuts a pair ('longest_first'): the shorter whole if the longer can give up the rest, else
+    half each, the odd token to the longer (to the second when they are equally long)."""
+    if n1 + n2 <= budget:
+        return n1, n2
+    short = min(n1, n2)
+    if 2 * short > budget:
+        short, long_ = budget // 2, budget - budget // 2
+    else:
+        long_ = budget - short
+    return (short, long_) if n1 <= n2 else (long_, short)
+
+
+def join_pair(ids1, mask1, ids2, mask2, max_length, pad_id):
+    """The cross-encoder's input for two sentences tokenized apart, rows '[CLS] a [SEP]' and '[CLS] b [SEP]'
+    among padding: each row's real tokens (by its mask) joined into '[CLS] a [SEP] b [SEP]', token types 0
+    then 1, cut to max_length and padded as a cross-encoded TaskData batch is. The handout's
+    model_eval_multitask calls predict_paraphrase and predict_similarity with two sentences; a cross-encoder
+    trained on pairs must see them so. Exact where each sentence came whole (two cut to the same length no
+    longer say which was longer, and so which keeps the odd token)."""
+    rows, types = [], []
+    for i, (r1, m1, r2, m2) in enumerate(zip(ids1.tolist(), mask1.tolist(), ids2.tolist(), mask2.tolist())):
+        a = [t for t, m in zip(r1, m1) if m]
+        b = [t for t, m in zip(r2, m2) if m]
+        if len(a) < 2 or len(b) < 2 or a[0] != b[0] or a[-1] != b[-1]:
+            raise ValueError(f"row {i}: the two sentences of a cross-encoded pair must each be tokenized "
+                             f"with its special tokens ('[CLS] ... [SEP]'), as the tokenizer gives them")
+        n1, n2 = pair_lengths(len(a) - 2, len(b) - 2, max(max_length - 3, 0))
+        rows.append(a[:1 + n1] + a[-1:] + b[1:1 + n2] + b[-1:])
+        types.append([0] * (n1 + 2) + [1] * (n2 + 1))
+    batch = pad_rows(rows, types, max(len(r) for r in rows), pad_id)
+    return {k: v.to(ids1.device) for k, v in batch.items()}
 
 
 def task_dataset(examples, task, tokenizer, max_length=512, pair_mode="cross"):
@@ -255,6 +295,7 @@ def main(argv=None):
         ap.print_help()
         return
     fetch_data(args.dest, args.source)
+    fetch_references(args.dest, args.source)  # sanity_check.py's and optimizer_test.py's, not needed to train
 
 
 if __name__ == "__main__":

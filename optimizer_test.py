@@ -1,15 +1,22 @@
-"""The handout's optimizer test: 1000 AdamW steps on Linear(3, 2) against optimizer_test.npy.
+"""The handout's optimizer test: 1000 AdamW steps on Linear(3, 2) against a reference of the weights.
 
-optimizer_test.npy was written by tools/make_optimizer_reference.py, an independent float64 NumPy
-implementation of Algorithm 1 that starts from the same initial weights and sees the same inputs.
+The reference is the course's optimizer_test.npy where `python datasets.py --fetch` put it (data/, checked
+against its git blob id), else the project's own optimizer_test.npy beside this file, written by
+tools/make_optimizer_reference.py: an independent float64 NumPy implementation of Algorithm 1 that starts from
+the same initial weights and sees the same inputs. The first line printed says which one was used.
 """
+from pathlib import Path
+
 import numpy as np
 import torch
 
+from minbert.course_data import course_reference
 from optimizer import AdamW
-from utils import Parser, main_guard
+from utils import MinbertError, Parser, main_guard
 
 SEED = 0
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"  # where --fetch puts the course's reference
 
 
 def test_optimizer(opt_class, **opt_kwargs):
@@ -28,10 +35,32 @@ def test_optimizer(opt_class, **opt_kwargs):
     return model.weight.detach()
 
 
+def reference(data_dir=None):
+    """(path, words): the course's optimizer_test.npy when --fetch put it in data/, else the project's own."""
+    path, words = course_reference("optimizer_test.npy", data_dir or DATA)
+    if path is None:
+        path, words = HERE / "optimizer_test.npy", f"the project's own optimizer_test.npy ({words})"
+    return path, words
+
+
+def read_reference(path):
+    """The reference weights, a [2, 3] array (np.load without pickles: no code of the file's runs)."""
+    try:
+        ref = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise MinbertError(f"{path}: cannot read the reference weights ({e}); python datasets.py --fetch "
+                           f"fetches the course's again") from None
+    if not isinstance(ref, np.ndarray) or ref.shape != (2, 3):
+        raise MinbertError(f"{path}: not the optimizer test's reference (a [2, 3] array of weights)")
+    return ref
+
+
 def main(argv=None):
     # no flags, but --help must print what the script does and run nothing
     Parser(prog="optimizer_test.py", description=__doc__).parse_args(argv)
-    ref = np.load("optimizer_test.npy", allow_pickle=False)
+    path, words = reference()
+    print(f"reference: {words}")
+    ref = read_reference(path)
     # every path of our AdamW: the reference loop, the multi-tensor kernels, the fused pass (the default)
     for path in ({"foreach": False}, {"fused": False}, {}):
         actual = test_optimizer(AdamW, **path).numpy()

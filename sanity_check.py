@@ -1,22 +1,29 @@
 """Checks BertModel on the handout's two example inputs.
 
-By default against an independent NumPy forward pass of the same pretrained weights (float64);
-with --reference FILE against a saved reference in the course's format (torch-saved dict with
-'last_hidden_state' and 'pooler_output'), e.g. the course's sanity_check.data.
+For bert-base-uncased (the default) against the course's sanity_check.data, bert-base-uncased's own outputs,
+where `python datasets.py --fetch` put it (data/, checked against its git blob id); for any other checkpoint,
+or without that file, against an independent NumPy forward pass of the same pretrained weights (float64).
+--reference FILE compares against a saved reference in the course's format (a torch-saved dict with
+'last_hidden_state' and 'pooler_output'). The last line says what the model was checked against.
 """
+
+from math import erf, sqrt
+from pathlib import Path
 
 import numpy as np
 import torch
-from math import erf, sqrt
 
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
+from minbert.course_data import course_reference
 from minbert.files import refuse_code, safe_load
-from minbert.hub import resolve_pretrained
+from minbert.hub import HUB_NAMES, resolve_pretrained
 from utils import MinbertError, Parser, main_guard
 
 INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
 ATOL, RTOL = 1e-5, 1e-3
+DATA = Path(__file__).resolve().parent / "data"  # where --fetch puts the course's sanity_check.data
+COURSE_MODEL = "bert-base-uncased"  # the model whose outputs sanity_check.data holds
 
 
 def numpy_bert(weights, cfg, ids, mask):
@@ -93,24 +100,34 @@ def read_reference(path):
     return {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
 
 
-def main():
-    args = build_parser().parse_args()
-    ref = read_reference(args.reference) if args.reference else None
+def default_reference(pretrained, data_dir=None):
+    """(path or None, words) for a run without --reference: the course's sanity_check.data for the model whose
+    outputs it holds, else None (the NumPy pass), with the words saying why."""
+    if str(pretrained).lower() not in (COURSE_MODEL, HUB_NAMES[COURSE_MODEL]):
+        return None, f"the course's sanity_check.data holds {COURSE_MODEL}'s outputs, not {pretrained}'s"
+    return course_reference("sanity_check.data", data_dir or DATA)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.reference:
+        ref, against = read_reference(args.reference), args.reference
+    else:
+        path, against = default_reference(args.pretrained)
+        ref = None if path is None else read_reference(path)
     model = BertModel.from_pretrained(args.pretrained).eval()
     ids = torch.tensor(INPUT_IDS)
     mask = (ids != model.config.pad_token_id).long()
     with torch.inference_mode():
         out = {k: v.numpy() for k, v in model(ids, mask).items()}
-    if ref is not None:
-        against = args.reference
-    else:
+    if ref is None:
         ckpt = resolve_pretrained(args.pretrained).require("weights")
         weights = {}
         for k, v in read_state_dict(ckpt.weights).items():
             if hf_to_ours(k) is not None:
                 weights[hf_to_ours(k)] = v.double().numpy()
         ref = numpy_bert(weights, model.config, np.array(INPUT_IDS), mask.numpy())
-        against = "an independent NumPy forward pass of the same weights"
+        against = f"an independent NumPy forward pass of the same weights; {against}"
     problems = compare(out, ref, mask.numpy())
     if problems:
         raise MinbertError(f"BERT differs from {against}: " + "; ".join(problems))

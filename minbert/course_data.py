@@ -1,7 +1,8 @@
 """The course's data files: what each task's CSV holds (TASKS), reading one with every problem named
 (read_examples), and fetching them: `python datasets.py --fetch [--from DIR]` fills data/ from a local folder (or
 $MINBERT_DATA), else downloads the twelve CSVs at a pinned commit of the course repository and checks each one
-against its git blob id."""
+against its git blob id; the handout's two reference files (sanity_check.data, optimizer_test.npy) come with
+them."""
 import csv
 import math
 import os
@@ -199,9 +200,44 @@ SONNET_BLOB_IDS = {
 COURSE_FILES = frozenset(BLOB_IDS) | frozenset(SONNET_BLOB_IDS)
 
 
+# The handout's two reference files, at the root of the course repository at that commit: bert-base-uncased's
+# outputs on sanity_check.py's two inputs (a dict torch.save wrote) and the weights after optimizer_test.py's
+# 1000 AdamW steps. --fetch puts them into data/ beside the CSVs, where the two checks look for them first.
+REFERENCE_BLOB_IDS = {
+    "optimizer_test.npy": "aca527c86a96a72196f4ee3014222400d8b2d259",
+    "sanity_check.data": "e3dc1284bcb3fbf5e74412707cc168fd0f9bac05",
+}
+PROJECT = Path(__file__).resolve().parents[1]
+
+
 def course_url(fname):
     base = os.environ.get("MINBERT_DATA_URL") or f"https://raw.githubusercontent.com/{COURSE_REPO}/{COURSE_COMMIT}/data"
     return f"{base.rstrip('/')}/{fname}"
+
+
+def reference_url(fname):
+    """A reference file's address: the folder above the CSVs' (the course repository's root)."""
+    return f"{course_url(fname).rsplit('/', 2)[0]}/{fname}"
+
+
+def fetch_references(dest="data", source=None, log=print):
+    """Put the course's sanity_check.data and optimizer_test.npy into `dest`, checked as the CSVs are; not
+    strict: a problem is one line and the checks fall back on the project's own references. Returns how many
+    were fetched now."""
+    return fetch_data(dest, source, log, REFERENCE_BLOB_IDS, reference_url, strict=False,
+                      what="course reference files")
+
+
+def course_reference(name, data_dir=None):
+    """The course's reference file `name` where --fetch puts it (the project's data/), and the words that say
+    which file a check used: (path, words), or (None, words saying why there is none)."""
+    path = Path(data_dir or PROJECT / "data") / name
+    if not path.is_file():
+        return None, f"the course's {name} is not in {path.parent}: python datasets.py --fetch puts it there"
+    blob, course = git_blob_id(path), REFERENCE_BLOB_IDS[name]
+    if blob != course:  # a copy of the user's: used as it is (as a differing local CSV is), and said so
+        return path, f"{path}, not the course's {name} (git blob {blob[:10]}, the course's is {course[:10]})"
+    return path, f"the course's {name}, {path} (git blob {blob[:10]})"
 
 
 def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, strict=True, what="course CSVs"):

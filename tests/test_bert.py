@@ -1,5 +1,6 @@
 """bert.py: explicit and SDPA attention agree, padding leaves real tokens alone, every parameter gets a gradient,
-dropout acts only in training, add_norm's order, and the same outputs as HF transformers on MiniLM."""
+dropout acts only in training (the embeddings' after their LayerNorm), add_norm's order, and the same outputs as
+HF transformers on MiniLM."""
 import pytest
 import torch
 import transformers
@@ -115,3 +116,16 @@ def test_training_forward_compiles_to_one_graph():
     explained = torch._dynamo.explain(model)(ids, mask, types)
     assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
     assert model.bert_layers[0].attention_dropout.bulk(torch.ones(2)) and model.word_embedding.reuse_grad  # eager keeps them
+
+
+def test_embedding_dropout_comes_after_the_layer_norm():
+    """Handout 3.1: the embeddings' sum goes through LayerNorm, then dropout; in training each value is the
+    normalised one scaled by 1 / (1 - p), or zero."""
+    model = BertModel(tiny_config(hidden_dropout_prob=0.5))
+    ids, _, types = _batch()
+    normalised = model.eval().embed(ids, types)
+    torch.manual_seed(0)
+    dropped = model.train().embed(ids, types)
+    kept = dropped != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(dropped[kept], 2 * normalised[kept])

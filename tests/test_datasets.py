@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from datasets import batch_indices, resolve_pad_multiple
+from datasets import batch_indices, join_pair, pair_lengths, resolve_pad_multiple
 from minbert.course_data import TASKS, data_file, read_examples
-from tests.helpers import cli, one_line_error, part1_args, part2_args, real_data_folder
+from tests.helpers import WORDS, cli, one_line_error, part1_args, part2_args, real_data_folder
 from utils import MinbertError
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
@@ -248,3 +248,26 @@ def test_fixed_shapes_fill_short_batches_with_rows_of_weight_0(course_data, tiny
     fixed = predict(fn, data, 5, torch.device("cpu"))
     assert fixed.shape == plain.shape
     np.testing.assert_allclose(fixed, plain, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- two sentences joined into a pair
+
+def test_a_pair_is_cut_as_the_tokenizer_cuts_it(tiny_model):
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(str(tiny_model))
+    for max_length in (9, 10):
+        for n1 in range(1, 12):
+            for n2 in range(1, 12):
+                types = tok(" ".join(WORDS[:n1]), " ".join(WORDS[:n2]), max_length=max_length,
+                            return_tensors=None)["token_type_ids"]
+                kept = (types.count(0) - 2, types.count(1) - 1)
+                assert pair_lengths(n1, n2, max_length - 3) == kept, (n1, n2, max_length)
+
+
+def test_two_sentences_joined_from_their_real_tokens():
+    ids1 = torch.tensor([[0, 2, 7, 8, 3], [2, 9, 3, 0, 0]])  # padding on either side, found by the masks
+    ids2 = torch.tensor([[2, 5, 3], [2, 6, 3]])
+    joined = join_pair(ids1, (ids1 != 0).long(), ids2, (ids2 != 0).long(), max_length=64, pad_id=0)
+    assert joined["input_ids"].tolist() == [[2, 7, 8, 3, 5, 3], [2, 9, 3, 6, 3, 0]]
+    assert joined["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 0]]
+    assert joined["attention_mask"].tolist() == [[1] * 6, [1] * 5 + [0]]

@@ -1,12 +1,13 @@
 """evaluation.py: --score counts and reports bad ids, names a non-numeric prediction's line, leaves unlabelled
-rows unscored, reads the course's header; Pearson of constant predictions is 0."""
+rows unscored, reads the course's header; Pearson of constant predictions is 0; a Quora logit above 0 (P > 0.5)
+is a paraphrase."""
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from evaluation import pearson, score_file, write_predictions
+from evaluation import macro_f1, multitask_mean, pearson, score_file, to_predictions, write_predictions
 from tests.helpers import ROOT
 from utils import MinbertError
 
@@ -78,3 +79,31 @@ def test_score_accepts_the_course_header_and_sts(tmp_path):
 
 def test_pearson_of_constant_predictions_is_zero():
     assert pearson([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def test_quora_decides_at_probability_one_half():
+    logits = np.array([-0.3, -0.01, 0.01, 0.3, 2.0])  # P(paraphrase) 0.43, 0.497, 0.503, 0.57, 0.88
+    assert to_predictions("quora", logits).tolist() == [0, 0, 1, 1, 1]
+    assert to_predictions("sst", np.array([[0.1, 2.0, 0.3, 0, 0], [0, 0, 0, 0, 0.2]])).tolist() == [1, 4]
+
+
+def test_the_multitask_mean_puts_sts_r_on_0_to_1():
+    assert multitask_mean({"sst": 0.5, "quora": 0.8, "sts": 0.6}) == pytest.approx((0.5 + 0.8 + 0.8) / 3)
+
+
+def test_predict_gives_the_outputs_back_in_the_datas_own_order(course_data, tiny_model):
+    """Batches run length-sorted; each output goes back to its example's row."""
+    from datasets import SentenceClassificationDataset
+    from evaluation import predict
+    from minbert.course_data import read_examples
+    from tokenizer import BertTokenizer
+    data = SentenceClassificationDataset(read_examples(course_data / "ids-sst-dev.csv", "sst", "dev"), "sst",
+                                         BertTokenizer.from_pretrained(str(tiny_model)))
+    assert sorted(data.lengths.tolist()) != data.lengths.tolist()  # so sorting moves rows
+    out = predict(lambda b: b["x"]["attention_mask"].sum(1), data, 4, "cpu")
+    assert out.tolist() == data.lengths.tolist()
+
+
+def test_macro_f1_averages_the_classes_alike():
+    gold, pred = [0, 0, 0, 1, 2], [0, 0, 0, 0, 0]  # accuracy 0.6; F1 0.75 for class 0, 0 for the two others
+    assert macro_f1(pred, gold) == pytest.approx(0.25)

@@ -1,4 +1,5 @@
-"""optimizer_test.py: the handout's test passes on our AdamW and fails on the usual mistakes it can see."""
+"""optimizer_test.py: the handout's test passes on our AdamW and fails on the usual mistakes it can see, against
+the course's optimizer_test.npy where --fetch put it (said in one line) and the project's own otherwise."""
 import subprocess
 import sys
 
@@ -6,9 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+import optimizer_test
+from minbert import course_data
+from minbert.files import git_blob_id
 from optimizer import AdamW
 from tests import test_optimizer as adamw_tests
-from tests.helpers import ROOT
+from tests.helpers import ROOT, real_data_folder
+from utils import MinbertError
 
 
 def test_handout_optimizer_test_script_passes():
@@ -53,13 +58,23 @@ class NoCorrection(AdamW):
         super().__init__(params, correct_bias=False, **kw)
 
 
-def test_a_wrong_optimizer_fails_the_handout_test():
+def _course_file():
+    path = real_data_folder() / "optimizer_test.npy"
+    if not path.exists():
+        pytest.skip("the course's optimizer_test.npy is not in data/ (python datasets.py --fetch)")
+    assert git_blob_id(path) == course_data.REFERENCE_BLOB_IDS["optimizer_test.npy"]
+    return path
+
+
+@pytest.mark.parametrize("reference", ["ours", "course"])
+def test_a_wrong_optimizer_fails_the_handout_test(reference):
     """The handout's reference catches a missing bias correction, weight decay coupled into the gradient, and
     no weight decay. It cannot see decay applied before the step instead of after it: at its lr 1e-3 and
     weight decay 1e-4 the two orders differ by about 1e-10 per step; test_optimizer.py's
-    test_matches_algorithm_1_by_hand (weight decay 0.5) catches that one."""
-    from optimizer_test import test_optimizer  # here, not at the top: pytest would collect it as a test
-    ref = np.load(ROOT / "optimizer_test.npy")
+    test_matches_algorithm_1_by_hand (weight decay 0.5) catches that one. The same on the project's own
+    reference and on the course's (where setup.sh fetched it)."""
+    test_optimizer = optimizer_test.test_optimizer
+    ref = optimizer_test.read_reference(ROOT / "optimizer_test.npy" if reference == "ours" else _course_file())
     assert np.allclose(ref, test_optimizer(AdamW, foreach=False).numpy(), atol=1e-6, rtol=1e-4)
     for wrong in (NoCorrection, DecayInTheGradient, NoDecay):
         assert not np.allclose(ref, test_optimizer(wrong).numpy(), atol=1e-6, rtol=1e-4), wrong.__name__
@@ -75,3 +90,39 @@ def test_help_prints_what_the_script_does_and_runs_nothing():
     assert "Optimizer test" not in out.stdout + out.stderr
     out = subprocess.run([sys.executable, "optimizer_test.py", "--x"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == "error: optimizer_test.py: unrecognized arguments: --x"
+
+
+def test_the_course_reference_is_used_when_present_and_said(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(optimizer_test, "DATA", tmp_path)
+    course = tmp_path / "optimizer_test.npy"
+    np.save(course, np.zeros((2, 3), dtype=np.float32))  # a reference no AdamW meets: used, so the test fails
+    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "optimizer_test.npy", git_blob_id(course))
+    with pytest.raises(SystemExit, match="Optimizer test failed"):
+        optimizer_test.main([])
+    assert capsys.readouterr().out == f"reference: the course's optimizer_test.npy, {course} (git blob " \
+                                      f"{git_blob_id(course)[:10]})\n"
+    np.save(course, np.load(ROOT / "optimizer_test.npy"))
+    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "optimizer_test.npy", git_blob_id(course))
+    optimizer_test.main([])
+    assert capsys.readouterr().out.endswith("Optimizer test passed!\n")
+    course.unlink()
+    optimizer_test.main([])
+    assert capsys.readouterr().out.startswith(
+        f"reference: the project's own optimizer_test.npy (the course's optimizer_test.npy is not in "
+        f"{tmp_path}: python datasets.py --fetch puts it there)\n")
+
+
+def test_our_adamw_passes_the_courses_own_reference():
+    ref = optimizer_test.read_reference(_course_file())
+    for kernel in ({"foreach": False}, {"fused": False}, {}):
+        assert np.allclose(ref, optimizer_test.test_optimizer(AdamW, **kernel).numpy(), atol=1e-6, rtol=1e-4)
+
+
+def test_a_damaged_reference_is_one_line(tmp_path):
+    bad = tmp_path / "optimizer_test.npy"
+    bad.write_bytes(b"not numpy")
+    with pytest.raises(MinbertError, match=r"optimizer_test.npy: cannot read the reference weights .*--fetch"):
+        optimizer_test.read_reference(bad)
+    np.save(bad, np.zeros(3))
+    with pytest.raises(MinbertError, match=r"not the optimizer test's reference \(a \[2, 3\] array"):
+        optimizer_test.read_reference(bad)

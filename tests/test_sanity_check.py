@@ -1,12 +1,16 @@
 """sanity_check.py: our BERT against an independent NumPy forward pass (which catches a wrong model), against a
-saved reference in the course's format, and on the real MiniLM weights."""
+saved reference in the course's format, against the course's own sanity_check.data by default for
+bert-base-uncased (read without running code), and on the real MiniLM weights."""
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.helpers import ROOT, make_hf_checkpoint, tiny_config
+from minbert import course_data
+from minbert.files import git_blob_id
+from tests.helpers import ROOT, make_hf_checkpoint, real_data_folder, tiny_config
+from utils import MinbertError
 
 
 @pytest.fixture
@@ -75,3 +79,62 @@ def test_real_minilm_weights():
     out = _run("--pretrained", "all-minilm-l6-v2")
     assert out.returncode == 0, out.stderr
     assert "Your BERT implementation is correct!" in out.stdout
+
+
+def _save_outputs(folder, path, nudge=0.0):
+    """`folder`'s BERT outputs on the handout's inputs, saved as the course saves sanity_check.data."""
+    from bert import BertModel
+    import sanity_check
+    ids = torch.tensor(sanity_check.INPUT_IDS)
+    with torch.no_grad():
+        out = BertModel.from_pretrained(folder).eval()(ids, (ids != 0).long())
+    out["pooler_output"][0, 0] += nudge
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.clone() for k, v in out.items()}, path)
+    return path
+
+
+def test_the_course_reference_is_the_default_for_bert_base_uncased(wide_vocab_checkpoint, file_server, tmp_path,
+                                                                 monkeypatch, capsys):
+    """Where --fetch put the course's sanity_check.data, bert-base-uncased is checked against it (a wrong
+    output there fails, though the NumPy pass of the same weights would agree); without it, against NumPy."""
+    import sanity_check
+    folder, _ = wide_vocab_checkpoint
+    file_server.add_folder("/google-bert/bert-base-uncased/resolve/main", folder)  # served as bert-base-uncased
+    monkeypatch.setenv("MINBERT_HF_ENDPOINT", file_server.url)
+    monkeypatch.setenv("MINBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("MINBERT_OFFLINE", raising=False)
+    monkeypatch.setattr(sanity_check, "DATA", tmp_path / "data")
+    course = tmp_path / "data" / "sanity_check.data"
+
+    _save_outputs(folder, course, nudge=0.01)  # not what the model gives: must fail when it is the reference
+    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "sanity_check.data", git_blob_id(course))
+    with pytest.raises(MinbertError, match=r"BERT differs from the course's sanity_check.data, "
+                                           r".*data/sanity_check.data \(git blob .*pooler_output: 1 of"):
+        sanity_check.main([])
+    _save_outputs(folder, course)
+    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "sanity_check.data", git_blob_id(course))
+    sanity_check.main([])
+    assert "checked against the course's sanity_check.data" in capsys.readouterr().out
+    sanity_check.main(["--pretrained", str(folder)])  # the file holds bert-base-uncased's outputs only
+    assert "NumPy forward pass of the same weights; the course's sanity_check.data holds bert-base-uncased's" \
+        in capsys.readouterr().out
+    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "sanity_check.data", "0" * 40)  # the user's own copy
+    sanity_check.main([])
+    assert "data/sanity_check.data, not the course's sanity_check.data (git blob" in capsys.readouterr().out
+    course.unlink()
+    sanity_check.main([])
+    assert ("NumPy forward pass of the same weights; the course's sanity_check.data is not in "
+            f"{tmp_path / 'data'}: python datasets.py --fetch puts it there") in capsys.readouterr().out
+
+
+def test_the_course_file_is_read_without_running_code():
+    """The course's own sanity_check.data (data/ after setup.sh): torch.save's zip of a pickle, read by the
+    restricted loader (tensors only), bert-base-uncased's two outputs."""
+    import sanity_check
+    path = real_data_folder() / "sanity_check.data"
+    if not path.exists():
+        pytest.skip("the course's sanity_check.data is not in data/ (python datasets.py --fetch)")
+    assert git_blob_id(path) == course_data.REFERENCE_BLOB_IDS["sanity_check.data"]
+    ref = sanity_check.read_reference(path)
+    assert ref["last_hidden_state"].shape == (2, 8, 768) and ref["pooler_output"].shape == (2, 768)

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bert import BertModel
-from datasets import task_encoding
+from datasets import join_pair, task_encoding
 from minbert.course_data import MULTITASK
 from minbert.finetuning.modes import prepare_backbone
 from minbert.finetuning.pals import PALs
@@ -129,23 +129,24 @@ class MultitaskBERT(nn.Module):
 
     def predict_paraphrase(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
                            token_type_ids=None):
-        """One logit per pair (> 0 means paraphrase). Siamese: the handout's two inputs; cross: the pair
-        as one input in input_ids_1 with its token_type_ids."""
-        return self.task_forward("quora", self._pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2,
-                                                     token_type_ids)).output
+        """One logit per pair (> 0 means paraphrase). The handout's call gives the two sentences apart; a
+        cross-encoded pair may also come as one input in input_ids_1 with its token_type_ids."""
+        return self.task_forward("quora", self._pair("quora", input_ids_1, attention_mask_1, input_ids_2,
+                                                     attention_mask_2, token_type_ids)).output
 
     def predict_similarity(self, input_ids_1, attention_mask_1, input_ids_2=None, attention_mask_2=None,
                            token_type_ids=None):
-        """Similarity on the STS scale 0..5."""
-        return self.task_forward("sts", self._pair(input_ids_1, attention_mask_1, input_ids_2, attention_mask_2,
-                                                   token_type_ids)).output
+        """Similarity on the STS scale 0..5, the pair given as predict_paraphrase takes it."""
+        return self.task_forward("sts", self._pair("sts", input_ids_1, attention_mask_1, input_ids_2,
+                                                   attention_mask_2, token_type_ids)).output
 
-    @staticmethod
-    def _pair(ids1, mask1, ids2, mask2, token_type_ids):
-        batch = {"x" if ids2 is None else "a": _inputs(ids1, mask1, token_type_ids)}
-        if ids2 is not None:
-            batch["b"] = _inputs(ids2, mask2, None)
-        return batch
+    def _pair(self, task, ids1, mask1, ids2, mask2, token_type_ids):
+        if ids2 is None:
+            return {"x": _inputs(ids1, mask1, token_type_ids)}
+        if self.encoding[task] == "cross":  # two sentences, one input: the pair as training builds it
+            pad_id = self.bert.config.pad_token_id
+            return {"x": join_pair(ids1, mask1, ids2, mask2, self.spec.max_length, pad_id)}
+        return {"a": _inputs(ids1, mask1, token_type_ids), "b": _inputs(ids2, mask2, None)}
 
 
 def _inputs(input_ids, attention_mask, token_type_ids):

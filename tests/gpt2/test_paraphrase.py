@@ -1,5 +1,5 @@
 """gpt2/paraphrase.py: a pair becomes the handout's question; the logits are the LM head's for " no" and " yes"
-(ids read from the tokenizer); only full-model trains."""
+(ids read from the tokenizer), label 1 being " yes"; only full-model trains."""
 import pytest
 import torch
 
@@ -26,3 +26,17 @@ def test_the_prompt_and_the_answer_logits(tiny_gpt2):
     with pytest.raises(MinbertError, match="the cloze task trains the whole model"):
         GPT2ParaphraseCloze(ModelSpec(pipeline="gpt2-paraphrase", pretrained=str(tiny_gpt2),
                                       fine_tune_mode="last-linear-layer"))
+
+
+def test_label_1_is_the_answer_yes(tiny_gpt2):
+    """Column 1 of the logits (label 1, a paraphrase) is the LM head's " yes", column 0 its " no"; the raw output
+    report.py reads is the log-odds of yes against no."""
+    from gpt2.paraphrase import GPT2ParaphrasePipeline
+    model = GPT2ParaphraseCloze(ModelSpec(pipeline="gpt2-paraphrase", pretrained=str(tiny_gpt2), num_labels=2)).eval()
+    tok = GPT2Tokenizer.from_pretrained(tiny_gpt2)
+    batch = tok(['Is "a" a paraphrase of "b"? Answer yes or no:'], max_length=64)
+    with torch.no_grad():
+        logits = model(batch["input_ids"], batch["attention_mask"])
+        head = model.gpt.hidden_state_to_token(model.gpt(batch["input_ids"], batch["attention_mask"])["last_token"])
+    torch.testing.assert_close(logits, head[:, [tok.token_id(" no"), tok.token_id(" yes")]])
+    assert GPT2ParaphrasePipeline.raw_output(torch.tensor([[0.5, 2.0]])).tolist() == [1.5]

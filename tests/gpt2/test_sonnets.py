@@ -1,5 +1,5 @@
 """gpt2/sonnets.py: the sonnet files are read by their numbers; the LM loss is HF's; a completion keeps its prompt
-and has 14 lines."""
+and has 14 lines, sampled with its temperature and top-p."""
 import math
 
 import pytest
@@ -66,3 +66,13 @@ def test_whole_sonnets_or_prompts_that_leave_too_few_positions_are_refused(tmp_p
     with pytest.raises(MinbertError, match=r"leave \d+ of the model's 20 positions for its 11 further lines: completing "
                                            r"it needs a model with more positions"):
         check_prompts([("1", prompt)], "held", tok, 20, 1)
+
+
+def test_a_completion_samples_with_its_temperature_and_its_nucleus(tmp_path):
+    """A nucleus of one token is the greedy choice at any temperature; the whole distribution at 1.2 is not."""
+    folder = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    model, tok = SonnetGPT(folder).eval(), GPT2Tokenizer.from_pretrained(folder)
+    prompt = "love doth bear the rose\nthe summer night\nthou art fair"
+    greedy = complete(model, tok, prompt, 0.0, 1.0, 8)
+    assert complete(model, tok, prompt, 1.2, 1e-6, 8, torch.Generator().manual_seed(0)) == greedy
+    assert complete(model, tok, prompt, 1.2, 1.0, 8, torch.Generator().manual_seed(0)) != greedy

@@ -1,10 +1,12 @@
 """course_data.py: rows end at \\n only (a line separator inside a sentence stays in it); the course files fetched
-and checked against their git blob ids, a differing download refused, a differing local copy used and named."""
+and checked against their git blob ids, a differing download refused, a differing local copy used and named; the two
+reference files fetched beside them and found there."""
 import pytest
 
 from minbert import course_data
-from minbert.course_data import fetch_data
+from minbert.course_data import course_reference, fetch_data, fetch_references
 from minbert.files import git_blob_id
+from tests.helpers import cli
 from utils import MinbertError
 
 
@@ -125,3 +127,36 @@ def test_a_copy_interrupted_half_way_is_fetched_again(course, monkeypatch):
     assert sorted(p.name for p in (tmp / "data").iterdir()) == ["a.csv"]
     fetch_data(tmp / "data", source=tmp / "local", log=lambda *_: None)
     assert all((tmp / "data" / n).read_bytes() == (tmp / "local" / n).read_bytes() for n in ("a.csv", "b.csv"))
+
+
+def test_the_reference_files_come_from_the_course_repositorys_root_checked(course, monkeypatch):
+    """sanity_check.data and optimizer_test.npy sit at the root of the course repository, one folder above its
+    data/; each is checked against its blob id, and a problem with one is a line that stops nothing."""
+    server, tmp = course
+    files = {"sanity_check.data": b"PK torch's zip", "optimizer_test.npy": b"\x93NUMPY weights"}
+    for name, data in files.items():
+        server.files[f"/{name}"] = data
+        (tmp / name).write_bytes(data)
+    monkeypatch.setattr(course_data, "REFERENCE_BLOB_IDS", {n: git_blob_id(tmp / n) for n in files})
+    server.files["/optimizer_test.npy"] = b"tampered"
+    said = []
+    assert fetch_references(tmp / "data", log=said.append) == 1
+    assert (tmp / "data" / "sanity_check.data").read_bytes() == files["sanity_check.data"]
+    assert not (tmp / "data" / "optimizer_test.npy").exists()
+    assert any("optimizer_test.npy: git blob id" in s and "not installed" in s for s in said)
+    assert course_reference("sanity_check.data", tmp / "data")[1].startswith("the course's sanity_check.data, ")
+    missing = f"the course's optimizer_test.npy is not in {tmp / 'data'}: python datasets.py --fetch puts it there"
+    assert course_reference("optimizer_test.npy", tmp / "data") == (None, missing)
+    (tmp / "data" / "optimizer_test.npy").write_bytes(b"the user's own")
+    path, words = course_reference("optimizer_test.npy", tmp / "data")
+    assert path == tmp / "data" / "optimizer_test.npy"
+    assert ", not the course's optimizer_test.npy (git blob " in words
+
+
+def test_datasets_fetch_brings_the_reference_files_and_a_missing_one_stops_nothing(tmp_path, course_data):
+    """`python datasets.py --fetch --from DIR` (setup.sh's step): the CSVs copied, and for each reference file
+    DIR does not hold, one line; the set-up goes on."""
+    out = cli("datasets.py", "--fetch", "--from", str(course_data), "--dest", str(tmp_path / "dest"))
+    assert out.returncode == 0, out.stderr
+    assert f"{course_data / 'sanity_check.data'}: data file not found in {course_data}" in out.stdout
+    assert "2 course reference files in" in out.stdout and (tmp_path / "dest" / "sts-dev.csv").is_file()

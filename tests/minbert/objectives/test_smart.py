@@ -1,5 +1,6 @@
-"""objectives/smart.py: SMART's adversarial term measures smoothness (not dropout) and grows with the ascent step;
-the Bregman step's teacher is the model at step 0 and follows the EMA rule; the divergences by hand."""
+"""objectives/smart.py: SMART's adversarial term measures smoothness (not dropout) and grows with the ascent step,
+which goes up the gradient; the Bregman step's teacher is the model at step 0 and follows the EMA rule; the
+divergences by hand."""
 import pytest
 import torch
 
@@ -37,6 +38,18 @@ def test_the_reference_perturbation_ends_near_infinity_norm_1_per_token(tiny_mod
     out = SmartRegularizer(1.0).ascend(torch.randn(2, 5, 384) * 1e-5, torch.randn(2, 5, 384) * 1e-6)
     norms = out.abs().amax(-1)
     assert ((norms > 0.9) & (norms < 1.0)).all()
+
+
+def test_each_projection_steps_up_the_gradient():
+    """An ascent step moves the perturbation along the gradient of l_s, not against it: the ball's step is the
+    gradient normalised per token (largest coordinate 1) times the step size, inside the ball; the reference's
+    ends in the gradient's direction once the step outweighs the starting noise."""
+    torch.manual_seed(0)
+    grad = torch.randn(2, 5, 8)
+    ball = SmartRegularizer(1.0, projection="ball", eps=1e-3, step_size=1e-4).ascend(torch.zeros(2, 5, 8), grad)
+    torch.testing.assert_close(ball, 1e-4 * grad / grad.abs().amax(-1, keepdim=True))
+    reference = SmartRegularizer(1.0, step_size=1e3).ascend(torch.randn(2, 5, 8) * 1e-5, grad)
+    torch.testing.assert_close(reference, grad / grad.abs().amax(-1, keepdim=True), rtol=1e-4, atol=1e-4)
 
 
 def test_the_paper_projection_stays_in_the_eps_ball(tiny_model):

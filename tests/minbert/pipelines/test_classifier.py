@@ -1,5 +1,6 @@
 """pipelines/classifier.py: Part 1 end to end in both modes; last-linear-layer keeps BERT frozen; the model
-learns an easy task; one seed, one set of predictions; a resumed run writes what an uninterrupted one does."""
+learns an easy task; one seed, one set of predictions; a resumed run writes what an uninterrupted one does; each
+epoch its own order; each leaderboard row its own example's prediction."""
 import json
 
 import pytest
@@ -90,3 +91,43 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, course_data, t
         assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
     with pytest.raises(MinbertError, match=r"another configuration: --lr"):
         classifier.main(args + ["--lr", "3e-4"])
+
+
+def test_each_epoch_draws_its_own_order_and_a_resumed_run_draws_the_same(tmp_path, course_data, tiny_model):
+    """The training batches of epoch e come from (seed, e): every epoch a new order over every example, and the
+    same order again when a resumed run recomputes that epoch."""
+    from minbert.flags.settings import classifier_settings, parse_classifier
+    from minbert.pipelines.classifier import SentimentPipeline
+    args = parse_classifier(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst",
+                                       "--fine-tune-mode", "full-model"))
+    pipeline = SentimentPipeline(classifier_settings(args, log=lambda *_: None), "sst")
+
+    def order(epoch):
+        return [b["index"].tolist() for b in pipeline.batches(epoch)[0]]
+    first, second = order(0), order(1)
+    assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(len(pipeline.data["train"])))
+    assert first != second
+    assert order(1) == second
+
+
+def test_each_leaderboard_row_is_its_own_examples_prediction(tmp_path, course_data, tiny_model):
+    """test() writes, for every id of dev and test, the class the model gives that example run alone."""
+    from types import SimpleNamespace
+    from minbert.flags.settings import classifier_settings, parse_classifier
+    from minbert.pipelines.classifier import SentimentPipeline, test
+    args = parse_classifier(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst",
+                                       "--fine-tune-mode", "full-model"))
+    pipeline = SentimentPipeline(classifier_settings(args, log=lambda *_: None), "sst")
+    model = pipeline.model.eval()
+    with torch.no_grad():  # a head that tells the examples apart, so that a row given another's class shows
+        x = pipeline.data["dev"].batch(range(len(pipeline.data["dev"])))["x"]
+        centre = model.embed(**x).mean(0)
+        model.classifier.weight.mul_(1000)
+        model.classifier.bias.copy_(-model.classifier.weight @ centre)
+    test(model, pipeline.data, SimpleNamespace(folder=tmp_path, stem="sst"), "cpu")
+    for split in ("dev", "test"):
+        data = pipeline.data[split]
+        with torch.no_grad():
+            alone = {data.ids[i]: int(model.logits(data.batch([i])).argmax(-1)) for i in range(len(data))}
+        written, _ = evaluation.read_predictions(tmp_path / f"sst-{split}-out.csv")
+        assert len(set(alone.values())) > 1 and written == {i: float(c) for i, c in alone.items()}, split

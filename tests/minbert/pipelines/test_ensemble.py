@@ -1,5 +1,5 @@
 """pipelines/ensemble.py: an ensemble of two copies is the model; members are checked before any runs; the
-average is of probabilities; members of other data are refused."""
+average is of probabilities, Quora decided at one half; members of other data are refused."""
 import json
 import shutil
 
@@ -132,3 +132,9 @@ def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_
     out = capsys.readouterr().out
     assert f"member {members[0] / 'ck'}: a run folder; its checkpoint {members[0] / 'ck' / 'mt.pt'} is used" in out
     assert output_files(tmp_path / "folders") == output_files(tmp_path / "ens")
+
+
+def test_the_averaged_quora_probability_decides_at_one_half():
+    mean = np.array([0.2, 0.49, 0.51, 0.58, 0.9])
+    assert ensembling.decide("quora", mean).tolist() == [0, 0, 1, 1, 1]
+    assert ensembling.decide("sst", np.array([[0.1, 0.5, 0.4], [0.6, 0.3, 0.1]])).tolist() == [1, 0]
