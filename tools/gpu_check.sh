@@ -43,7 +43,7 @@ for stage in $STAGES; do
       for path in graphs eager; do
         flag=""; [ $path = eager ] && flag="--no_cuda_graphs"
         outs=""
-        for t in sst para sts; do for s in dev test; do outs="$outs --${t}_${s}_out $OUT/part2-$path-out/$t-$s.csv"; done; done
+        for t in sst para sts; do for s in dev test; do outs="$outs --${t}_${s}_out $OUT/part2-$path-out/$t-$s-output.csv"; done; done
         mkdir -p "$OUT/part2-$path-out"
         run "part2-$path" python multitask_classifier.py --use_gpu --pretrained "$MODEL" --epochs 3 --seed 11711 \
           --run_dir "$OUT/part2-$path" --results "$OUT/part2-$path-out/results.csv" $outs $flag
