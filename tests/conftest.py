@@ -1,10 +1,13 @@
 """The suite's fixtures (one per thing): a tiny checkpoint, tiny course data, a local file server, a PostgreSQL
-server of the test's own. What they build is in helpers.py."""
+server of the test's own. What they build is in checkpoints.py, course.py, fileserver.py and processes.py."""
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import FileServer, make_gpt2_checkpoint, make_hf_checkpoint, postgres_bin, write_course_data
+from tests.checkpoints import make_gpt2_checkpoint, make_hf_checkpoint
+from tests.course import write_course_data
+from tests.fileserver import FileServer
+from tests.processes import postgres_bin
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.course import ROOT
 
 HANDOUT = {"bert", "base_bert", "config", "tokenizer", "optimizer", "optimizer_test", "sanity_check", "classifier",
            "multitask_classifier", "datasets", "evaluation", "utils", "prepare_submit"}

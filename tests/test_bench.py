@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import ROOT
+from tests.course import ROOT
 
 
 def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):

@@ -6,7 +6,8 @@ import torch
 import transformers
 
 from bert import BertLayer, BertModel
-from tests.helpers import DEVICES, tiny_config
+from tests.checkpoints import tiny_config
+from tests.processes import DEVICES
 
 
 def _pair(config_kw=None, seed=0):

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import ROOT, part1_args
+from tests.course import ROOT, part1_args
 
 
 def cli(*args):

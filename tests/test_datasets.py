@@ -8,7 +8,9 @@ import torch
 
 from datasets import batch_indices, join_pair, pair_lengths, resolve_pad_multiple
 from minbert.course_data import TASKS, data_file, read_examples
-from tests.helpers import WORDS, cli, one_line_error, part1_args, part2_args, real_data_folder
+from tests.checkpoints import WORDS
+from tests.course import part1_args, part2_args, real_data_folder
+from tests.processes import cli, one_line_error
 from utils import MinbertError
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"

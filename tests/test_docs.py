@@ -4,7 +4,7 @@ work was organised."""
 import ast
 import re
 
-from tests.helpers import ROOT
+from tests.course import ROOT
 
 
 def test_readme_is_short_and_maps_every_top_level_file():

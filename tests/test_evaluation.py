@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evaluation import macro_f1, multitask_mean, pearson, score_file, to_predictions, write_predictions
-from tests.helpers import ROOT
+from tests.course import ROOT
 from utils import MinbertError
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import multitask_classifier as mt
 from minbert.tasks.multitask import MultitaskBERT
-from tests.helpers import eval_only_args, output_files, part2_args
+from tests.course import eval_only_args, output_files, part2_args
 from utils import MinbertError
 
 

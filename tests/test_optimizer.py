@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from optimizer import AdamW
-from tests.helpers import DEVICES
+from tests.processes import DEVICES
 
 
 def _model(seed=0):
@@ -148,7 +148,7 @@ def test_lamb_scales_adams_step_by_the_trust_ratio():
 @pytest.mark.parametrize("name", ["lion", "lamb"])
 def test_the_other_optimizers_train_a_pipeline(tmp_path, course_data, tiny_model, name, capsys):
     import multitask_classifier as mt
-    from tests.helpers import part2_args
+    from tests.course import part2_args
     mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "3", "--optimizer", name))
     saved = torch.load(tmp_path / "ck" / "mt-last.pt", weights_only=True)["trainer"]["optimizer"]
     keys = {k for s in saved["state"].values() for k in s}

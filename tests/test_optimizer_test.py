@@ -12,7 +12,7 @@ from minbert import course_data
 from minbert.files import git_blob_id
 from optimizer import AdamW
 from tests import test_optimizer as adamw_tests
-from tests.helpers import ROOT, real_data_folder
+from tests.course import ROOT, real_data_folder
 from utils import MinbertError
 
 

@@ -11,7 +11,8 @@ import pytest
 import prepare_submit
 from evaluation import write_predictions
 from minbert.course_data import data_file, read_examples
-from tests.helpers import ROOT, cli, write_course_data
+from tests.course import ROOT, write_course_data
+from tests.processes import cli
 from utils import MinbertError
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import pretrain
-from tests.helpers import ROOT, pretrain_args
+from tests.course import ROOT, pretrain_args
 from utils import MinbertError
 
 

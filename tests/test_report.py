@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import report
-from tests.helpers import ROOT, make_multitask_run
+from tests.course import ROOT, make_multitask_run
 from utils import MinbertError
 
 

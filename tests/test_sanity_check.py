@@ -9,7 +9,8 @@ import torch
 
 from minbert import course_data
 from minbert.files import git_blob_id
-from tests.helpers import ROOT, make_hf_checkpoint, real_data_folder, tiny_config
+from tests.checkpoints import make_hf_checkpoint, tiny_config
+from tests.course import ROOT, real_data_folder
 from utils import MinbertError
 
 

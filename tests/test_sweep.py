@@ -4,7 +4,7 @@ after the epoch it rejects; a trial whose flags cannot work together fails alone
 import pytest
 
 import sweep
-from tests.helpers import sweep_base
+from tests.processes import sweep_base
 from utils import MinbertError
 
 

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from tests.helpers import real_data_folder, write_vocab
+from tests.checkpoints import write_vocab
+from tests.course import real_data_folder
 from tokenizer import BertTokenizer
 from utils import MinbertError
 

@@ -12,7 +12,8 @@ import classifier
 import multitask_classifier as mt
 import utils
 from minbert.specs import ModelSpec
-from tests.helpers import ROOT, cli, interrupt_second_epoch, one_line_error, part1_args, part2_args
+from tests.course import ROOT, part1_args, part2_args
+from tests.processes import cli, interrupt_second_epoch, one_line_error
 from utils import Progress, main_guard, maybe_compile, set_interrupt_hint
 
 
@@ -199,7 +200,7 @@ def test_compile_flag_reaches_each_gpt2_scripts_model(tmp_path, course_data, tin
     torch.compile (the sonnets' training and perplexity run through it)."""
     from gpt2 import classifier as gpt2_classifier, paraphrase_detection, sonnet_generation
     from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
-    from tests.helpers import make_gpt2_checkpoint
+    from tests.checkpoints import make_gpt2_checkpoint
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append((fn.__qualname__, kw)) or fn)
     common = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "1", "--compile",

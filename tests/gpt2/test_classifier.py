@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from minbert.course_data import data_file, read_examples
-from tests.helpers import ROOT, interrupt_second_epoch
+from tests.course import ROOT
+from tests.processes import interrupt_second_epoch
 
 
 def _args(tmp_path, data, model, *extra):

@@ -79,7 +79,7 @@ def test_sonnet_batches_take_no_bucket_and_pad_multiple(tmp_path):
     from gpt2.flags import parse_sonnets, sonnet_settings
     from gpt2.sonnet_pipeline import SonnetPipeline
     from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
-    from tests.helpers import make_gpt2_checkpoint
+    from tests.checkpoints import make_gpt2_checkpoint
     model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
     argv = sonnet_argv(tmp_path, model, sonnet_files(tmp_path / "data"), "--batch_size", "2", "--pad_multiple", "64")
     plain = SonnetPipeline(sonnet_settings(parse_sonnets(argv + ["--no_bucket"])))

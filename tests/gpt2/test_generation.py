@@ -6,7 +6,7 @@ import torch
 
 from gpt2.generation import generate, next_token
 from gpt2.models.gpt2 import GPT2Model
-from tests.helpers import DEVICES
+from tests.processes import DEVICES
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from minbert.course_data import data_file, read_examples
-from tests.helpers import ROOT
+from tests.course import ROOT
 from utils import MinbertError
 
 

@@ -9,7 +9,7 @@ from gpt2.sonnets import write_sonnets
 from gpt2.submission import CODE, PART1, PART2
 from minbert.course_data import data_file, read_examples
 from minbert.submit import split_of
-from tests.helpers import ROOT, write_course_data
+from tests.course import ROOT, write_course_data
 
 
 def _gpt2_project(tmp_path):

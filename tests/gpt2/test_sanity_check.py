@@ -5,7 +5,7 @@ import sys
 
 import torch
 
-from tests.helpers import ROOT
+from tests.course import ROOT
 
 
 def _run(*args):

@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 from gpt2.sonnets import LINES, read_sonnets
+from tests.checkpoints import make_gpt2_checkpoint
+from tests.course import ROOT
 from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
-from tests.helpers import ROOT, make_gpt2_checkpoint
 
 
 def test_the_command_completes_every_held_out_sonnet(tmp_path):

@@ -4,7 +4,8 @@ import pytest
 
 from gpt2.sonnet_pipeline import run_sonnets
 from gpt2.sonnets import read_sonnets
-from tests.helpers import make_gpt2_checkpoint, real_data_folder
+from tests.checkpoints import make_gpt2_checkpoint
+from tests.course import real_data_folder
 from utils import MinbertError
 
 

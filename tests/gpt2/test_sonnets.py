@@ -7,7 +7,7 @@ import torch
 
 from gpt2.sonnets import LINES, SonnetGPT, complete, lm_loss, read_sonnets, write_sonnets
 from gpt2.tokenizer import GPT2Tokenizer
-from tests.helpers import make_gpt2_checkpoint
+from tests.checkpoints import make_gpt2_checkpoint
 
 TITLE = "Sonnets\nby William Shakespeare\n\n\n\n"
 

@@ -5,7 +5,8 @@ import csv
 import pytest
 
 from gpt2.tokenizer import GPT2Tokenizer
-from tests.helpers import ROOT, real_data_folder, train_gpt2_vocab
+from tests.checkpoints import train_gpt2_vocab
+from tests.course import ROOT, real_data_folder
 from utils import MinbertError
 
 
@@ -80,7 +81,7 @@ def test_a_broken_vocabulary_or_merges_file_is_one_line_naming_it(tmp_path, tiny
 
 
 def test_a_vocabulary_larger_than_the_models_embeddings_is_refused_a_smaller_one_said(tmp_path):
-    from tests.helpers import make_gpt2_checkpoint
+    from tests.checkpoints import make_gpt2_checkpoint
     n = GPT2Tokenizer.from_pretrained(make_gpt2_checkpoint(tmp_path / "same")).vocab_size
     with pytest.raises(MinbertError, match=rf"vocab.json: ids up to {n - 1}, but the model has {n - 3} token "
                                            r"embeddings \(vocab_size in .*config.json\)"):

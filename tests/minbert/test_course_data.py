@@ -6,7 +6,7 @@ import pytest
 from minbert import course_data
 from minbert.course_data import course_reference, fetch_data, fetch_references
 from minbert.files import git_blob_id
-from tests.helpers import cli
+from tests.processes import cli
 from utils import MinbertError
 
 

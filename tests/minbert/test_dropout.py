@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from minbert.dropout import Dropout, keep_mask
-from tests.helpers import DEVICES
+from tests.processes import DEVICES
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

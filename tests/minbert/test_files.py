@@ -91,7 +91,7 @@ def _scripts(tmp_path, locked, data, model, gpt2_model):
     """The nine commands that wrote into a folder that refuses writes only after their work, each named by its
     flag (argv for the script's main)."""
     from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
-    from tests.helpers import part1_args, part2_args, pretrain_args
+    from tests.course import part1_args, part2_args, pretrain_args
     return {
         "classifier.py --run_dir": ("classifier", part1_args(tmp_path, data, model, "--run_dir", str(locked / "run"))),
         "pretrain.py --out": ("pretrain", pretrain_args(tmp_path, model, locked / "pt")),
@@ -116,7 +116,7 @@ def test_a_folder_that_refuses_writes_is_one_line_before_any_work(tmp_path, unwr
     import importlib
     import multitask_classifier
     from minbert.training.trainer import Trainer
-    from tests.helpers import part2_args
+    from tests.course import part2_args
     multitask_classifier.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1",
                                          "--run_dir", str(tmp_path / "mt")))  # what report, ensemble, collect_logs read
     trained = []
@@ -130,7 +130,8 @@ def test_a_folder_that_refuses_writes_is_one_line_before_any_work(tmp_path, unwr
 
 
 def test_the_command_line_says_it_in_one_line(tmp_path, unwritable, course_data, tiny_model):
-    from tests.helpers import cli, one_line_error, part1_args
+    from tests.course import part1_args
+    from tests.processes import cli, one_line_error
     out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--run_dir", str(unwritable / "run")))
     one_line_error(out, rf"--run_dir {unwritable}/run: cannot write in {unwritable}: .*; make it writable, or name a "
                         r"folder that is")

@@ -8,7 +8,7 @@ import torch
 from base_bert import hf_to_ours
 from bert import BertModel
 from minbert.hub import resolve_pretrained
-from tests.helpers import make_hf_checkpoint, tiny_config
+from tests.checkpoints import make_hf_checkpoint, tiny_config
 from utils import MinbertError
 
 REPO = "/google-bert/bert-base-uncased/resolve/main"

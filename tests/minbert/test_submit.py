@@ -3,7 +3,7 @@ each kind of file gets (ids by default)."""
 from evaluation import write_predictions
 from minbert.course_data import data_file, read_examples
 from minbert.submit import Project, problems_with
-from tests.helpers import write_course_data
+from tests.course import write_course_data
 
 
 def test_each_file_gets_the_check_of_its_kind(tmp_path):

@@ -6,7 +6,7 @@ import pathlib
 import torch
 
 from minbert.runs.checkpoint import FORMAT, load_checkpoint
-from tests.helpers import cli, one_line_error
+from tests.processes import cli, one_line_error
 
 
 def test_an_earlier_checkpoint_is_written_in_the_current_format(tmp_path):

@@ -1,5 +1,5 @@
 """tools/flag_docs.py: docs/flags.md is what the parsers say, on every machine."""
-from tests.helpers import ROOT
+from tests.course import ROOT
 from tools import flag_docs
 
 

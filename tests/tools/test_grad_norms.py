@@ -1,7 +1,7 @@
 """tools/grad_norms.py: the loss and encoder gradient norm of each task (none for a task of weight 0)."""
 import multitask_classifier as mt
 from minbert.flags.settings import multitask_settings
-from tests.helpers import part2_args
+from tests.course import part2_args
 from tools import grad_norms
 
 

@@ -1,7 +1,7 @@
 """tools/make_optimizer_reference.py: optimizer_test.npy is what the independent NumPy reference computes."""
 import numpy as np
 
-from tests.helpers import ROOT
+from tests.course import ROOT
 from tools import make_optimizer_reference
 
 

@@ -3,7 +3,7 @@ not given named with the plan's line; bad flags and a name used twice are one li
 import subprocess
 import sys
 
-from tests.helpers import ROOT
+from tests.course import ROOT
 from tools import parallel
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gpt2.models.gpt2 import GPT2Model
-from tests.helpers import DEVICES
+from tests.processes import DEVICES
 
 
 @pytest.mark.parametrize("device", DEVICES)

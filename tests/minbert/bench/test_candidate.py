@@ -5,7 +5,7 @@ import torch
 from config import BertConfig
 from minbert.bench.candidate import Candidate, flops_per_batch
 from minbert.specs import BenchSettings, Runtime
-from tests.helpers import tiny_config, write_vocab
+from tests.checkpoints import tiny_config, write_vocab
 from tokenizer import BertTokenizer
 
 

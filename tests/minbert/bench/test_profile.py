@@ -3,7 +3,7 @@ from config import BertConfig
 from minbert.bench.candidate import Candidate
 from minbert.bench.profile import CATEGORIES, category, profile_steps
 from minbert.specs import BenchSettings, Runtime
-from tests.helpers import tiny_config, write_vocab
+from tests.checkpoints import tiny_config, write_vocab
 from tokenizer import BertTokenizer
 
 

@@ -9,7 +9,7 @@ from minbert.finetuning.freezing import GradualUnfreezing, frozen_parameters, se
 from minbert.specs import ModelSpec
 from minbert.tasks.multitask import MultitaskBERT
 from minbert.training.trainer import describe_trainable
-from tests.helpers import part2_args
+from tests.course import part2_args
 from utils import MinbertError
 
 

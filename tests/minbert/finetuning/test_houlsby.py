@@ -4,7 +4,8 @@ import pytest
 
 import multitask_classifier as mt
 from bert import BertModel
-from tests.helpers import multitask_spec, parameters_with_gradients, part2_args, tiny_batch
+from tests.checkpoints import multitask_spec, parameters_with_gradients, tiny_batch
+from tests.course import part2_args
 from utils import MinbertError
 
 

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from bert import BertModel
 from minbert.finetuning.lora import LoRALinear, add_adapters, merge_adapters
-from tests.helpers import tiny_config
+from tests.checkpoints import tiny_config
 
 
 def _model(seed=0):

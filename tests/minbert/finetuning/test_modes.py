@@ -10,7 +10,8 @@ import torch
 
 import classifier
 import multitask_classifier as mt
-from tests.helpers import ROOT, eval_only_args, multitask_spec, output_files, part1_args, part2_args, tiny_batch
+from tests.checkpoints import multitask_spec, tiny_batch
+from tests.course import ROOT, eval_only_args, output_files, part1_args, part2_args
 from utils import MinbertError
 
 

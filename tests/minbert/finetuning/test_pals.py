@@ -6,7 +6,8 @@ import torch
 import multitask_classifier as mt
 from bert import BertModel
 from minbert.finetuning.pals import PALs, default_dim
-from tests.helpers import multitask_spec, part2_args, tiny_batch, tiny_config
+from tests.checkpoints import multitask_spec, tiny_batch, tiny_config
+from tests.course import part2_args
 from utils import MinbertError
 
 

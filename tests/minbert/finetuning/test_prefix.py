@@ -5,7 +5,7 @@ import torch
 import multitask_classifier as mt
 from bert import BertModel
 from minbert.finetuning.modes import merge_for_inference
-from tests.helpers import multitask_spec, parameters_with_gradients, tiny_batch
+from tests.checkpoints import multitask_spec, parameters_with_gradients, tiny_batch
 
 
 def test_prefix_tuning_trains_only_the_prefix_and_every_token_attends_to_it(tiny_model):

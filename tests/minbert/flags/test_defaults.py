@@ -7,7 +7,7 @@ import classifier
 import multitask_classifier as mt
 from minbert.flags.defaults import FULL_MODEL_LR, WIDE_LR, resolve_lr
 from minbert.flags.settings import classifier_settings, multitask_settings
-from tests.helpers import cli, one_line_error
+from tests.processes import cli, one_line_error
 
 
 def test_max_length_beyond_the_position_embeddings_is_refused_at_start(tmp_path, course_data, tiny_model):

@@ -8,7 +8,7 @@ import pytest
 
 import classifier
 import multitask_classifier as mt
-from tests.helpers import ROOT, part2_args
+from tests.course import ROOT, part2_args
 from utils import MinbertError
 
 IDLE = "as given it would change nothing, so it is refused rather than ignored"

@@ -5,7 +5,7 @@ import torch
 import classifier
 import multitask_classifier as mt
 from minbert import precision
-from tests.helpers import eval_only_args, part1_args, part2_args
+from tests.course import eval_only_args, part1_args, part2_args
 
 
 def test_auto_is_every_scripts_default_and_says_what_it_picked(tmp_path, course_data, tiny_model, capsys):

@@ -3,7 +3,7 @@ import pytest
 
 import classifier
 import multitask_classifier as mt
-from tests.helpers import part2_args
+from tests.course import part2_args
 from utils import MinbertError
 
 

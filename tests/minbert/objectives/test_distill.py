@@ -8,9 +8,9 @@ import torch
 
 import ensemble
 import multitask_classifier as mt
-from minbert.objectives.distill import (DistillationLoss, fold_of, held_out_weights, outside_fold, save_soft_targets,
-                                        teacher_targets)
-from tests.helpers import part2_args
+from minbert.objectives.distill import (DistillationLoss, fold_of, held_out_weights, outside_fold,
+                                        save_soft_targets, teacher_targets)
+from tests.course import part2_args
 from utils import MinbertError
 
 

@@ -9,7 +9,7 @@ import torch
 import multitask_classifier as mt
 from minbert.objectives.gradvac import GradVaccine
 from minbert.objectives.pcgrad import project_conflicting
-from tests.helpers import part2_args
+from tests.course import part2_args
 
 
 def _cos(a, b):

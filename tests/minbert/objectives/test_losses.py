@@ -8,7 +8,7 @@ from minbert.flags.settings import multitask_settings, parse_multitask
 from minbert.objectives.losses import MultitaskLoss
 from minbert.pipelines.multitask import MultitaskPipeline
 from minbert.tasks.multitask import TaskOutput
-from tests.helpers import part2_args
+from tests.course import part2_args
 
 
 def test_every_embedding_option_end_to_end(tmp_path, course_data, tiny_model):

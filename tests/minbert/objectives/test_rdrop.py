@@ -5,7 +5,7 @@ import torch
 
 from minbert.objectives.losses import ClassificationLoss
 from minbert.objectives.rdrop import RDrop
-from tests.helpers import sentiment_batch, sentiment_model
+from tests.checkpoints import sentiment_batch, sentiment_model
 
 
 def test_rdrop_is_zero_without_dropout_and_positive_with_it(tiny_model):

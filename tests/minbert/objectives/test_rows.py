@@ -11,7 +11,7 @@ from minbert.objectives.rdrop import RDrop
 from minbert.objectives.rows import row_mean
 from minbert.objectives.smart import SmartRegularizer
 from minbert.tasks.multitask import MultitaskBERT
-from tests.helpers import multitask_spec, sentiment_model
+from tests.checkpoints import multitask_spec, sentiment_model
 
 
 def filled(batch, rows):

@@ -6,7 +6,7 @@ import torch
 
 from minbert.objectives.losses import ClassificationLoss
 from minbert.objectives.smart import BregmanProximal, SmartRegularizer, divergence, dropout_off, symmetric_kl
-from tests.helpers import sentiment_batch, sentiment_model
+from tests.checkpoints import sentiment_batch, sentiment_model
 
 
 def _smart(model, seed=0, **kw):

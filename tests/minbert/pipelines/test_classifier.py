@@ -9,7 +9,8 @@ import torch
 import classifier
 import evaluation
 from minbert.course_data import read_examples
-from tests.helpers import DEVICES, device_flags, epochs_run, interrupt_second_epoch, part1_args
+from tests.course import part1_args
+from tests.processes import DEVICES, device_flags, epochs_run, interrupt_second_epoch
 from utils import MinbertError
 
 

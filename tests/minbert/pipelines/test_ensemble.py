@@ -11,7 +11,7 @@ import ensemble
 import multitask_classifier as mt
 from evaluation import output_name, read_predictions
 from minbert.pipelines import ensemble as ensembling
-from tests.helpers import output_files, part1_args, part2_args
+from tests.course import output_files, part1_args, part2_args
 from utils import MinbertError
 
 

@@ -11,7 +11,7 @@ import torch
 
 import multitask_classifier as mt
 from minbert.course_data import read_examples
-from tests.helpers import ROOT, eval_only_args, part2_args
+from tests.course import ROOT, eval_only_args, part2_args
 
 
 def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny_model):

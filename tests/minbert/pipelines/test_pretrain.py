@@ -10,7 +10,8 @@ import multitask_classifier as mt
 import pretrain
 from bert import BertModel
 from minbert.tasks.mlm import BertForMaskedLM, IGNORE
-from tests.helpers import epochs_run, interrupt_second_epoch, part1_args, part2_args, pretrain_args
+from tests.course import part1_args, part2_args, pretrain_args
+from tests.processes import epochs_run, interrupt_second_epoch
 from utils import MinbertError
 
 

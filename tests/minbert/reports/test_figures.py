@@ -5,7 +5,7 @@ import pytest
 from evaluation import pearson
 from minbert.reports.figures import plot_confusion, plot_quora, plot_sts
 from minbert.reports.read import load_scores
-from tests.helpers import make_multitask_run
+from tests.course import make_multitask_run
 
 
 def test_confusion_counts_equal_a_hand_count(tmp_path):

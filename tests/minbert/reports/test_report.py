@@ -7,7 +7,7 @@ import pytest
 from minbert.reports.figures import DPI
 from minbert.reports.read import load_scores
 from minbert.reports.report import report, results_view
-from tests.helpers import make_multitask_run, part1_args, png_size
+from tests.course import make_multitask_run, part1_args, png_size
 from utils import MinbertError
 
 
@@ -126,7 +126,7 @@ def test_a_real_gpt2_run_of_each_script_reports(tmp_path, course_data, tiny_gpt2
     confusion matrix and precision-recall curve), the sonnets' loss and perplexity, with their dev completions."""
     from gpt2 import classifier, paraphrase_detection, sonnet_generation
     from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
-    from tests.helpers import make_gpt2_checkpoint
+    from tests.checkpoints import make_gpt2_checkpoint
     common = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "2", "--lr", "1e-3",
               "--predictions_dir", str(tmp_path / "pred")]
     classifier.main(common + ["--datasets", "sst", "--run_dir", str(tmp_path / "cls")])

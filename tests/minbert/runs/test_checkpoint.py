@@ -13,7 +13,8 @@ import torch
 import multitask_classifier as mt
 from minbert.runs.checkpoint import load_checkpoint, rng_state, set_rng_state
 from minbert.specs import ModelSpec
-from tests.helpers import ROOT, multitask_spec, part2_args
+from tests.checkpoints import multitask_spec
+from tests.course import ROOT, part2_args
 from utils import MinbertError
 
 

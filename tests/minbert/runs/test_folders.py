@@ -15,7 +15,8 @@ import classifier
 import multitask_classifier as mt
 import pretrain
 from minbert.runs.folders import RUN_MARK, RunLock
-from tests.helpers import ROOT, interrupt_second_epoch, part1_args, part2_args, snapshot
+from tests.course import ROOT, part1_args, part2_args, snapshot
+from tests.processes import interrupt_second_epoch
 from utils import MinbertError
 
 

@@ -4,7 +4,8 @@ import pytest
 
 import multitask_classifier as mt
 from minbert.runs.identity import check_same_run
-from tests.helpers import interrupt_second_epoch, part2_args
+from tests.course import part2_args
+from tests.processes import interrupt_second_epoch
 from utils import MinbertError
 
 

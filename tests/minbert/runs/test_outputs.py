@@ -6,7 +6,8 @@ import ensemble
 import multitask_classifier as mt
 import report
 from minbert.runs import outputs
-from tests.helpers import ROOT, cli, one_line_error, part1_args, part2_args, snapshot
+from tests.course import ROOT, part1_args, part2_args, snapshot
+from tests.processes import cli, one_line_error
 from utils import MinbertError
 
 

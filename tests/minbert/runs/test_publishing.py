@@ -206,7 +206,7 @@ def _umask():
 
 def _part2(tmp_path, run, data, model, *extra):
     """A two-step Part 2 run in tmp_path/run/ck publishing into tmp_path/pred, shared by every run."""
-    from tests.helpers import part2_args
+    from tests.course import part2_args
     args = part2_args(tmp_path / run, data, model, "--epochs", "1", "--steps_per_epoch", "2", *extra)
     return [a.replace(str(tmp_path / run / "pred"), str(tmp_path / "pred")) for a in args]
 
@@ -250,7 +250,7 @@ def test_part2_killed_while_publishing_resumes_and_the_next_run_goes_on(tmp_path
 def test_part1_killed_while_publishing_resumes(tmp_path, course_data, tiny_model, monkeypatch):
     """classifier.py publishes through the same code (as do pretrain.py, ensemble.py and the GPT-2 scripts)."""
     import classifier
-    from tests.helpers import part1_args
+    from tests.course import part1_args
     args = part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "--epochs", "1")
     classifier.main(args + ["--seed", "7"])
     before = {p.name: p.read_bytes() for p in (tmp_path / "pred").glob("*.csv")}

@@ -2,7 +2,7 @@
 import pytest
 
 import sweep
-from tests.helpers import sweep_base
+from tests.processes import sweep_base
 from utils import MinbertError
 
 

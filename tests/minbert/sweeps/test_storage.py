@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import sweep
-from tests.helpers import ROOT, freeze_first_trial, start_sweep, stop_during_trial, sweep_base, sweep_trials
+from tests.course import ROOT
+from tests.processes import freeze_first_trial, start_sweep, stop_during_trial, sweep_base, sweep_trials
 from utils import MinbertError
 
 

@@ -4,7 +4,8 @@ import signal
 import subprocess
 import sys
 
-from tests.helpers import ROOT, start_sweep, stop_during_trial, sweep_base, sweep_trials
+from tests.course import ROOT
+from tests.processes import start_sweep, stop_during_trial, sweep_base, sweep_trials
 
 
 def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, course_data, tiny_model):

@@ -7,7 +7,7 @@ import torch
 
 import multitask_classifier as mt
 from minbert.tasks.extra import read_extra
-from tests.helpers import part2_args
+from tests.course import part2_args
 from utils import MinbertError
 
 NLI_HEADER = ("gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t"

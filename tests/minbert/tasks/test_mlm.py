@@ -36,7 +36,7 @@ def test_each_steps_word_embedding_gradient_is_that_steps_alone():
 
     from bert import BertModel
     from minbert.tasks.mlm import BertForMaskedLM
-    from tests.helpers import tiny_config
+    from tests.checkpoints import tiny_config
     torch.manual_seed(0)
     model = BertForMaskedLM(BertModel(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)))
     g = torch.Generator().manual_seed(1)

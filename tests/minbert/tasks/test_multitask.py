@@ -11,8 +11,9 @@ import torch.nn.functional as F
 import multitask_classifier as mt
 from datasets import load_multitask_data
 from minbert.flags.settings import multitask_settings
+from minbert.specs import ModelSpec
 from minbert.tasks.multitask import MultitaskBERT
-from tests.helpers import ModelSpec, ROOT, part2_args
+from tests.course import ROOT, part2_args
 from tokenizer import BertTokenizer
 
 

@@ -4,7 +4,7 @@ import torch
 
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
-from tests.helpers import sentiment_batch, sentiment_model
+from tests.checkpoints import sentiment_batch, sentiment_model
 
 
 def test_the_logits_are_the_pooled_output_through_the_head_and_cached_features_give_the_same(tiny_model):

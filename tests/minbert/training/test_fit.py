@@ -9,8 +9,8 @@ import classifier
 import multitask_classifier as mt
 from minbert.pipelines import multitask as part2
 from minbert.training.fit import EarlyStopping
-from tests.helpers import (DEVICES, device_flags, epochs_run, interrupt_second_epoch, output_files, part1_args,
-                           part2_args)
+from tests.course import output_files, part1_args, part2_args
+from tests.processes import DEVICES, device_flags, epochs_run, interrupt_second_epoch
 from utils import MinbertError
 
 

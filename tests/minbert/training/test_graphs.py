@@ -14,7 +14,8 @@ from minbert.specs import Recipe, Regularizers, Runtime, TaskLosses
 from minbert.tasks.multitask import MultitaskBERT
 from minbert.training import trainer as trainer_module
 from minbert.training.trainer import build_trainer
-from tests.helpers import DEVICES, multitask_spec, sentiment_model
+from tests.checkpoints import multitask_spec, sentiment_model
+from tests.processes import DEVICES
 from tokenizer import BertTokenizer
 from utils import to_device
 

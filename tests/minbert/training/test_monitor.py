@@ -1,6 +1,6 @@
 """training/monitor.py: the TensorBoard event files hold the run's curves."""
 import multitask_classifier as mt
-from tests.helpers import part2_args
+from tests.course import part2_args
 
 
 def test_tensorboard_event_files_hold_the_runs_curves(tmp_path, course_data, tiny_model):

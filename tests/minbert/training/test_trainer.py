@@ -14,10 +14,10 @@ import classifier
 from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.objectives.rdrop import RDrop
 from minbert.specs import Recipe, Runtime
-from minbert.training.trainer import describe_trainable
+from minbert.training.trainer import Trainer, describe_trainable
 from optimizer import AdamW
-from tests.helpers import (ROOT, Trainer, make_hf_checkpoint, sentiment_batch, sentiment_model, tiny_config,
-                           write_course_data)
+from tests.checkpoints import make_hf_checkpoint, sentiment_batch, sentiment_model, tiny_config
+from tests.course import ROOT, write_course_data
 
 
 

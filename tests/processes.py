@@ -1,0 +1,154 @@
+"""Process control: the devices a test runs on, scripts run as a user runs them (one-line errors), runs
+interrupted at a chosen moment, and sweeps started, stopped and inspected (with a PostgreSQL server's
+programs)."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+from minbert.training.trainer import Trainer
+from tests.course import ROOT
+
+
+# The devices a test of a device path runs on: the CPU always, CUDA where a GPU is there (reported as skipped elsewhere).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"))]
+
+
+def device_flags(device):
+    """The pipelines' flags that put a run on `device`: --use_gpu for "cuda", none for the CPU."""
+    return ["--use_gpu"] if device == "cuda" else []
+
+
+def interrupt_second_epoch(monkeypatch):
+    """Make Trainer.run_epoch raise KeyboardInterrupt on its second call (the machine goes away during the
+    second epoch); returns a function that puts the real one back."""
+    real, calls = Trainer.run_epoch, []
+
+    def interrupted(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+    monkeypatch.setattr(Trainer, "run_epoch", interrupted)
+    return lambda: monkeypatch.setattr(Trainer, "run_epoch", real)
+
+
+def epochs_run(monkeypatch):
+    """Record each epoch Trainer.run_epoch trains from now on: a list of the epochs' names ("mt epoch 1", ...),
+    so that a test sees which epochs a (resumed) run actually trained, not only what it wrote."""
+    real, names = Trainer.run_epoch, []
+
+    def recorded(self, batches, loss_fn, total, desc="train", **kw):
+        names.append(desc)
+        return real(self, batches, loss_fn, total, desc=desc, **kw)
+    monkeypatch.setattr(Trainer, "run_epoch", recorded)
+    return names
+
+
+def postgres_bin(name):
+    import glob
+    import shutil
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))), None)
+    return found
+
+
+def sweep_base(course_data, tiny_model, epochs=1):
+    """Part 1 flags of a tiny SST run, for the trials of a sweep."""
+    return ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--datasets", "sst",
+            "--fine-tune-mode", "full-model", "--batch_size", "8", "--epochs", str(epochs), "--smart_weight", "0"]
+
+
+def sweep_trials(tmp_path, study):
+    """The Optuna trials of a study in the default SQLite storage under tmp_path."""
+    return optuna.load_study(study_name=study, storage=f"sqlite:///{tmp_path / 'runs' / 'sweeps' / (study + '.db')}").trials
+
+
+def _ctrl_c_reaches_python():
+    # A job that a non-interactive shell starts in the background (`pytest ... &` in a script, as CI or nohup
+    # may) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the sweep would
+    # never see the test's Ctrl-C. A user's terminal gives the default disposition, as this does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start_sweep(tmp_path, argv):
+    """sweep.py started as a process group of its own, Ctrl-C reaching it as it does from a terminal."""
+    return subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ctrl_c_reaches_python)
+
+
+def child_pids(pid):
+    """The pids of `pid`'s child processes (Linux: /proc/PID/task/*/children)."""
+    pids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            pids += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended between the listing and the read
+            pass
+    return pids
+
+
+def freeze_first_trial(proc):
+    """Wait until the sweep `proc` runs its first trial, then freeze that trial's process (SIGSTOP) and return
+    its pid and the sweep's output so far. The sweep itself keeps running (its heartbeat goes on), so to other
+    workers the trial is simply running, however long they take; SIGCONT lets it finish."""
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if re.match(r"trial \d+: --", line):
+            break
+    trial = []
+    while not trial:  # the trial's process is started right after its line
+        assert proc.poll() is None, "the sweep ended before its first trial's process started:\n" + "".join(out)
+        trial = child_pids(proc.pid)
+        time.sleep(0.05)
+    os.kill(trial[0], signal.SIGSTOP)
+    return trial[0], out
+
+
+def stop_during_trial(proc, study_folder, number, sig):
+    """Send `sig` to the sweep while trial `number`'s process is provably mid-run; returns its output.
+
+    Nothing here waits on a clock: the trial's first epoch line in its log says it is training, and the
+    trial's process is then frozen (SIGSTOP) so that it cannot finish before the signal lands, however
+    busy the machine. It is let go (SIGCONT) once the signal is sent."""
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if line.startswith(f"trial {number}: --"):
+            break
+    logged = lambda: [p for p in study_folder.glob(f"t{number}-s*/*-log.jsonl") if p.read_text().strip()]  # noqa: E731
+    while not logged():
+        assert proc.poll() is None, "the sweep ended before trial %d logged an epoch" % number
+        time.sleep(0.02)
+    trial = child_pids(proc.pid)
+    assert len(trial) == 1, f"expected the trial's one process under the sweep, found {trial}"
+    os.kill(trial[0], signal.SIGSTOP)
+    try:
+        os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+    finally:
+        try:
+            os.kill(trial[0], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    rest, err = proc.communicate(timeout=600)
+    return "".join(out) + rest, err
+
+
+def cli(script, *args, cwd=ROOT):
+    """Run one of the project's commands (`script`, relative to the project folder) as a user would."""
+    return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def one_line_error(out, pattern):
+    """The command failed with exit code 2 and one stderr line matching `pattern`, no traceback."""
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and re.search(pattern, err[0]), out.stderr
