@@ -54,7 +54,8 @@ def read_state_dict(path):
         try:
             return load_file(str(path))
         except Exception as e:
-            raise MinbertError(f"{path}: cannot read the weights ({type(e).__name__}: {str(e)[:200]}){advice}") from None
+            raise MinbertError(f"{path}: cannot read the weights "
+                               f"({type(e).__name__}: {str(e)[:200]}){advice}") from None
     state, culprit = safe_load(path, "the weights", advice=advice)
     if culprit is not None:
         raise refuse_code(path, culprit)
@@ -62,7 +63,8 @@ def read_state_dict(path):
 
 
 def init_module(module, std):
-    """The BERT/GPT-2 initialisation of one module: N(0, std) weights, zero biases (and padding row), unit LayerNorms."""
+    """The BERT/GPT-2 initialisation of one module: N(0, std) weights, zero biases (and
+    padding row), unit LayerNorms."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=std)
     if isinstance(module, nn.Linear) and module.bias is not None:
@@ -76,8 +78,9 @@ def init_module(module, std):
 
 
 def load_mapped(model, state_dict, mapping, source="checkpoint"):
-    """Copy a foreign-named state dict into `model`: `mapping(name, tensor)` gives [(our name, tensor)] for each
-    checkpoint tensor ([] to ignore it). Every missing, unexpected or mis-shaped tensor is named in one line."""
+    """Copy a foreign-named state dict into `model`: `mapping(name, tensor)` gives [(our name,
+    tensor)] for each checkpoint tensor ([] to ignore it). Every missing, unexpected or mis-shaped
+    tensor is named in one line."""
     ours = model.state_dict()
     mapped, unexpected = {}, []
     for k, v in state_dict.items():
@@ -87,7 +90,8 @@ def load_mapped(model, state_dict, mapping, source="checkpoint"):
     misshaped = [f"{k} (checkpoint {list(mapped[k].shape)}, model {list(ours[k].shape)})"
                  for k in ours if k in mapped and mapped[k].shape != ours[k].shape]
     problems = [f"{len(x)} {what}: " + ", ".join(x[:n]) + (" ..." if len(x) > n else "")
-                for what, x, n in (("mis-shaped", misshaped, 4), ("missing", missing, 6), ("unexpected", unexpected, 6)) if x]
+                for what, x, n in (("mis-shaped", misshaped, 4), ("missing", missing, 6),
+                                   ("unexpected", unexpected, 6)) if x]
     if problems:
         raise MinbertError(f"{source} does not fit the model (hidden_size {model.config.hidden_size}, "
                            f"{model.config.num_hidden_layers} layers): " + "; ".join(problems))

@@ -24,8 +24,8 @@ class BertSelfAttention(nn.Module):
         # nn.Dropout, with its masks drawn in bulk on the CPU (minbert/dropout.py; config.fast_dropout)
         self.dropout = Dropout(config.attention_probs_dropout_prob, config.fast_dropout)
         self.attn_impl = config.attn_impl
-        # Prefix tuning (minbert/finetuning/prefix.py) sets this to f(batch size, dtype) -> (P_k, P_v): keys and values every token
-        # can attend to, prepended to the layer's own.
+        # Prefix tuning (minbert/finetuning/prefix.py) sets this to f(batch size, dtype) -> (P_k, P_v): keys
+        # and values every token can attend to, prepended to the layer's own.
         self.prefix = None
 
     def transform(self, x, linear_layer):
@@ -37,8 +37,8 @@ class BertSelfAttention(nn.Module):
     def attention(self, key, query, value, attention_mask):
         """Equation 1, spelled out: softmax(QK^T / sqrt(d/n) + mask) V, heads merged back to [B, T, d]."""
         scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
-        # additive: a large negative number at padded keys (in the scores' dtype, so that under bf16 autocast the
-        # T x T scores, probabilities and dropout stay bf16 rather than being promoted to fp32)
+        # additive: a large negative number at padded keys (in the scores' dtype, so that under bf16 autocast
+        # the T x T scores, probabilities and dropout stay bf16 rather than being promoted to fp32)
         scores = scores + attention_mask.to(scores.dtype)
         probs = self.dropout(torch.softmax(scores, dim=-1))
         return self.merge_heads(probs @ value)
@@ -57,10 +57,12 @@ class BertSelfAttention(nn.Module):
         if self.prefix is not None:
             prefix_key, prefix_value = self.prefix(key.shape[0], key.dtype)
             key, value = torch.cat([prefix_key, key], dim=2), torch.cat([prefix_value, value], dim=2)
-            attention_mask = F.pad(attention_mask, (prefix_key.shape[2], 0))  # 0: every prefix position is attended
+            attention_mask = F.pad(attention_mask, (prefix_key.shape[2],
+                                                    0))  # 0: every prefix position is attended
         if self.attn_impl == "explicit" or self.dropout.bulk(query):
-            # In training on the CPU, SDPA with dropout runs this same math (its fused kernel takes no dropout), but
-            # draws its mask per element; equation 1 written out takes the bulk-drawn mask of minbert/dropout.py.
+            # In training on the CPU, SDPA with dropout runs this same math (its fused kernel takes
+            # no dropout), but draws its mask per element; equation 1 written out takes the
+            # bulk-drawn mask of minbert/dropout.py.
             return self.attention(key, query, value, attention_mask)
         # Same math as `attention`, in one fused kernel that never materialises the T x T probabilities
         # on the paths that support it; the additive mask and dropout are passed through unchanged.
@@ -82,7 +84,8 @@ class BertLayer(nn.Module):
         self.out_dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.out_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.out_dropout = Dropout(config.hidden_dropout_prob, config.fast_dropout)
-        # PALs (minbert/finetuning/pals.py) set this to a task-specific branch f(layer input, mask), added inside the last LayerNorm.
+        # PALs (minbert/finetuning/pals.py) set this to a task-specific branch f(layer input, mask), added
+        # inside the last LayerNorm.
         self.parallel = None
 
     def add_norm(self, input, output, dense_layer, dropout, ln_layer):
@@ -103,24 +106,29 @@ class BertModel(BertPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         # nn.Embedding, its gradient written into one buffer kept between steps (minbert/embedding.py)
-        self.word_embedding = Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.word_embedding = Embedding(config.vocab_size, config.hidden_size,
+                                        padding_idx=config.pad_token_id)
         self.pos_embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.tk_type_embedding = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.embed_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.embed_dropout = Dropout(config.hidden_dropout_prob, config.fast_dropout)
-        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings)[None],
+                             persistent=False)
         self.bert_layers = nn.ModuleList([BertLayer(config) for _ in range(config.num_hidden_layers)])
         self.pooler_dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.pooler_af = nn.Tanh()
-        # SMART (minbert/objectives/smart.py) sets this to a function of the embedding output that adds its perturbation.
+        # SMART (minbert/objectives/smart.py) sets this to a function of the embedding
+        # output that adds its perturbation.
         self.perturb = None
-        # Freezing (minbert/finetuning/freezing.py): the embeddings and the lowest frozen_groups - 1 layers run without a graph, so
-        # no gradient reaches them (they do not change) and their backward costs nothing. 0: everything trains.
+        # Freezing (minbert/finetuning/freezing.py): the embeddings and the lowest frozen_groups - 1 layers
+        # run without a graph, so no gradient reaches them (they do not change) and their backward costs
+        # nothing. 0: everything trains.
         self.frozen_groups = 0
         self.init_weights()
 
-    # The backbone contract every pretrained network here keeps (GPT-2's too): its transformer layers, bottom first,
-    # and its embedding modules; freezing, layer-wise rates, adapters and compile read them, never a name.
+    # The backbone contract every pretrained network here keeps (GPT-2's too): its transformer
+    # layers, bottom first, and its embedding modules; freezing, layer-wise rates, adapters and
+    # compile read them, never a name.
     @property
     def layers(self):
         return self.bert_layers

@@ -7,10 +7,11 @@ class ConfigError(ValueError):
     pass
 
 
-# What a BERT script says of a GPT-2 checkpoint folder (its config's model_type, or its vocab.json and merges.txt).
+# What a BERT script says of a GPT-2 checkpoint folder (its config's model_type, or
+# its vocab.json and merges.txt).
 GPT2_NOT_BERT = ("a GPT-2 checkpoint (model_type 'gpt2'), not a BERT one: the Build GPT-2 scripts take it "
-                 "(cd gpt2 && python classifier.py --pretrained FOLDER for Part 1; paraphrase_detection.py or "
-                 "sonnet_generation.py for Part 2)")
+                 "(cd gpt2 && python classifier.py --pretrained FOLDER for Part 1; paraphrase_detection.py "
+                 "or sonnet_generation.py for Part 2)")
 
 
 class ConfigFile:
@@ -41,19 +42,21 @@ class ConfigFile:
             raise ConfigError(f"{path}: {e}") from None
 
     def check_types(self, names=None):
-        """Every field holds a value of its declared type (an int where a float is expected is taken as one): one
-        ConfigError naming the first field that does not, as config.json spells it (`names`: ours -> the file's)."""
+        """Every field holds a value of its declared type (an int where a float is expected is taken
+        as one): one ConfigError naming the first field that does not, as config.json spells it
+        (`names`: ours -> the file's)."""
         for f in fields(self):
             if f.name == "extra":
                 continue
             v = getattr(self, f.name)
-            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str, "bool": bool}[f.type]
+            want = f.type if isinstance(f.type, type) else {"int": int, "float": float, "str": str,
+                                                            "bool": bool}[f.type]
             if want is float and isinstance(v, int) and not isinstance(v, bool):
                 v = float(v)
                 setattr(self, f.name, v)
             if not isinstance(v, want) or (isinstance(v, bool) and want is not bool):
-                raise ConfigError(f"config field {(names or {}).get(f.name, f.name)!r} must be {want.__name__}, got "
-                                  f"{v!r} ({type(v).__name__})")
+                raise ConfigError(f"config field {(names or {}).get(f.name, f.name)!r} must be "
+                                  f"{want.__name__}, got {v!r} ({type(v).__name__})")
 
 
 @dataclass
@@ -71,8 +74,8 @@ class BertConfig(ConfigFile):
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
-    # Runtime choices, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit' (equation 1), and dropout's
-    # masks drawn in bulk on the CPU (minbert/dropout.py) or by torch.
+    # Runtime choices, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit' (equation 1), and
+    # dropout's masks drawn in bulk on the CPU (minbert/dropout.py) or by torch.
     attn_impl: str = "sdpa"
     fast_dropout: bool = True
     # Keys of a config.json we do not use (architectures, model_type, ...) survive a round trip.

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minbert.course_data import MULTITASK, TASKS, fetch_data, fetch_references, read_examples
+from minbert.course_data import MULTITASK, TASKS, read_examples
+from minbert.course_files import fetch_data, fetch_references
+from minbert.shapes import choose_widths, padded_width
 from utils import Parser, main_guard
 
 # ----------------------------------------------------------------------------- tokenized data and batches
@@ -31,25 +33,29 @@ class TaskData:
         self.siamese = self.task.is_pair and pair_mode == "siamese"
         firsts = [e.texts[0] for e in examples]
         if self.task.is_pair and not self.siamese:
-            enc = tokenizer(firsts, [e.texts[1] for e in examples], padding=False, max_length=max_length, return_tensors=None)
+            enc = tokenizer(firsts, [e.texts[1] for e in examples], padding=False, max_length=max_length,
+                            return_tensors=None)
             self.inputs = {"x": (enc["input_ids"], enc["token_type_ids"])}
         else:
             enc = tokenizer(firsts, padding=False, max_length=max_length, return_tensors=None)
             self.inputs = {"a" if self.siamese else "x": (enc["input_ids"], enc["token_type_ids"])}
             if self.siamese:
-                enc = tokenizer([e.texts[1] for e in examples], padding=False, max_length=max_length, return_tensors=None)
+                enc = tokenizer([e.texts[1] for e in examples], padding=False, max_length=max_length,
+                                return_tensors=None)
                 self.inputs["b"] = (enc["input_ids"], enc["token_type_ids"])
         # A broken dev row keeps its id (it gets a prediction) but has no label: `scored` leaves it out.
         self.scored = np.array([e.label is not None for e in examples])
         self.labels = None if not self.scored.any() else torch.tensor(
             [0 if e.label is None else e.label for e in examples],
             dtype=torch.float32 if self.task.kind == "regression" else torch.long)
-        self.lengths = np.array([sum(len(v[0][i]) for v in self.inputs.values()) for i in range(len(examples))])
+        self.lengths = np.array([sum(len(v[0][i]) for v in self.inputs.values())
+                                 for i in range(len(examples))])
         self.features = None  # cached backbone outputs, when the backbone is frozen
         self.max_length = max_length
         self.pad_multiple = 0  # --pad_multiple (set_pad_multiple): 0 pads a batch to its longest row
         self.widths = ()  # fixed widths a batch is padded to (set_fixed_shapes, for CUDA graphs): () for none
-        self.rows = 0  # rows a batch is padded to, with rows of loss weight 0 (set_fixed_shapes): 0 for as many as it has
+        # rows a batch is padded to, with rows of loss weight 0 (set_fixed_shapes): 0 for as many as it has
+        self.rows = 0
 
     def __len__(self):
         return len(self.examples)
@@ -58,8 +64,8 @@ class TaskData:
         """The examples at `index` as padded tensors: {'x' or 'a'/'b': {input_ids, ...}, 'labels', 'index'}.
 
         With fixed rows (set_fixed_shapes) a short batch is filled up with copies of its first example, and
-        'weight' says which rows count (1) and which are filler (0): every loss averages over the rows with weight
-        1 only, so the batch's gradient is the unfilled batch's."""
+        'weight' says which rows count (1) and which are filler (0): every loss averages over the rows with
+        weight 1 only, so the batch's gradient is the unfilled batch's."""
         real = len(index)
         if self.rows and real < self.rows:
             index = np.concatenate([np.asarray(index), np.repeat(np.asarray(index)[:1], self.rows - real)])
@@ -93,13 +99,16 @@ class TaskData:
 
     def padding_fraction(self, batch_size, bucket, seed=0):
         """The share of padded positions in one epoch's training batches."""
-        padded = sum(len(i) * self.lengths[i].max() for i in batch_indices(self.lengths, batch_size, True, seed, bucket))
+        padded = sum(len(i) * self.lengths[i].max() for i in batch_indices(self.lengths, batch_size, True,
+                                                                           seed, bucket))
         return 1.0 - self.lengths.sum() / padded
 
     def describe_batches(self, batch_size, bucket):
         with_, without = self.padding_fraction(batch_size, True), self.padding_fraction(batch_size, False)
-        return (f"{self.task.name} train: {len(self)} examples, padding {with_ if bucket else without:.0%} of positions "
-                + (f"with length bucketing ({without:.0%} without)" if bucket else f"(--no_bucket; {with_:.0%} with bucketing)"))
+        return (f"{self.task.name} train: {len(self)} examples, padding "
+                f"{with_ if bucket else without:.0%} of positions "
+                + ("with length bucketing "
+                   f"({without:.0%} without)" if bucket else f"(--no_bucket; {with_:.0%} with bucketing)"))
 
 
 class SentenceClassificationDataset(TaskData):
@@ -168,7 +177,8 @@ def join_pair(ids1, mask1, ids2, mask2, max_length, pad_id):
 
 
 def task_dataset(examples, task, tokenizer, max_length=512, pair_mode="cross"):
-    """The handout's dataset class for `task`: SentencePairDataset for pairs, else SentenceClassificationDataset."""
+    """The handout's dataset class for `task`: SentencePairDataset for pairs, else
+    SentenceClassificationDataset."""
     task = TASKS[task] if isinstance(task, str) else task
     if task.is_pair:
         return SentencePairDataset(examples, task, tokenizer, max_length, pair_mode)
@@ -183,42 +193,20 @@ def task_encoding(pair_encoding, task):
     return pair_encoding
 
 
-def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("train", "dev", "test"), train_filter=None):
-    """{split: {task: dataset}} for SST, Quora and STS; `paths[task][split]` is each CSV. `train_filter(example)`
-    says which training examples to keep (--fold; distill.outside_fold)."""
+def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("train", "dev", "test"),
+                        train_filter=None):
+    """{split: {task: dataset}} for SST, Quora and STS; `paths[task][split]` is each CSV.
+    `train_filter(example)` says which training examples to keep (--fold; distill.outside_fold)."""
     def examples(task, split):
         rows = read_examples(paths[task][split], task, split)
         return [e for e in rows if train_filter(e)] if split == "train" and train_filter else rows
-    return {split: {task: task_dataset(examples(task, split), task, tokenizer, max_length, task_encoding(pair_encoding, task))
+    return {split: {task: task_dataset(examples(task, split), task, tokenizer, max_length,
+                                       task_encoding(pair_encoding, task))
                     for task in MULTITASK}
             for split in splits}
 
 
 # ----------------------------------------------------------------------------- fixed shapes (--pad_multiple)
-
-# On a GPU a batch padded to its own longest row is a new shape almost every step: kernels are chosen, and CUDA
-# graphs or torch.compile would capture, once per shape. Rounding the width up to a multiple of 16 leaves
-# max_length / 16 shapes per batch size (8 at --max_length 128), at the price of a few padded positions, which a
-# GPU computes nearly for free. On a CPU every padded position costs its full compute, so there it is off.
-GPU_PAD_MULTIPLE = 16
-
-
-def padded_width(longest, multiple, max_length, widths=()):
-    """The width a batch whose longest row is `longest` is padded to: the smallest of the fixed `widths` that
-    holds it, or else that row's length rounded up to a multiple of `multiple`, but never past max_length (the
-    longest a row can be) unless the row is longer."""
-    fits = [w for w in widths if w >= longest]
-    if fits:
-        return min(fits)
-    if not multiple:
-        return longest
-    return max(longest, min(-(-longest // multiple) * multiple, max_length))
-
-
-def resolve_pad_multiple(requested, device):
-    """--pad_multiple as the run uses it: not given (None), GPU_PAD_MULTIPLE on a GPU and 0 (off) elsewhere."""
-    return (GPU_PAD_MULTIPLE if device.type == "cuda" else 0) if requested is None else requested
-
 
 def set_pad_multiple(data, multiple):
     """Give every TaskData in `data` (one, or dicts of them, nested) the padding multiple; returns `data`."""
@@ -230,23 +218,10 @@ def set_pad_multiple(data, multiple):
     return data
 
 
-def choose_widths(lengths, max_length, smallest=32):
-    """The fixed widths of a dataset's batches for CUDA graphs (one graph per shape): powers of two from
-    `smallest` while a row is longer, then the longest row rounded up to a multiple of GPU_PAD_MULTIPLE (at most
-    max_length). SST (rows up to 66 tokens at max_length 128) gets 32, 64, 80: three shapes a batch size."""
-    longest = min(int(max(lengths, default=1)), max_length)
-    widths, w = [], smallest
-    while w < longest:
-        widths.append(w)
-        w *= 2
-    widths.append(min(-(-longest // GPU_PAD_MULTIPLE) * GPU_PAD_MULTIPLE, max(max_length, longest)))
-    return tuple(sorted(set(widths)))
-
-
 def set_fixed_shapes(data, rows):
-    """Give every TaskData in `data` (one, or dicts of them, nested) fixed shapes: `rows` rows a batch (a short
-    batch filled with rows of weight 0) and widths chosen from its own lengths (choose_widths); returns `data`.
-    A CUDA graph replays one shape, so a few fixed shapes mean a few graphs."""
+    """Give every TaskData in `data` (one, or dicts of them, nested) fixed shapes: `rows` rows a batch (a
+    short batch filled with rows of weight 0) and widths chosen from its own lengths (choose_widths); returns
+    `data`. A CUDA graph replays one shape, so a few fixed shapes mean a few graphs."""
     if isinstance(data, TaskData):
         data.rows = rows
         data.widths = choose_widths([len(r) for ids, _ in data.inputs.values() for r in ids], data.max_length)

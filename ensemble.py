@@ -1,5 +1,5 @@
-"""Combine K multitask models into one set of leaderboard files (handout 5.3: ensembling "almost always
-boosts performance").
+"""Combine K multitask models into one set of leaderboard files (handout 5.3: ensembling
+"almost always boosts performance").
 
     python ensemble.py runs/a/multitask.pt runs/b/multitask.pt runs/c/multitask.pt [--run_name NAME]
 
@@ -15,10 +15,10 @@ The ensemble is a run like any other: its six files go into its own folder (runs
 --run_name / --run_dir), with members.txt naming its members, and are then copied to --out
 (predictions/ by default), with one line naming whose files they replace.
 
---soft_targets also runs every member (checkpoints only) on the three training sets and writes their raw outputs
-into the run folder as soft-targets.npz, which `multitask_classifier.py --distill` trains a single student on
-(minbert/objectives/distill.py). Members trained with --fold I/K, one per fold, give cross-fitted targets: each training example's
-from the members that did not train on it.
+--soft_targets also runs every member (checkpoints only) on the three training sets and writes their raw
+outputs into the run folder as soft-targets.npz, which `multitask_classifier.py --distill` trains a single
+student on (minbert/objectives/distill.py). Members trained with --fold I/K, one per fold, give cross-fitted
+targets: each training example's from the members that did not train on it.
 """
 from minbert.flags.groups import RunFolder, add_backup_flag, add_speed_flags
 from minbert.flags.settings import ensemble_settings
@@ -29,21 +29,26 @@ from utils import Parser, main_guard
 
 
 def build_parser():
-    ap = Parser(prog="ensemble.py", description="Average K multitask models into one set of leaderboard files.")
-    ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints (or their run folders), or folders of prediction files")
+    ap = Parser(prog="ensemble.py", description="Average K multitask models into "
+                                                "one set of leaderboard files.")
+    ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints (or their run "
+                                                               "folders), or folders of prediction files")
     ap.add_argument("--data_dir", default="data", help="the course CSVs whose ids every member must predict")
-    ap.add_argument("--out", default="predictions", help="where the six ensembled leaderboard files are copied")
-    ap.add_argument("--run_name", default="", action=RunFolder, help="the ensemble's run folder under runs/ (default: ensemble-TIMESTAMP)")
-    ap.add_argument("--run_dir", default=None, action=RunFolder, help="the ensemble's run folder anywhere (instead of runs/RUN_NAME)")
+    ap.add_argument("--out", default="predictions", help="where the six ensembled "
+                                                         "leaderboard files are copied")
+    ap.add_argument("--run_name", default="", action=RunFolder, help="the ensemble's run folder under "
+                                                                     "runs/ (default: ensemble-TIMESTAMP)")
+    ap.add_argument("--run_dir", default=None, action=RunFolder, help="the ensemble's run folder "
+                                                                      "anywhere (instead of runs/RUN_NAME)")
     add_backup_flag(ap)
     ap.add_argument("--use_gpu", action="store_true", help="run the members on the GPU")
     ap.add_argument("--batch_size", type=positive_int, default=64, help="examples per inference batch")
     ap.add_argument("--soft_targets", action="store_true",
-                    help=f"also write the members' outputs on the training sets to {SOFT_TARGETS} in the run folder, "
-                         f"for multitask_classifier.py --distill (checkpoint members only)")
+                    help=f"also write the members' outputs on the training sets to {SOFT_TARGETS} in the run "
+                         "folder, for multitask_classifier.py --distill (checkpoint members only)")
     ap.add_argument("--in_sample", action="store_true",
-                    help="with members trained with --fold: average every member on every training example anyway, "
-                         "seen or not (the ablation of cross-fitted targets)")
+                    help="with members trained with --fold: average every member on every training example "
+                         "anyway, seen or not (the ablation of cross-fitted targets)")
     add_speed_flags(ap, training=False)
     return ap
 

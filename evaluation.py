@@ -16,16 +16,19 @@ from utils import MinbertError, Parser, Progress, main_guard, to_device
 def predict(fn, data, batch_size, device, amp="none", desc="eval"):
     """Run `fn(batch) -> tensor [B, ...]` over `data` (a TaskData) and return a float32 array in the
     data's own order. Batches are length-sorted for speed and put back by index. Outputs stay on the
-    device until the end: one copy to the host, not a sync per batch. One autocast region covers every batch, so
-    that each weight is cast to the reduced precision once per call, not once per batch (autocast's cast cache)."""
+    device until the end: one copy to the host, not a sync per batch. One autocast region covers every batch,
+    so that each weight is cast to the reduced precision once per call, not once per batch (autocast's cast
+    cache)."""
     outputs, order = [], []
     total = -(-len(data) // batch_size)
-    bar = tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc, disable=None, leave=False)
+    bar = tqdm(data.batches(batch_size, shuffle=False, bucket=True), total=total, desc=desc, disable=None,
+               leave=False)
     progress = Progress(desc, total, 60.0, terminal=not bar.disable)
     with autocast(device, amp):
         for i, batch in enumerate(bar, start=1):
             progress.update(i)
-            # a fixed-shape batch's filler rows (datasets.set_fixed_shapes) come last: their outputs are dropped
+            # a fixed-shape batch's filler rows (datasets.set_fixed_shapes) come
+            # last: their outputs are dropped
             real = int(batch["weight"].sum()) if "weight" in batch else len(batch["index"])
             order.append(batch["index"][:real])
             outputs.append(fn(to_device(batch, device))[:real].float())
@@ -81,7 +84,8 @@ def write_dev_scores(path, task, data, outputs, preds):
     if data.labels is not None:
         gold[data.scored] = data.labels.numpy()[data.scored]
     texts = [e.texts for e in data.examples]
-    fields = dict(task=np.array(task), ids=np.array(data.ids), gold=gold, pred=np.asarray(preds, dtype=np.float64),
+    fields = dict(task=np.array(task), ids=np.array(data.ids), gold=gold, pred=np.asarray(preds,
+                                                                                          dtype=np.float64),
                   output=np.asarray(outputs, dtype=np.float32), text1=np.array([t[0] for t in texts]),
                   text2=np.array([t[1] if len(t) > 1 else "" for t in texts]))
     atomic_write(path, lambda fp: np.savez_compressed(fp, **fields))
@@ -109,7 +113,8 @@ def read_predictions(path):
         try:
             preds[parts[0]] = float(parts[1])
         except ValueError:
-            raise MinbertError(f"{path}: line {n} (id {parts[0]}): prediction {parts[1]!r} is not a number") from None
+            raise MinbertError(f"{path}: line {n} (id {parts[0]}): "
+                               f"prediction {parts[1]!r} is not a number") from None
     return preds, duplicated
 
 
@@ -123,21 +128,24 @@ def score_file(pred_path, gold_path, task=None):
     scored = [i for i in gold if i in preds and gold[i] is not None]  # unlabelled gold rows: not scored
     metric = "pearson" if TASKS[task].kind == "regression" else "accuracy"
     result = {"task": task, "metric": metric, "n": len(scored),
-              metric: score(task, [preds[i] for i in scored], [gold[i] for i in scored]) if scored else float("nan"),
+              metric: score(task, [preds[i] for i in scored],
+                            [gold[i] for i in scored]) if scored else float("nan"),
               "missing": missing, "duplicated": duplicated, "unknown": unknown}
     return result
 
 
 def guess_task(path):
     name = Path(path).name.lower()
-    for key, task in (("sst", "sst"), ("cfimdb", "cfimdb"), ("quora", "quora"), ("para", "quora"), ("sts", "sts")):
+    for key, task in (("sst", "sst"), ("cfimdb", "cfimdb"), ("quora", "quora"), ("para", "quora"), ("sts",
+                                                                                                    "sts")):
         if key in name:
             return task
     raise MinbertError(f"{path}: cannot tell the task from the file name; pass --task")
 
 
 def build_parser():
-    ap = Parser(prog="evaluation.py", description="Score a leaderboard prediction file against a labelled CSV.")
+    ap = Parser(prog="evaluation.py", description="Score a leaderboard prediction "
+                                                  "file against a labelled CSV.")
     ap.add_argument("--score", nargs=2, metavar=("PRED.csv", "GOLD.csv"), required=True,
                     help="a leaderboard file and the labelled course CSV of its split")
     ap.add_argument("--task", choices=sorted(TASKS), help="the task (default: from the gold file's name)")
@@ -177,7 +185,8 @@ def model_eval_multitask(model, data, batch_size, device, amp="none", raw=None):
     model.eval()
     scores, preds = {}, {}
     for task, d in data.items():
-        out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp, desc=f"{task} eval")
+        out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp, desc=f"{task} "
+                                                                                                    "eval")
         if raw is not None:
             raw[task] = out
         preds[task] = to_predictions(task, out)
@@ -208,9 +217,11 @@ def write_multitask_outputs(model, dev, test, folder, device, amp="none", batch_
     scores, dev_preds = model_eval_multitask(model, dev, batch_size, device, amp, raw=raw)
     _, test_preds = model_eval_multitask(model, test, batch_size, device, amp)
     for task in MULTITASK:
-        write_dev_scores(folder / f"{TASK_PREFIX[task]}-dev-scores.npz", task, dev[task], raw[task], dev_preds[task])
+        write_dev_scores(folder / f"{TASK_PREFIX[task]}-dev-scores.npz", task, dev[task], raw[task],
+                         dev_preds[task])
         for split, data, preds in (("dev", dev, dev_preds), ("test", test, test_preds)):
-            files.append(write_predictions(folder / output_name(task, split), task, data[task].ids, preds[task]))
+            files.append(write_predictions(folder / output_name(task, split), task, data[task].ids,
+                                           preds[task]))
     return scores, files
 
 

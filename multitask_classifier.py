@@ -4,7 +4,8 @@
     python multitask_classifier.py --eval_only runs/NAME/multitask.pt      # test_multitask alone
 
 The handout's names are here:
-  - MultitaskBERT (forward, predict_sentiment, predict_paraphrase, predict_similarity): minbert/tasks/multitask.py;
+  - MultitaskBERT (forward, predict_sentiment, predict_paraphrase, predict_similarity):
+    minbert/tasks/multitask.py;
   - train_multitask: trains, keeps the best dev mean and writes the six leaderboard files from it;
   - test_multitask: rewrites them from a saved checkpoint (--eval_only);
   - get_args: the flags (declared in minbert/flags/parsers.py, every one in docs/flags.md).
@@ -23,8 +24,9 @@ def get_args(argv=None):
 
 
 def train_multitask(args, on_epoch=None):
-    """Train, keep the best dev mean and write the six leaderboard files (with --eval_only: re-score instead).
-    `on_epoch(epoch, dev mean)` is called after each epoch's evaluation (sweep.py's pruner may raise there)."""
+    """Train, keep the best dev mean and write the six leaderboard files (with --eval_only:
+    re-score instead). `on_epoch(epoch, dev mean)` is called after each epoch's evaluation
+    (sweep.py's pruner may raise there)."""
     return part2.run_multitask(multitask_settings(args), on_epoch)
 
 

@@ -26,18 +26,19 @@ def evaluate_closure(closure):
 
 
 class AdamW(Optimizer):
-    """The handout's AdamW, Algorithm 1 with its efficient bias correction and decoupled weight decay after the step.
+    """The handout's AdamW, Algorithm 1 with its efficient bias correction and
+    decoupled weight decay after the step.
 
-    Three paths compute the same arithmetic: `foreach=False` is the reference, Algorithm 1 line by line one tensor
-    at a time (_step_loop); `fused=False` runs each line as one multi-tensor kernel over the group; by default
-    (`fused=True`, where torch has the kernel: CPU and CUDA) torch's fused AdamW kernel updates each tensor in one
-    pass, with its inputs mapped so that it computes Algorithm 1 (_step_fused). tests/test_optimizer.py holds the
-    three to each other step for step.
+    Three paths compute the same arithmetic: `foreach=False` is the reference, Algorithm 1 line by line one
+    tensor at a time (_step_loop); `fused=False` runs each line as one multi-tensor kernel over the group; by
+    default (`fused=True`, where torch has the kernel: CPU and CUDA) torch's fused AdamW kernel updates each
+    tensor in one pass, with its inputs mapped so that it computes Algorithm 1 (_step_fused).
+    tests/test_optimizer.py holds the three to each other step for step.
 
-    `capturable=True` keeps everything a step reads on the parameters' device: the step count is a tensor there,
-    and a group's "lr" may be a 0-d tensor too (training/schedule.py DeviceSchedule writes it in place), so a step
-    runs no Python arithmetic on changing values and no host sync. That is what a CUDA graph of the whole
-    training step needs (it replays recorded kernels, with their Python scalars frozen)."""
+    `capturable=True` keeps everything a step reads on the parameters' device: the step count is a tensor
+    there, and a group's "lr" may be a 0-d tensor too (training/schedule.py DeviceSchedule writes it in
+    place), so a step runs no Python arithmetic on changing values and no host sync. That is what a CUDA graph
+    of the whole training step needs (it replays recorded kernels, with their Python scalars frozen)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
                  correct_bias=True, foreach=True, capturable=False, fused=True):
@@ -47,7 +48,8 @@ class AdamW(Optimizer):
         super().__init__(params, defaults)
 
     def _init(self, p, capturable):
-        """A parameter's state before its first step (or, made capturable, its step count moved to its device)."""
+        """A parameter's state before its first step (or, made capturable, its step
+        count moved to its device)."""
         state = self.state[p]
         if not state:
             state["step"] = torch.zeros((), dtype=torch.float32, device=p.device) if capturable else 0
@@ -98,7 +100,8 @@ class AdamW(Optimizer):
                 continue
             # Efficient bias correction: fold both corrections into the step size.
             alpha = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
-            (_step_foreach if group["foreach"] else _step_loop)(params, grads, m, v, beta1, beta2, alpha, eps, lr * wd)
+            (_step_foreach if group["foreach"] else _step_loop)(params, grads, m, v, beta1, beta2, alpha, eps,
+                                                                lr * wd)
         return loss
 
 
@@ -143,13 +146,17 @@ def _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t):
     decaying before the step and with eps inside the bias correction. With lr' = lr (1 - lr wd),
     wd' = wd / (1 - lr wd) and eps' = eps / sqrt(1 - beta2^t) this is, term by term,
 
-        theta <- (1 - lr wd) (theta - alpha m_t / (sqrt(v_t) + eps)),   alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t),
+        theta <- (1 - lr wd) (theta - alpha m_t / (sqrt(v_t) + eps)),   alpha = lr sqrt(1 - beta2^t) / (1 -
+                                                                        beta1^t),
 
     the efficient bias correction followed by decoupled weight decay, as the handout's Algorithm 1 has it."""
     keep = 1.0 - lr * wd
-    steps = [torch.full((), float(t), device=params[0].device)] * len(params)  # the kernel reads t from a tensor
-    torch._fused_adamw_(params, grads, m, v, [], steps, amsgrad=False, maximize=False, beta1=beta1, beta2=beta2,
-                        lr=lr * keep, weight_decay=wd / keep if wd else 0.0, eps=eps / math.sqrt(1 - beta2 ** t))
+    steps = [torch.full((), float(t),
+                        device=params[0].device)] * len(params)  # the kernel reads t from a tensor
+    torch._fused_adamw_(params, grads, m, v, [], steps, amsgrad=False, maximize=False, beta1=beta1,
+                        beta2=beta2,
+                        lr=lr * keep, weight_decay=wd / keep if wd else 0.0,
+                        eps=eps / math.sqrt(1 - beta2 ** t))
 
 
 def _step_capturable(group, params, grads, m, v, t):
@@ -175,8 +182,9 @@ class Lion(Optimizer):
         theta_t = theta_{t-1} - lr (sign(c_t) + lambda theta_{t-1})
         m_t = beta2 m_{t-1} + (1 - beta2) g_t ,
 
-    defaults beta1 = 0.9, beta2 = 0.99. Every coordinate moves by exactly lr, so its learning rate is smaller than
-    AdamW's (the paper: 3-10x) and its weight decay larger. One state tensor per parameter (AdamW keeps two)."""
+    defaults beta1 = 0.9, beta2 = 0.99. Every coordinate moves by exactly lr, so its learning rate is
+    smaller than AdamW's (the paper: 3-10x) and its weight decay larger. One state tensor per
+    parameter (AdamW keeps two)."""
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
         check_hyperparameters(lr, betas)
@@ -214,7 +222,8 @@ class Lamb(Optimizer):
         u_t = r_t + lambda theta_{t-1}
         theta_t = theta_{t-1} - lr (phi(||theta_{t-1}||) / ||u_t||) u_t ,
 
-    with phi the identity, and a ratio of 1 where either norm is 0 (a tensor at zero, such as a fresh bias)."""
+    with phi the identity, and a ratio of 1 where either norm is 0 (a tensor at
+    zero, such as a fresh bias)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0):
         check_hyperparameters(lr, betas, eps)
@@ -248,21 +257,22 @@ class Lamb(Optimizer):
 
 
 def portable_state(state):
-    """An optimizer's state_dict in the one form an eager step and a recorded one (capturable, with the step counts
-    and learning rates as device tensors) both load: learning rates as numbers, step counts as whole numbers,
-    `capturable` off (the recorded step turns it back on: AdamW.init_state)."""
+    """An optimizer's state_dict in the one form an eager step and a recorded one (capturable, with the step
+    counts and learning rates as device tensors) both load: learning rates as numbers, step counts as whole
+    numbers, `capturable` off (the recorded step turns it back on: AdamW.init_state)."""
     groups = [{**g, "lr": float(g["lr"]), **({"capturable": False} if "capturable" in g else {})}
               for g in state["param_groups"]]
-    per_param = {k: {**v, "step": int(round(float(v["step"])))} if "step" in v else v for k, v in state["state"].items()}
+    per_param = {k: {**v, "step": int(round(float(v["step"])))} if "step" in v else v for k,
+                 v in state["state"].items()}
     return {"state": per_param, "param_groups": groups}
 
 
 OPTIMIZERS = {"adamw": AdamW, "lion": Lion, "lamb": Lamb}
 STATE_TENSORS = {"adamw": 2, "lion": 1, "lamb": 2}  # tensors of state per parameter (describe_trainable)
-# Each optimizer's default learning rate, as a multiple of AdamW's default (minbert/flags/defaults.py resolve_lr), and why.
-# Lion moves every coordinate by lr, so its rate is smaller than AdamW's (Chen et al.: 3-10x). LAMB's lr is a
-# step relative to each tensor's norm: at AdamW's 1e-4 it underfits and at 2e-3 it collapses; 5e-4 was the best
-# measured (RESULTS.md, "Part 2: the extensions of handout 5.3").
+# Each optimizer's default learning rate, as a multiple of AdamW's default (minbert/flags/defaults.py
+# resolve_lr), and why. Lion moves every coordinate by lr, so its rate is smaller than AdamW's (Chen et al.:
+# 3-10x). LAMB's lr is a step relative to each tensor's norm: at AdamW's 1e-4 it underfits and at 2e-3 it
+# collapses; 5e-4 was the best measured (RESULTS.md, "Part 2: the extensions of handout 5.3").
 LR_FACTOR = {"adamw": (1.0, ""), "lion": (1 / 3, "Lion: a third of AdamW's"),
              "lamb": (5.0, "LAMB: five times AdamW's")}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minbert.course_data import course_reference
+from minbert.course_files import course_reference
 from optimizer import AdamW
 from utils import MinbertError, Parser, main_guard
 

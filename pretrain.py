@@ -1,12 +1,12 @@
-"""Further masked-LM pretraining of any --pretrained checkpoint on the task text (handout 5.3, "Additional
-Pretraining").
+"""Further masked-LM pretraining of any --pretrained checkpoint on the task text (handout
+5.3, "Additional Pretraining").
 
     python pretrain.py --pretrained all-minilm-l6-v2 --out pretrained/minilm-tasks --epochs 3
     python multitask_classifier.py --pretrained pretrained/minilm-tasks ...
 
-The text is every training sentence of SST, CFIMDB, Quora and STS, or one sentence per line of --texts FILE; 5%
-is held out and scored (masked-token accuracy) before training and after each epoch. --out is the run folder
-(--resume continues it exactly) and, at the end, a checkpoint folder holding the best epoch. What runs:
+The text is every training sentence of SST, CFIMDB, Quora and STS, or one sentence per line of --texts FILE;
+5% is held out and scored (masked-token accuracy) before training and after each epoch. --out is the run
+folder (--resume continues it exactly) and, at the end, a checkpoint folder holding the best epoch. What runs:
 minbert/pipelines/pretrain.py (the masking and the MLM head: minbert/tasks/mlm.py); the flags:
 minbert/flags/parsers.py (pretrain_parser).
 """

@@ -15,7 +15,7 @@ import torch
 
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
-from minbert.course_data import course_reference
+from minbert.course_files import course_reference
 from minbert.files import refuse_code, safe_load
 from minbert.hub import HUB_NAMES, resolve_pretrained
 from utils import MinbertError, Parser, main_guard
@@ -81,7 +81,8 @@ def compare(ours, ref, mask):
 
 def build_parser():
     ap = Parser(prog="sanity_check.py", description=__doc__)
-    ap.add_argument("--pretrained", default="bert-base-uncased", help="the checkpoint whose forward pass is checked")
+    ap.add_argument("--pretrained", default="bert-base-uncased", help="the checkpoint whose "
+                                                                      "forward pass is checked")
     ap.add_argument("--reference", help="torch-saved dict with last_hidden_state and pooler_output")
     return ap
 
@@ -92,11 +93,13 @@ def read_reference(path):
     if culprit is not None:
         raise refuse_code(path, culprit)
     if not isinstance(ref, dict):
-        raise MinbertError(f"{path}: not a reference (it holds a {type(ref).__name__}, not a dict of outputs)")
+        raise MinbertError(f"{path}: not a reference (it holds a "
+                           f"{type(ref).__name__}, not a dict of outputs)")
     missing = [k for k in ("last_hidden_state", "pooler_output") if k not in ref]
     if missing:
         raise MinbertError(f"--reference {path}: lacks {' and '.join(missing)} (it holds "
-                           f"{', '.join(map(str, list(ref)[:5])) or 'nothing'}); a reference is a dict of the two outputs")
+                           f"{', '.join(map(str, list(ref)[:5])) or 'nothing'}); "
+                           "a reference is a dict of the two outputs")
     return {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
 
 

@@ -38,19 +38,24 @@ from utils import Parser, main_guard
 def build_parser():
     ap = Parser(prog="sweep.py", description="Optuna search over a pipeline's flags; workers share a study.")
     ap.add_argument("pipeline", choices=sorted(PIPELINES), help="classifier.py or multitask_classifier.py")
-    ap.add_argument("--trials", type=positive_int, default=8, help="finished trials wanted in the study (all workers)")
+    ap.add_argument("--trials", type=positive_int, default=8, help="finished trials wanted "
+                                                                   "in the study (all workers)")
     ap.add_argument("--space", nargs="+", default=[], metavar="FLAG=SPEC",
-                    help="the flags searched: FLAG=log:LO:HI, float:LO:HI, int:LO:HI, or a comma list of choices")
+                    help="the flags searched: FLAG=log:LO:HI, float:LO:HI, "
+                         "int:LO:HI, or a comma list of choices")
     ap.add_argument("--seeds", type=seed, nargs="+", default=[11711], help="every trial runs once per seed")
     ap.add_argument("--sampler", choices=["tpe", "grid"], default="tpe",
                     help="Optuna's TPE, or every combination of the comma lists")
     ap.add_argument("--sampler_seed", type=seed, default=None,
-                    help="make TPE's suggestions repeatable (default: fresh each start, so workers and restarts differ)")
+                    help="make TPE's suggestions repeatable (default: "
+                         "fresh each start, so workers and restarts differ)")
     ap.add_argument("--study", default=None, help="study name (default: PIPELINE-sweep)")
     ap.add_argument("--storage", default=None,
-                    help="sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB (default: SQLite in runs/sweeps/)")
+                    help="sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB "
+                         "(default: SQLite in runs/sweeps/)")
     ap.add_argument("--no_prune", dest="prune", action="store_false", help="never stop a trial early")
-    ap.add_argument("--prune_startup", type=positive_int, default=2, help="trials finished before pruning starts")
+    ap.add_argument("--prune_startup", type=positive_int, default=2, help="trials finished "
+                                                                          "before pruning starts")
     ap.add_argument("--prune_warmup", type=nonneg_int, default=0, help="epochs of every trial never pruned")
     return ap
 
@@ -70,7 +75,8 @@ def main(argv=None):
 
 # The sweep's own flags that act only with others (minbert/flags/rules.py check_idle_flags).
 SWEEP_IDLE = {
-    "sampler_seed": (lambda v, t: v["sampler"] == "tpe", "seeds TPE's suggestions, which --sampler grid does not draw"),
+    "sampler_seed": (lambda v, t: v["sampler"] == "tpe", "seeds TPE's suggestions, which "
+                                                         "--sampler grid does not draw"),
     **{f: (lambda v, t: v["prune"], "tunes the median pruner, which --no_prune turns off")
        for f in ("prune_startup", "prune_warmup")},
 }

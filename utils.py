@@ -17,8 +17,8 @@ class MinbertError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump. `absent` ({flag: why})
-    names flags this script leaves out on purpose (another backbone's levers): typed, each says why."""
+    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump. `absent` ({flag:
+    why}) names flags this script leaves out on purpose (another backbone's levers): typed, each says why."""
 
     def __init__(self, *a, absent=None, **kw):
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -84,8 +84,8 @@ def main_guard(main):
 
 
 def out_of_memory(e):
-    """The one line for an allocation that failed (torch on the CPU or a GPU, or Python), or None for another error.
-    What was saved stays as it was: checkpoints are written whole or not at all (atomic_write)."""
+    """The one line for an allocation that failed (torch on the CPU or a GPU, or Python), or None for another
+    error. What was saved stays as it was: checkpoints are written whole or not at all (atomic_write)."""
     text = str(e)
     if not isinstance(e, MemoryError) and not re.search(r"can't allocate memory|out of memory", text, re.I):
         return None
@@ -94,15 +94,15 @@ def out_of_memory(e):
     size = (f"{int(size.group(1)) / 2 ** 30:,.1f} GiB" if size else
             next(iter(re.findall(r"[Tt]ried to allocate ([\d.]+ [KMGT]?i?B)", text)), None))
     what = f"torch could not allocate {size}" if size else "an allocation failed"
-    return (f"out of memory: {what} on {where}; the model or a batch is larger than it holds: lower --batch_size or "
-            f"--max_length, or a size you gave (a width, rank or length flag)")
+    return (f"out of memory: {what} on {where}; the model or a batch is larger than it holds: lower "
+            "--batch_size or --max_length, or a size you gave (a width, rank or length flag)")
 
 
 class Progress:
     """Without a terminal (output to a file, nohup, a batch system) tqdm draws nothing, so a plain line goes
     out instead: after the first `first` seconds, then every `every` seconds (step/total, mean loss,
-    tokens/s and the time left). The time left comes from the pace since the previous line, so that a slow start
-    (--compile's first steps, a cold cache) stops counting once it is over."""
+    tokens/s and the time left). The time left comes from the pace since the previous line, so that a slow
+    start (--compile's first steps, a cold cache) stops counting once it is over."""
 
     def __init__(self, desc, total, every, terminal, first=10.0):
         self.desc, self.total, self.every = desc, total, every
@@ -112,7 +112,8 @@ class Progress:
         self.last_steps = 0
 
     def update(self, steps, tokens=None, mean_loss=None):
-        """After `steps` of `total`: a line if it is time for one. `mean_loss` is a function (it syncs a GPU)."""
+        """After `steps` of `total`: a line if it is time for one. `mean_loss` is
+        a function (it syncs a GPU)."""
         now = time.perf_counter()
         if not self.on or now - self.last < self.wait:
             return
@@ -122,7 +123,8 @@ class Progress:
         eta = pace * (self.total - steps) if self.total else 0.0
         parts = [f"step {steps}/{self.total}"] + ([f"loss {mean_loss():.4f}"] if mean_loss else []) + (
             [f"{tokens / elapsed:.0f} tokens/s"] if tokens is not None else [])
-        print(f"{self.desc}: {', '.join(parts)}, {_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)
+        print(f"{self.desc}: {', '.join(parts)}, "
+              f"{_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)
 
 
 def _clock(seconds):
@@ -210,8 +212,9 @@ def get_device(use_gpu):
     if torch.cuda.is_available():
         local, count = local_rank(), torch.cuda.device_count()
         if local >= count:
-            raise MinbertError(f"--use_gpu: this is process {local} on its node, which has {count} GPU(s): start at "
-                               f"most {count} (torchrun --nproc_per_node {count}), or drop --use_gpu to run on the CPU")
+            raise MinbertError(f"--use_gpu: this is process {local} on its node, which has {count} GPU(s): "
+                               f"start at most {count} (torchrun --nproc_per_node "
+                               f"{count}), or drop --use_gpu to run on the CPU")
         return torch.device("cuda", local)
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps")
@@ -229,7 +232,8 @@ def extended_attention_mask(attention_mask, dtype):
 # ----------------------------------------------------------------------------- processes
 
 def process_alive(pid):
-    """Whether process `pid` on this machine may still be running (one we may not signal counts as running)."""
+    """Whether process `pid` on this machine may still be running (one we may not signal counts as
+    running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -253,8 +257,8 @@ def to_device(batch, device):
 def maybe_compile(model, enabled):
     if not enabled:
         return model
-    # Compile the backbone's forward only (BERT's or GPT-2's, the model's `backbone`): heads are tiny, and varying
-    # batch shapes are marked dynamic.
+    # Compile the backbone's forward only (BERT's or GPT-2's, the model's `backbone`): heads are tiny, and
+    # varying batch shapes are marked dynamic.
     net = model.backbone
     net.forward = torch.compile(net.forward, dynamic=True)
     return model

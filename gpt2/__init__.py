@@ -1,1 +1,2 @@
-"""The course's second default project, "Build GPT-2", on minbert's library (its handout's map in this folder)."""
+"""The course's second default project, "Build GPT-2", on minbert's library (its
+handout's map in this folder)."""

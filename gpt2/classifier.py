@@ -1,12 +1,16 @@
-"""Build GPT-2, Part 1: sentiment classification on SST and CFIMDB from GPT-2's last token (handout section 6).
+"""Build GPT-2, Part 1: sentiment classification on SST and CFIMDB from GPT-2's
+last token (handout section 6).
 
-    cd gpt2 && python classifier.py --fine-tune-mode {last-linear-layer,full-model} --pretrained FOLDER [--use_gpu]
+    cd gpt2 && python classifier.py --fine-tune-mode {last-linear-layer,full-model} --pretrained FOLDER
+    [--use_gpu]
 
-For each dataset the run trains, keeps the best dev epoch, reloads it and writes dev and test predictions into its
-run folder (runs/gpt2-classifier-TIMESTAMP, or --run_name / --run_dir) and predictions/: the handout's
-finetune-{sst,cfimdb}-{dev,test}-out.csv (full-model) or pretrain-... (last-linear-layer). The handout's names:
+For each dataset the run trains, keeps the best dev epoch, reloads it and writes dev and test
+predictions into its run folder (runs/gpt2-classifier-TIMESTAMP, or --run_name / --run_dir) and
+predictions/: the handout's finetune-{sst,cfimdb}-{dev,test}-out.csv (full-model) or pretrain-...
+(last-linear-layer). The handout's names:
   - GPT2SentimentClassifier: the last token's hidden state, dropout, a linear layer (gpt2/sentiment.py);
-  - train: every --datasets entry, through minbert's Part 1 pipeline (the epoch protocol, --resume, run folders).
+  - train: every --datasets entry, through minbert's Part 1 pipeline (the epoch protocol, --resume, run
+    folders).
 """
 import sys
 from pathlib import Path

@@ -28,16 +28,18 @@ class GPT2Config(ConfigFile):
     layer_norm_eps: float = 1e-5
     initializer_range: float = 0.02
     eos_token_id: int = 50256
-    # Runtime choice, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit' (CausalSelfAttention.attention).
+    # Runtime choice, not part of the checkpoint: 'sdpa' (fused kernel) or 'explicit'
+    # (CausalSelfAttention.attention).
     attn_impl: str = "sdpa"
     extra: dict = field(default_factory=dict)  # keys of config.json we do not use survive a round trip
 
     def __post_init__(self):
         kind = self.extra.get("model_type", "gpt2")
         if kind != "gpt2":  # a BERT checkpoint shares our names (hidden_size, ...) and would otherwise pass
-            raise ConfigError(f"a {kind} checkpoint (model_type {kind!r}), not a GPT-2 one: a BERT is for the minBERT "
-                              f"scripts at the project's top (classifier.py, multitask_classifier.py); give the GPT-2 "
-                              f"scripts a GPT-2 folder in HF's layout, or gpt2, gpt2-medium, gpt2-large or gpt2-xl")
+            raise ConfigError(f"a {kind} checkpoint (model_type {kind!r}), not a GPT-2 one: a BERT is for "
+                              "the minBERT scripts at the project's top (classifier.py, "
+                              "multitask_classifier.py); give the GPT-2 scripts a GPT-2 folder in HF's "
+                              "layout, or gpt2, gpt2-medium, gpt2-large or gpt2-xl")
         theirs = {v: k for k, v in HF_NAMES.items()}
         self.check_types(theirs)
         small = [f"{theirs.get(k, k)} {v}" for k, v in vars(self).items()
@@ -51,7 +53,8 @@ class GPT2Config(ConfigFile):
             raise ConfigError(f"attn_impl must be 'sdpa' or 'explicit', got {self.attn_impl!r}")
         act = self.extra.get("activation_function", "gelu_new")
         if act not in ("gelu_new", "gelu_pytorch_tanh"):
-            raise ConfigError(f"activation_function {act!r} is not supported (GPT-2's is gelu_new, tanh-approximated)")
+            raise ConfigError(f"activation_function {act!r} is not supported "
+                              "(GPT-2's is gelu_new, tanh-approximated)")
 
     @classmethod
     def from_dict(cls, d, **overrides):

@@ -1,5 +1,6 @@
-"""Build GPT-2's data: the sonnet files beside the course CSVs in the project's data/ (the GPT-2 scripts' default
-paths are ../data/...). The Quora, SST and CFIMDB files are the minBERT project's (datasets.py --fetch).
+"""Build GPT-2's data: the sonnet files beside the course CSVs in the project's data/ (the GPT-2
+scripts' default paths are ../data/...). The Quora, SST and CFIMDB files are the minBERT
+project's (datasets.py --fetch).
 
     python gpt2/datasets.py --fetch [--from DIR]     # setup.sh runs it after the CSVs
 
@@ -15,28 +16,29 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from minbert.course_data import SONNET_BLOB_IDS, fetch_data  # noqa: E402
+from minbert.course_files import SONNET_BLOB_IDS, fetch_data  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 GPT2_REPO = "cfifty/public_cs224n_gpt"
 
 
 def sonnet_url(fname):
-    base = os.environ.get("MINBERT_GPT2_DATA_URL") or f"https://raw.githubusercontent.com/{GPT2_REPO}/main/data"
+    base = (os.environ.get("MINBERT_GPT2_DATA_URL")
+            or f"https://raw.githubusercontent.com/{GPT2_REPO}/main/data")
     return f"{base.rstrip('/')}/{fname}"
 
 
 def fetch_sonnets(dest, source=None, log=print):
-    """Put the four sonnet files into `dest` (the course CSVs' fetch, not strict: a problem is a line, that file is
-    skipped); returns how many were fetched now."""
+    """Put the four sonnet files into `dest` (the course CSVs' fetch, not strict: a problem is a line, that
+    file is skipped); returns how many were fetched now."""
     return fetch_data(dest, source, log, SONNET_BLOB_IDS, sonnet_url, strict=False, what="sonnet files")
 
 
 def build_parser():
     ap = Parser(prog="gpt2/datasets.py", description="Fill data/ with Build GPT-2's sonnet files.")
     ap.add_argument("--fetch", action="store_true", help="copy or download the sonnet files into --dest")
-    # The environment and the project folder are read in main(), so that the parser (and docs/flags.md) is the same
-    # on every machine.
+    # The environment and the project folder are read in main(), so that the parser (and docs/flags.md)
+    # is the same on every machine.
     ap.add_argument("--from", dest="source", default=None,
                     help="a local folder holding them (default: $MINBERT_DATA, else download)")
     ap.add_argument("--dest", default=None, help="default: the project's data/ (beside gpt2/)")

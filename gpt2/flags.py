@@ -1,16 +1,17 @@
-"""The GPT-2 scripts' flags, built from the shared groups (minbert/flags/groups.py), and the settings they become:
-the same frozen objects (minbert/specs.py) the BERT pipelines take.
+"""The GPT-2 scripts' flags, built from the shared groups (minbert/flags/groups.py), and the settings they
+become: the same frozen objects (minbert/specs.py) the BERT pipelines take.
 
 Part 1's flags are the handout's (--fine-tune-mode, --batch_size, --lr, --hidden_dropout_prob, --epochs,
 --use_gpu, --seed) with the shared speed, recipe and run-folder groups; `--recipe handout` puts the shared
-recipe's defaults back to the handout's plain training (constant lr, no warm-up or clipping), as in minBERT. The
-levers that reach into BERT's own modules (SMART's embedding perturbation and every flag shaping it,
---freeze_layers, --gradual_unfreeze, --llrd, --no_fast_dropout) are left out of the shared groups here (bert=False),
-and typed they are one line saying why (groups.BERT_ONLY); so is a flag typed where it would change nothing
-(minbert/flags/rules.py)."""
+recipe's defaults back to the handout's plain training (constant lr, no warm-up or clipping), as in minBERT.
+The levers that reach into BERT's own modules (SMART's embedding perturbation and every flag shaping it,
+--freeze_layers, --gradual_unfreeze, --llrd, --no_fast_dropout) are left out of the shared groups here
+(bert=False), and typed they are one line saying why (groups.BERT_ONLY); so is a flag typed where it would
+change nothing (minbert/flags/rules.py)."""
 from gpt2.config import ConfigError, GPT2Config
 from gpt2.sonnets import SonnetSettings
-from minbert.flags.groups import BERT_ONLY, add_adapter_flags, add_recipe_flags, add_run_flags, add_speed_flags
+from minbert.flags.groups import (BERT_ONLY, add_adapter_flags, add_recipe_flags, add_run_flags,
+                                  add_speed_flags)
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
 from minbert.flags.settings import parse_flags, recipe, regularizers, runtime
 from minbert.flags.types import positive_float, positive_int, probability, seed, share
@@ -21,35 +22,43 @@ from utils import MinbertError, Parser
 
 # The handout's rates: the head alone learns fast; the whole model needs a small step.
 DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3, "adapter": 1e-3}
-ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query", "value"]}
-# Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have GPT-2's own
-# checks in classifier_settings). BERT's own levers are not declared here at all (groups.BERT_ONLY says why).
+ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query",
+                                                                                              "value"]}
+# Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have
+# GPT-2's own checks in classifier_settings). BERT's own levers are not declared here at all
+# (groups.BERT_ONLY says why).
 GPT2_IDLE = {f: IDLE_FLAGS[f] for f in ("foreach", "fused")}
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
-                "compiles GPT-2's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
+                "compiles GPT-2's forward, which --fine-tune-mode "
+                "last-linear-layer runs once to cache its features"),
 }
-NO_HEAD = "is the learning rate of task heads, and every weight here is GPT-2's (its LM head is the token embeddings)"
+NO_HEAD = ("is the learning rate of task heads, and every weight here is GPT-2's (its LM head is the token "
+           "embeddings)")
 PARAPHRASE_IDLE = {
     "predictions_dir": (lambda v, t: v["para_dev_out"] is None or v["para_test_out"] is None,
-                        "is where the two files go that --para_dev_out and --para_test_out both name already"),
-    "hidden_dropout_prob": (lambda v, t: False, "is the dropout before a classifier head, which the cloze task does "
-                                                "not have (it answers with the LM head)"),
+                        "is where the two files go that --para_dev_out "
+                        "and --para_test_out both name already"),
+    "hidden_dropout_prob": (lambda v, t: False, "is the dropout before a classifier head, which the cloze "
+                                                "task does not have (it answers with the LM head)"),
     "head_lr": (lambda v, t: False, NO_HEAD),
 }
 SONNET_IDLE = {"head_lr": (lambda v, t: False, NO_HEAD)}
 
 
 def _parser(prog, kind, description, modes):
-    """The flags both GPT-2 scripts take; `kind` names their run folders, `modes` are the --fine-tune-mode choices
-    (the first is the default)."""
+    """The flags both GPT-2 scripts take; `kind` names their run folders, `modes` are the --fine-tune-mode
+    choices (the first is the default)."""
     ap = Parser(prog=prog, description=description, absent=BERT_ONLY)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=modes, default=modes[0],
                     help="the head on a frozen GPT-2, or the whole model")
     ap.add_argument("--lr", type=positive_float, default=None,
-                    help=", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items() if k in modes) + " by default")
-    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before the classifier head")
-    ap.add_argument("--data_dir", default="../data", help="the folder of the course CSVs (the project's data/)")
+                    help=", ".join(f"{v:g} "
+                                   f"for {k}" for k, v in DEFAULT_LR.items() if k in modes) + " by default")
+    ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before "
+                                                                                 "the classifier head")
+    ap.add_argument("--data_dir", default="../data", help="the folder of the course "
+                                                          "CSVs (the project's data/)")
     ap.add_argument("--predictions_dir", default="predictions",
                     help="where the leaderboard files of this run are copied (the run folder keeps its own)")
     return _shared(ap, kind, "examples", 512)
@@ -60,9 +69,11 @@ def _shared(ap, kind, what, max_length):
     ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
     ap.add_argument("--batch_size", type=positive_int, default=8, help=f"{what} per optimizer step")
     ap.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
-    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw (sampling too): a run is repeatable")
+    ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw (sampling "
+                                                             "too): a run is repeatable")
     ap.add_argument("--pretrained", default="gpt2",
-                    help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded once) or a checkpoint folder in HF's layout")
+                    help="gpt2, gpt2-medium, gpt2-large, gpt2-xl (downloaded "
+                         "once) or a checkpoint folder in HF's layout")
     ap.add_argument("--max_length", type=positive_int, default=max_length,
                     help="tokens per input, at most the model's positions")
     add_speed_flags(ap, bert=False)
@@ -72,17 +83,18 @@ def _shared(ap, kind, what, max_length):
 
 
 def parse(parser, argv=None, idle=None):
-    """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and checked: a
-    typed flag that `idle` (rules.py's form) says would change nothing, or a --max_length above the model's
-    positions is one line."""
+    """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and
+    checked: a typed flag that `idle` (rules.py's form) says would change nothing, or a --max_length above
+    the model's positions is one line."""
     args = parse_flags(parser, argv, {})
     typed = args.typed
     check_idle_flags(vars(args), typed, {**GPT2_IDLE, **(idle or {})})
-    if "max_length" in typed:  # the default is held to the model's positions (_gpt2_values); a typed value is not
+    # the default is held to the model's positions (_gpt2_values); a typed value is not
+    if "max_length" in typed:
         limit = gpt2_config(args.pretrained).max_position_embeddings
         if args.max_length > limit:
-            raise MinbertError(f"--max_length {args.max_length}: {args.pretrained} has {limit} positions, so at most "
-                               f"--max_length {limit}")
+            raise MinbertError(f"--max_length {args.max_length}: {args.pretrained} "
+                               f"has {limit} positions, so at most --max_length {limit}")
     return args
 
 
@@ -99,7 +111,8 @@ def parse_sonnets(argv=None):
 
 
 def classifier_parser():
-    ap = _parser("classifier.py", "gpt2-classifier", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token.",
+    ap = _parser("classifier.py", "gpt2-classifier", "Build GPT-2, Part 1: sentiment on SST "
+                                                     "and CFIMDB from GPT-2's last token.",
                  ["last-linear-layer", "full-model", "lora", "dora", "adapter"])
     add_adapter_flags(ap)
     ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
@@ -108,7 +121,8 @@ def classifier_parser():
 
 
 def paraphrase_parser():
-    ap = _parser("paraphrase_detection.py", "gpt2-paraphrase", "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
+    ap = _parser("paraphrase_detection.py", "gpt2-paraphrase",
+                 "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
                                             "answers yes or no).", ["full-model"])
     ap.set_defaults(datasets=["quora"], merge=False, adapter_dim=64, prefix_length=10, **ADAPTER_DEFAULTS)
     for split in ("dev", "test"):  # the handout's flags, defaulting to --predictions_dir's file
@@ -126,15 +140,16 @@ def gpt2_config(pretrained):
 
 
 def _gpt2_values(args):
-    """The parsed flags, --max_length held to the model's positions (the default asks for more than a small GPT-2
-    has)."""
+    """The parsed flags, --max_length held to the model's positions (the default asks for
+    more than a small GPT-2 has)."""
     v = dict(vars(args))
     v["max_length"] = min(v["max_length"], gpt2_config(v["pretrained"]).max_position_embeddings)
     return v
 
 
 def classifier_settings(args):
-    """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with GPT-2's (gpt2/sentiment.py)."""
+    """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with
+    GPT-2's (gpt2/sentiment.py)."""
     v = _gpt2_values(args)
     if v["fine_tune_mode"] not in ("lora", "dora"):
         changed = [k for k, d in ADAPTER_DEFAULTS.items() if v[k] != d] + (["merge"] if v["merge"] else [])
@@ -144,25 +159,31 @@ def classifier_settings(args):
     if v["prefix_length"] != 10:
         raise MinbertError(f"--prefix_length {v['prefix_length']}: prefix tuning is BERT's here, not GPT-2's")
     if v["adapter_dim"] != 64 and v["fine_tune_mode"] != "adapter":
-        raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode is "
-                           f"{v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
+        raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
+                           f"is {v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     v["lr"] = v["lr"] or DEFAULT_LR[v["fine_tune_mode"]]
     model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}",
-                      pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"], dropout=[v["hidden_dropout_prob"]],
+                      pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
+                      dropout=[v["hidden_dropout_prob"]],
                       max_length=v["max_length"], lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"],
-                      lora_dropout=v["lora_dropout"], lora_targets=v["lora_targets"], adapter_dim=v["adapter_dim"])
-    return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), regularizers=regularizers(v),
-                              runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
+                      lora_dropout=v["lora_dropout"], lora_targets=v["lora_targets"],
+                      adapter_dim=v["adapter_dim"])
+    return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
+                              regularizers=regularizers(v),
+                              runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"],
+                                                              resume=v["resume"],
                                                               backup=v["backup"], flags=defining_flags(v)),
-                              datasets=tuple(v["datasets"]), data_dir=v["data_dir"], batch_size=v["batch_size"],
+                              datasets=tuple(v["datasets"]), data_dir=v["data_dir"],
+                              batch_size=v["batch_size"],
                               bucket=v["bucket"], predictions_dir=v["predictions_dir"], merge=v["merge"],
                               published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
                                          if v.get(f"para_{split}_out")})
 
 
 def sonnet_parser():
-    ap = Parser(prog="sonnet_generation.py", description="Build GPT-2, Part 2: fine-tune on the sonnets, then complete "
-                                                         "held-out ones from their first three lines.", absent=BERT_ONLY)
+    ap = Parser(prog="sonnet_generation.py", description="Build GPT-2, Part 2: fine-tune on the sonnets, "
+                                                         "then complete held-out ones "
+                                                         "from their first three lines.", absent=BERT_ONLY)
     ap.add_argument("--sonnet_path", default="../data/sonnets.txt", help="the training sonnets")
     ap.add_argument("--held_out_sonnet_path", default="../data/sonnets_held_out.txt",
                     help="the test sonnets' first lines, to complete")
@@ -170,10 +191,12 @@ def sonnet_parser():
                     help="the dev sonnets' first lines, to complete and score")
     ap.add_argument("--true_dev_path", default="../data/TRUE_sonnets_held_out_dev.txt",
                     help="the whole dev sonnets: chrF's references and the perplexity's text")
-    ap.add_argument("--sonnet_out", default="predictions/generated_sonnets.txt", help="where the completions are copied")
+    ap.add_argument("--sonnet_out", default="predictions/generated_sonnets.txt", help="where the completions "
+                                                                                      "are copied")
     ap.add_argument("--temperature", type=positive_float, default=1.2, help="sampling temperature")
     ap.add_argument("--top_p", type=share, default=0.9, help="nucleus sampling's p (1: no cut)")
-    ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here if no newline came")
+    ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here "
+                                                                             "if no newline came")
     ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")
     return _shared(ap, "gpt2-sonnet", "sonnets", 1024)
 
@@ -182,12 +205,15 @@ def sonnet_settings(args):
     """SonnetSettings of the parsed flags (gpt2/sonnets.py)."""
     v = _gpt2_values(args)
     if v["rdrop_weight"]:
-        raise MinbertError(f"--rdrop_weight {v['rdrop_weight']}: R-Drop compares two passes' predictions of a label; the "
-                           f"sonnets have none")
+        raise MinbertError(f"--rdrop_weight {v['rdrop_weight']}: R-Drop compares two passes' predictions of "
+                           "a label; the sonnets have none")
     model = ModelSpec(pipeline="gpt2-sonnet", pretrained=v["pretrained"], max_length=v["max_length"])
     return SonnetSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=runtime(v),
-                          run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"],
-                                      flags=defining_flags(v)),
-                          sonnets=v["sonnet_path"], held_out=v["held_out_sonnet_path"], held_out_dev=v["held_out_dev_path"],
-                          true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"], bucket=v["bucket"],
-                          temperature=v["temperature"], top_p=v["top_p"], max_line_tokens=v["max_line_tokens"])
+                          run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
+                                      backup=v["backup"], flags=defining_flags(v)),
+                          sonnets=v["sonnet_path"], held_out=v["held_out_sonnet_path"],
+                          held_out_dev=v["held_out_dev_path"],
+                          true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"],
+                          bucket=v["bucket"],
+                          temperature=v["temperature"], top_p=v["top_p"],
+                          max_line_tokens=v["max_line_tokens"])

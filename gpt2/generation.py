@@ -1,9 +1,9 @@
 """Text generation for GPT2Model: greedy or temperature and top-p (nucleus) sampling, with a key-value cache.
 
 The starter's loop feeds the whole sequence through the model for every new token: step t costs a forward pass
-over t tokens. With the cache (modules/attention.py) the prompt is encoded once and each step runs the model on
-one token, attending to the cached keys and values; the logits are the same, so greedy decoding gives the same
-tokens (tests/gpt2/test_generation.py checks it against the uncached loop and HF's generate).
+over t tokens. With the cache (modules/attention.py) the prompt is encoded once and each step runs the model
+on one token, attending to the cached keys and values; the logits are the same, so greedy decoding gives the
+same tokens (tests/gpt2/test_generation.py checks it against the uncached loop and HF's generate).
 
 Top-p (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"): sample from the smallest set of
 tokens whose probabilities sum to at least p, renormalised; temperature divides the logits first."""
@@ -28,9 +28,9 @@ def next_token(logits, temperature=1.0, top_p=1.0, generator=None):
 
 @torch.no_grad()
 def stream(model, input_ids, temperature=0.0, top_p=1.0, use_cache=True, generator=None):
-    """The one decoding loop: yield the next token ids [B] after `input_ids`, one at a time, for as long as the
-    caller takes them and the model's positions last. A token is run through the model only when the caller asks
-    for the one after it, so stopping costs nothing extra."""
+    """The one decoding loop: yield the next token ids [B] after `input_ids`, one at a time, for as long as
+    the caller takes them and the model's positions last. A token is run through the model only when the
+    caller asks for the one after it, so stopping costs nothing extra."""
     limit = model.config.max_position_embeddings
     if input_ids.shape[1] > limit:
         raise ValueError(f"a prompt of {input_ids.shape[1]} tokens exceeds the model's {limit} positions")
@@ -53,10 +53,11 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_p=1.0, use_c
     `eos_token_id`. Returns the whole sequence [1, T + n]."""
     limit = model.config.max_position_embeddings
     if input_ids.shape[1] + max_new_tokens > limit:
-        raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} new ones exceeds the model's "
-                         f"{limit} positions")
+        raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} "
+                         f"new ones exceeds the model's {limit} positions")
     new = []
-    for token in itertools.islice(stream(model, input_ids, temperature, top_p, use_cache, generator), max_new_tokens):
+    for token in itertools.islice(stream(model, input_ids, temperature, top_p, use_cache, generator),
+                                  max_new_tokens):
         new.append(token)
         if eos_token_id is not None and (token == eos_token_id).all():
             break

@@ -4,9 +4,9 @@ Rather than a new classification head, each pair becomes a question the language
 
     Is "{question 2}" a paraphrase of "{question 1}"? Answer yes or no:
 
-and the prediction is whichever of " yes" and " no" the LM head (the tied token embeddings) scores higher at the
-prompt's last token. Training is cross-entropy over those two tokens' logits, so the model learns to answer
-in its own vocabulary; the two ids are read from the tokenizer, never written down.
+and the prediction is whichever of " yes" and " no" the LM head (the tied token embeddings) scores higher at
+the prompt's last token. Training is cross-entropy over those two tokens' logits, so the model learns to
+answer in its own vocabulary; the two ids are read from the tokenizer, never written down.
 
 GPT2ParaphrasePipeline is minbert's Part 1 pipeline with the prompts as single-sentence examples, so the run
 folders, --resume, batches and epoch protocol are the shared ones; the files are the handout's
@@ -31,7 +31,8 @@ CLOZE = dataclasses.replace(TASKS["quora"], text_cols=("prompt",))
 
 
 def cloze_examples(examples):
-    """Quora pairs as prompts (a broken row's missing question stays empty, so its id still gets a prediction)."""
+    """Quora pairs as prompts (a broken row's missing question stays empty, so its
+    id still gets a prediction)."""
     return [Example(e.id, (PROMPT.format(*e.texts),), e.label, e.line) for e in examples]
 
 
@@ -45,16 +46,17 @@ class GPT2ParaphraseCloze(nn.Module):
     def __init__(self, spec, attn="sdpa"):
         super().__init__()
         if spec.fine_tune_mode != "full-model":
-            raise MinbertError(f"--fine-tune-mode {spec.fine_tune_mode}: the cloze task trains the whole model (its "
-                               f"answers come from the LM head, which is the token embeddings)")
+            raise MinbertError(f"--fine-tune-mode {spec.fine_tune_mode}: the cloze task trains the whole "
+                               "model (its answers come from the LM head, which is the token embeddings)")
         self.spec = spec
         self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
         tokenizer = GPT2Tokenizer.from_pretrained(spec.pretrained)
-        self.register_buffer("answer_ids", torch.tensor([tokenizer.token_id(a) for a in ANSWERS]), persistent=False)
+        self.register_buffer("answer_ids", torch.tensor([tokenizer.token_id(a) for a in ANSWERS]),
+                             persistent=False)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        """[B, 2]: the LM head's logits for " no" and " yes" after each prompt: the two rows of the tied head alone,
-        not the whole vocabulary's (50,257 logits a row) to keep two."""
+        """[B, 2]: the LM head's logits for " no" and " yes" after each prompt: the two rows of the tied head
+        alone, not the whole vocabulary's (50,257 logits a row) to keep two."""
         last = self.gpt(input_ids, attention_mask)["last_token"]
         return F.linear(last, self.gpt.word_embedding.weight[self.answer_ids])
 

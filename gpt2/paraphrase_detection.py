@@ -4,8 +4,8 @@
 
 Each pair becomes the question 'Is "Q2" a paraphrase of "Q1"? Answer yes or no:', and the model answers with
 whichever of " yes" and " no" its LM head scores higher (gpt2/paraphrase.py). The run trains the whole model,
-keeps the best dev epoch and writes predictions/para-dev-output.csv and para-test-output.csv, through minbert's
-shared pipeline (run folders under runs/, --resume, the speed and recipe flags)."""
+keeps the best dev epoch and writes predictions/para-dev-output.csv and para-test-output.csv, through
+minbert's shared pipeline (run folders under runs/, --resume, the speed and recipe flags)."""
 import sys
 from pathlib import Path
 

@@ -1,7 +1,7 @@
 """Zip Build GPT-2's code and predictions for Gradescope (handout section 6, "Submission Instructions"):
-cs224n_default_final_project_submission.zip in the project folder, holding the code (the top-level files, minbert/
-and gpt2/: unzipped into an empty folder, the GPT-2 scripts run) and gpt2/predictions/, after checking that the
-files the handout lists are there and hold every id of their split (gpt2/submission.py).
+cs224n_default_final_project_submission.zip in the project folder, holding the code (the top-level files,
+minbert/ and gpt2/: unzipped into an empty folder, the GPT-2 scripts run) and gpt2/predictions/, after
+checking that the files the handout lists are there and hold every id of their split (gpt2/submission.py).
 
     cd gpt2 && python prepare_submit.py [--part 1|2]
 """

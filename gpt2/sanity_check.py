@@ -35,15 +35,18 @@ def reference_outputs(args, ids, mask):
     try:
         from transformers import GPT2Model as HFGPT2Model
     except ImportError:
-        raise MinbertError("transformers is not installed: pip install transformers, or give --reference FILE") from None
+        raise MinbertError("transformers is not installed: pip install "
+                           "transformers, or give --reference FILE") from None
     with torch.no_grad():
-        return HFGPT2Model.from_pretrained(args.pretrained).eval()(ids, attention_mask=mask).last_hidden_state, \
+        return HFGPT2Model.from_pretrained(args.pretrained).eval()(ids,
+                                                                   attention_mask=mask).last_hidden_state, \
             "HF transformers' GPT-2 on the same weights"
 
 
 def build_parser():
     ap = Parser(prog="sanity_check.py", description=__doc__)
-    ap.add_argument("--pretrained", required=True, help="a GPT-2 checkpoint folder (config.json and its weights)")
+    ap.add_argument("--pretrained", required=True, help="a GPT-2 checkpoint folder "
+                                                        "(config.json and its weights)")
     ap.add_argument("--reference", help="saved outputs to compare with instead of HF transformers")
     return ap
 
@@ -53,17 +56,18 @@ def main(argv=None):
     model = GPT2Model.from_pretrained(args.pretrained).eval()
     ids, mask = torch.tensor(INPUT_IDS), torch.tensor(MASK)
     if ids.max() >= model.config.vocab_size:
-        raise MinbertError(f"--pretrained {args.pretrained}: a vocabulary of {model.config.vocab_size} is smaller than "
-                           f"the check's token ids")
+        raise MinbertError(f"--pretrained {args.pretrained}: a vocabulary of {model.config.vocab_size} is "
+                           "smaller than the check's token ids")
     with torch.no_grad():
         ours = model(ids, mask)["last_hidden_state"]
     theirs, against = reference_outputs(args, ids, mask)
     real = mask.bool()
     diff = (ours[real] - theirs[real]).abs().max().item()
     if diff > 1e-4:
-        raise MinbertError(f"GPT2Model differs from {against}: largest difference {diff:.2e} (tolerance 1e-4)")
-    print(f"Your GPT-2 implementation is correct! ({args.pretrained}, checked against {against}; largest difference "
-          f"{diff:.1e})")
+        raise MinbertError(f"GPT2Model differs from {against}: largest "
+                           f"difference {diff:.2e} (tolerance 1e-4)")
+    print(f"Your GPT-2 implementation is correct! ({args.pretrained}, "
+          f"checked against {against}; largest difference {diff:.1e})")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
-"""Part 1 of Build GPT-2 (handout section 6.2): GPT2SentimentClassifier, and its pipeline on the shared Part 1 code.
+"""Part 1 of Build GPT-2 (handout section 6.2): GPT2SentimentClassifier, and its
+pipeline on the shared Part 1 code.
 
 The classifier reads GPT-2's hidden state of each sentence's last token (the only position that has seen the
-whole sentence, attention being causal), applies dropout and a linear layer. --fine-tune-mode last-linear-layer
-trains the linear layer on a frozen GPT-2 (the handout's "pretraining" rows), full-model trains everything, lora and
-dora train low-rank adapters on GPT-2's attention and MLP projections (minbert/finetuning/lora.py, --lora_targets),
-adapter trains Houlsby bottleneck adapters after each sub-layer's output projection (minbert/finetuning/houlsby.py).
+whole sentence, attention being causal), applies dropout and a linear layer. --fine-tune-mode
+last-linear-layer trains the linear layer on a frozen GPT-2 (the handout's "pretraining" rows), full-model
+trains everything, lora and dora train low-rank adapters on GPT-2's attention and MLP projections
+(minbert/finetuning/lora.py, --lora_targets), adapter trains Houlsby bottleneck adapters after each
+sub-layer's output projection (minbert/finetuning/houlsby.py).
 
-GPT2SentimentPipeline is minbert's Part 1 pipeline (minbert/pipelines/classifier.py) with GPT-2's tokenizer and
-model: the same data, batches, epoch protocol, checkpoints, --resume and run folders. Its files are the handout's
-`finetune-{sst,cfimdb}-{dev,test}-out.csv` (full-model) and `pretrain-...` (last-linear-layer)."""
+GPT2SentimentPipeline is minbert's Part 1 pipeline (minbert/pipelines/classifier.py) with GPT-2's tokenizer
+and model: the same data, batches, epoch protocol, checkpoints, --resume and run folders. Its files are the
+handout's `finetune-{sst,cfimdb}-{dev,test}-out.csv` (full-model) and `pretrain-...` (last-linear-layer)."""
 import torch.nn as nn
 
 from gpt2.models.gpt2 import GPT2Model
@@ -19,7 +21,8 @@ from minbert.specs import ModelSpec
 from utils import MinbertError, main_print
 
 # --fine-tune-mode -> the file prefix: the handout's for its two modes, the mode's own name for LoRA and DoRA
-MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora", "adapter": "adapter"}
+MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora",
+         "adapter": "adapter"}
 
 
 class GPT2SentimentClassifier(nn.Module):
@@ -36,7 +39,8 @@ class GPT2SentimentClassifier(nn.Module):
                                f"{' or '.join(MODES)}")
         self.spec, self.num_labels = spec, spec.num_labels
         self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
-        prepare_backbone(self.gpt, spec)  # the shared modes table: what trains, and LoRA's adapters on its linears
+        prepare_backbone(self.gpt,
+                         spec)  # the shared modes table: what trains, and LoRA's adapters on its linears
         self.dropout = nn.Dropout(spec.dropout[0])
         self.classifier = nn.Linear(self.gpt.config.hidden_size, spec.num_labels)
 

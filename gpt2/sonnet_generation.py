@@ -1,12 +1,14 @@
-"""Build GPT-2, Part 2: fine-tune GPT-2 on Shakespeare's sonnets, then complete held-out ones (handout section 7).
+"""Build GPT-2, Part 2: fine-tune GPT-2 on Shakespeare's sonnets, then complete
+held-out ones (handout section 7).
 
     cd gpt2 && python sonnet_generation.py --pretrained FOLDER [--use_gpu] [--temperature 1.2] [--top_p 0.9]
 
-Training is next-token prediction on --sonnet_path; the best epoch is the one of the lowest perplexity on the true
-dev sonnets. Each held-out sonnet is then completed from its first three lines to 14 lines, sampled with
-temperature and top-p through a key-value cache (gpt2/sonnets.py): the test sonnets into
-predictions/generated_sonnets.txt (the handout's file), the dev ones scored with chrF against the true sonnets.
-The run has its own folder (runs/gpt2-sonnet-TIMESTAMP, --run_name / --run_dir) and --resume continues it."""
+Training is next-token prediction on --sonnet_path; the best epoch is the one of the lowest perplexity
+on the true dev sonnets. Each held-out sonnet is then completed from its first three lines to 14
+lines, sampled with temperature and top-p through a key-value cache (gpt2/sonnets.py): the test
+sonnets into predictions/generated_sonnets.txt (the handout's file), the dev ones scored with chrF
+against the true sonnets. The run has its own folder (runs/gpt2-sonnet-TIMESTAMP, --run_name /
+--run_dir) and --resume continues it."""
 import sys
 from pathlib import Path
 

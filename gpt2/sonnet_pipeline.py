@@ -1,6 +1,6 @@
-"""sonnet_generation.py's run on minbert's shared epoch protocol (training/fit.py): the sonnets as a dataset of
-texts, the LM loss, dev perplexity as the score, and at the end the completions of the held-out sonnets, their
-chrF against the true dev sonnets, in a run folder of its own (--resume continues it)."""
+"""sonnet_generation.py's run on minbert's shared epoch protocol (training/fit.py): the sonnets as a dataset
+of texts, the LM loss, dev perplexity as the score, and at the end the completions of the held-out sonnets,
+their chrF against the true dev sonnets, in a run folder of its own (--resume continues it)."""
 from pathlib import Path
 
 import sacrebleu
@@ -61,7 +61,8 @@ class SonnetPipeline(Pipeline):
     def completions(self, path, seed):
         """Each sonnet of `path` (its first lines) completed to 14 lines, with one generator seeded once."""
         s, g = self.settings, torch.Generator(device=self.device).manual_seed(seed)
-        return [(n, complete(self.model, self.tokenizer, text, s.temperature, s.top_p, s.max_line_tokens, g, self.device))
+        return [(n, complete(self.model, self.tokenizer, text, s.temperature, s.top_p, s.max_line_tokens, g,
+                             self.device))
                 for n, text in read_sonnets(path)]
 
     def write_outputs(self, files, best):
@@ -71,7 +72,8 @@ class SonnetPipeline(Pipeline):
         missing = [n for n, _ in dev if n not in true]
         chrf = sacrebleu.corpus_chrf([t for _, t in dev], [[true.get(n, "") for n, _ in dev]]).score
         write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
-        test = write_sonnets(files.folder / "generated_sonnets.txt", self.completions(s.held_out, s.recipe.seed + 1))
+        test = write_sonnets(files.folder / "generated_sonnets.txt", self.completions(s.held_out,
+                                                                                      s.recipe.seed + 1))
         ppl = best["scores"]["perplexity"]  # the reloaded best epoch's, as evaluate() measured it
         print(f"sonnets: best epoch {best['epoch']}, dev perplexity {ppl:.2f}, dev chrF {chrf:.2f} "
               f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +
@@ -92,6 +94,6 @@ def run_sonnets(settings, on_epoch=None):
         seed_everything(s.recipe.seed)
         pipeline = SonnetPipeline(s)
         trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
-        main_print(f"sonnets: {len(pipeline.train)} for training, {len(pipeline.dev)} true dev sonnets; run folder "
-                   f"{run.folder}")
+        main_print(f"sonnets: {len(pipeline.train)} for training, "
+                   f"{len(pipeline.dev)} true dev sonnets; run folder {run.folder}")
         return fit(pipeline, trainer, run, s, on_epoch)

@@ -1,15 +1,16 @@
 """Part 2 of Build GPT-2 (handout section 7): fine-tune on Shakespeare's sonnets, then complete held-out ones.
 
 Training is next-token prediction (handout section 5.1): the mean cross-entropy of each token given the ones
-before it, padding left out. The dev score is the perplexity of the true held-out dev sonnets (exp of that mean,
-lower is better; fit keeps the epoch of the highest score, so the score is its negative).
+before it, padding left out. The dev score is the perplexity of the true held-out dev sonnets (exp of that
+mean, lower is better; fit keeps the epoch of the highest score, so the score is its negative).
 
-Completion: each held-out sonnet's first three lines are the prompt; the model writes the other eleven one line at a
-time, sampling with temperature and top-p (generation.py), each line ending at the first newline or after
-`max_line_tokens` tokens, so that every completion has the sonnet's 14 lines; `check_prompts` refuses, before
-training, held-out sonnets that already have them and models whose positions cannot hold a prompt and its remaining
-lines at that length. The key-value cache carries over from line to line. The dev completions are scored with chrF
-(Popovic 2015) against the true sonnets, with the sacrebleu package, as the course scores them."""
+Completion: each held-out sonnet's first three lines are the prompt; the model writes the other eleven
+one line at a time, sampling with temperature and top-p (generation.py), each line ending at the first
+newline or after `max_line_tokens` tokens, so that every completion has the sonnet's 14 lines;
+`check_prompts` refuses, before training, held-out sonnets that already have them and models whose
+positions cannot hold a prompt and its remaining lines at that length. The key-value cache carries over
+from line to line. The dev completions are scored with chrF (Popovic 2015) against the true sonnets, with
+the sacrebleu package, as the course scores them."""
 import itertools
 import math
 import re
@@ -32,10 +33,11 @@ PROMPT_LINES = 3  # the lines of each sonnet a held-out file gives (the course's
 
 
 def read_sonnets(path):
-    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes before
-    the first number (the title page) is not a sonnet."""
+    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes
+    before the first number (the title page) is not a sonnet."""
     sonnets, number, lines = [], None, []
-    for line in text_lines(read_text(path, "sonnets file")):  # a line ends at \n only, as complete() writes it
+    for line in text_lines(read_text(path, "sonnets "
+                                           "file")):  # a line ends at \n only, as complete() writes it
         if re.fullmatch(r"\s*\d+\s*", line):
             if number is not None:
                 sonnets.append((number, "\n".join(lines).strip("\n")))
@@ -68,16 +70,17 @@ class SonnetGPT(nn.Module):
 
 
 def token_nll(model, x):
-    """The next-token cross-entropy at each position of a batch's inputs `x` [B, T - 1] (position t predicts token
-    t + 1; 0 where that token is padding), and the mask of the real ones."""
+    """The next-token cross-entropy at each position of a batch's inputs `x` [B, T - 1] (position t predicts
+    token t + 1; 0 where that token is padding), and the mask of the real ones."""
     logits = model(x["input_ids"], x["attention_mask"])[:, :-1]
     mask = x["attention_mask"][:, 1:]
-    return F.cross_entropy(logits.float().transpose(1, 2), x["input_ids"][:, 1:], reduction="none") * mask, mask
+    return F.cross_entropy(logits.float().transpose(1, 2), x["input_ids"][:, 1:],
+                           reduction="none") * mask, mask
 
 
 def lm_loss(model, batch):
-    """Mean next-token cross-entropy over the real tokens of a batch (a fixed-shape batch's filler rows left out:
-    minbert/objectives/rows.py)."""
+    """Mean next-token cross-entropy over the real tokens of a batch (a fixed-shape batch's filler rows left
+    out: minbert/objectives/rows.py)."""
     nll, mask = token_nll(model, batch["x"])
     if "weight" in batch:
         w = batch["weight"][:, None]
@@ -94,8 +97,8 @@ class LanguageModelLoss(TermLoss):
 
 @torch.no_grad()
 def perplexity(model, data, device, amp="none", batch_size=8):
-    """exp of the mean next-token cross-entropy over every real token of `data` (evaluation.predict's loop: each
-    row's summed cross-entropy and token count, one copy to the host at the end)."""
+    """exp of the mean next-token cross-entropy over every real token of `data` (evaluation.predict's loop:
+    each row's summed cross-entropy and token count, one copy to the host at the end)."""
     model.eval()
     sums = predict(lambda b: torch.stack([t.sum(1).float() for t in token_nll(model, b["x"])], dim=1), data,
                    batch_size, device, amp, desc="dev perplexity")
@@ -103,41 +106,46 @@ def perplexity(model, data, device, amp="none", batch_size=8):
 
 
 def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
-    """Refuse in one line, before any training, held-out sonnets [(number, prompt)] that `complete` cannot bring to
-    LINES lines: one that has them all already (a file of whole sonnets where their first lines belong), or prompts
-    that leave too few of the model's `limit` positions for the lines still to write at up to `max_line_tokens`
-    tokens each (a completion would stop short, and the submission's check refuse the file)."""
+    """Refuse in one line, before any training, held-out sonnets [(number, prompt)] that `complete`
+    cannot bring to LINES lines: one that has them all already (a file of whole sonnets where their
+    first lines belong), or prompts that leave too few of the model's `limit` positions for the lines
+    still to write at up to `max_line_tokens` tokens each (a completion would stop short, and the
+    submission's check refuse the file)."""
     fits = []
     for number, prompt in sonnets:
         text = prompt.rstrip("\n") + "\n"
         have = text.count("\n")
         if have >= LINES:
-            raise MinbertError(f"{where}: sonnet {number} has {have} lines already, so nothing is left to complete: a "
-                               f"held-out file holds the first {PROMPT_LINES} lines of each sonnet (as the course's "
-                               f"sonnets_held_out.txt does), not whole sonnets")
+            raise MinbertError(f"{where}: sonnet {number} has {have} lines already, so nothing is left to "
+                               f"complete: a held-out file holds the first {PROMPT_LINES} lines of each "
+                               "sonnet (as the course's sonnets_held_out.txt does), not whole sonnets")
         tokens = len(tokenizer.encode(text))
         fits.append(((limit - tokens) // (LINES - have), number, tokens, LINES - have))
     fit, number, tokens, rest = min(fits)
     if fit < 1:
         raise MinbertError(f"{where}: sonnet {number}'s first lines are {tokens} tokens, which leave "
-                           f"{max(limit - tokens, 0)} of the model's {limit} positions for its {rest} further lines: "
-                           f"completing it needs a model with more positions (n_positions in its config.json)")
+                           f"{max(limit - tokens, 0)} of the model's {limit} positions for its {rest} "
+                           "further lines: completing it needs a model with "
+                           "more positions (n_positions in its config.json)")
     if fit < max_line_tokens:
-        raise MinbertError(f"--max_line_tokens {max_line_tokens}: sonnet {number} of {where} ({tokens} tokens) and "
-                           f"its {rest} further lines fit the model's {limit} positions only at up to {fit} tokens a "
-                           f"line: give --max_line_tokens {fit} (or a model with more positions), so that every "
-                           f"completion has {LINES} lines")
+        raise MinbertError(f"--max_line_tokens {max_line_tokens}: sonnet {number} of {where} ({tokens} "
+                           f"tokens) and its {rest} further lines fit the model's {limit} positions only at "
+                           f"up to {fit} tokens a line: give --max_line_tokens {fit} (or a model with more "
+                           f"positions), so that every completion has {LINES} lines")
 
 
 @torch.no_grad()
-def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_tokens=24, generator=None, device="cpu"):
-    """`prompt` (a sonnet's first lines) continued line by line to LINES lines (see the module's docstring)."""
+def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_tokens=24, generator=None,
+             device="cpu"):
+    """`prompt` (a sonnet's first lines) continued line by line to LINES lines
+    (see the module's docstring)."""
     model.eval()
     gpt, limit = model.gpt, model.gpt.config.max_position_embeddings
     text = prompt.rstrip("\n") + "\n"
     ids = torch.tensor([tokenizer.encode(text)], device=device)
     if ids.shape[1] >= limit:
-        raise MinbertError(f"a prompt of {ids.shape[1]} tokens leaves none of the model's {limit} positions to write in")
+        raise MinbertError(f"a prompt of {ids.shape[1]} tokens leaves none "
+                           f"of the model's {limit} positions to write in")
     tokens = stream(gpt, ids, temperature, top_p, generator=generator)  # one cache across all the lines
     for _ in range(LINES - text.count("\n")):
         line = []
@@ -153,8 +161,8 @@ def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_toke
 
 @dataclass(frozen=True)
 class SonnetSettings:
-    """sonnet_generation.py's settings: the model (specs.ModelSpec), recipe, runtime and run folder of the shared
-    library, the sonnet files, and how completions are sampled."""
+    """sonnet_generation.py's settings: the model (specs.ModelSpec), recipe, runtime and run folder of the
+    shared library, the sonnet files, and how completions are sampled."""
     model: object
     recipe: object
     runtime: object

@@ -1,6 +1,6 @@
-"""What Build GPT-2's submission zip holds (gpt2/prepare_submit.py; the zip itself is minbert/submit.py's, shared
-with minBERT): the handout's listed code and prediction files, the packages the scripts import, and a check that
-the generated sonnets complete every held-out sonnet in 14 lines."""
+"""What Build GPT-2's submission zip holds (gpt2/prepare_submit.py; the zip itself is minbert/submit.py's,
+shared with minBERT): the handout's listed code and prediction files, the packages the scripts import, and a
+check that the generated sonnets complete every held-out sonnet in 14 lines."""
 from gpt2.sonnets import LINES, read_sonnets
 from minbert.submit import Project
 from utils import MinbertError
@@ -8,8 +8,8 @@ from utils import MinbertError
 # The handout lists Part 1's files by these names; Part 2's are the cloze task's and the sonnets'.
 PART1 = [f"finetune-{d}-{s}-out.csv" for d in ("sst", "cfimdb") for s in ("dev", "test")]
 PART2 = ["para-dev-output.csv", "para-test-output.csv", "generated_sonnets.txt"]
-CODE = ["gpt2/modules/attention.py", "gpt2/modules/gpt2_layer.py", "gpt2/models/gpt2.py", "gpt2/classifier.py",
-        "optimizer.py"]
+CODE = ["gpt2/modules/attention.py", "gpt2/modules/gpt2_layer.py", "gpt2/models/gpt2.py",
+        "gpt2/classifier.py", "optimizer.py"]
 
 
 def sonnet_problem(path, data_dir):
@@ -19,12 +19,14 @@ def sonnet_problem(path, data_dir):
         raise MinbertError(f"{held}: not found, so {path} cannot be checked (pass --data_dir)")
     wanted, got = [n for n, _ in read_sonnets(held)], read_sonnets(path)
     if [n for n, _ in got] != wanted:
-        return f"sonnets {', '.join(n for n, _ in got[:3])}, ... where {held.name} has {', '.join(wanted[:3])}, ..."
+        return (f"sonnets {', '.join(n for n, _ in got[:3])}, ... where {held.name} has "
+                f"{', '.join(wanted[:3])}, ...")
     short = [n for n, t in got if len(t.split("\n")) != LINES]  # lines as read_sonnets splits them
     return f"sonnet {short[0]} is not {LINES} lines" if short else None
 
 
 GPT2 = Project("Build GPT-2", "gpt2/predictions", {"1": PART1, "2": PART2}, {"1": CODE}, ("minbert", "gpt2"),
-               "run gpt2/classifier.py (Part 1), or gpt2/paraphrase_detection.py and gpt2/sonnet_generation.py "
-               "(Part 2) first", checks={".txt": sonnet_problem},
-               checked=f"the ids of its split, or for the sonnets every held-out sonnet completed in {LINES} lines")
+               "run gpt2/classifier.py (Part 1), or gpt2/paraphrase_detection.py and "
+               "gpt2/sonnet_generation.py (Part 2) first", checks={".txt": sonnet_problem},
+               checked="the ids of its split, or for the sonnets every "
+                       f"held-out sonnet completed in {LINES} lines")

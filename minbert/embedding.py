@@ -1,21 +1,22 @@
 """The word embeddings' gradient, written into one buffer that lives as long as the model.
 
-BERT's word-embedding table is half of MiniLM's parameters (30,522 x 384), and a batch reads a few hundred of its
-rows. torch's backward of a lookup allocates a zeroed gradient the size of the whole table every step and adds the
-batch's rows into it: on the CPU that zeroing (and the fresh memory it touches) costs about as much as the fused
-optimizer step. Here the gradient goes into a buffer allocated once: before a new gradient only the rows the
-previous one wrote are zeroed, and the batch's rows are added. The optimizer still sees a dense gradient (AdamW
-updates every row, as Algorithm 1 does), and the values are those of torch's backward (the same sums, up to the
-order of additions for a token repeated in a batch). Two lookups before one optimizer step (R-Drop's two passes,
-gradient accumulation) add into the same gradient, as autograd would.
+BERT's word-embedding table is half of MiniLM's parameters (30,522 x 384), and a batch reads a few hundred of
+its rows. torch's backward of a lookup allocates a zeroed gradient the size of the whole table every step and
+adds the batch's rows into it: on the CPU that zeroing (and the fresh memory it touches) costs about as much
+as the fused optimizer step. Here the gradient goes into a buffer allocated once: before a new gradient only
+the rows the previous one wrote are zeroed, and the batch's rows are added. The optimizer still sees a dense
+gradient (AdamW updates every row, as Algorithm 1 does), and the values are those of torch's backward (the
+same sums, up to the order of additions for a token repeated in a batch). Two lookups before one optimizer
+step (R-Drop's two passes, gradient accumulation) add into the same gradient, as autograd would.
 
 On a GPU, zeroing the table is one fast kernel, while this path's bookkeeping (which rows to clear) cannot be
-recorded in a CUDA graph: there torch's own backward runs. Four more cases take it, since they rely on autograd's
-accumulation, which this path bypasses: torch.distributed (DistributedDataParallel reduces the gradients autograd
-accumulates), torch.autograd.grad (PCGrad's and GradVac's per-task gradients: training/trainer.py sets `reuse_grad`
-to False for them), torch.compile (--compile: the compiler writes the lookup's backward into its own graph, which a side
-effect on this module would split), and a weight used elsewhere too (the MLM head's tied decoder, tasks/mlm.py sets
-`reuse_grad` to False): autograd adds that use's gradient into the buffer, on rows this module never zeroes again.
+recorded in a CUDA graph: there torch's own backward runs. Four more cases take it, since they rely on
+autograd's accumulation, which this path bypasses: torch.distributed (DistributedDataParallel reduces the
+gradients autograd accumulates), torch.autograd.grad (PCGrad's and GradVac's per-task gradients:
+training/trainer.py sets `reuse_grad` to False for them), torch.compile (--compile: the compiler writes the
+lookup's backward into its own graph, which a side effect on this module would split), and a weight used
+elsewhere too (the MLM head's tied decoder, tasks/mlm.py sets `reuse_grad` to False): autograd adds that use's
+gradient into the buffer, on rows this module never zeroes again.
 """
 import torch
 import torch.nn as nn
@@ -37,7 +38,8 @@ class _Lookup(torch.autograd.Function):
 
 
 class Embedding(nn.Embedding):
-    """nn.Embedding whose weight gradient is written into a buffer kept between steps (see the module docstring)."""
+    """nn.Embedding whose weight gradient is written into a buffer kept between steps
+    (see the module docstring)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -53,8 +55,8 @@ class Embedding(nn.Embedding):
 
     @torch.no_grad()
     def add_gradient(self, ids, grad):
-        """Add a lookup's gradient to weight.grad: into the buffer when weight.grad is None (a new step: the rows the
-        buffer's last gradient wrote are zeroed first), or into whatever weight.grad holds now."""
+        """Add a lookup's gradient to weight.grad: into the buffer when weight.grad is None (a new step: the
+        rows the buffer's last gradient wrote are zeroed first), or into whatever weight.grad holds now."""
         w = self.weight
         rows, flat = ids.reshape(-1), grad.reshape(-1, w.shape[1]).to(w.dtype)
         if self.padding_idx is not None:  # the padding row gets no gradient, as in torch's backward
@@ -63,7 +65,8 @@ class Embedding(nn.Embedding):
             if self._buffer is None or self._buffer.shape != w.shape or self._buffer.device != w.device:
                 self._buffer, self._written = torch.zeros_like(w), []
             elif self._written:
-                self._buffer.index_fill_(0, torch.cat(self._written), 0.0)  # a row named twice is zeroed twice
+                self._buffer.index_fill_(0, torch.cat(self._written),
+                                         0.0)  # a row named twice is zeroed twice
             self._written = []
             w.grad = self._buffer
         w.grad.index_add_(0, rows, flat)

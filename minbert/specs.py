@@ -1,11 +1,13 @@
-"""The settings the library receives: frozen dataclasses, built once from the flags (minbert/flags/settings.py)
-and passed down, each holding what its consumer needs.
+"""The settings the library receives: frozen dataclasses, built once from the flags
+(minbert/flags/settings.py) and passed down, each holding what its consumer needs.
 
-    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so a saved model can be rebuilt
+    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so a saved model can be
+                  rebuilt
     Recipe        the optimisation: optimizer, learning rates, schedule, clipping, freezing, gradient surgery
     Regularizers  R-Drop and SMART's two terms, both pipelines
     TaskLosses    Part 2's task weights, similarity and embedding losses, distillation
-    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes (never the result)
+    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes (never the
+                  result)
     RunSpec       where a run writes, whether it resumes, and the flags that define it
 and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings).
 
@@ -36,15 +38,6 @@ def plain(value):
     if value is None or isinstance(value, (str, int, float, bool)) or torch.is_tensor(value):
         return value
     raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
-
-
-def from_flags(cls, values, **resolved):
-    """The settings dataclass `cls` built from parsed flags `values` ({destination: value}): each field named as a
-    flag's destination takes its value, `resolved` (what depends on other flags, the machine or the checkpoint)
-    overrides, the other fields keep their defaults. So a new flag reaches the library through its declaration
-    (flags/groups.py or parsers.py) and a field of the same name, and nothing else."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
 
 
 @dataclass(frozen=True)
@@ -85,8 +78,8 @@ class ModelSpec:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise MinbertError(f"{source}: the model spec has fields this minbert does not know ({', '.join(unknown)}); "
-                               f"it was written by a newer version")
+            raise MinbertError(f"{source}: the model spec has fields this minbert does not know "
+                               f"({', '.join(unknown)}); it was written by a newer version")
         return cls(**d)
 
     def differences(self, given):
@@ -96,7 +89,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class Regularizers:
-    """--rdrop_weight and SMART's --smart_* (objectives/rdrop.py, objectives/smart.py); a weight of 0 is off."""
+    """--rdrop_weight and SMART's --smart_* (objectives/rdrop.py,
+    objectives/smart.py); a weight of 0 is off."""
     rdrop_weight: float = 0.0
     smart_weight: float = 0.0
     smart_step: float = 1e-3
@@ -148,16 +142,19 @@ class TaskLosses:
 
 @dataclass(frozen=True)
 class Runtime:
-    """Where and how fast a run computes; what it computes does not depend on these (beyond rounding), so a run
-    may resume with other values. amp and pad_multiple are resolved for the device ('auto' and None are gone)."""
+    """Where and how fast a run computes; what it computes does not depend on these (beyond
+    rounding), so a run may resume with other values. amp and pad_multiple are resolved for the
+    device ('auto' and None are gone)."""
     device: torch.device = torch.device("cpu")
     amp: str = "none"                    # none, bf16 or fp16 (precision.py)
     attn: str = "sdpa"
-    pad_multiple: int = 0                # pad batches to a multiple of this many tokens (0: to the longest row)
+    # pad batches to a multiple of this many tokens (0: to the longest row)
+    pad_multiple: int = 0
     compile: bool = False
     fast_dropout: bool = True            # dropout's masks drawn in bulk on the CPU (minbert/dropout.py)
     tensorboard: bool = True
-    graphs: bool = False                 # every training step one CUDA graph per batch shape (training/graphs.py)
+    # every training step one CUDA graph per batch shape (training/graphs.py)
+    graphs: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,7 +163,8 @@ class RunSpec:
     name: str = ""                       # --run_name (under runs/)
     dir: Optional[str] = None            # --run_dir (anywhere)
     resume: bool = False
-    backup: bool = False                 # --backup: a file no run wrote may be replaced, kept as NAME.DATE.bak
+    # --backup: a file no run wrote may be replaced, kept as NAME.DATE.bak
+    backup: bool = False
     stem: Optional[str] = None           # the best checkpoint's file stem (Part 2's --checkpoint PATH)
     flags: Mapping = field(default_factory=dict)  # the run-defining flags, as plain values
 
@@ -187,7 +185,8 @@ class ClassifierSettings:
     bucket: bool = True
     predictions_dir: str = "predictions"
     merge: bool = False
-    published: Mapping = None  # {(dataset, split): path} copied there, not into predictions_dir (--para_dev_out)
+    # {(dataset, split): path} copied there, not into predictions_dir (--para_dev_out)
+    published: Mapping = None
 
 
 @dataclass(frozen=True)
@@ -217,8 +216,10 @@ class MultitaskSettings:
     results: str = "predictions/multitask-results.csv"
     merge: bool = False
     eval_only: Optional[str] = None      # a checkpoint to re-score instead of training
-    given: Mapping = field(default_factory=dict)  # --eval_only: architecture flags typed ({spec field: value})
-    max_length_given: bool = False       # --eval_only: --max_length typed (tokenize at it, not the checkpoint's)
+    # --eval_only: architecture flags typed ({spec field: value})
+    given: Mapping = field(default_factory=dict)
+    # --eval_only: --max_length typed (tokenize at it, not the checkpoint's)
+    max_length_given: bool = False
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,8 @@ class SweepSettings:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """bench.py: what is timed (the model, the batches, what trains, the recipe's regularisers) and against what."""
+    """bench.py: what is timed (the model, the batches, what trains, the recipe's
+    regularisers) and against what."""
     runtime: Runtime
     regularizers: Regularizers = Regularizers()
     pretrained: Optional[str] = None     # a checkpoint, or None for random weights of `config`
@@ -287,7 +289,9 @@ class BenchSettings:
     fine_tune_mode: str = "full-model"
     lora_rank: int = 8
     pals: bool = False
-    fused: bool = True                   # AdamW's fused pass in the fast rows (False: its multi-tensor kernels)
+    # AdamW's fused pass in the fast rows (False: its multi-tensor kernels)
+    fused: bool = True
     compare: bool = False                # also every switch off
-    profile: int = 0                     # profile this many plain training steps (and HF's in the same precision)
+    # profile this many plain training steps (and HF's in the same precision)
+    profile: int = 0
     hf: bool = False                     # also HF transformers on the same batches

@@ -1,11 +1,11 @@
-"""The submission zip (prepare_submit.py, gpt2/prepare_submit.py): cs224n_default_final_project_submission.zip holds
-the project's code (every top-level *.py file and the packages the scripts import) and the prediction files the
-handout lists for the part (or parts) submitted, nothing else, so that unzipped into an empty folder the code runs;
-one line names what else the predictions folder holds, left out. It refuses, naming them, required prediction
-files that are missing or empty, or whose ids are not exactly those of their split (a run on a subset of the
-data, or another split's file under this name); a generated-sonnets file must complete every held-out sonnet.
-A zip already there that this project did not write (or one changed since) is never replaced without a word: one
-line, or with --backup it is kept as a dated backup (runs/outputs.py's rule)."""
+"""The submission zip (prepare_submit.py, gpt2/prepare_submit.py): cs224n_default_final_project_submission.zip
+holds the project's code (every top-level *.py file and the packages the scripts import) and the prediction
+files the handout lists for the part (or parts) submitted, nothing else, so that unzipped into an empty folder
+the code runs; one line names what else the predictions folder holds, left out. It refuses, naming them,
+required prediction files that are missing or empty, or whose ids are not exactly those of their split (a run
+on a subset of the data, or another split's file under this name); a generated-sonnets file must complete
+every held-out sonnet. A zip already there that this project did not write (or one changed since) is never
+replaced without a word: one line, or with --backup it is kept as a dated backup (runs/outputs.py's rule)."""
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,8 @@ class Project:
     code: dict            # part -> the code files the handout lists
     packages: tuple       # folders whose *.py files go in with the top-level ones
     first: str            # what to run when there are no predictions yet
-    checks: dict = None   # file suffix -> check(path, data_dir) -> why the file is wrong, or None (default: ids)
+    # file suffix -> check(path, data_dir) -> why the file is wrong, or None (default: ids)
+    checks: dict = None
     checked: str = "the ids of its split"  # what the checks check, as the closing line says it
 
 
@@ -83,7 +84,8 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None):
         if not p.is_file():
             bad.append(f"{folder}/{n} (missing)")
         elif (lines := _lines(p)) is None:
-            bad.append(f"{folder}/{n} (not text: binary bytes where its script writes UTF-8 lines; run it again)")
+            bad.append(f"{folder}/{n} (not text: binary bytes where "
+                       "its script writes UTF-8 lines; run it again)")
         elif len(lines) < 2:
             bad.append(f"{folder}/{n} (empty)")
         elif (why := (checks or {}).get(p.suffix, id_problem)(p, data_dir)) is not None:
@@ -92,14 +94,15 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None):
 
 
 def check_zip(out, backup):
-    """One line when `out` holds a file (a zip of the user's, say) that this project did not write, or that changed
-    since it did, unless --backup keeps it."""
+    """One line when `out` holds a file (a zip of the user's, say) that this project did not write, or that
+    changed since it did, unless --backup keeps it."""
     if out.is_dir():
         raise MinbertError(f"{out}: is a folder, where the submission zip goes; move it")
     check_record(out.parent)
     if out.is_file() and written_by(out) is None and not backup:
-        raise MinbertError(f"{out}: a file this project did not write (or one changed since it did), which the new zip "
-                           f"would replace: move it, or add --backup to keep it as {out.name}.DATE.bak")
+        raise MinbertError(f"{out}: a file this project did not write (or one changed since it did), which "
+                           "the new zip would replace: move it, or add "
+                           f"--backup to keep it as {out.name}.DATE.bak")
 
 
 def left_out_line(predictions, zipped, chosen):
@@ -126,11 +129,14 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
             raise MinbertError(f"no prediction files in {predictions}: {project.first}")
     else:
         chosen = [part]
-    bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions, project.checks)]
+    bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions,
+                                                    project.checks)]
     bad += [f"{c} (missing)" for k in chosen for c in project.code.get(k, []) if not (root / c).is_file()]
     if bad:
-        raise MinbertError(f"not zipping, {project.name} Part {' and '.join(chosen)} needs: " + ", ".join(bad))
-    code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")  # not gpt2/runs/__init__.py's guard
+        raise MinbertError(f"not zipping, {project.name} Part "
+                           f"{' and '.join(chosen)} needs: " + ", ".join(bad))
+    # not gpt2/runs/__init__.py's guard
+    code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")
             if project_parts(p.relative_to(root).parts)[0] not in OUTPUT_FOLDERS]
     listed = [predictions / n for k in chosen for n in project.parts[k]]
     files = sorted(root.glob("*.py")) + sorted(code) + listed
@@ -140,8 +146,8 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
             for p in files:
                 z.write(p, p.relative_to(root).as_posix())
     write_output(out, write, "prepare_submit.py")
-    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}: the code and the {len(listed)} prediction "
-          f"files the handout lists, each checked against {data_dir}: {project.checked})")
+    print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}: the code and the {len(listed)} "
+          f"prediction files the handout lists, each checked against {data_dir}: {project.checked})")
     line = left_out_line(predictions, set(listed), chosen)
     if line:
         print(line)

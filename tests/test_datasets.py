@@ -162,19 +162,6 @@ def test_padding_report(course_data, tiny_model):
     assert "with length bucketing" in d.describe_batches(8, True)
 
 
-def test_padded_width_rounds_up_within_max_length():
-    from datasets import padded_width
-    assert [padded_width(n, 16, 128) for n in (1, 16, 17, 100, 120, 128)] == [16, 16, 32, 112, 128, 128]
-    assert padded_width(120, 100, 128) == 128      # rounded to 200 would pass max_length: capped there
-    assert padded_width(37, 0, 128) == 37          # 0: the batch's longest row, as before
-
-
-def test_pad_multiple_defaults_to_16_on_a_gpu_and_off_on_the_cpu():
-    for device, expected in (("cpu", 0), ("cuda", 16)):
-        assert resolve_pad_multiple(None, torch.device(device)) == expected
-    assert resolve_pad_multiple(0, torch.device("cuda")) == 0  # the switch
-
-
 def test_fixed_shapes_change_the_widths_and_not_the_predictions(course_data, tiny_model):
     """Padded positions are masked out of attention and pooling: every prediction is the same (fp32), while
     every batch is one of a few widths."""
@@ -217,13 +204,6 @@ def test_a_folder_given_for_a_file_is_said_to_be_one(tmp_path, course_data, tiny
     for flag in (["--sst_dev", str(course_data)], ["--extra_task", f"snli={course_data}"]):
         with pytest.raises(MinbertError, match=rf"{re.escape(str(course_data))}: is a folder; give the .* itself"):
             mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", *flag))
-
-
-def test_choose_widths_takes_a_few_from_the_data():
-    from datasets import choose_widths
-    assert choose_widths([5, 66, 40], 128) == (32, 64, 80)  # SST's longest row, 66 tokens
-    assert choose_widths([3, 9], 128) == (16,)
-    assert choose_widths([300], 128) == (32, 64, 128)  # never past max_length
 
 
 def test_fixed_shapes_fill_short_batches_with_rows_of_weight_0(course_data, tiny_model):

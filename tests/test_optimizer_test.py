@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import optimizer_test
-from minbert import course_data
+from minbert import course_files
 from minbert.files import git_blob_id
 from optimizer import AdamW
 from tests import test_optimizer as adamw_tests
@@ -62,7 +62,7 @@ def _course_file():
     path = real_data_folder() / "optimizer_test.npy"
     if not path.exists():
         pytest.skip("the course's optimizer_test.npy is not in data/ (python datasets.py --fetch)")
-    assert git_blob_id(path) == course_data.REFERENCE_BLOB_IDS["optimizer_test.npy"]
+    assert git_blob_id(path) == course_files.REFERENCE_BLOB_IDS["optimizer_test.npy"]
     return path
 
 
@@ -96,13 +96,13 @@ def test_the_course_reference_is_used_when_present_and_said(tmp_path, monkeypatc
     monkeypatch.setattr(optimizer_test, "DATA", tmp_path)
     course = tmp_path / "optimizer_test.npy"
     np.save(course, np.zeros((2, 3), dtype=np.float32))  # a reference no AdamW meets: used, so the test fails
-    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "optimizer_test.npy", git_blob_id(course))
+    monkeypatch.setitem(course_files.REFERENCE_BLOB_IDS, "optimizer_test.npy", git_blob_id(course))
     with pytest.raises(SystemExit, match="Optimizer test failed"):
         optimizer_test.main([])
     assert capsys.readouterr().out == f"reference: the course's optimizer_test.npy, {course} (git blob " \
                                       f"{git_blob_id(course)[:10]})\n"
     np.save(course, np.load(ROOT / "optimizer_test.npy"))
-    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "optimizer_test.npy", git_blob_id(course))
+    monkeypatch.setitem(course_files.REFERENCE_BLOB_IDS, "optimizer_test.npy", git_blob_id(course))
     optimizer_test.main([])
     assert capsys.readouterr().out.endswith("Optimizer test passed!\n")
     course.unlink()

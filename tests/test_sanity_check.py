@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from minbert import course_data
+from minbert import course_files
 from minbert.files import git_blob_id
 from tests.checkpoints import make_hf_checkpoint, tiny_config
 from tests.course import ROOT, real_data_folder
@@ -109,18 +109,18 @@ def test_the_course_reference_is_the_default_for_bert_base_uncased(wide_vocab_ch
     course = tmp_path / "data" / "sanity_check.data"
 
     _save_outputs(folder, course, nudge=0.01)  # not what the model gives: must fail when it is the reference
-    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "sanity_check.data", git_blob_id(course))
+    monkeypatch.setitem(course_files.REFERENCE_BLOB_IDS, "sanity_check.data", git_blob_id(course))
     with pytest.raises(MinbertError, match=r"BERT differs from the course's sanity_check.data, "
                                            r".*data/sanity_check.data \(git blob .*pooler_output: 1 of"):
         sanity_check.main([])
     _save_outputs(folder, course)
-    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "sanity_check.data", git_blob_id(course))
+    monkeypatch.setitem(course_files.REFERENCE_BLOB_IDS, "sanity_check.data", git_blob_id(course))
     sanity_check.main([])
     assert "checked against the course's sanity_check.data" in capsys.readouterr().out
     sanity_check.main(["--pretrained", str(folder)])  # the file holds bert-base-uncased's outputs only
     assert "NumPy forward pass of the same weights; the course's sanity_check.data holds bert-base-uncased's" \
         in capsys.readouterr().out
-    monkeypatch.setitem(course_data.REFERENCE_BLOB_IDS, "sanity_check.data", "0" * 40)  # the user's own copy
+    monkeypatch.setitem(course_files.REFERENCE_BLOB_IDS, "sanity_check.data", "0" * 40)  # the user's own copy
     sanity_check.main([])
     assert "data/sanity_check.data, not the course's sanity_check.data (git blob" in capsys.readouterr().out
     course.unlink()
@@ -136,6 +136,6 @@ def test_the_course_file_is_read_without_running_code():
     path = real_data_folder() / "sanity_check.data"
     if not path.exists():
         pytest.skip("the course's sanity_check.data is not in data/ (python datasets.py --fetch)")
-    assert git_blob_id(path) == course_data.REFERENCE_BLOB_IDS["sanity_check.data"]
+    assert git_blob_id(path) == course_files.REFERENCE_BLOB_IDS["sanity_check.data"]
     ref = sanity_check.read_reference(path)
     assert ref["last_hidden_state"].shape == (2, 8, 768) and ref["pooler_output"].shape == (2, 768)

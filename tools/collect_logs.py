@@ -15,8 +15,8 @@ from minbert.runs.logs import read_log  # noqa: E402
 from minbert.runs.outputs import check_file, write_output  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
-FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores", "train_minutes",
-          "loss_terms"]
+FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores",
+          "train_minutes", "loss_terms"]
 
 
 def rows(folder):

@@ -1,5 +1,6 @@
-"""Convert a checkpoint of the earlier format (the whole argparse namespace pickled, with pathlib paths) into the
-current one (minbert/runs/checkpoint.py), read through the restricted loader: nothing in the old file runs.
+"""Convert a checkpoint of the earlier format (the whole argparse namespace pickled, with
+pathlib paths) into the current one (minbert/runs/checkpoint.py), read through the restricted
+loader: nothing in the old file runs.
 
     python tools/convert_checkpoint.py --convert OLD.pt NEW.pt
 """

@@ -21,7 +21,8 @@ SCRIPTS = [("classifier.py", "minbert.flags.parsers", "classifier_parser"),
            ("pretrain.py", "minbert.flags.parsers", "pretrain_parser"), ("sweep.py", "sweep", "build_parser"),
            ("ensemble.py", "ensemble", "build_parser"), ("report.py", "report", "build_parser"),
            ("bench.py", "bench", "build_parser"), ("prepare_submit.py", "prepare_submit", "build_parser"),
-           ("evaluation.py", "evaluation", "build_parser"), ("sanity_check.py", "sanity_check", "build_parser"),
+           ("evaluation.py", "evaluation", "build_parser"), ("sanity_check.py", "sanity_check",
+                                                             "build_parser"),
            ("datasets.py", "datasets", "build_parser"),
            ("tools/convert_checkpoint.py", "tools.convert_checkpoint", "build_parser"),
            # Build GPT-2's scripts (run from gpt2/)
@@ -33,9 +34,10 @@ SCRIPTS = [("classifier.py", "minbert.flags.parsers", "classifier_parser"),
            ("gpt2/datasets.py", "gpt2.datasets", "build_parser")]
 # Earlier spellings, still accepted and hidden from --help.
 ALIASES = {**{s: "`--checkpoint_dir DIR` is `--run_dir DIR`." for s in (
-               "classifier.py", "gpt2/classifier.py", "gpt2/paraphrase_detection.py", "gpt2/sonnet_generation.py")},
-           "multitask_classifier.py": "`--checkpoint PATH` is `--run_dir` PATH's folder, with the best checkpoint "
-                                      "saved as PATH itself."}
+               "classifier.py", "gpt2/classifier.py", "gpt2/paraphrase_detection.py",
+                                                                        "gpt2/sonnet_generation.py")},
+           "multitask_classifier.py": "`--checkpoint PATH` is `--run_dir` PATH's folder, with the best "
+                                      "checkpoint saved as PATH itself."}
 
 
 def _cell(text):
@@ -59,17 +61,19 @@ def _values(action):
     if action.choices:
         return ", ".join(str(c) for c in action.choices)
     if action.nargs in ("+", "*") or isinstance(action.nargs, int):
-        return f"{action.nargs} value(s)" if action.nargs not in ("+", "*") else "one or more" if action.nargs == "+" else "any number"
+        if action.nargs not in ("+", "*"):
+            return f"{action.nargs} value(s)"
+        return "one or more" if action.nargs == "+" else "any number"
     kind = getattr(action.type, "__name__", None)
     return kind if kind and kind not in ("str", "<lambda>") else ""
 
 
 def render():
     lines = ["# Flags", "",
-             "Every script's command-line flags with their defaults, generated from the parsers by "
-             "`python tools/flag_docs.py` (a test fails when this page and the parsers disagree). "
-             "A flag given explicitly always wins over a default; `--recipe handout` changes some defaults "
-             "of the two pipelines and of the GPT-2 training scripts (see the training recipe in RESULTS.md).", ""]
+             "Every script's command-line flags with their defaults, generated from the parsers by `python "
+             "tools/flag_docs.py` (a test fails when this page and the parsers disagree). A flag given "
+             "explicitly always wins over a default; `--recipe handout` changes some defaults of the two "
+             "pipelines and of the GPT-2 training scripts (see the training recipe in RESULTS.md).", ""]
     for script, module, builder in SCRIPTS:
         parser = getattr(importlib.import_module(module), builder)()
         lines += [f"## {script}", ""]
@@ -78,7 +82,8 @@ def render():
                        and not isinstance(a, argparse._HelpAction)]
             if not actions:
                 continue
-            title = {"options": "options", "optional arguments": "options", "positional arguments": "arguments"}.get(
+            title = {"options": "options", "optional "
+                                           "arguments": "options", "positional arguments": "arguments"}.get(
                 group.title, group.title)
             lines += [f"{title}:", "", "| flag | default | values | what it does |", "|---|---|---|---|"]
             for a in actions:

@@ -1,6 +1,7 @@
-"""GPT-2 generation speed: tokens per second of greedy decoding with our key-value cache, without it (the
-starter's loop: the whole sequence through the model for every new token), and HF transformers' generate, on
-one model with the same random weights (no GPT-2 weights can be downloaded here; speed does not depend on them).
+"""GPT-2 generation speed: tokens per second of greedy decoding with our key-value cache, without
+it (the starter's loop: the whole sequence through the model for every new token), and HF
+transformers' generate, on one model with the same random weights (no GPT-2 weights can be
+downloaded here; speed does not depend on them).
 
     python tools/generation_speed.py --shape gpt2 --prompt 32 --new 64 --threads 2 --json OUT
 
@@ -21,7 +22,8 @@ from gpt2.models.gpt2 import GPT2Model  # noqa: E402
 from minbert.runs.outputs import check_file, write_output  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
-SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12), "gpt2-medium": dict(n_embd=1024, n_layer=24, n_head=16),
+SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12), "gpt2-medium": dict(n_embd=1024, n_layer=24,
+                                                                               n_head=16),
           "tiny": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=128)}
 
 
@@ -40,14 +42,15 @@ def measure(shape, prompt_len, new, repeats, seed=0):
     hf_config = HFConfig(**SHAPES[shape])
     torch.manual_seed(seed)
     theirs = GPT2LMHeadModel(hf_config).eval()
-    ours = GPT2Model(GPT2Config.from_dict(hf_config.to_dict())).load_pretrained_weights(theirs.state_dict()).eval()
+    ours = GPT2Model(GPT2Config.from_dict(hf_config.to_dict()))
+    ours = ours.load_pretrained_weights(theirs.state_dict()).eval()
     prompt = torch.randint(1, hf_config.vocab_size, (1, prompt_len))
     runs = {
         "ours, key-value cache": lambda: generate(ours, prompt, new),
         "ours, no cache (the starter's loop)": lambda: generate(ours, prompt, new, use_cache=False),
         "HF transformers generate": lambda: theirs.generate(prompt, attention_mask=torch.ones_like(prompt),
-                                                            max_new_tokens=new, min_new_tokens=new, do_sample=False,
-                                                            pad_token_id=0),
+                                                            max_new_tokens=new, min_new_tokens=new,
+                                                            do_sample=False, pad_token_id=0),
     }
     results, tokens = {}, {}
     with torch.inference_mode():
@@ -81,7 +84,8 @@ def main(argv=None):
     for name, x in r["runs"].items():
         print(f"  {name}: {x['tokens_per_s']:.1f} tokens/s ({x['seconds']:.2f} s)")
     if args.json:
-        write_output(args.json, lambda fp: fp.write(json.dumps(r, indent=2) + "\n"), "tools/generation_speed.py", mode="w")
+        write_output(args.json, lambda fp: fp.write(json.dumps(r, indent=2) + "\n"),
+                     "tools/generation_speed.py", mode="w")
     return r
 
 

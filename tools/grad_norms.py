@@ -42,7 +42,8 @@ def grad_norms(settings, batches=3):
             loss = loss_fn(model, {**batch, "task": task})
             loss.backward()
             losses.append(loss.item())
-            norms.append(torch.nn.utils.get_total_norm([p.grad for p in encoder if p.grad is not None]).item())
+            grads = [p.grad for p in encoder if p.grad is not None]
+            norms.append(torch.nn.utils.get_total_norm(grads).item())
         out[task] = (float(np.mean(losses)), float(np.mean(norms)))
     return out
 

@@ -18,8 +18,8 @@ from minbert.training import schedule  # noqa: E402
 
 
 def with_layernorm_factor(param_groups, factor):
-    """schedule.param_groups, with every LayerNorm gain of BERT moved into a group of its own at `factor` times
-    its rate."""
+    """schedule.param_groups, with every LayerNorm gain of BERT moved into a group of its own
+    at `factor` times its rate."""
     def groups(model, lr, llrd=1.0, head_lr=None, weight_decay=0.0):
         gains = {id(p) for n, p in model.named_parameters() if "layer_norm" in n and n.endswith(".weight")}
         out = []
@@ -39,4 +39,5 @@ if __name__ == "__main__":
     schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
     print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters", flush=True)
     sys.argv = [str(ROOT / "multitask_classifier.py"), *sys.argv[2:]]
-    runpy.run_path(sys.argv[0], run_name="__main__")  # the script itself, as `python multitask_classifier.py` runs it
+    runpy.run_path(sys.argv[0],
+                   run_name="__main__")  # the script itself, as `python multitask_classifier.py` runs it

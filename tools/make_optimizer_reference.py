@@ -35,7 +35,8 @@ def reference_weights():
 
 if __name__ == "__main__":
     # no flags, but --help must print what the tool does and write nothing
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     out = ROOT / "optimizer_test.npy"
     np.save(out, reference_weights())
     print(f"wrote {out}", file=sys.stderr)

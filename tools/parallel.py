@@ -24,7 +24,8 @@ from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 def read_plan(path, values):
     if not Path(path).is_file():
-        raise MinbertError(f"{path}: " + ("is a folder; give the plan file" if Path(path).is_dir() else "plan file not found"))
+        raise MinbertError(f"{path}: " + ("is a folder; give "
+                                          "the plan file" if Path(path).is_dir() else "plan file not found"))
     runs, lines = [], {}
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.strip()
@@ -32,8 +33,8 @@ def read_plan(path, values):
             continue
         name, _, cmd = line.partition(" ")
         if name in lines:  # both would write NAME.log
-            raise MinbertError(f"{path}, line {n}: the run name {name} is on line {lines[name]} already; each run's "
-                               f"output goes to NAME.log, so give each run its own name")
+            raise MinbertError(f"{path}, line {n}: the run name {name} is on line {lines[name]} already; "
+                               "each run's output goes to NAME.log, so give each run its own name")
         lines[name] = n
         try:
             runs.append((name, cmd.strip().format(**values)))
@@ -66,7 +67,8 @@ def main(argv=None):
     running = {}
     try:
         run_plan(todo, running, logs, args.jobs, args.deadline)
-    except KeyboardInterrupt:  # the runs going are stopped, and their logs kept as this tool's, for the next start
+    # the runs going are stopped, and their logs kept as this tool's, for the next start
+    except KeyboardInterrupt:
         for name, (p, fp, _) in running.items():
             p.terminate()
             p.wait()
@@ -77,7 +79,8 @@ def main(argv=None):
 
 
 def run_plan(todo, running, logs, jobs, deadline):
-    """Run the plan's (name, command) pairs `todo`, `jobs` at a time, into `logs`; `running` holds those going."""
+    """Run the plan's (name, command) pairs `todo`, `jobs` at a time, into `logs`;
+    `running` holds those going."""
     t0 = time.time()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     while todo or running:
@@ -87,8 +90,8 @@ def run_plan(todo, running, logs, jobs, deadline):
             fp = open(logs / f"{name}.log", "w")
             fp.write(f"$ {cmd}\n")
             fp.flush()
-            running[name] = (subprocess.Popen(shlex.split(cmd), stdout=fp, stderr=subprocess.STDOUT, env=env), fp,
-                             time.time())
+            running[name] = (subprocess.Popen(shlex.split(cmd), stdout=fp, stderr=subprocess.STDOUT, env=env),
+                             fp, time.time())
             print(f"[{time.time() - t0:6.0f}s] start {name}", flush=True)
         if late:
             for name, _ in todo:
@@ -100,10 +103,11 @@ def run_plan(todo, running, logs, jobs, deadline):
         for name, (p, fp, start) in list(running.items()):
             if p.poll() is not None:
                 fp.close()
-                record([logs / f"{name}.log"], "tools/parallel.py", "")  # so that running the plan again may replace it
+                record([logs / f"{name}.log"], "tools/parallel.py",
+                       "")  # so that running the plan again may replace it
                 tail = (logs / f"{name}.log").read_text().strip().splitlines()[-1:] or [""]
-                print(f"[{time.time() - t0:6.0f}s] done {name} rc={p.returncode} in {time.time() - start:.0f}s: "
-                      f"{tail[0][:300]}", flush=True)
+                print(f"[{time.time() - t0:6.0f}s] done {name} rc={p.returncode} in "
+                      f"{time.time() - start:.0f}s: {tail[0][:300]}", flush=True)
                 del running[name]
         time.sleep(1)
 

@@ -1,13 +1,14 @@
-"""What an ensemble's soft targets tell a student beyond the gold labels, on the training sets it is taught on.
+"""What an ensemble's soft targets tell a student beyond the gold labels, on the
+training sets it is taught on.
 
     python tools/soft_targets.py runs/ENSEMBLE/soft-targets.npz [--data_dir data] [--distill_temperature 2]
 
-For each task, the targets `--distill` trains on (minbert/objectives/distill.py teacher_targets, at the same temperature) against the
-gold labels of the same training examples: SST and Quora, how often the target's most likely class is the gold one
-and the mean probability it gives the gold class; STS, the Pearson r of the target scores with the gold ones.
-Teachers trained on these very examples fit them far better than held-out data, so the closer these figures
-are to 1, the less a student can learn from the targets that the labels do not already say (Hinton et al. 2015
-distil on a transfer set for this reason).
+For each task, the targets `--distill` trains on (minbert/objectives/distill.py teacher_targets, at the same
+temperature) against the gold labels of the same training examples: SST and Quora, how often the target's most
+likely class is the gold one and the mean probability it gives the gold class; STS, the Pearson r of the
+target scores with the gold ones. Teachers trained on these very examples fit them far better than held-out
+data, so the closer these figures are to 1, the less a student can learn from the targets that the labels do
+not already say (Hinton et al. 2015 distil on a transfer set for this reason).
 """
 import sys
 from pathlib import Path
@@ -33,8 +34,10 @@ def agreement(targets, examples):
             out[task] = [("argmax = gold", accuracy(target.argmax(-1).numpy(), gold)),
                          ("p(gold)", target[torch.arange(len(gold)), torch.tensor(gold)].mean().item())]
         elif task == "quora":
-            p_gold = torch.where(torch.tensor(gold) > 0.5, target, 1 - target)  # P(paraphrase) or its complement
-            out[task] = [("argmax = gold", (p_gold > 0.5).double().mean().item()), ("p(gold)", p_gold.mean().item())]
+            p_gold = torch.where(torch.tensor(gold) > 0.5, target,
+                                 1 - target)  # P(paraphrase) or its complement
+            out[task] = [("argmax "
+                          "= gold", (p_gold > 0.5).double().mean().item()), ("p(gold)", p_gold.mean().item())]
         else:
             out[task] = [("Pearson r", pearson(target.numpy(), gold))]
     return out
@@ -46,7 +49,8 @@ def main(argv=None):
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--distill_temperature", type=positive_float, default=2.0)
     args = ap.parse_args(argv)
-    examples = {t: read_examples(data_file(args.data_dir, t, "train"), t, "train", log=lambda *a: None) for t in TASKS}
+    examples = {t: read_examples(data_file(args.data_dir, t, "train"), t, "train",
+                                 log=lambda *a: None) for t in TASKS}
     train = {t: SimpleNamespace(ids=[e.id for e in examples[t]]) for t in TASKS}
     targets = teacher_targets(args.soft_targets, train, args.distill_temperature, flag="")
     for task, figures in agreement(targets, examples).items():

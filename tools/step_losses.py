@@ -1,6 +1,6 @@
-"""The loss of each step of Part 1's training (full model, SST, length-bucketed batches, AdamW at lr 1e-5), for
-checking that a change to the training step keeps its numbers: run it on two checkouts (--repo) with the same
-seed and compare the files (--against).
+"""The loss of each step of Part 1's training (full model, SST, length-bucketed batches, AdamW at lr 1e-5),
+for checking that a change to the training step keeps its numbers: run it on two checkouts (--repo) with the
+same seed and compare the files (--against).
 
     python tools/step_losses.py --amp bf16 --seed 1 --out new.json --no_fast_dropout
     python tools/step_losses.py --repo ../old-checkout --amp bf16 --seed 1 --out old.json --against new.json
@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="tools/step_losses.py", description="Per-step losses of Part 1's training step.")
+    ap = argparse.ArgumentParser(prog="tools/step_losses.py", description="Per-step losses of "
+                                                                          "Part 1's training step.")
     ap.add_argument("--repo", default=str(REPO), help="the checkout whose code runs (default: this one)")
     ap.add_argument("--pretrained", default="all-minilm-l6-v2")
     ap.add_argument("--data_dir", default="data")
@@ -30,16 +31,20 @@ def build_parser():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--batch_size", type=int, default=32)
     ap.add_argument("--max_length", type=int, default=128)
-    ap.add_argument("--no_fast_dropout", action="store_true", help="torch's dropout masks (where the checkout has both)")
-    ap.add_argument("--no_fused", action="store_true", help="the multi-tensor AdamW (where the checkout has both)")
+    ap.add_argument("--no_fast_dropout", action="store_true", help="torch's dropout masks "
+                                                                   "(where the checkout has both)")
+    ap.add_argument("--no_fused", action="store_true", help="the multi-tensor AdamW "
+                                                            "(where the checkout has both)")
     ap.add_argument("--out", required=True, help="the JSON file written: the settings and the losses")
-    ap.add_argument("--against", help="a file this tool wrote: print the largest per-step difference and the means")
+    ap.add_argument("--against", help="a file this tool wrote: print the "
+                                      "largest per-step difference and the means")
     return ap
 
 
 def step_losses(args):
-    """The per-step training losses, computed with the code of args.repo. Imported here, from there, and nothing
-    of this checkout's imported before: the other checkout's modules must find their own `utils`, `bert`, ..."""
+    """The per-step training losses, computed with the code of args.repo. Imported here, from
+    there, and nothing of this checkout's imported before: the other checkout's modules must find
+    their own `utils`, `bert`, ..."""
     sys.path.insert(0, str(Path(args.repo).resolve()))
     import torch
     from bert import BertModel
@@ -57,7 +62,8 @@ def step_losses(args):
     tokenizer = BertTokenizer(resolve_pretrained(args.pretrained).vocab)
     examples = read_examples(data_file(args.data_dir, "sst", "train"), "sst", "train", log=lambda *_: None)
     data = TaskData(examples, "sst", tokenizer, max_length=args.max_length)
-    batches = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=args.seed, bucket=True)[:args.steps]
+    batches = batch_indices(data.lengths, args.batch_size, shuffle=True, seed=args.seed,
+                            bucket=True)[:args.steps]
     torch.manual_seed(args.seed)
     # Older checkouts have neither switch: only pass what this one's signatures take.
     extra = {"fast_dropout": not args.no_fast_dropout} if hasattr(BertConfig, "fast_dropout") else {}
@@ -80,13 +86,15 @@ def step_losses(args):
 def compare(losses, other):
     """{"max_abs", "max_rel", "mean", "other_mean"}: step-for-step differences and the two means."""
     pairs = list(zip(losses, other))
-    return {"max_abs": max(abs(a - b) for a, b in pairs), "max_rel": max(abs(a - b) / abs(b) for a, b in pairs),
+    return {"max_abs": max(abs(a - b) for a, b in pairs), "max_rel": max(abs(a - b) / abs(b) for a,
+                                                                         b in pairs),
             "mean": statistics.mean(losses), "other_mean": statistics.mean(other)}
 
 
 def check_out(path):
-    """--out replaces only a file this tool wrote (a JSON record holding "losses"); anything else is one line.
-    (This tool may import another checkout's minbert, so it keeps the output rule here rather than import it.)"""
+    """--out replaces only a file this tool wrote (a JSON record holding "losses"); anything else
+    is one line. (This tool may import another checkout's minbert, so it keeps the output rule
+    here rather than import it.)"""
     path = Path(path)
     if path.is_dir():
         raise SystemExit(f"error: --out {path}: is a folder; name the JSON file to write")
@@ -97,8 +105,8 @@ def check_out(path):
         except (ValueError, UnicodeDecodeError):
             ours = False
         if not ours:
-            raise SystemExit(f"error: --out {path}: holds a file this tool did not write, which would be lost: move it "
-                             f"or name another path")
+            raise SystemExit(f"error: --out {path}: holds a file this tool did not write, which would be "
+                             "lost: move it or name another path")
 
 
 def write_out(path, text):

@@ -1,14 +1,16 @@
-"""An independent check of bench.py's training-step timings: its own batches, its own timing loop and its own CUDA
-graph capture, nothing from minbert/bench/ or minbert/training/, so that a figure both agree on is not an artefact
-of one harness.
+"""An independent check of bench.py's training-step timings: its own batches, its own timing loop and its
+own CUDA graph capture, nothing from minbert/bench/ or minbert/training/, so that a figure both agree on is
+not an artefact of one harness.
 
     python tools/step_timing.py --config base --seq_len 128 --batch_size 32 --use_gpu --json step_timing.json
-    python bench.py --config base --data synthetic --seq_len 128 --batch_size 32 --use_gpu --hf   # the same shape
+    python bench.py --config base --data synthetic --seq_len 128 --batch_size 32 --use_gpu --hf   # the same
+                                                                                                  shape
 
-Rows (ms per training step: forward, cross-entropy on the pooled [CLS], backward, AdamW; every batch B x T random
-token ids, no padding, fixed like bench.py's --data synthetic):
+Rows (ms per training step: forward, cross-entropy on the pooled [CLS], backward, AdamW; every batch B x T
+random token ids, no padding, fixed like bench.py's --data synthetic):
   ours         our BertModel and our AdamW (its fused pass), eagerly
-  ours-graph   the same step recorded once with torch.cuda.graph and replayed (GPU only): static inputs, gradients
+  ours-graph   the same step recorded once with torch.cuda.graph and replayed (GPU only): static inputs,
+               gradients
                zeroed inside the graph, AdamW capturable with its learning rate a device tensor
   hf           HF transformers' BertModel with SDPA attention and torch's fused AdamW, eagerly
   hf-compiled  the same under torch.compile(mode="reduce-overhead") (GPU only)
@@ -47,7 +49,8 @@ def build(args, hf, device):
             enc = transformers.BertModel.from_pretrained(str(resolve_pretrained(args.pretrained).folder),
                                                          attn_implementation="sdpa").float()
         else:
-            enc = transformers.BertModel(transformers.BertConfig(**SHAPES[args.config], attn_implementation="sdpa"))
+            enc = transformers.BertModel(transformers.BertConfig(**SHAPES[args.config],
+                                                                 attn_implementation="sdpa"))
     elif args.pretrained:
         enc = BertModel.from_pretrained(args.pretrained)
     else:
@@ -85,7 +88,8 @@ def step_function(args, row, device, amp):
 
     if row != "ours-graph":
         return eager, 0.0
-    # torch.cuda.graph by hand: optimizer state and gradient buffers before recording, a warm-up on a side stream
+    # torch.cuda.graph by hand: optimizer state and gradient buffers before
+    # recording, a warm-up on a side stream
     t0 = time.perf_counter()
     opt = AdamW(params, lr=torch.tensor(1e-5, device=device), capturable=True)
     opt.init_state(capturable=True)
@@ -150,14 +154,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="tools/step_timing.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", choices=sorted(SHAPES), default="minilm", help="the random model's shape")
-    ap.add_argument("--pretrained", default=None, help="a checkpoint instead (its weights, our loader and HF's)")
+    ap.add_argument("--pretrained", default=None, help="a checkpoint instead (its "
+                                                       "weights, our loader and HF's)")
     ap.add_argument("--seq_len", type=int, default=128)
     ap.add_argument("--batch_size", type=int, default=32)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--use_gpu", action="store_true")
-    ap.add_argument("--amp", choices=["bf16", "none"], default=None, help="default: bf16 on a GPU, none on the CPU")
+    ap.add_argument("--amp", choices=["bf16", "none"], default=None, help="default: bf16 on a "
+                                                                          "GPU, none on the CPU")
     ap.add_argument("--rows", default=None, help="comma-separated (default: every row this device runs)")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
@@ -167,22 +173,27 @@ def main(argv=None):
     if args.use_gpu and not torch.cuda.is_available():
         ap.error("--use_gpu: no GPU is visible to torch")
     amp = (args.amp or ("bf16" if device.type == "cuda" else "none")) == "bf16"
-    rows = args.rows.split(",") if args.rows else (["ours", "ours-graph", "hf", "hf-compiled"] if device.type == "cuda"
+    rows = args.rows.split(",") if args.rows else (["ours", "ours-graph", "hf",
+                                                    "hf-compiled"] if device.type == "cuda"
                                                    else ["ours", "hf"])
     bad = [r for r in rows if r not in ("ours", "ours-graph", "hf", "hf-compiled")
            or (r in ("ours-graph", "hf-compiled") and device.type != "cuda")]
     if bad:
-        ap.error(f"--rows {','.join(bad)}: not a row this device runs (ours, hf; on a GPU also ours-graph, hf-compiled)")
+        ap.error(f"--rows {','.join(bad)}: not a row this device runs "
+                 "(ours, hf; on a GPU also ours-graph, hf-compiled)")
     if args.json and Path(args.json).is_dir():
         ap.error(f"--json {args.json}: a folder; give a file name")
-    name = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU {torch.backends.cpu.get_cpu_capability()}"
+    name = (torch.cuda.get_device_name() if device.type == "cuda"
+            else f"CPU {torch.backends.cpu.get_cpu_capability()}")
     results = {"device": name, "torch": torch.__version__, "threads": torch.get_num_threads(), "amp": amp,
-               "shape": [args.batch_size, args.seq_len], "model": args.pretrained or f"random {args.config}", "rows": []}
+               "shape": [args.batch_size, args.seq_len], "model": args.pretrained or f"random {args.config}",
+               "rows": []}
     for row in rows:
         r = time_row(args, row, device, amp)
         results["rows"].append(r)
-        print(f"{row:>12}: {r['ms_per_step']:8.2f} ms/step (passes {', '.join(f'{p:.2f}' for p in r['passes_ms'])}); "
-              f"first {args.warmup} steps {r['first_steps_s']:.2f}s [{name}, {'bf16' if amp else 'fp32'}, "
+        print(f"{row:>12}: {r['ms_per_step']:8.2f} ms/step (passes "
+              f"{', '.join(f'{p:.2f}' for p in r['passes_ms'])}); first {args.warmup} steps "
+              f"{r['first_steps_s']:.2f}s [{name}, {'bf16' if amp else 'fp32'}, "
               f"batch {args.batch_size} x {args.seq_len}]", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

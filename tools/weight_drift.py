@@ -1,5 +1,5 @@
-"""How far fine-tuning moved each kind of BERT tensor: the relative change ||w - w0|| / ||w0|| of every encoder
-tensor of a checkpoint against the pretrained weights, summarised (median over tensors) per kind.
+"""How far fine-tuning moved each kind of BERT tensor: the relative change ||w - w0|| / ||w0|| of every
+encoder tensor of a checkpoint against the pretrained weights, summarised (median over tensors) per kind.
 
     python tools/weight_drift.py runs/a/multitask.pt runs/b/multitask.pt [--pretrained all-minilm-l6-v2]
 
@@ -30,8 +30,8 @@ def tensor_kind(name, value):
 
 
 def drift(model_state, pretrained_state, prefix="bert."):
-    """{kind: [relative change of each tensor]} over the encoder tensors the two states share (the pooler aside:
-    mean pooling leaves it untrained)."""
+    """{kind: [relative change of each tensor]} over the encoder tensors the two states share (the pooler
+    aside: mean pooling leaves it untrained)."""
     out = {}
     for name, value in model_state.items():
         if not name.startswith(prefix):
@@ -47,7 +47,8 @@ def drift(model_state, pretrained_state, prefix="bert."):
 
 def main(argv=None):
     ap = Parser(description=__doc__)
-    ap.add_argument("checkpoints", nargs="+", help="checkpoints that multitask_classifier.py or classifier.py wrote")
+    ap.add_argument("checkpoints", nargs="+", help="checkpoints that multitask_classifier.py "
+                                                   "or classifier.py wrote")
     ap.add_argument("--pretrained", default="all-minilm-l6-v2", help="the weights they started from")
     args = ap.parse_args(argv)
     start = BertModel.from_pretrained(args.pretrained).state_dict()
@@ -62,7 +63,8 @@ def main(argv=None):
             raise MinbertError(f"{path}: not a minbert checkpoint (no model weights in it)")
         by_kind = drift(state["model"], start)
         if not by_kind:
-            raise MinbertError(f"{path}: none of its tensors is one of {args.pretrained}'s (another checkpoint?)")
+            raise MinbertError(f"{path}: none of its tensors is one of "
+                               f"{args.pretrained}'s (another checkpoint?)")
         rows[path] = {k: statistics.median(v) for k, v in by_kind.items()}
         print(f"{path} | " + " | ".join(f"{rows[path][k]:.2e}" if k in rows[path] else "-" for k in KINDS))
     return rows

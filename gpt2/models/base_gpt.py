@@ -1,8 +1,8 @@
 """GPTPreTrainedModel: weight init, and from_pretrained that maps HF GPT-2 checkpoint names onto ours.
 
-HF's GPT-2 stores its linears as Conv1D, whose weight is [in, out] (nn.Linear's transposed), and the query, key
-and value projections as one [d, 3d] matrix (c_attn); the LM head is the token embedding itself (tied), so a
-checkpoint's lm_head.weight, when present, is the same tensor as wte and is not loaded twice."""
+HF's GPT-2 stores its linears as Conv1D, whose weight is [in, out] (nn.Linear's transposed), and the query,
+key and value projections as one [d, 3d] matrix (c_attn); the LM head is the token embedding itself (tied), so
+a checkpoint's lm_head.weight, when present, is the same tensor as wte and is not loaded twice."""
 import re
 
 from base_bert import PreTrainedModel, load_mapped, read_state_dict
@@ -11,7 +11,8 @@ from minbert.hub import resolve_pretrained
 from utils import MinbertError
 
 # HF name (after an optional 'transformer.' prefix) -> our name, and how the tensor changes on the way:
-# "T" transposes a Conv1D weight, "qkv" splits c_attn into query, key and value (each transposed when a weight).
+# "T" transposes a Conv1D weight, "qkv" splits c_attn into query, key and value (each transposed when a
+# weight).
 HF_TO_OURS = [
     (r"wte\.weight", "word_embedding.weight", None),
     (r"wpe\.weight", "pos_embedding.weight", None),
@@ -28,8 +29,8 @@ HF_IGNORED = re.compile(r"^(lm_head\.weight|h\.\d+\.attn\.(bias|masked_bias))$")
 
 
 def hf_to_ours(name, tensor):
-    """[(our name, tensor)] for one HF checkpoint tensor ([] when it is one we ignore; the name unchanged when it
-    is already ours, or unexpected)."""
+    """[(our name, tensor)] for one HF checkpoint tensor ([] when it is one we ignore; the name unchanged when
+    it is already ours, or unexpected)."""
     name = re.sub(r"^transformer\.", "", name)
     if HF_IGNORED.match(name):
         return []
@@ -41,7 +42,8 @@ def hf_to_ours(name, tensor):
         weight = name.endswith("weight")
         if how == "qkv":
             parts = tensor.chunk(3, dim=-1)
-            return [(new.format(p), (t.t() if weight else t).contiguous()) for p, t in zip(("query", "key", "value"), parts)]
+            return [(new.format(p), (t.t() if weight else t).contiguous()) for p, t in zip(("query", "key",
+                                                                                            "value"), parts)]
         return [(new, tensor.t().contiguous() if how == "T" and weight else tensor)]
     return [(name, tensor)]
 

@@ -1,7 +1,7 @@
 """GPT2Model (handout section 5.1): token and position embeddings, a stack of GPT2Layers, a final LayerNorm.
 
-forward gives the handout's two outputs: `last_hidden_state` [B, T, d] and `last_token` [B, d], the hidden state
-of each row's last real token (rows are padded on the right, so it is at attention_mask.sum() - 1).
+forward gives the handout's two outputs: `last_hidden_state` [B, T, d] and `last_token` [B, d], the hidden
+state of each row's last real token (rows are padded on the right, so it is at attention_mask.sum() - 1).
 `hidden_state_to_token` is the LM head: the hidden state against every token embedding (the weights are tied).
 `encode` takes and returns the key-value cache that generation.py uses."""
 import torch
@@ -23,13 +23,14 @@ class GPT2Model(GPTPreTrainedModel):
         self.init_weights()
 
     def embed(self, input_ids, past_length=0):
-        """Token plus position embeddings, positions counted from `past_length` (the tokens already cached)."""
+        """Token plus position embeddings, positions counted from `past_length`
+        (the tokens already cached)."""
         positions = torch.arange(past_length, past_length + input_ids.shape[1], device=input_ids.device)
         return self.embed_dropout(self.word_embedding(input_ids) + self.pos_embedding(positions))
 
     def encode(self, input_ids, attention_mask=None, past=None):
-        """The final hidden states [B, T, d] of `input_ids` after the cached tokens of `past` (one (K, V) per layer,
-        or None), and the cache extended by them. `attention_mask` covers past and new tokens."""
+        """The final hidden states [B, T, d] of `input_ids` after the cached tokens of `past` (one (K, V) per
+        layer, or None), and the cache extended by them. `attention_mask` covers past and new tokens."""
         past_length = past[0][0].shape[2] if past is not None else 0
         hidden = self.embed(input_ids, past_length)
         presents = []
@@ -38,8 +39,8 @@ class GPT2Model(GPTPreTrainedModel):
             presents.append(present)
         return self.final_layer_norm(hidden), presents
 
-    # The backbone contract BERT's model keeps too (bert.py): the transformer layers, bottom first, and the
-    # embedding modules.
+    # The backbone contract BERT's model keeps too (bert.py): the transformer layers, bottom
+    # first, and the embedding modules.
     @property
     def layers(self):
         return self.gpt_layers
@@ -59,5 +60,6 @@ class GPT2Model(GPTPreTrainedModel):
         return {"last_hidden_state": hidden, "last_token": hidden[torch.arange(hidden.shape[0]), last.long()]}
 
     def hidden_state_to_token(self, hidden_state):
-        """Logits over the vocabulary: the LM head is the token embedding matrix (tied, as GPT-2 was trained)."""
+        """Logits over the vocabulary: the LM head is the token embedding matrix
+        (tied, as GPT-2 was trained)."""
         return F.linear(hidden_state, self.word_embedding.weight)

@@ -1,13 +1,13 @@
 """Masked (causal) multi-head self-attention (handout section 5.2), with a key-value cache for generation.
 
-Each token attends to itself and the tokens before it: softmax(QK^T / sqrt(d_k) + M) V, where M is -inf (here the
-dtype's most negative number, which softmax turns into 0 without NaNs) above the diagonal and at padded keys.
-`attention` spells the equation out; the default runs the same math through torch's fused
+Each token attends to itself and the tokens before it: softmax(QK^T / sqrt(d_k) + M) V, where M is -inf (here
+the dtype's most negative number, which softmax turns into 0 without NaNs) above the diagonal and at padded
+keys. `attention` spells the equation out; the default runs the same math through torch's fused
 scaled_dot_product_attention (`attn_impl='explicit'` takes the spelled-out path, as bert.py does).
 
-The cache: when generating, the keys and values of the tokens already seen do not change, so each step computes
-them for the new token only and appends them to `past` (a (K, V) pair, [B, heads, T_past, d_k] each); the new
-queries sit at positions T_past.. and may attend to every cached key."""
+The cache: when generating, the keys and values of the tokens already seen do not change, so each step
+computes them for the new token only and appends them to `past` (a (K, V) pair, [B, heads, T_past, d_k] each);
+the new queries sit at positions T_past.. and may attend to every cached key."""
 import math
 
 import torch
@@ -16,10 +16,11 @@ import torch.nn.functional as F
 
 
 def causal_mask(t_new, t_total, attention_mask, dtype):
-    """The additive mask [B or 1, 1, t_new, t_total]: 0 where query i (at position t_total - t_new + i) may look,
-    the dtype's most negative number above the diagonal and at padded keys (attention_mask 0)."""
+    """The additive mask [B or 1, 1, t_new, t_total]: 0 where query i (at position t_total - t_new + i) may
+    look, the dtype's most negative number above the diagonal and at padded keys (attention_mask 0)."""
     device = attention_mask.device if attention_mask is not None else None
-    blocked = torch.ones(t_new, t_total, dtype=torch.bool, device=device).triu(t_total - t_new + 1)[None, None]
+    blocked = torch.ones(t_new, t_total, dtype=torch.bool, device=device).triu(t_total - t_new + 1)[None,
+                                                                                                    None]
     if attention_mask is not None:
         blocked = blocked | (attention_mask[:, None, None, :] == 0)
     return torch.zeros(blocked.shape, dtype=dtype, device=device).masked_fill(blocked, torch.finfo(dtype).min)
@@ -43,8 +44,9 @@ class CausalSelfAttention(nn.Module):
         return linear_layer(x).view(B, T, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
 
     def attention(self, key, query, value, attention_mask):
-        """The handout's masked attention: scores, the causal and padding mask added before the softmax, dropout
-        on the probabilities, heads merged back to [B, T, d]. `attention_mask` is the additive mask of causal_mask."""
+        """The handout's masked attention: scores, the causal and padding mask added before the
+        softmax, dropout on the probabilities, heads merged back to [B, T, d]. `attention_mask` is the
+        additive mask of causal_mask."""
         scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
         probs = self.dropout(torch.softmax(scores + attention_mask, dim=-1))
         return self.merge_heads(probs @ value)

@@ -29,7 +29,8 @@ class GPT2Layer(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, past=None):
         """Returns the layer's output and its (K, V) for the cache (see CausalSelfAttention.forward)."""
-        attended, present = self.self_attention(self.attention_layer_norm(hidden_states), attention_mask, past)
+        attended, present = self.self_attention(self.attention_layer_norm(hidden_states), attention_mask,
+                                                past)
         hidden_states = self.add(hidden_states, attended, self.attention_dense, self.attention_dropout)
         mlp = self.interm_af(self.interm_dense(self.out_layer_norm(hidden_states)))
         return self.add(hidden_states, mlp, self.out_dense, self.out_dropout), present

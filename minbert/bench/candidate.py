@@ -1,6 +1,6 @@
-"""One row of bench.py made ready to time (a Candidate): the model as a pipeline trains it (ours with the recipe's
-regularisers, ours plain, every switch off) or HF transformers' on the same weights, its optimizer, the batches
-as the pipelines build them, and its training and inference steps."""
+"""One row of bench.py made ready to time (a Candidate): the model as a pipeline trains it (ours with the
+recipe's regularisers, ours plain, every switch off) or HF transformers' on the same weights, its optimizer,
+the batches as the pipelines build them, and its training and inference steps."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -29,9 +29,9 @@ CONFIGS = {
 
 
 def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
-    """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches are
-    padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes of the
-    CUDA graphs path (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
+    """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches
+    are padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes
+    of the CUDA graphs path (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
     if settings.data == "synthetic":
         rng = np.random.default_rng(seed)
         out = []
@@ -39,11 +39,13 @@ def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
             ids = torch.from_numpy(rng.integers(1000, 20000, size=(settings.batch_size, settings.seq_len)))
             ids[:, 0] = 101
             out.append({"x": {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                              "token_type_ids": torch.zeros_like(ids)}, "labels": torch.zeros(settings.batch_size, dtype=torch.long)})
+                              "token_type_ids": torch.zeros_like(ids)},
+                        "labels": torch.zeros(settings.batch_size, dtype=torch.long)})
         return out
     task = "sst" if settings.data == "sst" else "quora"
     examples = read_examples(data_file(settings.data_dir, task, "train"), task, "train", log=lambda *_: None)
-    data = set_pad_multiple(TaskData(examples, task, tokenizer, max_length=settings.seq_len), settings.runtime.pad_multiple if bucket else 0)
+    data = set_pad_multiple(TaskData(examples, task, tokenizer, max_length=settings.seq_len),
+                            settings.runtime.pad_multiple if bucket else 0)
     if fixed:
         set_fixed_shapes(data, settings.batch_size)
     idx = batch_indices(data.lengths, settings.batch_size, shuffle=True, seed=seed, bucket=bucket)
@@ -59,11 +61,11 @@ def flops_per_batch(cfg, batch):
 
 
 def hf_model(settings, cfg):
-    """The usual alternative, for reference: HF transformers' BertModel on the same weights, as its documentation
-    recommends running it (PyTorch's scaled_dot_product_attention, attn_implementation="sdpa", chosen explicitly:
-    some versions build a model from a config with their eager attention; the Trainer's default AdamW:
-    hf_optimizer), on our length-bucketed batches (what its Trainer's group_by_length gives) or on batches padded
-    in random order. Only bench.py touches transformers, and only with --hf."""
+    """The usual alternative, for reference: HF transformers' BertModel on the same weights, as its
+    documentation recommends running it (PyTorch's scaled_dot_product_attention, attn_implementation="sdpa",
+    chosen explicitly: some versions build a model from a config with their eager attention; the Trainer's
+    default AdamW: hf_optimizer), on our length-bucketed batches (what its Trainer's group_by_length gives) or
+    on batches padded in random order. Only bench.py touches transformers, and only with --hf."""
     try:
         import transformers
     except ImportError:
@@ -77,23 +79,26 @@ def hf_model(settings, cfg):
 
 
 def hf_optimizer(params, lr):
-    """The AdamW HF's Trainer builds by default, from the installed transformers' own default (`adamw_torch_fused`,
-    torch's fused kernel, since torch 2.8; `adamw_torch` before): (optimizer, its name in the row)."""
+    """The AdamW HF's Trainer builds by default, from the installed transformers' own default
+    (`adamw_torch_fused`, torch's fused kernel, since torch 2.8; `adamw_torch` before):
+    (optimizer, its name in the row)."""
     import transformers
     fused = transformers.TrainingArguments.__dataclass_fields__["optim"].default == "adamw_torch_fused"
     return torch.optim.AdamW(params, lr=lr, fused=fused), "torch-fused" if fused else "torch"
 
 
 class Candidate:
-    """One set of switches made ready to time: the model (ours as the pipelines build it, or HF's), its optimizer,
-    the batches on the device, the training step and the inference step, and what describes the row.
+    """One set of switches made ready to time: the model (ours as the pipelines build it, or
+    HF's), its optimizer, the batches on the device, the training step and the inference
+    step, and what describes the row.
 
-    `graphs`: our steps recorded as CUDA graphs, as the pipelines run them on a GPU (training/graphs.py);
-    `compiled`: the model under torch.compile(mode="reduce-overhead"), the one line HF documents for speed (CUDA
-    graphs of the compiled model, the optimizer eager). Both take the fixed shapes of the captured path."""
+    `graphs`: our steps recorded as CUDA graphs, as the pipelines run them on a GPU
+    (training/graphs.py); `compiled`: the model under torch.compile(mode="reduce-overhead"), the one
+    line HF documents for speed (CUDA graphs of the compiled model, the optimizer eager). Both take the
+    fixed shapes of the captured path."""
 
-    def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None, recipe=False,
-                 graphs=False, compiled=False):
+    def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None,
+                 recipe=False, graphs=False, compiled=False):
         s, rt = settings, settings.runtime
         self.device = device = rt.device
         amp = amp or (rt.amp if fast else "none")
@@ -123,7 +128,8 @@ class Candidate:
         head.to(device)
         extra.to(device)
         self.model, self.head = model, head
-        self.params = [p for p in [*model.parameters(), *extra.parameters(), *head.parameters()] if p.requires_grad]
+        self.params = [p for p in [*model.parameters(), *extra.parameters(),
+                                   *head.parameters()] if p.requires_grad]
         if hf:
             opt, adamw = hf_optimizer(self.params, lr=1e-5)
         else:
@@ -140,7 +146,8 @@ class Candidate:
         if hf:
             hf_forward = fwd
             fwd = lambda **x: {"pooler_output": hf_forward(**x).pooler_output}  # noqa: E731
-        self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket, fixed=graphs or compiled)]
+        self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket,
+                                                                   fixed=graphs or compiled)]
         # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
         self.real = [int(b["x"]["attention_mask"][b["weight"] > 0 if "weight" in b else slice(None)].sum())
                      for b in self.batches]
@@ -177,10 +184,11 @@ class Candidate:
         self.graphs = None
         if graphs:  # the whole step, as the pipelines record it on a GPU
             schedule = DeviceSchedule(opt, "constant", 0.0, 1, device)
-            self.graphs = CapturedTraining(torch.nn.ModuleList([classifier, extra]), lambda fn, b: fn(classifier, b),
-                                           loss_fn, opt, schedule, device, amp)
+            self.graphs = CapturedTraining(torch.nn.ModuleList([classifier, extra]), lambda fn,
+                                           b: fn(classifier, b), loss_fn, opt, schedule, device, amp)
             train_step, eager_infer = self.graphs, infer_step
-            infer_step = self.infer_graphs = Graphs(eager_infer, lambda b: [eager_infer(b) for _ in range(2)], device)
+            infer_step = self.infer_graphs = Graphs(eager_infer, lambda b: [eager_infer(b) for _ in range(2)],
+                                                    device)
         self.train_step, self.infer_step = train_step, infer_step
         reg = s.regularizers
         terms = {k: v for k, v in (("rdrop", reg.rdrop_weight), ("smart", reg.smart_weight),
@@ -189,15 +197,17 @@ class Candidate:
                     "pals": bool(s.pals and not hf), "amp": amp, "attn": "sdpa (HF)" if hf else cfg.attn_impl,
                     "bucket": bucket, "pad_multiple": rt.pad_multiple if bucket else 0,
                     "adamw": adamw, "graphs": graphs,
-                    "compile": "reduce-overhead" if compiled else bool(fast and rt.compile), "regularizers": terms}
+                    "compile": "reduce-overhead" if compiled else bool(fast and rt.compile),
+                    "regularizers": terms}
 
     def train(self, on):
         self.model.train(on)
         self.head.train(on)
 
     def warmup(self, n):
-        """The untimed batches: the first `n`, and for a row that records or compiles per shape (graphs,
-        compiled) one more of every shape the timed batches have and those do not, so that no recording is timed."""
+        """The untimed batches: the first `n`, and for a row that records or compiles per shape
+        (graphs, compiled) one more of every shape the timed batches have and those do not, so
+        that no recording is timed."""
         first = self.batches[:n]
         if not (self.row["graphs"] or self.row["compile"] == "reduce-overhead"):
             return first

@@ -1,15 +1,15 @@
-"""The least time a training step can take with the matrix kernels this device has (bench.py --profile): the step's
-own matrix products timed alone, at its shapes and in its precision, plus its optimizer step alone.
+"""The least time a training step can take with the matrix kernels this device has (bench.py --profile): the
+step's own matrix products timed alone, at its shapes and in its precision, plus its optimizer step alone.
 
 A linear layer y = x W^T + b costs three products of one size in a training step: the forward, the input's
 gradient dY W and the weight's gradient dY^T x, 2 * tokens * d_in * d_out FLOPs each; attention adds Q K^T and
 P V, three products each (the pooler's and the head's, one row a sentence, are left out). Those products, run
-back to back on random operands of each timed batch's shapes in the autocast dtype, and the optimizer's step over
-the model's parameters, are work every implementation of the same training step does with the same library
-kernels (HF transformers' too). Everything else (elementwise arithmetic, softmax, layer norm, dropout, dtype
-casts, Python and autograd's bookkeeping) comes on top. So the floor bounds what any rewrite of everything else
-can give: a step cannot run faster than the floor, and no implementation on these kernels is more than
-(another step's time / floor) times faster than that other step.
+back to back on random operands of each timed batch's shapes in the autocast dtype, and the optimizer's step
+over the model's parameters, are work every implementation of the same training step does with the same
+library kernels (HF transformers' too). Everything else (elementwise arithmetic, softmax, layer norm, dropout,
+dtype casts, Python and autograd's bookkeeping) comes on top. So the floor bounds what any rewrite of
+everything else can give: a step cannot run faster than the floor, and no implementation on these kernels is
+more than (another step's time / floor) times faster than that other step.
 """
 import statistics
 
@@ -27,8 +27,9 @@ def linear_shapes(cfg):
 
 
 def products(cfg, B, T, dtype, device):
-    """{"forward": [(a, b)], "backward": [(a, b)]}: the operands of every matrix product a @ b of a training step on
-    a [B, T] batch, random, in `dtype`. Their FLOPs are three times what bench.py counts for the forward pass."""
+    """{"forward": [(a, b)], "backward": [(a, b)]}: the operands of every matrix product a @ b of a
+    training step on a [B, T] batch, random, in `dtype`. Their FLOPs are three times what bench.py
+    counts for the forward pass."""
     M, heads = B * T, cfg.num_attention_heads
     d = cfg.hidden_size // heads
 
@@ -52,8 +53,8 @@ def _multiply(pair):
 
 
 def step_floor(candidate, cfg, amp, warmup=3):
-    """{"forward_ms", "backward_ms", "optimizer_ms", "ms_per_step"}: the mean over `candidate`'s timed batches of
-    their matrix products alone (see the module docstring; a mean, as bench.py's ms per step is), and its
+    """{"forward_ms", "backward_ms", "optimizer_ms", "ms_per_step"}: the mean over `candidate`'s timed batches
+    of their matrix products alone (see the module docstring; a mean, as bench.py's ms per step is), and its
     optimizer's step alone (the median of 5)."""
     c, device = candidate, candidate.device
     dtype = AMP_DTYPES[amp] or torch.float32

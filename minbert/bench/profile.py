@@ -1,30 +1,37 @@
-"""Where a training step's time goes (bench.py --profile N): N steps of a bench.candidate.Candidate under torch's profiler,
-after a warm-up, the time sorted by phase (forward, backward, the optimizer step with zero_grad) and by what the
-operators do. An operator's self time counts once, in the first category that names it; what no category names is
-"other" (mostly elementwise arithmetic, the autograd engine's own work and the phases' own Python time)."""
+"""Where a training step's time goes (bench.py --profile N): N steps of a bench.candidate.Candidate under
+torch's profiler, after a warm-up, the time sorted by phase (forward, backward, the optimizer step with
+zero_grad) and by what the operators do. An operator's self time counts once, in the first category that names
+it; what no category names is "other" (mostly elementwise arithmetic, the autograd engine's own work and the
+phases' own Python time)."""
 import collections
 
 from torch.profiler import ProfilerActivity, profile
 
 PHASES = ("forward", "backward", "optimizer")
 CATEGORIES = [
-    ("matmuls", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_dot_product_flash_attention_cpu",
+    ("matmuls", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                 "aten::_scaled_dot_product_flash_attention_cpu",
                  "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::mkldnn_linear")),
     ("optimizer arithmetic", ("aten::_fused_adamw_", "aten::_foreach_", "aten::sqrt", "aten::addcdiv_",
                               "aten::addcmul_", "aten::lerp_", "Optimizer.step#AdamW.step")),
-    ("dropout masks", ("aten::bernoulli_", "aten::random_", "aten::uniform_", "aten::native_dropout", "aten::ge.",
+    ("dropout "
+     "masks", ("aten::bernoulli_", "aten::random_", "aten::uniform_", "aten::native_dropout", "aten::ge.",
                        "aten::ge", "NativeDropoutBackward0")),
-    ("copies and dtype casts", ("aten::_to_copy", "aten::copy_", "aten::to", "aten::clone", "aten::contiguous")),
-    ("softmax, layer norm, GELU", ("aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm", "aten::gelu",
+    ("copies and "
+     "dtype casts", ("aten::_to_copy", "aten::copy_", "aten::to", "aten::clone", "aten::contiguous")),
+    ("softmax, layer "
+     "norm, GELU", ("aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm", "aten::gelu",
                                    "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
                                    "aten::native_layer_norm_backward", "aten::gelu_backward", "aten::tanh")),
-    ("zeroing, fills and allocation", ("aten::fill_", "aten::zero_", "aten::zeros", "aten::zeros_like", "aten::empty",
+    ("zeroing, fills "
+     "and allocation", ("aten::fill_", "aten::zero_", "aten::zeros", "aten::zeros_like", "aten::empty",
                                        "aten::empty_strided", "Optimizer.zero_grad#AdamW.zero_grad")),
 ]
 
 
 def category(name):
-    """The category of an operator: a name listed ends with "_" or "." is a prefix, any other is the exact name."""
+    """The category of an operator: a name listed ends with "_" or "." is a prefix,
+    any other is the exact name."""
     for label, names in CATEGORIES:
         if name in names or any(n.endswith(("_", ".")) and name.startswith(n) for n in names):
             return label
@@ -32,10 +39,11 @@ def category(name):
 
 
 def profile_steps(candidate, steps, warmup=3):
-    """{"ms_per_step", "phases": {phase: ms/step}, "categories": {category: ms/step}, "top": [(op, ms/step)],
-    "padded_tokens_per_step"} of `steps` training steps of `candidate` (a bench.candidate.Candidate) over its timed
-    batches in order (cycling), after `warmup` untimed ones. Fewer steps than timed batches profile the first ones
-    only, whose size can differ from the timed steps' mean: compare ms per step at the same padded tokens."""
+    """{"ms_per_step", "phases": {phase: ms/step}, "categories": {category: ms/step}, "top": [(op,
+    ms/step)], "padded_tokens_per_step"} of `steps` training steps of `candidate` (a
+    bench.candidate.Candidate) over its timed batches in order (cycling), after `warmup` untimed ones. Fewer
+    steps than timed batches profile the first ones only, whose size can differ from the timed steps' mean:
+    compare ms per step at the same padded tokens."""
     c = candidate
     c.train(True)
     batches = c.batches

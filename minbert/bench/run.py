@@ -1,5 +1,5 @@
-"""bench.py's run: the rows it times, the peak MFU is measured against, the lines it prints and the ratios between
-rows (bench.py's docstring says what each row is)."""
+"""bench.py's run: the rows it times, the peak MFU is measured against, the lines it prints and the ratios
+between rows (bench.py's docstring says what each row is)."""
 import torch
 
 from config import BertConfig
@@ -13,12 +13,13 @@ from tokenizer import BertTokenizer
 
 
 def rows(settings):
-    """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers and the
-    plain step, each as the pipelines run it on this device (recorded as CUDA graphs on a GPU unless
-    --no_cuda_graphs, and then `eager` beside them, the plain step as --no_cuda_graphs runs it); with --compare every
-    switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches (its Trainer's
-    group_by_length), on random ones (its default) and in our reduced precision (its --bf16/--fp16), and on a GPU
-    `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the captured path's fixed shapes."""
+    """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers
+    and the plain step, each as the pipelines run it on this device (recorded as CUDA graphs on a GPU unless
+    --no_cuda_graphs, and then `eager` beside them, the plain step as --no_cuda_graphs runs it); with
+    --compare every switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches
+    (its Trainer's group_by_length), on random ones (its default) and in our reduced precision (its
+    --bf16/--fp16), and on a GPU `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the
+    captured path's fixed shapes."""
     s, amp, graphs = settings, settings.runtime.amp, settings.runtime.graphs
     reg = s.regularizers
     out = ([("recipe", dict(recipe=True, graphs=graphs))] if reg.rdrop_weight or reg.smart_weight
@@ -39,9 +40,9 @@ def rows(settings):
 
 
 def benchmark(settings, why=""):
-    """Every row bench.py prints, measured now: the recipe's step (when it has regularisers), the plain step, with
-    settings.compare every switch off, with settings.hf HF transformers; returns them with the peaks and ratios.
-    `why` is the precision's reason, for the record."""
+    """Every row bench.py prints, measured now: the recipe's step (when it has regularisers), the plain step,
+    with settings.compare every switch off, with settings.hf HF transformers; returns them with the peaks and
+    ratios. `why` is the precision's reason, for the record."""
     s, rt = settings, settings.runtime
     device = rt.device
     vocab = resolve_pretrained(s.pretrained or "all-minilm-l6-v2").require("vocab").vocab
@@ -58,26 +59,30 @@ def benchmark(settings, why=""):
     model_name = s.pretrained or f"random {s.config}"
     kind = device_kind(device)
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
-          f"torch threads {torch.get_num_threads()}, data {s.data}, batch {s.batch_size}, max length {s.seq_len}")
-    print(f"matmul peak (best of {s.peak_repeats} per size, {' and '.join(map(str, sizes))}, after warm-up; median, "
-          f"worst): " + ", ".join(
-        f"{k} {v['best'] / 1e12:.2f} TFLOP/s ({v['median'] / 1e12:.2f}, {v['worst'] / 1e12:.2f})" for k, v in peaks.items()))
+          f"torch threads {torch.get_num_threads()}, data "
+          f"{s.data}, batch {s.batch_size}, max length {s.seq_len}")
+    print(f"matmul peak (best of {s.peak_repeats} per size, "
+          f"{' and '.join(map(str, sizes))}, after warm-up; median, worst): " + ", ".join(
+        f"{k} {v['best'] / 1e12:.2f} TFLOP/s "
+        f"({v['median'] / 1e12:.2f}, {v['worst'] / 1e12:.2f})" for k, v in peaks.items()))
     for r in runs:
         precision = "fp32" if r["amp"] == "none" else r["amp"]
         for name in ("train", "infer"):
             m = r[name]
             m["mfu"], m["mfu_note"] = mfu(m["flop_per_s"], peaks.get(precision))
             shown = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU n/a ({m['mfu_note']})"
-            print(f"{r['label']:>11} {name}: {m['tokens_per_s']:8.0f} tokens/s ({m['padded_tokens_per_s']:.0f} padded, "
-                  f"{m['padding_fraction']:.0%} padding), {m['ms_per_step']:7.1f} ms/step, "
-                  f"{m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
-                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW {r['adamw']}, "
-                  f"compile {r['compile']}, CUDA graphs {r['graphs']}]; first {s.warmup} steps {m['first_s']:.2f}s "
-                  f"(compiling and recording included)")
+            print(f"{r['label']:>11} {name}: {m['tokens_per_s']:8.0f} tokens/s "
+                  f"({m['padded_tokens_per_s']:.0f} padded, {m['padding_fraction']:.0%} padding), "
+                  f"{m['ms_per_step']:7.1f} ms/step, {m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
+                  f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW "
+                  f"{r['adamw']}, compile {r['compile']}, CUDA graphs {r['graphs']}]; first {s.warmup} steps "
+                  f"{m['first_s']:.2f}s (compiling and recording included)")
         if r["regularizers"]:
-            print(f"{r['label']:>11} training loss with " + ", ".join(f"{k} {v:g}" for k, v in r["regularizers"].items()))
-        print(f"{r['label']:>11} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: {r['trainable_params']:,} "
-              f"trainable parameters, AdamW state {r['optimizer_state_mb']:.1f} MiB")
+            print(f"{r['label']:>11} "
+                  "training loss with " + ", ".join(f"{k} {v:g}" for k, v in r["regularizers"].items()))
+        print(f"{r['label']:>11} {r['fine_tune_mode']}{' + PALs' if r['pals'] else ''}: "
+              f"{r['trainable_params']:,} trainable parameters, "
+              f"AdamW state {r['optimizer_state_mb']:.1f} MiB")
         print(f"{r['label']:>11} peak memory {r['peak_memory_mb']:.0f} MB"
               + ("" if device.type == "cuda" else " (the process's RSS high-water mark so far, CPU)"))
     out = {"device": str(device), "device_kind": kind, "cpu_capability": cpu_capability(),
@@ -87,39 +92,48 @@ def benchmark(settings, why=""):
     if "recipe" in by:
         cost = by["recipe"]["train"]["ms_per_step"] / by["plain"]["train"]["ms_per_step"]
         out["recipe_step_cost"] = cost
-        print(f"the recipe's training step costs {cost:.2f}x a plain one ({by['recipe']['train']['ms_per_step']:.0f} "
-              f"against {by['plain']['train']['ms_per_step']:.0f} ms)")
+        print(f"the recipe's training step costs {cost:.2f}x a plain one "
+              f"({by['recipe']['train']['ms_per_step']:.0f} against "
+              f"{by['plain']['train']['ms_per_step']:.0f} ms)")
     for other, what in (("eager", "the step recorded as CUDA graphs vs eager"),
-                        ("hf-compiled", "ours vs HF transformers under torch.compile(mode='reduce-overhead'), same "
-                                        "precision and fixed shapes"),
+                        ("hf-compiled", "ours vs HF transformers under "
+                                        "torch.compile(mode='reduce-overhead'), "
+                                        "same precision and fixed shapes"),
                         ("baseline", "all fast paths vs all off"),
                         ("hf-bucketed", "ours vs HF transformers on the same length-bucketed batches"),
-                        ("hf-random", "ours (bucketed) vs HF transformers on random batches (bucketing's gain included)"),
+                        ("hf-random", "ours (bucketed) vs HF transformers on "
+                                      "random batches (bucketing's gain included)"),
                         ("hf-amp", "ours vs HF transformers in the same precision, same batches")):
         if other in by:
-            ratio = {n: by["plain"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train", "infer")}
+            ratio = {n: by["plain"][n]["tokens_per_s"] / by[other][n]["tokens_per_s"] for n in ("train",
+                                                                                                "infer")}
             out[f"speedup_vs_{other}"] = ratio
-            print(f"speed-up, {what}: training {ratio['train']:.2f}x, inference {ratio['infer']:.2f}x (non-pad tokens/s)")
-    for label, switches in (("plain", {}), ("hf-amp", dict(fast=False, bucket=True, hf=True, amp=rt.amp)))[:1 + s.hf]:
+            print(f"speed-up, {what}: training {ratio['train']:.2f}x, "
+                  f"inference {ratio['infer']:.2f}x (non-pad tokens/s)")
+    for label, switches in (("plain", {}), ("hf-amp", dict(fast=False, bucket=True, hf=True,
+                                                           amp=rt.amp)))[:1 + s.hf]:
         if s.profile and (label == "plain" or rt.amp != "none"):
-            out[f"profile_{label}"] = p = profile_steps(Candidate(s, tokenizer, cfg, label, **switches), s.profile, s.warmup)
+            out[f"profile_{label}"] = p = profile_steps(Candidate(s, tokenizer, cfg, label, **switches),
+                                                        s.profile, s.warmup)
             size = (f"{p['padded_tokens_per_step']:.0f} padded tokens a step, the timed steps "
                     f"{by['plain']['padded_tokens_per_step']:.0f}")
-            print(f"{label} training step under the profiler ({s.profile} steps, {size}), {p['ms_per_step']:.0f} ms/step "
-                  f"of operator time: "
+            print(f"{label} training step under the profiler ({s.profile} steps, {size}), "
+                  f"{p['ms_per_step']:.0f} ms/step of operator time: "
                   + ", ".join(f"{k} {v:.0f}" for k, v in p["phases"].items()) + " ms; by kind: "
                   + ", ".join(f"{k} {v:.1f}" for k, v in p["categories"].items()) + " ms")
             print(f"{label} top operators (ms/step): " + ", ".join(f"{k} {v:.1f}" for k, v in p["top"]))
     if s.profile:
         out["floor"] = f = step_floor(Candidate(s, tokenizer, cfg, "plain"), cfg, rt.amp, s.warmup)
         plain = by["plain"]["train"]["ms_per_step"]
-        print(f"floor of the plain step (its matrix products and optimizer step alone, same kernels and precision): "
-              f"{f['ms_per_step']:.0f} ms (forward {f['forward_ms']:.0f}, backward {f['backward_ms']:.0f}, optimizer "
-              f"{f['optimizer_ms']:.0f}), {f['ms_per_step'] / plain:.0%} of the plain step's {plain:.0f} ms")
+        print("floor of the plain step (its matrix products and optimizer step alone, same kernels and "
+              f"precision): {f['ms_per_step']:.0f} ms (forward {f['forward_ms']:.0f}, backward "
+              f"{f['backward_ms']:.0f}, optimizer {f['optimizer_ms']:.0f}), {f['ms_per_step'] / plain:.0%} "
+              f"of the plain step's {plain:.0f} ms")
         for other in ("hf-amp", "hf-bucketed"):
             if other in by and by[other]["amp"] == by["plain"]["amp"]:
                 theirs = by[other]["train"]["ms_per_step"]
                 out["floor"]["max_speedup_vs_" + other] = theirs / f["ms_per_step"]
-                print(f"  {other} takes {theirs:.0f} ms on the same batches: no step on these kernels is more than "
-                      f"{theirs / f['ms_per_step']:.2f}x faster than it (the plain step is {theirs / plain:.2f}x)")
+                print(f"  {other} takes {theirs:.0f} ms on the same batches: no step on these kernels is "
+                      f"more than {theirs / f['ms_per_step']:.2f}x faster "
+                      f"than it (the plain step is {theirs / plain:.2f}x)")
     return out

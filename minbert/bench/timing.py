@@ -1,5 +1,5 @@
-"""Timing bench.py's rows: the matmul peak MFU is measured against, and each Candidate's training and inference
-passes over the same batches, the median of several.
+"""Timing bench.py's rows: the matmul peak MFU is measured against, and each Candidate's training and
+inference passes over the same batches, the median of several.
 
 Rows are timed in rounds, one model resident at a time (time_rows says why).
 """
@@ -43,7 +43,8 @@ def mfu(flop_per_s, peak):
 
 
 def seconds(device, fn, items):
-    """Seconds to run fn(item) for each of `items` on `device`, the device's queue drained before and after."""
+    """Seconds to run fn(item) for each of `items` on `device`, the device's
+    queue drained before and after."""
     sync(device)
     t0 = time.perf_counter()
     for item in items:
@@ -61,8 +62,9 @@ def _figures(counts, sec, mult):
 
 
 def _measure(s, tokenizer, cfg, label, switches, timed):
-    """One Candidate built, warmed up, timed alone and freed: its row, the timed batches' counts, its training and
-    inference pass in seconds and its static figures (trainable parameters, optimizer state, peak memory so far)."""
+    """One Candidate built, warmed up, timed alone and freed: its row, the timed batches' counts, its
+    training and inference pass in seconds and its static figures (trainable parameters, optimizer
+    state, peak memory so far)."""
     device = s.runtime.device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -71,7 +73,8 @@ def _measure(s, tokenizer, cfg, label, switches, timed):
     for name in ("train", "infer"):
         step = c.train_step if name == "train" else c.infer_step
         c.train(name == "train")
-        sec["first_" + name] = seconds(c.device, step, c.warmup(s.warmup))  # compiling and recording happen here
+        sec["first_" + name] = seconds(c.device, step,
+                                       c.warmup(s.warmup))  # compiling and recording happen here
         sec[name] = seconds(c.device, step, c.batches[timed])
     counts = {"real": sum(c.real[timed]), "padded": sum(c.padded[timed]), "flops": sum(c.flops[timed]),
               "steps": len(c.batches[timed])}
@@ -84,12 +87,12 @@ def _measure(s, tokenizer, cfg, label, switches, timed):
 
 
 def time_rows(settings, tokenizer, cfg, rows):
-    """[(label, switches)] timed: a dict of medians per row (training and inference tokens/s, ms per step, FLOP/s,
-    padding), with its trainable parameters, optimizer state and peak memory.
+    """[(label, switches)] timed: a dict of medians per row (training and inference tokens/s, ms per step,
+    FLOP/s, padding), with its trainable parameters, optimizer state and peak memory.
 
-    Rounds: in each, every row in turn is built, warmed up, timed and freed. One model resident at a time, as in
-    a real run (several resident models share caches and the allocator, which slows some more than others), and
-    rows alternate, so that a machine whose speed drifts over minutes moves every row alike."""
+    Rounds: in each, every row in turn is built, warmed up, timed and freed. One model resident at a time, as
+    in a real run (several resident models share caches and the allocator, which slows some more than others),
+    and rows alternate, so that a machine whose speed drifts over minutes moves every row alike."""
     s = settings
     timed = slice(s.warmup, None)
     passes, first = {}, {}

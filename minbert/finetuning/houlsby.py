@@ -2,8 +2,8 @@
 figure 2), the pipelines' --fine-tune-mode adapter.
 
 Each transformer layer gets two adapters: one after the attention's output projection, one after the
-feed-forward's output projection, each before the residual sum and its LayerNorm. An adapter is a bottleneck
-with a skip connection,
+feed-forward's output projection, each before the residual sum and its LayerNorm. An adapter is a
+bottleneck with a skip connection,
 
     a(y) = y + W_up f(W_down y + b_down) + b_up,      W_down: d -> m,  W_up: m -> d,  m << d,
 
@@ -12,8 +12,9 @@ identity (weights drawn from N(0, 1e-2^2), truncated at two standard deviations;
 nearly the pretrained model. Only the adapters, the layers' LayerNorm parameters (the paper trains these too)
 and the task heads train: 2 m (2 d + 1) + 2 d parameters a layer.
 
-Unlike LoRA, an adapter cannot be folded into BERT's weights: f (GELU here) sits between its two projections.
---merge is refused for it, naming why; the adapters run at inference as they are (2 extra small matmuls a layer).
+Unlike LoRA, an adapter cannot be folded into BERT's weights: f (GELU here) sits between its
+two projections. --merge is refused for it, naming why; the adapters run at inference as they
+are (2 extra small matmuls a layer).
 """
 import torch.nn as nn
 
@@ -43,7 +44,8 @@ class HoulsbyAdapter(nn.Module):
 
 
 def add_houlsby_adapters(bert, dim=DEFAULT_DIM):
-    """Freeze BERT, give every layer its two adapters, and let the layers' LayerNorms train; returns the adapters."""
+    """Freeze BERT, give every layer its two adapters, and let the layers' LayerNorms
+    train; returns the adapters."""
     for p in bert.parameters():
         p.requires_grad = False
     adapters = []

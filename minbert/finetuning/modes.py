@@ -1,19 +1,20 @@
-"""What trains under `--fine-tune-mode`, in both pipelines, and what `--merge` does with it: one row of MODES per
-mode, the flag's choices read from it.
+"""What trains under `--fine-tune-mode`, in both pipelines, and what `--merge` does with it: one row of MODES
+per mode, the flag's choices read from it.
 
     last-linear-layer  BERT frozen; the task heads train (the handout's default for Part 1)
     full-model         every parameter trains
     lora, dora         low-rank adapters on a frozen BERT (lora.py; Hu et al. 2022, Liu et al. 2024)
-    adapter            bottleneck adapters after each sub-layer, and the LayerNorms (houlsby.py; Houlsby et al. 2019)
+    adapter            bottleneck adapters after each sub-layer, and the LayerNorms (houlsby.py; Houlsby et
+                       al. 2019)
     prefix             trainable keys and values prepended in every layer (prefix.py; Li and Liang 2021)
 
 `--merge` makes inference cost what the plain model costs where the mode allows it: LoRA and DoRA fold into
 BERT's weights, a prefix drops its reparameterisation MLP; Houlsby adapters have a nonlinearity between their
 projections, so nothing can be folded and --merge is refused for them, saying why.
 
-A new method is a module beside these (its paper and equation in the docstring) and one row here: how to attach
-it, how to merge it (or why it cannot be merged), and whether only new weights train (then its default learning
-rate is ADAPTER_LR). docs/architecture.md walks through adding one.
+A new method is a module beside these (its paper and equation in the docstring) and one row here: how to
+attach it, how to merge it (or why it cannot be merged), and whether only new weights train (then its default
+learning rate is ADAPTER_LR). docs/architecture.md walks through adding one.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -30,9 +31,9 @@ ADAPTER_LR = 1e-3
 
 @dataclass(frozen=True)
 class Mode:
-    """One --fine-tune-mode: `attach(bert, spec)` sets what trains (adding the mode's modules, returned);
-    `merge(bert)` folds them for inference and returns the line saying so, or `no_merge` is the line saying why
-    it cannot."""
+    """One --fine-tune-mode: `attach(bert, spec)` sets what trains (adding the mode's modules,
+    returned); `merge(bert)` folds them for inference and returns the line saying so, or `no_merge` is
+    the line saying why it cannot."""
     attach: Callable
     new_weights: bool                     # BERT frozen, only new weights (and the heads) train: lr ADAPTER_LR
     merge: Optional[Callable] = None
@@ -40,8 +41,8 @@ class Mode:
     lora_flags: bool = False              # the --lora_* flags configure it
 
 
-NOTHING_TO_FOLD = ("--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), but this model "
-                   "is {}: it needs --fine-tune-mode lora, dora or prefix")
+NOTHING_TO_FOLD = ("--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), "
+                   "but this model is {}: it needs --fine-tune-mode lora, dora or prefix")
 
 
 def _train_bert(trains):
@@ -56,10 +57,12 @@ def _attach_lora(dora):
     def attach(bert, spec):
         hidden = bert.config.hidden_size  # every target linear has the hidden size on one side
         if spec.lora_rank > hidden:
-            raise MinbertError(f"--lora_rank {spec.lora_rank}: above the hidden size {hidden} of {spec.pretrained}, where "
-                               f"B A cannot have a higher rank than {hidden} and only adds parameters; at most "
-                               f"--lora_rank {hidden} (full rank), or --fine-tune-mode full-model")
-        return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout, dora=dora)
+            raise MinbertError(f"--lora_rank {spec.lora_rank}: above the hidden size {hidden} of "
+                               f"{spec.pretrained}, where B A cannot have a higher rank than {hidden} and "
+                               f"only adds parameters; at most --lora_rank {hidden} "
+                               "(full rank), or --fine-tune-mode full-model")
+        return add_adapters(bert, spec.lora_targets, spec.lora_rank, spec.lora_alpha, spec.lora_dropout,
+                            dora=dora)
     return attach
 
 
@@ -78,17 +81,20 @@ def _merge_lora(bert):
 
 
 MODES = {
-    "last-linear-layer": Mode(_train_bert(False), new_weights=True, no_merge=NOTHING_TO_FOLD.format("last-linear-layer")),
+    "last-linear-layer": Mode(_train_bert(False), new_weights=True,
+                              no_merge=NOTHING_TO_FOLD.format("last-linear-layer")),
     "full-model": Mode(_train_bert(True), new_weights=False, no_merge=NOTHING_TO_FOLD.format("full-model")),
     "lora": Mode(_attach_lora(False), new_weights=True, merge=_merge_lora, lora_flags=True),
     "dora": Mode(_attach_lora(True), new_weights=True, merge=_merge_lora, lora_flags=True),
     "adapter": Mode(lambda bert, spec: add_houlsby_adapters(bert, spec.adapter_dim), new_weights=True,
-                    no_merge="--merge cannot fold Houlsby adapters: a nonlinearity sits between their two projections, "
-                             "so they are no change of BERT's weights; they run at inference as they are (drop --merge)"),
+                    no_merge="--merge cannot fold Houlsby adapters: a nonlinearity sits between their two "
+                             "projections, so they are no change of BERT's weights; "
+                             "they run at inference as they are (drop --merge)"),
     "prefix": Mode(_attach_prefix, new_weights=True, merge=_fold_prefix),
 }
 FINE_TUNE_MODES = list(MODES)
-ADAPTER_MODES = tuple(name for name, m in MODES.items() if m.lora_flags)  # the modes the --lora_* flags configure
+ADAPTER_MODES = tuple(name for name,
+                      m in MODES.items() if m.lora_flags)  # the modes the --lora_* flags configure
 
 
 def check_merge(mode):

@@ -1,5 +1,5 @@
-"""Projected attention layers (PALs; Stickland & Murray 2019, "BERT and PALs", section 3.3), for Part 2's
---pals.
+"""Projected attention layers (PALs; Stickland & Murray 2019, "BERT and PALs",
+section 3.3), for Part 2's --pals.
 
 Each BERT layer gets a task-specific branch in parallel to it, added inside the layer's last LayerNorm:
 
@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 
 def default_dim(hidden_size, heads):
-    """204 at BERT-base's 768, scaled to `hidden_size` and rounded to a multiple of `heads` (at least one each)."""
+    """204 at BERT-base's 768, scaled to `hidden_size` and rounded to a multiple of
+    `heads` (at least one each)."""
     return heads * max(1, round(204 * hidden_size / 768 / heads))
 
 

@@ -1,5 +1,5 @@
-"""Prefix tuning (Li and Liang 2021, "Prefix-Tuning: Optimizing Continuous Prompts for Generation", sections 4.1
-to 4.3), the pipelines' --fine-tune-mode prefix.
+"""Prefix tuning (Li and Liang 2021, "Prefix-Tuning: Optimizing Continuous Prompts for Generation", sections
+4.1 to 4.3), the pipelines' --fine-tune-mode prefix.
 
 BERT stays frozen. Every layer's self-attention gets L_p extra keys and values, a trainable prefix that every
 token can attend to (and that attends to nothing itself):
@@ -12,9 +12,9 @@ smaller matrix P' (L_p x d) goes through an MLP that writes the keys and values 
     [P_k, P_v]_layers = MLP(P') = W_2 tanh(W_1 P' + b_1) + b_2,     W_2: h -> 2 L d,
 
 and only P' and the MLP train (with the task heads). Once trained, the MLP's output is all the model needs:
---merge computes it once and keeps it as the prefix (the paper: "we can drop the reparametrization parameters
-and only store the prefix"), so inference runs no MLP. The default length is the paper's 10 and the MLP's
-hidden size its 512.
+--merge computes it once and keeps it as the prefix (the paper: "we can drop the reparametrization
+parameters and only store the prefix"), so inference runs no MLP. The default length is the paper's 10 and
+the MLP's hidden size its 512.
 """
 import functools
 
@@ -60,8 +60,8 @@ class PrefixTuning(nn.Module):
 
 
 def add_prefix(bert, length=DEFAULT_LENGTH):
-    """Freeze BERT and attach a trainable prefix to every layer; returns the PrefixTuning module (the model keeps it
-    as a submodule, so its weights are saved with the heads')."""
+    """Freeze BERT and attach a trainable prefix to every layer; returns the PrefixTuning module (the model
+    keeps it as a submodule, so its weights are saved with the heads')."""
     for p in bert.parameters():
         p.requires_grad = False
     prefix = PrefixTuning(bert.config, length)

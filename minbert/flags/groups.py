@@ -3,24 +3,26 @@ and its regularisers, the run folder. Defaults that are decisions live in defaul
 import argparse
 from pathlib import Path
 
-from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float, nonneg_int,
-                                 positive_float, positive_int, probability)
+from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float,
+                                 nonneg_int, positive_float, positive_int, probability)
 from minbert.precision import AMP_CHOICES
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
 
 
-# The levers of the groups below that reach into BERT's own modules, which a script on another backbone (GPT-2's)
-# leaves out (bert=False), and why: typed there, each is this one line (utils.Parser's `absent`), not "unrecognized".
+# The levers of the groups below that reach into BERT's own modules, which a script on another backbone
+# (GPT-2's) leaves out (bert=False), and why: typed there, each is this one line (utils.Parser's
+# `absent`), not "unrecognized".
 NOT_GPT2 = "not available for GPT-2; drop it"
-SMART_SHAPES = "shapes SMART's adversarial term, which GPT-2 does not have (it perturbs BERT's own embeddings): " + NOT_GPT2
+SMART_SHAPES = ("shapes SMART's adversarial term, which GPT-2 does not have (it perturbs BERT's own "
+                "embeddings): " + NOT_GPT2)
 BERT_ONLY = {
-    "--no_fast_dropout": "switches off minBERT's bulk dropout masks, which GPT-2 does not use (its dropout is "
-                         "torch's): " + NOT_GPT2,
+    "--no_fast_dropout": "switches off minBERT's bulk dropout masks, which "
+                         "GPT-2 does not use (its dropout is torch's): " + NOT_GPT2,
     "--smart_weight": "(SMART perturbs BERT's own embedding output): " + NOT_GPT2,
     "--smart_bregman_weight": "(SMART's Bregman step, BERT's recipe): " + NOT_GPT2,
-    **{f"--{f}": SMART_SHAPES for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_eps",
-                                        "smart_dropout", "smart_momentum")},
+    **{f"--{f}": SMART_SHAPES for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection",
+                                        "smart_eps", "smart_dropout", "smart_momentum")},
     "--freeze_layers": "(freezing runs BERT's lower layers without a graph): " + NOT_GPT2,
     "--gradual_unfreeze": "(freezing runs BERT's lower layers without a graph): " + NOT_GPT2,
     "--llrd": "(layer-wise rates as measured for BERT): " + NOT_GPT2,
@@ -32,47 +34,55 @@ def add_speed_flags(ap, training=True, bert=True):
     (training=False) takes only the ones that act there; bert=False leaves out BERT's own (BERT_ONLY)."""
     g = ap.add_argument_group("speed")
     g.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent GPUs, "
-                        "CPUs with AMX or AVX512-BF16), fp16 with a grad scaler on older GPUs, fp32 otherwise")
+                   help="mixed precision. auto (default): bf16 where the hardware runs it natively (recent "
+                        "GPUs, CPUs with AMX or AVX512-BF16), fp16 with "
+                        "a grad scaler on older GPUs, fp32 otherwise")
     g.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path")
     g.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",
-                   help="pad each batch to a multiple of N tokens, so that a few fixed shapes recur (default: 16 on a "
-                        "GPU, 0 = to the batch's longest row on the CPU, where padding costs compute)")
+                   help="pad each batch to a multiple of N tokens, so that a few fixed shapes recur "
+                        "(default: 16 on a GPU, 0 = to the batch's longest "
+                        "row on the CPU, where padding costs compute)")
     if not training:
         return g
     g.add_argument("--no_bucket", dest="bucket", action="store_false",
                    help="batch in plain shuffled order (default: length-bucketed batches)")
     g.add_argument("--no_foreach", dest="foreach", action="store_false",
-                   help="AdamW's reference loop, Algorithm 1 line by line one tensor at a time (default: one fused "
-                        "pass over each tensor)")
+                   help="AdamW's reference loop, Algorithm 1 line by line one "
+                        "tensor at a time (default: one fused pass over each tensor)")
     g.add_argument("--no_fused", dest="fused", action="store_false",
-                   help="AdamW as one multi-tensor kernel per line of Algorithm 1 instead of one fused pass over each "
-                        "tensor (the same arithmetic)")
+                   help="AdamW as one multi-tensor kernel per line of Algorithm 1 instead of one fused pass "
+                        "over each tensor (the same arithmetic)")
     if bert:
         g.add_argument("--no_fast_dropout", dest="fast_dropout", action="store_false",
-                       help="torch's dropout, one random draw per element (default: masks drawn in bulk on the CPU, "
-                            "minbert/dropout.py; a GPU always uses torch's)")
+                       help="torch's dropout, one random draw per element (default: masks drawn in bulk on "
+                            "the CPU, minbert/dropout.py; a GPU always uses torch's)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
     g.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_false",
-                   help="run the training step eagerly on a GPU (default: with --use_gpu, the whole step, forward to "
-                        "optimizer, recorded once per batch shape as a CUDA graph and replayed; minbert/training/graphs.py)")
-    g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients over this many batches")
+                   help="run the training step eagerly on a GPU (default: with --use_gpu, the whole step, "
+                        "forward to optimizer, recorded once per batch shape as "
+                        "a CUDA graph and replayed; minbert/training/graphs.py)")
+    g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients "
+                                                                      "over this many batches")
     return g
 
 
 def add_adapter_flags(ap):
-    """The settings of the modes that train new weights on a frozen BERT (minbert/finetuning/modes.py), the same in both pipelines."""
+    """The settings of the modes that train new weights on a frozen BERT (minbert/finetuning/modes.py), the
+    same in both pipelines."""
     g = ap.add_argument_group("adapters (--fine-tune-mode lora, dora, adapter or prefix)")
-    g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank, at most the hidden size (the rank B A can have)")
+    g.add_argument("--lora_rank", type=positive_int, default=8, help="r: the adapters' rank, at most the "
+                                                                     "hidden size (the rank B A can have)")
     g.add_argument("--lora_alpha", type=lora_scale, default=16.0, help="the update is scaled by alpha / r")
     g.add_argument("--lora_dropout", type=probability, default=0.0, help="dropout on the adapters' input")
     g.add_argument("--lora_targets", type=lora_targets, default=["query", "value"],
-                   help="the linears of every layer that get adapters: any of query,key,value,attention_dense,"
-                        "interm_dense,out_dense (default query,value)")
+                   help="the linears of every layer that get adapters: any of "
+                        "query,key,value,attention_dense,interm_dense,out_dense (default query,value)")
     g.add_argument("--adapter_dim", type=positive_int, default=64,
-                   help="--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (minbert/finetuning/houlsby.py)")
+                   help="--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters "
+                        "(minbert/finetuning/houlsby.py)")
     g.add_argument("--prefix_length", type=positive_int, default=10,
-                   help="--fine-tune-mode prefix: the number of trainable keys and values in every layer (minbert/finetuning/prefix.py)")
+                   help="--fine-tune-mode prefix: the number of trainable keys and values in every layer "
+                        "(minbert/finetuning/prefix.py)")
     g.add_argument("--merge", action="store_true",
                    help="fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final "
                         "predictions (and in --eval_only), so inference costs what the plain model does")
@@ -85,9 +95,9 @@ def add_recipe_flags(ap, regularizers, full_model_only=False, bert=True):
     to the handout's plain values; bert=False leaves out BERT's own (BERT_ONLY)."""
     g = ap.add_argument_group("training recipe")
     g.add_argument("--recipe", choices=["best", "handout"], default="best",
-                   help="defaults: best (the recipe measured best, see RESULTS.md) or handout (its plain values: "
-                        "constant lr, no warm-up or clipping, its lr, batch size, dropout and fine-tune mode); "
-                        "flags given explicitly win either way")
+                   help="defaults: best (the recipe measured best, see RESULTS.md) or handout (its plain "
+                        "values: constant lr, no warm-up or clipping, its lr, batch size, dropout and "
+                        "fine-tune mode); flags given explicitly win either way")
     g.add_argument("--scheduler", choices=SCHEDULES, default="linear",
                    help="learning rate after warm-up: constant (the handout), linear or cosine decay to 0")
     g.add_argument("--warmup_ratio", type=fraction, default=0.1,
@@ -98,20 +108,23 @@ def add_recipe_flags(ap, regularizers, full_model_only=False, bert=True):
                    help="stop after this many epochs without a better dev score (0: never)")
     if bert:
         g.add_argument("--llrd", type=llrd_factor, default=1.0,
-                       help="layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
-    g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning rate (default --lr)")
-    g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="the optimizer's decoupled weight decay")
+                       help="layer-wise lr decay: layer l of L trains "
+                            "at lr * GAMMA^(L-1-l), embeddings at GAMMA^L")
+    g.add_argument("--head_lr", type=positive_float, default=None, help="task heads' learning "
+                                                                        "rate (default --lr)")
+    g.add_argument("--weight_decay", type=nonneg_float, default=0.0, help="the optimizer's "
+                                                                          "decoupled weight decay")
     g.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adamw",
-                   help="adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or lamb "
-                        "(You et al. 2020; default lr five times AdamW's): optimizer.py")
+                   help="adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or "
+                        "lamb (You et al. 2020; default lr five times AdamW's): optimizer.py")
     if bert:
         g.add_argument("--freeze_layers", type=nonneg_int, default=0,
-                       help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; "
-                            "minbert/finetuning/freezing.py)")
+                       help="keep the embeddings and the K lowest BERT layers frozen for the whole run (0: "
+                            "none; minbert/finetuning/freezing.py)")
         g.add_argument("--gradual_unfreeze", type=nonneg_int, default=0, metavar="STEPS",
-                       help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then unfreeze one "
-                            "more layer from the top every STEPS optimizer steps, the embeddings last (0: off; "
-                            "minbert/finetuning/freezing.py)")
+                       help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then "
+                            "unfreeze one more layer from the top every STEPS optimizer steps, the "
+                            "embeddings last (0: off; minbert/finetuning/freezing.py)")
     add_regularizer_flags(g, regularizers, full_model_only, smart=bert)
     return g
 
@@ -123,37 +136,42 @@ def _weight_default(weight, full_model_only):
 
 
 def add_regularizer_flags(g, defaults, full_model_only=False, smart=True):
-    """R-Drop and SMART (minbert/objectives/rdrop.py, smart.py): the pipelines' recipe, and bench.py, which times
-    their step. `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only they default to None here
-    and the parser resolves them once the fine-tune mode is known; smart=False leaves SMART out (BERT_ONLY)."""
+    """R-Drop and SMART (minbert/objectives/rdrop.py, smart.py): the pipelines' recipe, and bench.py,
+    which times their step. `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only
+    they default to None here and the parser resolves them once the fine-tune mode is known; smart=False
+    leaves SMART out (BERT_ONLY)."""
     def default(name):
         return None if full_model_only else defaults[name]
     g.add_argument("--rdrop_weight", type=nonneg_float, default=default("rdrop_weight"),
-                   help="R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over both passes plus this "
-                        "weight times their symmetric KL (squared error for STS) (0: off; default "
+                   help="R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over "
+                        "both passes plus this weight times their symmetric "
+                        "KL (squared error for STS) (0: off; default "
                         + _weight_default(defaults["rdrop_weight"], full_model_only) + ")")
     if not smart:
         return g
     g.add_argument("--smart_weight", type=nonneg_float, default=default("smart_weight"),
-                   help="SMART's adversarial smoothness term lambda_s (minbert/objectives/smart.py) (0: off; default "
+                   help="SMART's adversarial smoothness term lambda_s "
+                        "(minbert/objectives/smart.py) (0: off; default "
                         + _weight_default(defaults["smart_weight"], full_model_only) + ")")
     g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size eta")
     g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's ascent steps")
-    g.add_argument("--smart_noise", type=nonneg_float, default=1e-5, help="sigma of SMART's initial Gaussian perturbation")
+    g.add_argument("--smart_noise", type=nonneg_float, default=1e-5, help="sigma of SMART's initial "
+                                                                          "Gaussian perturbation")
     g.add_argument("--smart_projection", choices=["reference", "ball"], default="reference",
-                   help="reference: as the authors' code, each token's perturbation scaled to infinity norm ~1 after "
-                        "the step; ball: the paper's Algorithm 1, projected onto the --smart_eps ball")
+                   help="reference: as the authors' code, each token's perturbation scaled to infinity norm "
+                        "~1 after the step; ball: the paper's Algorithm "
+                        "1, projected onto the --smart_eps ball")
     g.add_argument("--smart_eps", type=nonneg_float, default=1e-5,
                    help="the infinity-norm radius of --smart_projection ball")
     g.add_argument("--smart_dropout", action="store_true",
                    help="keep dropout on in SMART's perturbed passes (default off: the term then measures "
                         "smoothness only, not the difference between two dropout masks)")
     g.add_argument("--smart_bregman_weight", type=nonneg_float, default=0.0,
-                   help="mu of SMART's Bregman proximal point step: a symmetric-KL trust region around a momentum "
-                        "teacher (0: off; the paper's mu is 1)")
+                   help="mu of SMART's Bregman proximal point step: a symmetric-KL trust region around a "
+                        "momentum teacher (0: off; the paper's mu is 1)")
     g.add_argument("--smart_momentum", type=momentum, default=None,
-                   help="the teacher's EMA momentum beta (default: the paper's 0.99 for the first 10%% of the "
-                        "updates, 0.999 after)")
+                   help="the teacher's EMA momentum beta (default: the paper's "
+                        "0.99 for the first 10%% of the updates, 0.999 after)")
     return g
 
 
@@ -161,12 +179,14 @@ def add_run_flags(ap, prefix, checkpoint_alias):
     """Where a run's files go (one spelling in both pipelines: --run_name or --run_dir) and --resume."""
     g = ap.add_argument_group("run folder")
     g.add_argument("--run_name", default="", action=RunFolder,
-                   help=f"the run's folder under runs/ (default: {prefix}-TIMESTAMP); an existing one is refused "
-                        f"unless --resume")
+                   help=f"the run's folder under runs/ (default: {prefix}-TIMESTAMP); "
+                        "an existing one is refused unless --resume")
     g.add_argument("--run_dir", default=None, action=RunFolder,
-                   help="the run's folder anywhere (instead of runs/RUN_NAME): checkpoints, log and predictions")
+                   help="the run's folder anywhere (instead of "
+                        "runs/RUN_NAME): checkpoints, log and predictions")
     g.add_argument("--resume", action="store_true",
-                   help="continue from the last completed epoch (of --run_name / --run_dir, else the newest run)")
+                   help="continue from the last completed epoch (of "
+                        "--run_name / --run_dir, else the newest run)")
     add_backup_flag(g)
     add_tensorboard_flag(g)
     if checkpoint_alias == "--checkpoint_dir":  # the earlier spellings
@@ -179,20 +199,22 @@ def add_run_flags(ap, prefix, checkpoint_alias):
 
 def add_backup_flag(ap):
     ap.add_argument("--backup", action="store_true",
-                    help="where an output would replace a file no run wrote (or one changed since), keep that file as "
-                         "NAME.DATE.bak beside it instead of stopping (minbert/runs/outputs.py)")
+                    help="where an output would replace a file no run wrote (or one changed since), keep "
+                         "that file as NAME.DATE.bak beside it instead of stopping (minbert/runs/outputs.py)")
 
 
 def add_tensorboard_flag(ap):
     ap.add_argument("--no_tensorboard", dest="tensorboard", action="store_false",
-                    help="write no TensorBoard event files into the run folder (default: written, minbert/training/monitor.py)")
+                    help="write no TensorBoard event files into the run folder "
+                         "(default: written, minbert/training/monitor.py)")
 
 
 class RunFolder(argparse.Action):
-    """--run_name, --run_dir and their earlier spellings --checkpoint_dir (Part 1) and --checkpoint PATH (Part 2: the
-    folder is PATH's, the best checkpoint PATH itself) all say where the run's files go. Of two naming different
-    folders, argparse would keep one and drop the other without a word: the second is refused. The same folder
-    twice is taken (the printed resume command adds the folder's flag to a command that may name it already)."""
+    """--run_name, --run_dir and their earlier spellings --checkpoint_dir (Part 1) and --checkpoint PATH
+    (Part 2: the folder is PATH's, the best checkpoint PATH itself) all say where the run's files go. Of
+    two naming different folders, argparse would keep one and drop the other without a word: the second is
+    refused. The same folder twice is taken (the printed resume command adds the folder's flag to a
+    command that may name it already)."""
 
     def __call__(self, parser, namespace, value, option_string=None):
         name = value if option_string == "--run_name" else ""
@@ -203,9 +225,10 @@ class RunFolder(argparse.Action):
         if any(given[:2]) and not self.same(given, name, folder, stem):
             spellings = [o for o in ("--run_name", "--run_dir", "--checkpoint_dir", "--checkpoint")
                          if o in parser._option_string_actions]
-            raise argparse.ArgumentError(self, f"the run's folder is given already "
+            raise argparse.ArgumentError(self, "the run's folder is given already "
                                                f"({f'--run_name {given[0]}' if given[0] else given[1]}): "
-                                               f"{', '.join(spellings[:-1])} and {spellings[-1]} each name it; give one")
+                                               f"{', '.join(spellings[:-1])} and "
+                                               f"{spellings[-1]} each name it; give one")
         if name:
             namespace.run_name = name
         else:
@@ -215,8 +238,8 @@ class RunFolder(argparse.Action):
 
     @staticmethod
     def same(given, name, folder, stem):
-        """Whether a flag naming `name` (under runs/) or `folder` (and the best checkpoint `stem`) names the folder
-        (and checkpoint) `given` (run_name, run_dir, checkpoint_name) already named."""
+        """Whether a flag naming `name` (under runs/) or `folder` (and the best checkpoint `stem`) names the
+        folder (and checkpoint) `given` (run_name, run_dir, checkpoint_name) already named."""
         if given[0] or name:
             return given[0] == name
         return Path(given[1]) == Path(folder) and (None in (given[2], stem) or given[2] == stem)

@@ -1,7 +1,7 @@
-"""Flags that cannot do what they say in a configuration, refused in one line before anything trains: a flag typed
-where it would change nothing (a flag silently ignored makes a run the user did not mean to make), and flags that
-cannot work together. Every rule reads the parsed flags as a dict, {destination: value}, and `typed`, the
-destinations given on the command line (not left at their defaults)."""
+"""Flags that cannot do what they say in a configuration, refused in one line before anything trains: a flag
+typed where it would change nothing (a flag silently ignored makes a run the user did not mean to make), and
+flags that cannot work together. Every rule reads the parsed flags as a dict, {destination: value}, and
+`typed`, the destinations given on the command line (not left at their defaults)."""
 from minbert.finetuning.modes import ADAPTER_MODES, check_merge
 from minbert.runs.identity import flag_spelling
 from minbert.tasks.extra import parse_extra
@@ -20,27 +20,35 @@ IDLE_FLAGS = {
     "smart_eps": (lambda v, t: v["smart_weight"] > 0 and v["smart_projection"] == "ball",
                   "is the radius of --smart_projection ball, used only with --smart_weight above 0"),
     "smart_momentum": (lambda v, t: v["smart_bregman_weight"] > 0,
-                       "is the momentum of SMART's Bregman teacher, which is off without --smart_bregman_weight above 0"),
-    "adapter_dim": (lambda v, t: v["fine_tune_mode"] == "adapter", "sets the width of --fine-tune-mode adapter's adapters"),
-    "prefix_length": (lambda v, t: v["fine_tune_mode"] == "prefix", "sets the length of --fine-tune-mode prefix's prefix"),
-    "foreach": (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which --optimizer "
-                                                         "lion and lamb do not have"),
+                       "is the momentum of SMART's Bregman teacher, which is off without "
+                       "--smart_bregman_weight above 0"),
+    "adapter_dim": (lambda v, t: v["fine_tune_mode"] == "adapter", "sets the width of "
+                                                                   "--fine-tune-mode adapter's adapters"),
+    "prefix_length": (lambda v, t: v["fine_tune_mode"] == "prefix", "sets the length of "
+                                                                    "--fine-tune-mode prefix's prefix"),
+    "foreach": (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which "
+                                                        "--optimizer lion and lamb do not have"),
     "fused": (lambda v, t: v["optimizer"] == "adamw" and v["foreach"],
-              "switches off AdamW's fused pass, which --optimizer lion and lamb, and --no_foreach, do not use"),
+              "switches off AdamW's fused pass, which --optimizer "
+              "lion and lamb, and --no_foreach, do not use"),
     **{f: (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
            "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
        for f in ("freeze_layers", "gradual_unfreeze")},
 }
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
-                "compiles BERT's forward, which --fine-tune-mode last-linear-layer runs once to cache its features"),
+                "compiles BERT's forward, which --fine-tune-mode "
+                "last-linear-layer runs once to cache its features"),
 }
 MULTITASK_IDLE = {
     "pals_dim": (lambda v, t: v["pals"], "is the width of the PALs, which only --pals adds"),
-    "gradvac_beta": (lambda v, t: v["gradvac"], "is GradVac's moving-average decay, which is off without --gradvac"),
-    **{f: (lambda v, t: v["distill"] is not None, "shapes the distillation loss, which is off without --distill")
+    "gradvac_beta": (lambda v, t: v["gradvac"], "is GradVac's moving-average decay, "
+                                                "which is off without --gradvac"),
+    **{f: (lambda v, t: v["distill"] is not None, "shapes the distillation loss, "
+                                                  "which is off without --distill")
        for f in ("distill_weight", "distill_temperature")},
-    "mnrl_scale": (lambda v, t: v["mnrl_weight"] > 0, "scales the MNRL loss, which is off without --mnrl_weight above 0"),
+    "mnrl_scale": (lambda v, t: v["mnrl_weight"] > 0, "scales the MNRL loss, which is "
+                                                      "off without --mnrl_weight above 0"),
     "sampler": (lambda v, t: not v["sequential"], "picks each step's task, which --sequential does not do"),
     "hidden_dropout_prob": (lambda v, t: "task_dropout" not in t,
                             "is every head's dropout, which --task_dropout replaces with one per head"),
@@ -61,25 +69,26 @@ def check_idle_flags(values, typed, rules):
     """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""
     for dest in sorted(typed):
         if dest in rules and not rules[dest][0](values, typed):
-            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}: as given it would change nothing, so it is "
-                               f"refused rather than ignored (drop it, or add what it needs)")
+            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}: as given it would change nothing, "
+                               "so it is refused rather than ignored (drop it, or add what it needs)")
 
 
 def check_recipe_combination(v):
     """Recipe flags that cannot work together in either pipeline, refused in one line."""
     if v["smart_weight"] and (v["freeze_layers"] or v["gradual_unfreeze"]):
-        raise MinbertError("--smart_weight needs the gradient at BERT's embeddings, which frozen layers do not pass "
-                           "on (--freeze_layers, --gradual_unfreeze): drop one of them")
+        raise MinbertError("--smart_weight needs the gradient at BERT's embeddings, which frozen layers do "
+                           "not pass on (--freeze_layers, --gradual_unfreeze): drop one of them")
 
 
 def check_classifier_combination(v):
     """Part 1's flags that cannot work together (after its regularisers' defaults are resolved)."""
     twice = sorted({d for d in v["datasets"] if v["datasets"].count(d) > 1})
     if twice:
-        raise MinbertError(f"--datasets {' '.join(v['datasets'])}: {twice[0]} given twice; each dataset trains once")
+        raise MinbertError(f"--datasets {' '.join(v['datasets'])}: "
+                           f"{twice[0]} given twice; each dataset trains once")
     if v["smart_weight"] and v["fine_tune_mode"] == "last-linear-layer":
-        raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on cached "
-                           "features of a frozen BERT: use --fine-tune-mode full-model")
+        raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on "
+                           "cached features of a frozen BERT: use --fine-tune-mode full-model")
     check_recipe_combination(v)
     if v["merge"]:
         check_merge(v["fine_tune_mode"])
@@ -90,13 +99,14 @@ def check_multitask_combination(v):
     if v["pair_encoding"] == "cross":
         needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if v[f]]
         if needs:
-            raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not have: "
-                               f"add --pair_encoding siamese (or mixed)")
+            raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not "
+                               "have: add --pair_encoding siamese (or mixed)")
     if v["merge"]:
         check_merge(v["fine_tune_mode"])
     for surgery in ("pcgrad", "gradvac"):
         if v[surgery] and v["sampler"] != "all":
-            raise MinbertError(f"--{surgery} needs the gradients of every task in one step: add --sampler all")
+            raise MinbertError(f"--{surgery} needs the gradients of "
+                               "every task in one step: add --sampler all")
         if v[surgery] and v["sequential"]:
             raise MinbertError(f"--{surgery} cannot be combined with --sequential (one task at a time)")
     if v["pcgrad"] and v["gradvac"]:
@@ -104,12 +114,13 @@ def check_multitask_combination(v):
     names = [e.partition("=")[0] for e in v["extra_task"]]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise MinbertError(f"--extra_task: {twice[0]} given twice; each data set has one head (concatenate the files)")
+        raise MinbertError(f"--extra_task: {twice[0]} given twice; each "
+                           "data set has one head (concatenate the files)")
     for item in v["extra_task"]:
         parse_extra(item)
     if v["shared_head"] and v["pair_encoding"] == "siamese":
-        raise MinbertError("--shared_head shares a hidden layer between the heads of SST and cross-encoded pairs; with "
-                           "--pair_encoding siamese only SST has such a head: use cross or mixed")
+        raise MinbertError("--shared_head shares a hidden layer between the heads of SST and cross-encoded "
+                           "pairs; with --pair_encoding siamese only SST has such a head: use cross or mixed")
     check_recipe_combination(v)
     if not any(v["loss_weights"]):
         raise MinbertError("--loss_weights 0 0 0: every task's loss is switched off, so nothing would train; "

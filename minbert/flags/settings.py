@@ -1,32 +1,33 @@
-"""The one place that parses and reads what argparse parsed: it parses a script's flags once, knowing which were
-typed (parse_flags), checks them against each other (rules.py), resolves the defaults that depend on other flags,
-the machine or the checkpoint (the regularisers' weights, the precision, the padding multiple, the learning rate),
-and returns the frozen settings the library takes (specs.py), each built from the flags named as its fields
-(specs.from_flags). Below this module nothing sees an argparse Namespace.
+"""The one place that parses and reads what argparse parsed: it parses a script's flags once, knowing which
+were typed (parse_flags), checks them against each other (rules.py), resolves the defaults that depend on
+other flags, the machine or the checkpoint (the regularisers' weights, the precision, the padding multiple,
+the learning rate), and returns the frozen settings the library takes (specs.py), each built from the flags
+named as its fields (from_flags). Below this module nothing sees an argparse Namespace.
 
     args = parse_multitask(argv)                     # flags parsed and checked: one line for a bad one
     settings = multitask_settings(args)              # typed, resolved, frozen
     run_multitask(settings)                          # pipelines/multitask.py
 """
 import argparse
+import dataclasses
 import sys
 
 from config import BertConfig
-from datasets import resolve_pad_multiple
 from minbert.bench.candidate import CONFIGS
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
                                     REGULARIZER_WEIGHTS, resolve_graphs, resolve_lr)
-from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags, multitask_parser,
-                                   pretrain_parser)
+from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags,
+                                   multitask_parser, pretrain_parser)
 from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
                                  check_classifier_combination, check_idle_flags, check_multitask_combination)
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
+from minbert.shapes import resolve_pad_multiple
 from minbert.runs.identity import defining_flags, flag_spelling
 from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
-                           MultitaskSettings, PretrainSettings, Recipe, Regularizers, RunSpec, Runtime, SweepSettings,
-                           TaskLosses, from_flags)
+                           MultitaskSettings, PretrainSettings, Recipe, Regularizers, RunSpec, Runtime,
+                           SweepSettings, TaskLosses)
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError, distributed, get_device, main_print
 
@@ -34,14 +35,15 @@ from utils import MinbertError, distributed, get_device, main_print
 # ----------------------------------------------------------------------------- parsing, once
 
 class Flags(argparse.Namespace):
-    """What a script's parser parsed, as argparse gives it, and `typed`: the destinations of the flags given on the
-    command line rather than left at their defaults (a slot, so not among vars(flags))."""
+    """What a script's parser parsed, as argparse gives it, and `typed`: the destinations of the flags given
+    on the command line rather than left at their defaults (a slot, so not among vars(flags))."""
     __slots__ = ("typed",)
 
 
 def parse_flags(ap, argv=None, handout_defaults=None):
-    """The flags of `argv` (default sys.argv) as Flags, with the set typed; with `handout_defaults` ({dest: value},
-    the pipeline's), `--recipe handout` puts the handout's defaults in force (a typed flag still wins)."""
+    """The flags of `argv` (default sys.argv) as Flags, with the set typed; with
+    `handout_defaults` ({dest: value}, the pipeline's), `--recipe handout` puts the handout's
+    defaults in force (a typed flag still wins)."""
     given = list(sys.argv[1:] if argv is None else argv)
     if handout_defaults is not None and ("--recipe=handout" in given or any(
             a == "--recipe" and b == "handout" for a, b in zip(given, given[1:]))):
@@ -51,7 +53,16 @@ def parse_flags(ap, argv=None, handout_defaults=None):
     return flags
 
 
-# ----------------------------------------------------------------------------- the parts every pipeline shares
+# ---------------------------------------------------------------------------- the parts every pipeline shares
+
+def from_flags(cls, values, **resolved):
+    """The settings dataclass `cls` built from parsed flags `values` ({destination: value}): each field named
+    as a flag's destination takes its value, `resolved` (what depends on other flags, the machine or the
+    checkpoint) overrides, the other fields keep their defaults. So a new flag reaches the library through
+    its declaration (flags/groups.py or parsers.py) and a field of the same name, and nothing else."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
+
 
 def regularizers(v):
     """Regularizers from the parsed flags ({destination: value}, their weights resolved)."""
@@ -65,8 +76,9 @@ def recipe(v, lr, lr_why):
 
 
 def runtime(v, log=main_print, eager=None, training=True):
-    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step's path (CUDA graphs or
-    eager; `eager` a pipeline's own reason for the eager step) resolved for it, a line saying each."""
+    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step's
+    path (CUDA graphs or eager; `eager` a pipeline's own reason for the eager step) resolved
+    for it, a line saying each."""
     device = get_device(v["use_gpu"])
     amp, why = resolve_amp(v["amp"], device)
     log(f"precision: {why}")
@@ -76,17 +88,19 @@ def runtime(v, log=main_print, eager=None, training=True):
         log(f"training step: {path}")
     pad = resolve_pad_multiple(v["pad_multiple"], device)
     if graphs:
-        log(f"fixed shapes: every training batch {v['batch_size']} rows (a short one filled with rows of loss weight "
-            f"0), its width the smallest of a few chosen from the data (datasets.choose_widths)")
+        log(f"fixed shapes: every training batch {v['batch_size']} rows (a short one filled with rows of "
+            "loss weight 0), its width the smallest of a few chosen from the data (minbert/shapes.py)")
     elif pad:
         log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
     return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
-                   fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False), graphs=graphs)
+                   fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False),
+                   graphs=graphs)
 
 
 def _lr(v):
     """(lr, why) for the run: --lr, or the default for what trains and the checkpoint's width."""
-    return resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"], checkpoint_config(v["pretrained"]).hidden_size)
+    return resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"],
+                      checkpoint_config(v["pretrained"]).hidden_size)
 
 
 def _run(v, lr, stem=None):
@@ -123,14 +137,16 @@ def classifier_settings(args, log=main_print):
     check_max_length(v["max_length"], v["pretrained"])
     lr, why = _lr(v)
     model = from_flags(ModelSpec, v, pipeline="classifier", dropout=[v["hidden_dropout_prob"]])
-    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, lr, why), regularizers=regularizers(v),
+    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, lr, why),
+                      regularizers=regularizers(v),
                       runtime=run_time, run=_run(v, lr), datasets=tuple(v["datasets"]))
 
 
-# ----------------------------------------------------------------------------- Part 2: multitask_classifier.py
+# ---------------------------------------------------------------------------- Part 2: multitask_classifier.py
 
 def _multitask_values(args):
-    """The parsed flags with --task_dropout and the data files (--sst_train, ... under --data_dir) filled in."""
+    """The parsed flags with --task_dropout and the data files (--sst_train, ...
+    under --data_dir) filled in."""
     v = dict(vars(args))
     if v["task_dropout"] is None:
         v["task_dropout"] = [v["hidden_dropout_prob"]] * 3
@@ -142,7 +158,8 @@ def _multitask_values(args):
 
 
 def parse_multitask(argv=None):
-    """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
+    """multitask_classifier.py's flags, parsed and checked (one line for a flag
+    that cannot do what it says)."""
     args = parse_flags(multitask_parser(), argv, MULTITASK_HANDOUT)
     typed, v = args.typed, _multitask_values(args)
     if v["eval_only"]:
@@ -154,8 +171,8 @@ def parse_multitask(argv=None):
         check_idle_flags(v, typed, {**IDLE_FLAGS, **MULTITASK_IDLE})
         check_multitask_combination(v)
     if v["sampler"] == "all" and distributed()[1] > 1:
-        raise MinbertError("--sampler all (and --pcgrad, --gradvac) run in one process only; drop torchrun or pick "
-                           "another sampler")
+        raise MinbertError("--sampler all (and --pcgrad, --gradvac) run in one "
+                           "process only; drop torchrun or pick another sampler")
     return args
 
 
@@ -170,20 +187,22 @@ def multitask_settings(args, log=main_print):
     v, typed = _multitask_values(args), args.typed
     run_time = runtime(v, log, training=not v["eval_only"])
     data = from_flags(MultitaskData, v, extra=tuple(parse_extra(e) for e in v["extra_task"]),
-                      paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev", "test")} for t in MULTITASK},
+                      paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev",
+                                                                         "test")} for t in MULTITASK},
                       sampler="sequential" if v["sequential"] else v["sampler"],
                       fold=tuple(v["fold"]) if v["fold"] else None)
     published = {(t, s): v[f"{TASK_PREFIX[t]}_{s}_out"] for t in MULTITASK for s in ("dev", "test")}
     common = dict(data=data, runtime=run_time, published=published, model=multitask_model(v))
     if v["eval_only"]:
         return from_flags(MultitaskSettings, v, recipe=Recipe(lr=v["lr"] or 0.0),
-                          given={k: v[k] for k in ARCHITECTURE if k in typed}, max_length_given="max_length" in typed,
+                          given={k: v[k] for k in ARCHITECTURE if k in typed},
+                          max_length_given="max_length" in typed,
                           run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), **common)
     check_max_length(v["max_length"], v["pretrained"])
     lr, why = _lr(v)
     losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
-    return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses, regularizers=regularizers(v),
-                      run=_run(v, lr, v["checkpoint_name"]), **common)
+    return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses,
+                      regularizers=regularizers(v), run=_run(v, lr, v["checkpoint_name"]), **common)
 
 
 # ----------------------------------------------------------------------------- pretrain.py
@@ -198,10 +217,10 @@ def parse_pretrain(argv=None):
 def pretrain_settings(args, log=print):
     v = dict(vars(args))
     if v["mask_prob"] == 0:
-        raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict and the loss "
-                           f"is 0 at every step: give a share above 0 (BERT's is 0.15)")
-    run_time = runtime(v, log, eager="the masked-LM head reads only the masked positions, a number that changes with "
-                                      "every batch")
+        raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict "
+                           "and the loss is 0 at every step: give a share above 0 (BERT's is 0.15)")
+    run_time = runtime(v, log, eager="the masked-LM head reads only the masked "
+                                     "positions, a number that changes with every batch")
     check_max_length(v["max_length"], v["pretrained"])
     return from_flags(PretrainSettings, v, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=run_time,
                       run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)))
@@ -211,7 +230,8 @@ def pretrain_settings(args, log=print):
 
 def ensemble_settings(args):
     v = vars(args)
-    return from_flags(EnsembleSettings, v, members=tuple(v["members"]), runtime=runtime(v, print, training=False),
+    return from_flags(EnsembleSettings, v, members=tuple(v["members"]), runtime=runtime(v, print,
+                                                                                        training=False),
                       run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]))
 
 
@@ -225,7 +245,8 @@ def sweep_settings(args, base, command):
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
     v = vars(args)
-    limit = (checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**CONFIGS[v["config"]])).max_position_embeddings
+    config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**CONFIGS[v["config"]])
+    limit = config.max_position_embeddings
     if v["seq_len"] > limit:
         raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "
                            f"({v['pretrained'] or '--config ' + v['config']}); give at most {limit}")

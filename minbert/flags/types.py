@@ -1,5 +1,5 @@
-"""Checked value types for flags: a value outside its range is one line naming the flag (argparse adds the flag's
-name to an ArgumentTypeError), never a run that starts and fails later."""
+"""Checked value types for flags: a value outside its range is one line naming the flag (argparse adds the
+flag's name to an ArgumentTypeError), never a run that starts and fails later."""
 import argparse
 import math
 
@@ -11,7 +11,8 @@ def _number(kind, check, what):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not "
+                                             f"{'an integer' if kind is int else 'a number'}") from None
         if not math.isfinite(value) or not check(value):  # NaN and infinity mean no run anyone wants
             raise argparse.ArgumentTypeError(f"{text} must be {what}")
         return value
@@ -40,7 +41,8 @@ def fold_spec(text):
     try:
         i, k = (int(x) for x in text.split("/"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not I/K (e.g. 1/3: train without fold 1 of 3)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/K (e.g. "
+                                         "1/3: train without fold 1 of 3)") from None
     if k < 2 or not 1 <= i <= k:
         raise argparse.ArgumentTypeError(f"{text}: I/K needs K >= 2 and 1 <= I <= K")
     return [i, k]

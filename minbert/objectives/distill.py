@@ -1,8 +1,8 @@
 """Distilling an ensemble into one model (Hinton, Vinyals and Dean 2015, "Distilling the Knowledge in a Neural
 Network", section 2): Part 2's --distill.
 
-    python ensemble.py runs/a/multitask.pt runs/b/multitask.pt runs/c/multitask.pt --soft_targets --run_name teach
-    python multitask_classifier.py --distill runs/teach/soft-targets.npz ...
+    python ensemble.py runs/a/multitask.pt runs/b/multitask.pt runs/c/multitask.pt --soft_targets --run_name
+    teach python multitask_classifier.py --distill runs/teach/soft-targets.npz ...
 
 `ensemble.py --soft_targets` runs every member on the three training sets and keeps their raw outputs
 (soft-targets.npz in the ensemble's run folder: SST logits, the Quora logit, the STS score, per member and
@@ -16,8 +16,8 @@ averaged predictions, softened by a temperature T:
 and the loss of a batch is (1 - alpha) gold + alpha distillation (DistillationLoss below: T^2 KL(p_teacher ||
 softmax(z / T)) for SST, T^2 times the binary cross-entropy of sigmoid(z / T) against p_teacher for Quora, the
 binary KL up to the teacher's entropy, a constant; (s - s_teacher)^2 for STS; the T^2 keeps the soft term's
-gradient on the scale of the hard one as T changes), so that one model at one model's cost keeps what it can of
-the ensemble's gain. The targets are matched to the student's
+gradient on the scale of the hard one as T changes), so that one model at one model's cost keeps what it can
+of the ensemble's gain. The targets are matched to the student's
 training examples by id; a student trained on other data than its teachers is refused in one line.
 
 Measured (RESULTS.md, "At 3 epochs"): the students gain over the default recipe, but one teacher's targets
@@ -32,8 +32,8 @@ each training example's target taken only from the teachers that did not see it:
     target(x) = mean over the members m with x in fold(m) of p_m(x)          fold(x) = sha256(id) mod K + 1
 
     for I in 1 2 3; do python multitask_classifier.py --fold $I/3 --run_name cf$I ...; done
-    python ensemble.py runs/cf1/multitask.pt runs/cf2/multitask.pt runs/cf3/multitask.pt --soft_targets --run_name cf
-    python multitask_classifier.py --distill runs/cf/soft-targets.npz ...
+    python ensemble.py runs/cf1/multitask.pt runs/cf2/multitask.pt runs/cf3/multitask.pt --soft_targets
+    --run_name cf python multitask_classifier.py --distill runs/cf/soft-targets.npz ...
 
 A fold is a hash of the example's id, so every run and every machine splits the data alike.
 """
@@ -54,13 +54,14 @@ TASKS = ("sst", "quora", "sts")
 
 
 def fold_of(example_id, folds):
-    """The fold (1..folds) of a training example, from a hash of its id: the same in every run, whatever the file's
-    order (Python's own hash() of a string changes from one process to the next)."""
+    """The fold (1..folds) of a training example, from a hash of its id: the same in every run, whatever the
+    file's order (Python's own hash() of a string changes from one process to the next)."""
     return int.from_bytes(hashlib.sha256(str(example_id).encode()).digest()[:8], "big") % folds + 1
 
 
 def outside_fold(fold):
-    """The training-example filter of --fold I/K: keeps the examples that are not in fold I (None: keeps all)."""
+    """The training-example filter of --fold I/K: keeps the examples that are not
+    in fold I (None: keeps all)."""
     if not fold:
         return None
     held_out, folds = fold
@@ -75,24 +76,26 @@ def held_out_weights(member_folds, ids):
         return None
     if not all(member_folds):
         plain = member_folds.index(None) + 1
-        raise MinbertError(f"--soft_targets: member {plain} was trained on every training example and others with "
-                           f"--fold; cross-fitted targets need every member trained with --fold I/K")
+        raise MinbertError(f"--soft_targets: member {plain} was trained on every training example and others "
+                           "with --fold; cross-fitted targets need every member trained with --fold I/K")
     ks = {k for _, k in member_folds}
     if len(ks) > 1:
-        raise MinbertError(f"--soft_targets: the members were trained with --fold of {' and '.join(map(str, sorted(ks)))} "
-                           f"folds; give the members of one K")
+        raise MinbertError("--soft_targets: the members were trained with --fold of "
+                           f"{' and '.join(map(str, sorted(ks)))} folds; give the members of one K")
     k = ks.pop()
     missing = sorted(set(range(1, k + 1)) - {i for i, _ in member_folds})
     if missing:
-        raise MinbertError(f"--soft_targets: no member was trained with --fold {missing[0]}/{k}, so fold {missing[0]}'s "
-                           f"examples have no teacher that did not see them; give one member per fold")
+        raise MinbertError(f"--soft_targets: no member was trained with --fold {missing[0]}/{k}, so fold "
+                           f"{missing[0]}'s examples have no teacher that "
+                           "did not see them; give one member per fold")
     folds = np.array([fold_of(i, k) for i in ids])
     return np.stack([(folds == i).astype(np.float32) for i, _ in member_folds])
 
 
 def save_soft_targets(path, members, outputs, member_folds=None):
-    """outputs: {task: (ids, [one raw-output array per member])}; written as one .npz (no pickles). With members
-    trained on folds (`member_folds`, each member's --fold), `{task}_weights` marks each member's held-out examples."""
+    """outputs: {task: (ids, [one raw-output array per member])}; written as one .npz (no pickles). With
+    members trained on folds (`member_folds`, each member's --fold), `{task}_weights` marks each
+    member's held-out examples."""
     fields = {"members": np.array([str(m) for m in members])}
     for task, (ids, per_member) in outputs.items():
         fields[f"{task}_ids"] = np.array(ids)
@@ -119,16 +122,19 @@ def teacher_targets(path, train, temperature, flag="--distill"):
     targets = {}
     for task in TASKS:
         if f"{task}_outputs" not in data:
-            raise MinbertError(f"{where}: no {task} soft targets in it (not written by ensemble.py --soft_targets?)")
+            raise MinbertError(f"{where}: no {task} soft targets in it (not "
+                               "written by ensemble.py --soft_targets?)")
         ids, out = data[f"{task}_ids"], torch.from_numpy(data[f"{task}_outputs"]).double()
         row = {i: n for n, i in enumerate(ids.tolist())}
         missing = [i for i in train[task].ids if i not in row]
         if missing:
             raise MinbertError(f"{where}: no teacher prediction for {task} training id {missing[0]} (and "
-                               f"{len(missing) - 1} more): the ensemble saw other training data than this run")
+                               f"{len(missing) - 1} more): the ensemble "
+                               "saw other training data than this run")
         order = [row[i] for i in train[task].ids]
         out = out[:, order]
-        # Each member's say in an example's target: all members alike, or (cross-fitted) only those that did not see it.
+        # Each member's say in an example's target: all members alike, or (cross-fitted)
+        # only those that did not see it.
         w = torch.ones(out.shape[:2], dtype=torch.float64)
         if f"{task}_weights" in data:
             w = torch.from_numpy(data[f"{task}_weights"]).double()[:, order]

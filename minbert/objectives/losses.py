@@ -1,5 +1,5 @@
-"""The two pipelines' whole training losses (handout 4 and 5): ClassificationLoss for Part 1, MultitaskLoss for
-Part 2. Each adds to every task's own loss what the settings ask for: the sentence-embedding losses
+"""The two pipelines' whole training losses (handout 4 and 5): ClassificationLoss for Part 1, MultitaskLoss
+for Part 2. Each adds to every task's own loss what the settings ask for: the sentence-embedding losses
 (embedding.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, R-Drop
 (rdrop.py) and SMART's two terms (smart.py). Each term's mean over an epoch goes into the log.
 """
@@ -18,7 +18,8 @@ from minbert.tasks.extra import EXTRA_TASKS
 
 # How a task's outputs are compared by the consistency terms (smart.divergence).
 OUTPUT_KIND = {"sst": "multiclass", "cfimdb": "multiclass", "quora": "binary", "sts": "regression",
-               **{name: "multiclass" if t.kind == "class" else "regression" for name, t in EXTRA_TASKS.items()}}
+               **{name: "multiclass" if t.kind == "class" else "regression" for name,
+                  t in EXTRA_TASKS.items()}}
 
 
 class TermLoss(nn.Module):
@@ -37,7 +38,8 @@ class TermLoss(nn.Module):
         """The regularisers `spec` (a specs.Regularizers) asks for: --rdrop_weight, --smart_weight (and its
         --smart_* settings), --smart_bregman_weight over a run of `total_steps` optimizer steps."""
         return {"rdrop": RDrop(spec.rdrop_weight) if spec.rdrop_weight else None,
-                "smart": SmartRegularizer(spec.smart_weight, spec.smart_step, spec.smart_steps, spec.smart_noise,
+                "smart": SmartRegularizer(spec.smart_weight, spec.smart_step, spec.smart_steps,
+                                          spec.smart_noise,
                                           spec.smart_projection, spec.smart_eps, spec.smart_dropout)
                 if spec.smart_weight else None,
                 "bregman": BregmanProximal(model, spec.smart_bregman_weight, spec.smart_momentum, total_steps)
@@ -51,7 +53,8 @@ class TermLoss(nn.Module):
         them, silently, before anything is recorded)."""
         v = value.detach().float()
         if name not in self.sums:
-            self.sums[name], self.counts[name] = torch.zeros((), device=v.device), torch.zeros((), device=v.device)
+            self.sums[name] = torch.zeros((), device=v.device)
+            self.counts[name] = torch.zeros((), device=v.device)
         if not self.silent:
             self.sums[name].add_(v)
             self.counts[name].add_(1.0)
@@ -67,8 +70,8 @@ class TermLoss(nn.Module):
             self.silent = False
 
     def pop_terms(self):
-        """{term: mean over the batches since the last call} (one host sync per term); the sums start again at 0,
-        the same tensors."""
+        """{term: mean over the batches since the last call} (one host sync per term); the sums start
+        again at 0, the same tensors."""
         out = {k: float(v) / float(self.counts[k]) for k, v in self.sums.items() if float(self.counts[k])}
         for t in (*self.sums.values(), *self.counts.values()):
             t.zero_()
@@ -85,7 +88,8 @@ class TermLoss(nn.Module):
             loss = loss + self.track("rdrop", self.rdrop(output(first), output(second), kind, weight))
         rerun = lambda: output(forward())  # noqa: E731
         if self.smart is not None:
-            loss = loss + self.track("smart", self.smart(model, model.backbone, rerun, output(first), kind, weight))
+            loss = loss + self.track("smart", self.smart(model, model.backbone, rerun, output(first), kind,
+                                                         weight))
         if self.bregman is not None:
             loss = loss + self.track("bregman", self.bregman(model, rerun, output(first), kind, weight))
         return loss
@@ -113,8 +117,8 @@ class MultitaskLoss(TermLoss):
     pairs and SimCSE on its first sentences (sentence embeddings only, not cross-encoded pairs), and the
     regularisers. Every output comes from the model's own `task_forward`."""
 
-    def __init__(self, weights, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0, teacher=None,
-                 distill_weight=0.5, distill_temperature=2.0, **regularizers):
+    def __init__(self, weights, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0,
+                 teacher=None, distill_weight=0.5, distill_temperature=2.0, **regularizers):
         super().__init__(**regularizers)
         self.weights = dict(weights)  # a task not in it (an --extra_task) weighs 1
         self.similarity = STS_LOSSES[sts_loss]() if STS_LOSSES[sts_loss] is not None else None
@@ -128,9 +132,10 @@ class MultitaskLoss(TermLoss):
     def from_spec(cls, losses, regularizers=None, model=None, total_steps=1, teacher=None):
         """The loss `losses` (a specs.TaskLosses) asks for, with the `teacher` targets of --distill, and the
         `regularizers` (a specs.Regularizers) when a model is given."""
-        regs = cls.regularizers(regularizers, model, total_steps) if model is not None and regularizers else {}
-        return cls(losses.weights, losses.sts_loss, losses.mnrl_weight, losses.mnrl_scale, losses.simcse_weight,
-                   teacher, losses.distill_weight, losses.distill_temperature, **regs)
+        regs = cls.regularizers(regularizers, model,
+                                total_steps) if model is not None and regularizers else {}
+        return cls(losses.weights, losses.sts_loss, losses.mnrl_weight, losses.mnrl_scale,
+                   losses.simcse_weight, teacher, losses.distill_weight, losses.distill_temperature, **regs)
 
     def forward(self, model, batch):
         if "parts" in batch:
@@ -138,7 +143,8 @@ class MultitaskLoss(TermLoss):
         return self.one(model, batch)
 
     def task_loss(self, task, out, y, w=None):
-        """`task`'s own loss on one batch's outputs `out` and labels `y` (over the rows of weight 1: rows.py)."""
+        """`task`'s own loss on one batch's outputs `out` and labels `y` (over the
+        rows of weight 1: rows.py)."""
         if task in EXTRA_TASKS:
             return (rows.cross_entropy(out.output, y, w) if EXTRA_TASKS[task].kind == "class"
                     else rows.mse_loss(out.output, y, w))
@@ -146,7 +152,8 @@ class MultitaskLoss(TermLoss):
             return rows.cross_entropy(out.output, y, w)
         if task == "quora":
             return rows.binary_cross_entropy_with_logits(out.output, y.float(), w)
-        return rows.mse_loss(out.output, y, w) if self.similarity is None else self.similarity(out.score, y, w)
+        return rows.mse_loss(out.output, y, w) if self.similarity is None else self.similarity(out.score, y,
+                                                                                               w)
 
     def one(self, model, batch):
         task, y, w = batch["task"], batch["labels"], batch.get("weight")
@@ -164,11 +171,13 @@ class MultitaskLoss(TermLoss):
             again = model.embed_sentence(first["input_ids"], first["attention_mask"])
             kept = None if w is None else w > 0  # filler rows are no one's negatives
             extra = extra + self.track("simcse", self.simcse_weight * self.simcse(out.u, again, kept))
-        def loss_of(o):  # gold, and with --distill the teacher's soft targets too (over both passes of R-Drop)
+        # gold, and with --distill the teacher's soft targets too (over both passes of R-Drop)
+        def loss_of(o):
             gold = self.track(task, self.task_loss(task, o, y, w))
             if self.teacher is None or task not in self.teacher:
                 return gold
-            if self.teacher[task].device != batch["index"].device:  # moved once, then indexed where the batch is
+            # moved once, then indexed where the batch is
+            if self.teacher[task].device != batch["index"].device:
                 self.teacher[task] = self.teacher[task].to(batch["index"].device)
             target = self.teacher[task][batch["index"]]
             soft = self.track("distill", self.distillation(task, o.output, target, w))

@@ -29,14 +29,16 @@ def project_conflicting(grads, generator=None):
 
 
 def pcgrad_combine(grads, generator=None):
-    """(PCGrad's combined gradient, the number of conflicting task pairs): the Trainer's `combine` for --pcgrad."""
-    conflicts = sum(int(torch.dot(grads[i], grads[j]) < 0) for i in range(len(grads)) for j in range(i + 1, len(grads)))
+    """(PCGrad's combined gradient, the number of conflicting task pairs): the
+    Trainer's `combine` for --pcgrad."""
+    conflicts = sum(int(torch.dot(grads[i], grads[j]) < 0)
+                    for i in range(len(grads)) for j in range(i + 1, len(grads)))
     return project_conflicting(grads, generator), conflicts
 
 
 class PCGrad:
-    """--pcgrad as the Trainer's gradient surgery (training/trainer.py); it keeps no state of its own (the task
-    order's generator is the Trainer's, saved with it)."""
+    """--pcgrad as the Trainer's gradient surgery (training/trainer.py); it keeps no state of its own (the
+    task order's generator is the Trainer's, saved with it)."""
     flag, stat = "pcgrad", "pcgrad_conflicts"  # the flag, and the per-epoch log field counting what it did
 
     def combine(self, grads, generator=None):

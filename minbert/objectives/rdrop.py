@@ -1,5 +1,5 @@
-"""R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks"), the pipelines'
---rdrop_weight.
+"""R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks"),
+the pipelines' --rdrop_weight.
 
 Every batch goes through the model twice; the two passes differ only in their dropout masks. The loss is
 the task loss averaged over the two passes plus alpha times their disagreement:

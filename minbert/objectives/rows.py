@@ -1,8 +1,8 @@
 """The mean over a batch's rows that every loss takes, with filler rows left out.
 
 A CUDA graph replays one shape, so on the captured path every batch has the same number of rows: a short batch
-(the last of a pass) is filled up with copies of its first example whose weight is 0 (datasets.set_fixed_shapes,
-batch["weight"]). Each loss is then the weighted mean of its per-row values,
+(the last of a pass) is filled up with copies of its first example whose weight is 0
+(datasets.set_fixed_shapes, batch["weight"]). Each loss is then the weighted mean of its per-row values,
 
     L = sum_i w_i l_i / sum_i w_i,   w_i in {0, 1},
 
@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 
 def row_mean(per_row, weight=None):
-    """The mean of `per_row` ([B] or [B, ...], averaged over everything after the first dimension) over the
-    rows with weight 1."""
+    """The mean of `per_row` ([B] or [B, ...], averaged over everything after the first dimension)
+    over the rows with weight 1."""
     if per_row.dim() > 1:
         per_row = per_row.flatten(1).mean(1)
     if weight is None:

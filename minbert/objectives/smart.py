@@ -41,8 +41,8 @@ from minbert.objectives.rows import mse_loss, row_mean
 
 
 def symmetric_kl(p_logits, q_logits, weight=None):
-    """KL(P||Q) + KL(Q||P) for categorical distributions given by logits [..., C], averaged over rows (those of
-    weight 1 when a row `weight` is given: rows.py)."""
+    """KL(P||Q) + KL(Q||P) for categorical distributions given by logits [..., C], averaged over rows (those
+    of weight 1 when a row `weight` is given: rows.py)."""
     lp, lq = F.log_softmax(p_logits.float(), -1), F.log_softmax(q_logits.float(), -1)
     return row_mean(((lp.exp() - lq.exp()) * (lp - lq)).sum(-1), weight)
 
@@ -59,8 +59,8 @@ def divergence(a, b, kind, weight=None):
 
 @contextlib.contextmanager
 def dropout_off(model, off=True):
-    """Within the block every module of `model` is in eval mode (dropout off); each module's own mode is
-    put back after."""
+    """Within the block every module of `model` is in eval mode (dropout off); each module's
+    own mode is put back after."""
     modes = [(m, m.training) for m in model.modules()] if off else []
     for m, _ in modes:
         m.training = False
@@ -120,7 +120,8 @@ class SmartRegularizer(nn.Module):
             for _ in range(self.steps):  # ascent on l_s, with respect to the perturbations only
                 with perturbed(bert, deltas, self.noise_std):
                     adv = run()
-                grads = torch.autograd.grad(divergence(adv, target.detach(), kind, weight), deltas, allow_unused=True)
+                grads = torch.autograd.grad(divergence(adv, target.detach(), kind, weight), deltas,
+                                            allow_unused=True)
                 deltas = [d.detach() if g is None else self.ascend(d.detach(), g).requires_grad_()
                           for d, g in zip(deltas, grads)]
             fixed = [d.detach() for d in deltas]
@@ -145,8 +146,9 @@ class BregmanProximal(nn.Module):
         return [getattr(self, f"teacher_{i}") for i in range(len(self.params))]
 
     def beta(self):
-        """The EMA's momentum at this update: --smart_momentum, or the paper's 0.99 for the first 10% of
-        the updates and 0.999 after (a tensor where the update count is, so that reading it needs no host sync)."""
+        """The EMA's momentum at this update: --smart_momentum, or the paper's 0.99 for the
+        first 10% of the updates and 0.999 after (a tensor where the update count is, so that
+        reading it needs no host sync)."""
         if self.momentum is not None:
             return self.momentum
         return torch.where(self.updates < 0.1 * self.total_steps, 0.99, 0.999)
@@ -155,7 +157,8 @@ class BregmanProximal(nn.Module):
     def update(self):
         """theta~ <- beta theta~ + (1 - beta) theta, after an optimizer step."""
         beta, teacher, params = self.beta(), self.teacher(), [p.detach() for p in self.params]
-        if torch.is_tensor(beta):  # theta~ + (1 - beta)(theta - theta~), each line one kernel; lerp would read beta back
+        # theta~ + (1 - beta)(theta - theta~), each line one kernel; lerp would read beta back
+        if torch.is_tensor(beta):
             step = torch._foreach_sub(params, teacher)
             torch._foreach_mul_(step, 1.0 - beta)
             torch._foreach_add_(teacher, step)
@@ -165,7 +168,8 @@ class BregmanProximal(nn.Module):
 
     @contextlib.contextmanager
     def as_teacher(self):
-        """Within the block the model's trainable parameters hold the teacher's values (swapped, not copied)."""
+        """Within the block the model's trainable parameters hold the teacher's
+        values (swapped, not copied)."""
         teacher = self.teacher()
         for p, t in zip(self.params, teacher):
             p.data, t.data = t.data, p.data

@@ -1,8 +1,9 @@
 """Part 1 (handout section 4): fine-tune BERT for sentiment on SST and CFIMDB, one model per dataset.
 
-For each dataset the run trains (`train_dataset`), keeps the best dev epoch, reloads it and writes dev and test
-predictions (`predict_dataset`); the epoch protocol (checkpoints, --resume, early stopping, the log) is training/fit.py's.
-classifier.py is the command; its flags become a specs.ClassifierSettings in flags/settings.py.
+For each dataset the run trains (`train_dataset`), keeps the best dev epoch, reloads it and writes dev
+and test predictions (`predict_dataset`); the epoch protocol (checkpoints, --resume, early stopping,
+the log) is training/fit.py's. classifier.py is the command; its flags become a
+specs.ClassifierSettings in flags/settings.py.
 """
 import dataclasses
 import time
@@ -33,13 +34,13 @@ def model_eval(data, model, device, amp="none", desc="eval"):
 
 def predict_dataset(model, data, files, device, amp="none", names=None, raw=None):
     """Predict dev and test with `model` (the best epoch), write both leaderboard files (`names`: {split: file
-    name}, by default the handout's {stem}-{split}-out.csv) and the raw dev outputs (`raw(logits)`, by default the
-    logits) into the run folder; returns the dev accuracy."""
+    name}, by default the handout's {stem}-{split}-out.csv) and the raw dev outputs (`raw(logits)`, by default
+    the logits) into the run folder; returns the dev accuracy."""
     name = data["dev"].task.name
     names = names or {split: f"{files.stem}-{split}-out.csv" for split in ("dev", "test")}
     acc, _, dev_pred, _, _, logits = model_eval(data["dev"], model, device, amp, desc=f"{name} dev")
-    write_dev_scores(files.folder / f"{files.stem}-dev-scores.npz", name, data["dev"], raw(logits) if raw else logits,
-                     dev_pred)
+    write_dev_scores(files.folder / f"{files.stem}-dev-scores.npz", name, data["dev"],
+                     raw(logits) if raw else logits, dev_pred)
     write_predictions(files.folder / names["dev"], name, data["dev"].ids, dev_pred)
     test_pred = predict(model.logits, data["test"], 64, device, amp, desc=f"{name} test").argmax(-1)
     write_predictions(files.folder / names["test"], name, data["test"].ids, test_pred)
@@ -47,8 +48,8 @@ def predict_dataset(model, data, files, device, amp="none", names=None, raw=None
 
 
 class SentimentPipeline(Pipeline):
-    """One dataset of Part 1 for training/fit.py. Another backbone (GPT-2's, gpt2/sentiment.py) subclasses it and
-    names its own tokenizer, model, run folder prefix and file stems; the rest is this one code path."""
+    """One dataset of Part 1 for training/fit.py. Another backbone (GPT-2's, gpt2/sentiment.py) subclasses it
+    and names its own tokenizer, model, run folder prefix and file stems; the rest is this one code path."""
     kind, score_name = "classifier", "dev accuracy"
 
     @staticmethod
@@ -71,10 +72,12 @@ class SentimentPipeline(Pipeline):
 
     @classmethod
     def published_paths(cls, settings, name):
-        """Where one dataset's leaderboard files are copied, {split: (flag, path)}: into --predictions_dir, or to the
-        file a flag names (settings.published; the handout's --para_dev_out of gpt2/paraphrase_detection.py)."""
+        """Where one dataset's leaderboard files are copied, {split: (flag, path)}: into --predictions_dir, or
+        to the file a flag names (settings.published; the handout's --para_dev_out of
+        gpt2/paraphrase_detection.py)."""
         given = settings.published or {}
-        return {split: (f"--{TASK_PREFIX[name]}_{split}_out", Path(given[name, split])) if (name, split) in given
+        return {split: (f"--{TASK_PREFIX[name]}_{split}_out", Path(given[name, split])) if (name,
+                                                                                            split) in given
                 else ("--predictions_dir", Path(settings.predictions_dir) / f)
                 for split, f in cls.published_names(settings, name).items()}
 
@@ -88,7 +91,8 @@ class SentimentPipeline(Pipeline):
         s, rt = settings, settings.runtime
         self.settings, self.name, self.device, self.amp = s, name, rt.device, rt.amp
         self.file_stem = self.stem(s, name)
-        self.inputs = {f"{name} {split} data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
+        self.inputs = {f"{name} {split} "
+                       "data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
         tokenizer = self.load_tokenizer(s.model.pretrained)
         self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
@@ -101,8 +105,8 @@ class SentimentPipeline(Pipeline):
         if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
             self.model.backbone.eval()
             for split, d in self.data.items():
-                d.features = torch.from_numpy(predict(lambda b: self.model.embed(**b["x"]), d, 64, self.device, self.amp,
-                                                      desc=f"{name} {split} features"))
+                d.features = torch.from_numpy(predict(lambda b: self.model.embed(**b["x"]), d, 64,
+                                                      self.device, self.amp, desc=f"{name} {split} features"))
         maybe_compile(self.model, rt.compile and not frozen)  # a frozen backbone has already done its work
         self.steps = -(-len(self.data["train"]) // s.batch_size)
         total = s.recipe.epochs * -(-self.steps // s.recipe.grad_accum)  # optimizer steps of the run
@@ -111,7 +115,8 @@ class SentimentPipeline(Pipeline):
     def batches(self, epoch):
         rank, world = distributed()
         s = self.settings
-        return (self.data["train"].batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket, rank, world),
+        return (self.data["train"].batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket, rank,
+                                           world),
                 self.steps, {"dataset": self.name})
 
     def evaluate(self):
@@ -154,12 +159,15 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
     stems = [pipeline_class.stem(s, n) for n in s.datasets]
     with open_run(pipeline_class.kind, stems, s.run.name, s.run.dir, s.run.resume) as run:
         check_outputs(dirs=[("--predictions_dir", s.predictions_dir)],
-                      files=[out for n in s.datasets for out in pipeline_class.published_paths(s, n).values()],
-                      inputs=[(f"the {n} {split} data file", data_file(s.data_dir, n, split)) for n in s.datasets
+                      files=[out for n in s.datasets for out in pipeline_class.published_paths(s,
+                                                                                               n).values()],
+                      inputs=[(f"the {n} {split} "
+                               "data file", data_file(s.data_dir, n, split)) for n in s.datasets
                               for split in ("train", "dev", "test")], own=run.folder, backup=s.run.backup)
         world = distributed()[1]
         main_print(f"fine-tune mode {s.model.fine_tune_mode}, {s.recipe.lr_why}, {s.model.pretrained} on "
-                   f"{s.runtime.device}" + (f", {world} processes" if world > 1 else "") + f"; run folder {run.folder}")
+                   f"{s.runtime.device}" + (f", {world} "
+                                            "processes" if world > 1 else "") + f"; run folder {run.folder}")
         results = []
         for name in s.datasets:
             t0 = time.perf_counter()

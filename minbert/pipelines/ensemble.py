@@ -1,9 +1,10 @@
-"""What ensemble.py runs (its docstring is the user's guide): every member checked before any of them runs, then
-each checkpoint rebuilt from its own spec and run on dev and test (and with --soft_targets on the training sets),
-each folder's six prediction files read, and the members averaged on their outputs: SST's five class
-probabilities, Quora's P(paraphrase), STS's 0-5 score. A folder contributes its labels as one-hot probabilities
-(a tie goes to the lower SST class and to "not a paraphrase"). The ensemble is a run like any other: its files go
-into its own run folder, with members.txt naming its members, and are then published to --out."""
+"""What ensemble.py runs (its docstring is the user's guide): every member checked before any of them
+runs, then each checkpoint rebuilt from its own spec and run on dev and test (and with --soft_targets
+on the training sets), each folder's six prediction files read, and the members averaged on their
+outputs: SST's five class probabilities, Quora's P(paraphrase), STS's 0-5 score. A folder contributes
+its labels as one-hot probabilities (a tie goes to the lower SST class and to "not a paraphrase"). The
+ensemble is a run like any other: its files go into its own run folder, with members.txt naming its
+members, and are then published to --out."""
 import dataclasses
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import numpy as np
 import torch
 
 from datasets import load_multitask_data, set_pad_multiple
-from evaluation import format_scores, model_eval_multitask, output_name, read_predictions, score, write_predictions
+from evaluation import (format_scores, model_eval_multitask, output_name, read_predictions, score,
+                        write_predictions)
 from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
@@ -28,7 +30,8 @@ SPLITS = ("dev", "test")
 def reference(data_dir):
     """{(task, split): (ids, gold)}: the ids every member must predict, in file order, and the gold labels
     (None where a row has none, and on test)."""
-    return {(task, split): tuple(zip(*[(e.id, e.label) for e in read_examples(data_file(data_dir, task, split), task,
+    return {(task, split): tuple(zip(*[(e.id, e.label) for e in read_examples(data_file(data_dir, task,
+                                                                                        split), task,
                                                                                 split, log=lambda *_: None)]))
             for task in MULTITASK for split in SPLITS}
 
@@ -56,8 +59,8 @@ def resolve_member(member):
         return member
     best = sorted(f for f in p.glob("*.pt") if not f.name.endswith("-last.pt"))
     if len(best) > 1:
-        raise MinbertError(f"{member}: a run folder with {len(best)} checkpoints ({', '.join(f.name for f in best)}); "
-                           f"give the one to use")
+        raise MinbertError(f"{member}: a run folder with {len(best)} checkpoints "
+                           f"({', '.join(f.name for f in best)}); give the one to use")
     if not best:
         return member
     print(f"member {member}: a run folder; its checkpoint {best[0]} is used")
@@ -65,15 +68,15 @@ def resolve_member(member):
 
 
 def vote_ties(mean, n_members):
-    """Rows where prediction-folder members' votes tie (SST: two classes share the top mean; Quora: the mean is
-    exactly 1/2), with how decide() breaks them; None when nothing ties."""
+    """Rows where prediction-folder members' votes tie (SST: two classes share the top mean; Quora: the mean
+    is exactly 1/2), with how decide() breaks them; None when nothing ties."""
     sst = mean["sst", "test"]
     top = sst.max(-1, keepdims=True)
     tied = int(((sst == top).sum(-1) > 1).sum()) + int((mean["quora", "test"] == 0.5).sum())
     if not tied:
         return None
-    return (f"{tied} test rows tie between the {n_members} members' votes; a tie goes to the lower SST class and to "
-            f"'not a paraphrase' (give checkpoints, whose probabilities rarely tie, to avoid this)")
+    return (f"{tied} test rows tie between the {n_members} members' votes; a tie goes to the lower SST class "
+            "and to 'not a paraphrase' (give checkpoints, whose probabilities rarely tie, to avoid this)")
 
 
 def check_members(members):
@@ -86,7 +89,8 @@ def check_members(members):
             raise MinbertError(f"{m}: no such checkpoint or prediction folder")
         key = p.resolve()
         if key in seen:
-            raise MinbertError(f"{m}: the same member as {seen[key]}; an ensemble of one model twice is that model")
+            raise MinbertError(f"{m}: the same member as {seen[key]}; an "
+                               "ensemble of one model twice is that model")
         seen[key] = m
         if p.is_file():
             state = load_checkpoint(p)
@@ -97,10 +101,10 @@ def check_members(members):
 
 
 def checkpoint_member(path, settings, ref, cache):
-    """({(task, split): outputs to average}, {task: (training ids, raw outputs), "fold": its --fold or None} with
-    --soft_targets, else None) of
-    one multitask checkpoint. `cache` keeps the tokenised data between members that share a tokenizer, length and
-    pair encoding (the usual case)."""
+    """({(task, split): outputs to average}, {task: (training ids, raw outputs), "fold": its --fold or None}
+    with --soft_targets, else None) of
+    one multitask checkpoint. `cache` keeps the tokenised data between members that share a tokenizer, length
+    and pair encoding (the usual case)."""
     s, rt = settings, settings.runtime
     model, state, spec = load_multitask(path, rt.device, rt.attn)
     classes = model.sst_head[-1].out_features
@@ -110,8 +114,8 @@ def checkpoint_member(path, settings, ref, cache):
     key = (spec.pretrained, spec.max_length, spec.pair_encoding)
     if key not in cache:
         paths = {t: {split: data_file(s.data_dir, t, split) for split in splits} for t in MULTITASK}
-        cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
-                                         spec.pair_encoding, splits)
+        cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained),
+                                         spec.max_length, spec.pair_encoding, splits)
         set_pad_multiple(cache[key], rt.pad_multiple)
     data = cache[key]
     outputs = {}
@@ -142,7 +146,8 @@ def folder_member(folder, ref):
         if list(preds) != list(ids):
             stray = [i for i in preds if i not in set(ids)] + [i for i in ids if i not in preds]
             raise MinbertError(f"{path}: its ids are not those of {task} {split}: "
-                               + (f"id {stray[0]} is in one and not the other" if stray else "they come in another order"))
+                               + (f"id {stray[0]} is in "
+                                  "one and not the other" if stray else "they come in another order"))
         values = np.array(list(preds.values()))
         labels = {"sst": np.arange(N_SST), "quora": np.arange(2)}.get(task)
         if labels is not None:
@@ -160,37 +165,43 @@ def dev_scores(outputs, ref):
     for task in MULTITASK:
         _, gold = ref[task, "dev"]
         keep = [i for i, g in enumerate(gold) if g is not None]
-        scores[task] = score(task, decide(task, outputs[task, "dev"])[keep], np.array([gold[i] for i in keep]))
+        scores[task] = score(task, decide(task, outputs[task, "dev"])[keep],
+                             np.array([gold[i] for i in keep]))
     return scores
 
 
 def run_ensemble(settings):
-    """ensemble.py: every member checked, then run (or read), averaged and published; returns the dev scores."""
+    """ensemble.py: every member checked, then run (or read), averaged and
+    published; returns the dev scores."""
     st = settings
     out = Path(st.out)
     st = dataclasses.replace(st, members=tuple(resolve_member(m) for m in st.members))
     folds = check_members(st.members)
     if st.in_sample and not (st.soft_targets and any(folds)):
-        raise MinbertError("--in_sample changes cross-fitted soft targets: it needs --soft_targets and members trained "
-                           "with --fold")
+        raise MinbertError("--in_sample changes cross-fitted soft targets: it "
+                           "needs --soft_targets and members trained with --fold")
     if st.in_sample:
         folds = [None] * len(folds)
     if st.soft_targets:
         held_out_weights(folds, [])  # members of cross-fitted targets: one per fold, checked before any runs
     ref = reference(st.data_dir)
-    folders = {m: folder_member(m, ref) for m in st.members if Path(m).is_dir()}  # cheap: checked up front too
+    folders = {m: folder_member(m,
+                                ref) for m in st.members if Path(m).is_dir()}  # cheap: checked up front too
     if st.soft_targets and folders:
-        raise MinbertError(f"--soft_targets: member {next(iter(folders))} is a folder of predictions, which hold no "
-                           f"outputs on the training sets; give checkpoints")
+        raise MinbertError(f"--soft_targets: member {next(iter(folders))} is a folder of predictions, which "
+                           "hold no outputs on the training sets; give checkpoints")
     inputs = [(f"the {t} {s} data file", data_file(st.data_dir, t, s)) for t in MULTITASK for s in SPLITS] + [
         (f"member {m}", m) for m in st.members if not Path(m).is_dir()] + [
-        (f"a file of member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
+        ("a file of "
+         f"member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
     with open_run("ensemble", None, st.run.name, st.run.dir) as run:
-        check_outputs(dirs=[("--out", out)], files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
+        check_outputs(dirs=[("--out", out)],
+                      files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
                       inputs=inputs, own=run.folder, backup=st.run.backup)
         members, cache, soft = [], {}, []
         for m in st.members:
-            outputs, train = (folders[m], None) if m in folders else checkpoint_member(m, settings, ref, cache)
+            outputs, train = (folders[m], None) if m in folders else checkpoint_member(m, settings, ref,
+                                                                                       cache)
             members.append(outputs)
             soft.append(train)
             print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
@@ -198,7 +209,8 @@ def run_ensemble(settings):
         ties = vote_ties(mean, len(members)) if folders else None
         if ties:
             print(ties)
-        files = [write_predictions(run.folder / output_name(task, split), task, ids, decide(task, mean[task, split]))
+        files = [write_predictions(run.folder / output_name(task, split), task, ids,
+                                   decide(task, mean[task, split]))
                  for (task, split), (ids, _) in ref.items()]
         (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in st.members))
         scores = dev_scores(mean, ref)
@@ -208,7 +220,7 @@ def run_ensemble(settings):
             path = save_soft_targets(run.folder / SOFT_TARGETS, st.members,
                                      {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK}, folds)
             how = ", each example's from the members that did not train on it (--fold)" if any(folds) else ""
-            print(f"soft targets of {len(soft)} members on the training sets{how}: {path}; train a student on them "
-                  f"with multitask_classifier.py --distill {path}")
+            print(f"soft targets of {len(soft)} members on the training sets{how}: {path}; train a student "
+                  f"on them with multitask_classifier.py --distill {path}")
         publish([(f, out / f.name) for f in files], run.name, run.folder)
         return scores

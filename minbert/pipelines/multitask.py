@@ -4,7 +4,8 @@
 rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
   - MultitaskBERT (forward, predict_sentiment, predict_paraphrase, predict_similarity): tasks/multitask.py;
   - which task each step trains (--sampler, --sequential) and the task streams: tasks/sampling.py;
-  - the training loss and its terms (--sts_loss, MNRL, SimCSE, R-Drop, SMART, --distill): objectives/losses.py;
+  - the training loss and its terms (--sts_loss, MNRL, SimCSE, R-Drop, SMART, --distill):
+    objectives/losses.py;
   - the epoch protocol (checkpoints, --resume, early stopping, the log): training/fit.py;
   - scoring and the leaderboard files: evaluation.py; the flags: flags/parsers.py, turned into a
     specs.MultitaskSettings by flags/settings.py.
@@ -13,7 +14,8 @@ import time
 from pathlib import Path
 
 from datasets import TaskData, load_multitask_data, set_fixed_shapes, set_pad_multiple
-from evaluation import format_scores, model_eval_multitask, multitask_mean, output_name, write_multitask_outputs
+from evaluation import (format_scores, model_eval_multitask, multitask_mean, output_name,
+                        write_multitask_outputs)
 from minbert.course_data import MULTITASK, TASK_PREFIX
 from minbert.finetuning.modes import merge_for_inference
 from minbert.hub import check_max_length
@@ -34,12 +36,13 @@ SPLITS = ("train", "dev", "test")
 
 def published_paths(settings, folder):
     """[(run-folder file, the handout's path it is copied to)] for the six leaderboard files."""
-    return [(Path(folder) / output_name(t, s), Path(settings.published[t, s])) for t in MULTITASK for s in ("dev", "test")]
+    return [(Path(folder) / output_name(t, s), Path(settings.published[t, s]))
+            for t in MULTITASK for s in ("dev", "test")]
 
 
 def data_paths_by_flag(settings, splits=SPLITS):
-    """{'--sst_train': path, ...}: the data files of the run, named by their flags (with --extra_task's files and the
-    --distill soft targets when training)."""
+    """{'--sst_train': path, ...}: the data files of the run, named by their flags (with --extra_task's files
+    and the --distill soft targets when training)."""
     d = settings.data
     paths = {f"--{TASK_PREFIX[t]}_{s}": d.paths[t][s] for t in MULTITASK for s in splits}
     if "train" in splits:
@@ -58,12 +61,13 @@ def note_split_overlap(settings):
         for split in ("dev", "test"):
             flag = f"--{TASK_PREFIX[task]}_{split}"
             if same_file(paths[flag], paths[train]):
-                main_print(f"note: {flag} {paths[flag]} is the {train} file: its {split} scores measure the training "
-                           f"data, not held-out data")
+                main_print(f"note: {flag} {paths[flag]} is the {train} file: its {split} scores measure the "
+                           "training data, not held-out data")
 
 
 class MultitaskPipeline(Pipeline):
-    """Part 2 for training/fit.py: the three tasks' data, the sampler, the loss, the dev mean, the six files."""
+    """Part 2 for training/fit.py: the three tasks' data, the sampler, the loss,
+    the dev mean, the six files."""
     kind, score_name = "multitask", "dev mean"
 
     def __init__(self, settings):
@@ -75,21 +79,26 @@ class MultitaskPipeline(Pipeline):
         self.data = load_multitask_data(d.paths, tokenizer, self.spec.max_length, self.spec.pair_encoding,
                                         train_filter=outside_fold(d.fold))
         if d.fold:
-            main_print(f"--fold {d.fold[0]}/{d.fold[1]}: training without fold {d.fold[0]} of {d.fold[1]} of each "
-                       f"training set (ensemble.py --soft_targets takes this run's outputs on that fold only)")
+            main_print(f"--fold {d.fold[0]}/{d.fold[1]}: training without fold {d.fold[0]} of {d.fold[1]} of "
+                       "each training set (ensemble.py --soft_targets "
+                       "takes this run's outputs on that fold only)")
         for name, path in d.extra:  # more training data, each with its own head
-            self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer, self.spec.max_length)
+            self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer,
+                                                self.spec.max_length)
         set_pad_multiple(self.data, rt.pad_multiple)
         if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
             set_fixed_shapes(self.data["train"], d.batch_size)
-        self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device), rt.compile)
+        self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device),
+                                   rt.compile)
         self.merge = s.merge
         rank, world = distributed()
         self.mode = d.sampler
-        self.stream = MultitaskBatches(self.data["train"], d.batch_size, s.recipe.seed, self.mode, s.recipe.epochs,
-                                       d.steps_per_epoch, d.bucket, rank, world)
-        total = s.recipe.epochs * -(-self.stream.steps_per_epoch // s.recipe.grad_accum)  # optimizer steps of the run
-        teacher = (teacher_targets(d.distill, self.data["train"], s.losses.distill_temperature) if d.distill else None)
+        self.stream = MultitaskBatches(self.data["train"], d.batch_size, s.recipe.seed, self.mode,
+                                       s.recipe.epochs, d.steps_per_epoch, d.bucket, rank, world)
+        # optimizer steps of the run
+        total = s.recipe.epochs * -(-self.stream.steps_per_epoch // s.recipe.grad_accum)
+        teacher = (teacher_targets(d.distill, self.data["train"],
+                                   s.losses.distill_temperature) if d.distill else None)
         self.loss = MultitaskLoss.from_spec(s.losses, s.regularizers, self.model, total, teacher)
 
     def batches(self, epoch):
@@ -111,12 +120,14 @@ class MultitaskPipeline(Pipeline):
 
     def write_outputs(self, files, best):
         s = self.settings
-        scores, _ = write_multitask_outputs(self.model, self.data["dev"], self.data["test"], files.folder, self.device,
-                                            self.amp)
+        scores, _ = write_multitask_outputs(self.model, self.data["dev"], self.data["test"], files.folder,
+                                            self.device, self.amp)
         minutes = (time.perf_counter() - self.started) / 60
-        append_once(s.results, RESULT_FIELDS, result_row(s, files.folder.name, self.mode, scores, best["epoch"], minutes))
-        print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} (checkpoint, "
-              f"log {files.log.name}, predictions); results table {s.results}; {minutes:.1f} minutes")
+        append_once(s.results, RESULT_FIELDS, result_row(s, files.folder.name, self.mode, scores,
+                                                         best["epoch"], minutes))
+        print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} "
+              f"(checkpoint, log {files.log.name}, predictions); "
+              f"results table {s.results}; {minutes:.1f} minutes")
         return scores, published_paths(s, files.folder)
 
 
@@ -139,9 +150,10 @@ def train_part2(settings, run, on_epoch=None):
 
 
 def rescore_part2(settings, run):
-    """Write the six leaderboard files (and the raw dev outputs) of the model saved in settings.eval_only into the
-    run folder `run` (an eval run's own, never the checkpoint's), and publish them; the model is rebuilt from its
-    own spec, and architecture flags typed on the command line (settings.given) must agree with it."""
+    """Write the six leaderboard files (and the raw dev outputs) of the model saved in
+    settings.eval_only into the run folder `run` (an eval run's own, never the checkpoint's), and
+    publish them; the model is rebuilt from its own spec, and architecture flags typed on the command
+    line (settings.given) must agree with it."""
     s, rt = settings, settings.runtime
     model, state, spec = load_multitask(s.eval_only, rt.device, rt.attn, s.given)
     merge_for_inference(model.backbone, s.merge, spec.fine_tune_mode, main_print)
@@ -160,7 +172,8 @@ def rescore_part2(settings, run):
     return scores
 
 
-RESULT_FIELDS = ["run", "training", "pair_encoding", "pooling", "fine_tune_mode", "pretrained", "lr", "batch_size",
+RESULT_FIELDS = ["run", "training", "pair_encoding", "pooling", "fine_tune_mode", "pretrained", "lr",
+                 "batch_size",
                  "epochs", "steps_per_epoch", "seed", "loss_weights", "sst_acc", "quora_acc", "sts_r", "mean",
                  "best_epoch", "minutes"]
 
@@ -177,15 +190,16 @@ def result_row(settings, run_name, mode, s, best_epoch, minutes):
 
 
 def run_multitask(settings, on_epoch=None):
-    """Part 2 as multitask_classifier.py runs it: --eval_only re-scores a checkpoint; otherwise a run folder, the
-    outputs checked against the inputs before anything trains, then training."""
+    """Part 2 as multitask_classifier.py runs it: --eval_only re-scores a checkpoint; otherwise a run folder,
+    the outputs checked against the inputs before anything trains, then training."""
     s = settings
     outputs = [(f"--{TASK_PREFIX[t]}_{x}_out", s.published[t, x]) for t in MULTITASK for x in ("dev", "test")]
     splits = ("dev", "test") if s.eval_only else SPLITS
     inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(s, splits).items()]
     if s.eval_only:  # a run folder of its own: the checkpoint's run keeps the files it wrote
         with open_run("eval", None, s.run.name, s.run.dir) as run:
-            check_outputs(files=outputs, inputs=inputs + [("the --eval_only checkpoint", s.eval_only)], own=run.folder,
+            check_outputs(files=outputs, inputs=inputs + [("the --eval_only "
+                                                           "checkpoint", s.eval_only)], own=run.folder,
                           backup=s.run.backup)
             return rescore_part2(s, run)
     note_split_overlap(s)
@@ -194,6 +208,7 @@ def run_multitask(settings, on_epoch=None):
         files = run.files(stem)
         check_table(s.results, RESULT_FIELDS, "--results")
         check_outputs(files=outputs, tables=[("--results", s.results)], own=run.folder, backup=s.run.backup,
-                      inputs=inputs + [("this run's checkpoint", files.best), ("this run's checkpoint", files.last),
+                      inputs=inputs + [("this run's "
+                                        "checkpoint", files.best), ("this run's checkpoint", files.last),
                                        ("this run's log", files.log)])
         return train_part2(s, run, on_epoch)

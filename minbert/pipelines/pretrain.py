@@ -56,7 +56,8 @@ def read_texts(settings):
                  for t in e.texts]
     texts = list(dict.fromkeys(t for t in texts if t))
     if len(texts) < 2:
-        raise MinbertError(f"{s.texts or s.data_dir}: {len(texts)} usable sentence(s); pretraining needs at least 2")
+        raise MinbertError(f"{s.texts or s.data_dir}: {len(texts)} usable "
+                           "sentence(s); pretraining needs at least 2")
     return texts
 
 
@@ -68,7 +69,8 @@ def split_texts(texts, seed, held_out=0.05):
 
 def as_data(texts, tokenizer, max_length):
     task = Task("text", ("text",), "", "text")  # unlabelled sentences
-    return TaskData([Example(str(i), (t,), None, i + 1) for i, t in enumerate(texts)], task, tokenizer, max_length)
+    return TaskData([Example(str(i), (t,), None, i + 1) for i, t in enumerate(texts)], task, tokenizer,
+                    max_length)
 
 
 def masked(batches, tokenizer, vocab_size, mask_prob, generator):
@@ -77,7 +79,8 @@ def masked(batches, tokenizer, vocab_size, mask_prob, generator):
     mask_id = tokenizer.vocab["[MASK]"]
     for b in batches:
         ids = b["x"]["input_ids"]
-        inputs, labels = mask_tokens(ids, torch.isin(ids, specials), vocab_size, mask_id, mask_prob, generator)
+        inputs, labels = mask_tokens(ids, torch.isin(ids, specials), vocab_size, mask_id, mask_prob,
+                                     generator)
         b["x"]["input_ids"], b["labels"] = inputs, labels
         yield b
 
@@ -97,7 +100,8 @@ def evaluate(model, data, tokenizer, settings):
     g = torch.Generator().manual_seed(settings.recipe.seed + 1)
     loss_sum, right, n = 0.0, 0, 0
     total = -(-len(data) // 64)
-    batches = masked(data.batches(64, shuffle=False), tokenizer, model.config.vocab_size, settings.mask_prob, g)
+    batches = masked(data.batches(64, shuffle=False), tokenizer, model.config.vocab_size, settings.mask_prob,
+                     g)
     for b in tqdm(batches, total=total, desc="held-out", disable=None, leave=False):
         b = to_device(b, device)
         with autocast(device, amp):
@@ -130,7 +134,8 @@ class PretrainPipeline(Pipeline):
         s, rt = settings, settings.runtime
         self.settings = s
         self.file_stem = "pretrain"
-        self.inputs = {"--texts": s.texts} if s.texts else {f"{t} train data": data_file(s.data_dir, t, "train")
+        self.inputs = {"--texts": s.texts} if s.texts else {f"{t} "
+                                                            "train data": data_file(s.data_dir, t, "train")
                                                             for t in TEXT_TASKS}
         self.source = resolve_pretrained(s.pretrained).require("config", "vocab", "weights")
         self.tokenizer = BertTokenizer.from_pretrained(s.pretrained)
@@ -181,7 +186,8 @@ class PretrainPipeline(Pipeline):
 
 def run_pretrain(settings):
     """pretrain.py: train in --out (the run folder) and turn it into a checkpoint folder at the end."""
-    with open_run("pretrain", ["pretrain"], run_dir=settings.out, resume=settings.run.resume, flag="--out") as run:
+    with open_run("pretrain", ["pretrain"], run_dir=settings.out, resume=settings.run.resume,
+                  flag="--out") as run:
         return pretrain(settings, run)
 
 
@@ -192,13 +198,17 @@ def pretrain(settings, run):
     seed_everything(s.recipe.seed)
     pipeline = PretrainPipeline(s)
     trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.total, epochs=1)
-    print(f"pretrain: {len(pipeline.train)} sentences ({len(pipeline.dev)} held out), {pipeline.per_epoch} batches an "
-          f"epoch, {pipeline.total} steps; MLM head {'from the checkpoint' if pipeline.had_head else 'fresh (the checkpoint has none)'}; "
+    print(f"pretrain: {len(pipeline.train)} sentences ({len(pipeline.dev)} held out), {pipeline.per_epoch} "
+          f"batches an epoch, {pipeline.total} steps; MLM head "
+          f"{'from the checkpoint' if pipeline.had_head else 'fresh (the checkpoint has none)'}; "
           f"{s.pretrained} on {s.runtime.device}")
-    if not files.last.exists():  # a new run (or one killed before its first epoch ended): start its log afresh
+    # a new run (or one killed before its first epoch ended): start its log afresh
+    if not files.last.exists():
         files.log.unlink(missing_ok=True)
         before, _ = pipeline.evaluate()
-        print(f"before training: held-out masked-token accuracy {before['masked_acc']:.4f}, loss {before['masked_loss']:.4f}")
+        print("before training: held-out masked-token accuracy "
+              f"{before['masked_acc']:.4f}, loss {before['masked_loss']:.4f}")
         append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
-                                 "dev": before, "dev_score": before["masked_acc"], "score_name": pipeline.score_name})
+                                 "dev": before, "dev_score": before["masked_acc"],
+                                 "score_name": pipeline.score_name})
     return fit(pipeline, trainer, run, s)

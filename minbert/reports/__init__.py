@@ -1,2 +1,2 @@
-"""report.py's figures and report.md: reading runs (read.py), figures (figures.py), the report and the results
-table (report.py)."""
+"""report.py's figures and report.md: reading runs (read.py), figures (figures.py), the report and
+the results table (report.py)."""

@@ -1,6 +1,6 @@
 """report.py's figures, with matplotlib's Agg backend (no window ever opens): learning curves with every run
-overlaid, a confusion matrix (SST, CFIMDB), a precision-recall curve (Quora), predicted against gold scores and
-the error per gold bin (STS), and the dev examples each model got most wrong."""
+overlaid, a confusion matrix (SST, CFIMDB), a precision-recall curve (Quora), predicted against gold scores
+and the error per gold bin (STS), and the dev examples each model got most wrong."""
 import math
 
 import matplotlib
@@ -15,10 +15,12 @@ from evaluation import pearson  # noqa: E402
 DPI = 150
 # The panels of each pipeline's learning curves: (record field or dev metric, title, axis label).
 PANELS = {
-    "multitask": [("train_loss", "train loss", "loss (sum of task losses)"), ("sst", "SST dev accuracy", "accuracy"),
+    "multitask": [("train_loss", "train loss", "loss (sum of "
+                                               "task losses)"), ("sst", "SST dev accuracy", "accuracy"),
                   ("quora", "Quora dev accuracy", "accuracy"), ("sts", "STS dev Pearson r", "Pearson r"),
                   ("dev_score", "dev mean (leaderboard)", "mean of SST, Quora, (r + 1) / 2")],
-    "classifier": [("train_loss", "train loss", "cross-entropy"), ("train_accuracy", "train accuracy", "accuracy"),
+    "classifier": [("train_loss", "train "
+                                  "loss", "cross-entropy"), ("train_accuracy", "train accuracy", "accuracy"),
                    ("accuracy", "dev accuracy", "accuracy")],
     "pretrain": [("train_loss", "train loss", "masked-LM cross-entropy"),
                  ("masked_acc", "held-out masked-token accuracy", "accuracy"),
@@ -28,7 +30,8 @@ PANELS = {
 PANELS["gpt2-classifier"] = PANELS["gpt2-paraphrase"] = PANELS["classifier"]
 PANELS["gpt2-sonnet"] = [("train_loss", "train loss", "next-token cross-entropy"),
                          ("perplexity", "true dev sonnets' perplexity", "perplexity")]
-TITLES = {"multitask": "Multitask", "classifier": "Part 1", "pretrain": "Pretraining", "gpt2-classifier": "GPT-2 Part 1",
+TITLES = {"multitask": "Multitask", "classifier": "Part 1", "pretrain": "Pretraining",
+          "gpt2-classifier": "GPT-2 Part 1",
           "gpt2-paraphrase": "GPT-2 paraphrase (cloze)", "gpt2-sonnet": "GPT-2 sonnets"}
 def save_figure(fig, path, rect=(0, 0, 1, 1)):
     fig.tight_layout(rect=rect)
@@ -81,7 +84,8 @@ def plot_confusion(s, run_name, task, path):
     m = confusion(s["gold"][labelled], s["pred"][labelled], n)
     norm = m / np.maximum(m.sum(1, keepdims=True), 1)
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 4.2))
-    for ax, data, what, fmt in ((axes[0], m, "counts", "d"), (axes[1], norm, "row-normalised (recall per class)", ".2f")):
+    for ax, data, what, fmt in ((axes[0], m, "counts", "d"), (axes[1], norm, "row-normalised "
+                                                                             "(recall per class)", ".2f")):
         im = ax.imshow(data, cmap="Blues")
         for i in range(n):
             for j in range(n):
@@ -95,7 +99,8 @@ def plot_confusion(s, run_name, task, path):
         ax.set_title(what, fontsize=10)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     acc = float(np.trace(m) / max(m.sum(), 1))
-    fig.suptitle(f"{run_name}: {task.upper()} dev confusion matrix (accuracy {acc:.3f}, {int(m.sum())} sentences)",
+    fig.suptitle(f"{run_name}: {task.upper()} dev confusion matrix "
+                 f"(accuracy {acc:.3f}, {int(m.sum())} sentences)",
                  fontsize=11)
     return save_figure(fig, path), m
 
@@ -113,7 +118,8 @@ def plot_quora(s, run_name, path):
     ax.plot(recall, precision, color="C0", label="precision-recall curve")
     ax.plot([r_at], [p_at], marker="o", ms=8, color="C3", linestyle="none",
             label=f"threshold 0.5: accuracy {acc:.3f}, F1 {f1:.3f}")
-    ax.axhline(gold.mean(), color="grey", ls="--", lw=1, label=f"chance (share of paraphrases {gold.mean():.2f})")
+    ax.axhline(gold.mean(), color="grey", ls="--", lw=1, label="chance (share of paraphrases "
+                                                               f"{gold.mean():.2f})")
     ax.set_xlabel("recall (paraphrases found)")
     ax.set_ylabel("precision (paraphrase predictions right)")
     ax.set_xlim(0, 1.01)

@@ -1,5 +1,5 @@
-"""Reading runs for report.py: a model's per-epoch log (one schema for every pipeline, training/fit.py) and the
-raw dev outputs beside it (`*-dev-scores.npz`)."""
+"""Reading runs for report.py: a model's per-epoch log (one schema for every pipeline, training/fit.py) and
+the raw dev outputs beside it (`*-dev-scores.npz`)."""
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,8 @@ class Run:
         else:
             self.scores = {}
         self.scores = {t: p for t, p in self.scores.items() if p.is_file()}
-        self.trained = [r for r in records if r["epoch"] >= 0]  # pretraining logs its starting point as epoch -1
+        # pretraining logs its starting point as epoch -1
+        self.trained = [r for r in records if r["epoch"] >= 0]
 
     def series(self, key):
         vals = [r.get(key, r.get("dev", {}).get(key)) for r in self.records]
@@ -42,7 +43,8 @@ class Run:
         """(epoch, record) of the best dev score, the epoch the pipelines keep; (None, None) when no epoch has
         one (every dev score NaN: the run diverged)."""
         rows = self.trained or self.records
-        scores = np.array([np.nan if r["dev_score"] is None else r["dev_score"] for r in rows], dtype=np.float64)
+        scores = np.array([np.nan if r["dev_score"] is None else r["dev_score"] for r in rows],
+                          dtype=np.float64)
         if np.isnan(scores).all():
             return None, None
         i = int(np.nanargmax(scores))
@@ -53,7 +55,8 @@ def logs_of(target):
     """The log files a command-line target names: a log, a checkpoint, or a run folder."""
     p = Path(target)
     if p.is_dir():
-        logs = sorted(p.glob("*-log.jsonl")) + sorted(q for q in p.glob("*.jsonl") if not q.name.endswith("-log.jsonl"))
+        logs = sorted(p.glob("*-log.jsonl")) + sorted(q for q in p.glob("*.jsonl")
+                                                     if not q.name.endswith("-log.jsonl"))
         if not logs:
             raise MinbertError(f"{p}: no run log (*.jsonl) in this folder")
         return logs

@@ -6,8 +6,8 @@ import tempfile
 from pathlib import Path
 
 from minbert.files import check_writable, read_text
-from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results, plot_sts,
-                                     worst_examples)
+from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
+                                     plot_sts, worst_examples)
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import run_folder_of
@@ -26,18 +26,20 @@ def report(targets, out_dir, backup=False):
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
-    md += ["| run | kind | best epoch | epochs | dev scores | training minutes |", "|---|---|---|---|---|---|"]
+    md += ["| run | kind | best epoch | epochs "
+           "| dev scores | training minutes |", "|---|---|---|---|---|---|"]
     for r in runs:
         epoch, rec = r.best
         minutes = sum(x.get("seconds", 0) for x in r.records) / 60
         if rec is None:
-            md.append(f"| {r.name} | {r.kind} | none | {len(r.trained)} | every dev score is NaN: the run diverged "
-                      f"(a learning rate too high?) | {minutes:.1f} |")
+            md.append(f"| {r.name} | {r.kind} | none | {len(r.trained)} | every dev score is NaN: the run "
+                      f"diverged (a learning rate too high?) | {minutes:.1f} |")
             print(f"{r.log}: every dev score is NaN (the run diverged); its curves show the epochs it ran")
             continue
         d = rec["dev"]
         if r.kind == "multitask":
-            scores = f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, mean {rec['dev_score']:.3f}"
+            scores = (f"SST {d['sst']:.3f}, Quora {d['quora']:.3f}, STS r {d['sts']:.3f}, "
+                      f"mean {rec['dev_score']:.3f}")
         elif r.kind in ONE_DATASET:
             scores = f"{r.dataset} accuracy {d['accuracy']:.3f}, macro-F1 {d.get('f1') or float('nan'):.3f}"
         elif r.kind == "gpt2-sonnet":
@@ -81,13 +83,15 @@ def report(targets, out_dir, backup=False):
                 md += [f"### STS: Pearson r {stats['pearson']:.3f}", "", f"![STS scatter]({fig.name})", ""]
             elif task == "quora":
                 fig, stats = plot_quora(s, r.name, out.file(f"{slug}-quora-pr.png"))
-                md += [f"### Quora: accuracy {stats['accuracy']:.3f}, F1 {stats['f1']:.3f} at threshold 0.5", "",
+                md += [f"### Quora: accuracy {stats['accuracy']:.3f}, "
+                       f"F1 {stats['f1']:.3f} at threshold 0.5", "",
                        f"![Quora precision-recall]({fig.name})", ""]
             else:
                 fig, _ = plot_confusion(s, r.name, task, out.file(f"{slug}-{task}-confusion.png"))
                 md += [f"### {task.upper()}: confusion matrix", "", f"![{task} confusion]({fig.name})", ""]
             written.append(fig)
-            md += [f"Most wrong dev examples ({task}):", "", "| id | text | gold | predicted |", "|---|---|---|---|"]
+            md += ["Most wrong dev "
+                   f"examples ({task}):", "", "| id | text | gold | predicted |", "|---|---|---|---|"]
             md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |"
                    for e in worst_examples(s, task)]
             md += [""]
@@ -102,20 +106,22 @@ def report(targets, out_dir, backup=False):
 
 class OutFolder:
     """--out, the folder report.py writes into (made; a file in its place is one line). `file(name)` claims a
-    file by the output rule (runs/outputs.py): one there that no run and no report wrote (or that changed since)
-    stops the report in one line, or with --backup is kept as a dated backup. What is written goes to a
-    temporary folder first, and `close()` puts it all in place and records it together (runs/publishing.py), so a
-    report interrupted half way leaves --out as it was; `final(path)` is where a claimed file ends up."""
+    file by the output rule (runs/outputs.py): one there that no run and no report wrote (or that changed
+    since) stops the report in one line, or with --backup is kept as a dated backup. What is written goes to a
+    temporary folder first, and `close()` puts it all in place and records it together (runs/publishing.py),
+    so a report interrupted half way leaves --out as it was; `final(path)` is where a claimed file ends up."""
 
     def __init__(self, out, own=(), backup=False):
         self.path, self.written, self.backup = Path(out), [], backup
         for p in (self.path, *self.path.parents):
             if p.exists() and not p.is_dir():
-                raise MinbertError(f"--out {self.path}: {p} is a file; report.py writes a folder of figures there")
+                raise MinbertError(f"--out {self.path}: {p} is a file; "
+                                   "report.py writes a folder of figures there")
         folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
         if folder is not None and folder not in own:
-            raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not about, whose "
-                               f"files belong to its checkpoint and log: name a folder outside it (default: reports/)")
+            raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not "
+                               "about, whose files belong to its checkpoint and "
+                               "log: name a folder outside it (default: reports/)")
         check_writable(self.path, f"--out {self.path}")
         if self.path.is_dir():  # what a report writes (report.md, *.png, results.md) is checked before any is
             check_record(self.path)
@@ -165,8 +171,8 @@ def ranked(rows):
 
 def results_view(path, out, backup=False):
     rows = ranked(read_results(path))
-    cols = ["run", "training", "pair_encoding", "lr", "epochs", "seed", "sst_acc", "quora_acc", "sts_r", "mean",
-            "best_epoch", "minutes"]
+    cols = ["run", "training", "pair_encoding", "lr", "epochs", "seed", "sst_acc", "quora_acc", "sts_r",
+            "mean", "best_epoch", "minutes"]
     cols = [c for c in cols if c in rows[0]]
     table = [[str(i + 1)] + [f"{r[c]:.4f}" if c == "mean" else str(r.get(c, "")) for c in cols]
              for i, r in enumerate(rows)]

@@ -57,13 +57,14 @@ def load_checkpoint(path, map_location="cpu"):
         raise MinbertError(f"{path}: not a minbert checkpoint (it holds a {type(state).__name__})")
     if state.get("format") == FORMAT:
         if state.get("version", 0) > VERSION:
-            raise MinbertError(f"{path}: checkpoint version {state['version']} is newer than this minbert's {VERSION}")
+            raise MinbertError(f"{path}: checkpoint version {state['version']} "
+                               f"is newer than this minbert's {VERSION}")
         return state
     if "args" in state and "model" in state:
         return convert_legacy(state, path)
     if "args" in state and "optimizer" in state:  # the earlier pretrain.py state file
-        raise MinbertError(f"{path}: an interrupted pretraining run of an earlier minbert; it cannot be resumed "
-                           f"by this one: start it again with a new --out")
+        raise MinbertError(f"{path}: an interrupted pretraining run of an earlier minbert; it cannot be "
+                           "resumed by this one: start it again with a new --out")
     raise MinbertError(f"{path}: not a minbert checkpoint (no model and spec in it)")
 
 
@@ -82,31 +83,39 @@ def _load_with_paths(path, map_location):
 
 
 def convert_legacy(state, source):
-    """An earlier-format checkpoint ({'model', 'args': the whole namespace, 'epoch', ...}) in the new format."""
+    """An earlier-format checkpoint ({'model', 'args': the whole namespace,
+    'epoch', ...}) in the new format."""
     old = state["args"]  # the earlier format: the flags of its run, as a dict
     if not isinstance(old, dict):
         raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(old).__name__})")
     multitask = "pair_encoding" in old
     task_dropout = old.get("task_dropout")
-    dropout = (task_dropout or [old.get("hidden_dropout_prob", 0.1)] * 3) if multitask else [old.get("hidden_dropout_prob", 0.3)]
+    dropout = (task_dropout or [old.get("hidden_dropout_prob",
+                                        0.1)] * 3) if multitask else [old.get("hidden_dropout_prob", 0.3)]
     head = state["model"].get("classifier.weight")
-    spec = ModelSpec(pipeline="multitask" if multitask else "classifier", pretrained=str(old.get("pretrained")),
-                     fine_tune_mode=old.get("fine_tune_mode", "full-model"), lora_rank=old.get("lora_rank", 8),
+    spec = ModelSpec(pipeline="multitask" if multitask else "classifier",
+                     pretrained=str(old.get("pretrained")),
+                     fine_tune_mode=old.get("fine_tune_mode", "full-model"), lora_rank=old.get("lora_rank",
+                                                                                               8),
                      lora_alpha=old.get("lora_alpha", 16.0), lora_dropout=old.get("lora_dropout", 0.0),
-                     lora_targets=old.get("lora_targets"), dropout=dropout, max_length=old.get("max_length", 128),
+                     lora_targets=old.get("lora_targets"), dropout=dropout, max_length=old.get("max_length",
+                                                                                               128),
                      num_labels=int(head.shape[0]) if head is not None else 5,
                      pair_encoding=old.get("pair_encoding", "cross"), pooling=old.get("pooling", "mean"),
                      pals=bool(old.get("pals", False)), pals_dim=old.get("pals_dim"),
                      siamese_proj=old.get("siamese_proj", 0) or 0)
     return {"format": FORMAT, "version": VERSION, "pipeline": spec.pipeline, "spec": spec.to_dict(),
-            "model": state["model"], "epoch": state.get("epoch", 0), "scores": plain(state.get("scores") or {}),
-            "run": str(old.get("run_name") or Path(source).parent.name), "flags": {}, "converted_from": str(source)}
+            "model": state["model"], "epoch": state.get("epoch", 0),
+            "scores": plain(state.get("scores") or {}),
+            "run": str(old.get("run_name") or Path(source).parent.name), "flags": {},
+            "converted_from": str(source)}
 
 
 def read_spec(state, source, pipeline=None):
     """The ModelSpec of a loaded checkpoint, refusing one of another pipeline in one line."""
     if pipeline and state.get("pipeline") != pipeline:
-        script = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py"}
+        script = {"classifier": "classifier.py", "multitask": "multitask_classifier.py",
+                  "pretrain": "pretrain.py"}
         raise MinbertError(f"{source}: not a {script[pipeline]} checkpoint (it was written by "
                            f"{script.get(state.get('pipeline'), 'something else')})")
     return ModelSpec.from_dict(state["spec"], source)
@@ -141,14 +150,16 @@ def load_trainable_state(model, state, source):
 
 def rng_state():
     """Every random state a run draws from, as tensors and plain values: Python's, NumPy's global, torch's CPU
-    generator, and each device generator the run has used (a GPU's dropout masks come from its CUDA generator, one
-    per device; Apple's MPS has one)."""
+    generator, and each device generator the run has used (a GPU's dropout masks come from its CUDA generator,
+    one per device; Apple's MPS has one)."""
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state = {"python": [version, list(internal), gauss],
-             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
+                       float(cached)],
              "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():  # a CPU run never starts CUDA to save nothing
+    # a CPU run never starts CUDA to save nothing
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         state["mps"] = torch.mps.get_rng_state()
@@ -167,5 +178,6 @@ def set_rng_state(state):
         saved = state["cuda"][:torch.cuda.device_count()]
         for device, generator in enumerate(saved):
             torch.cuda.set_rng_state(generator, device)
-    if "mps" in state and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    if "mps" in state and getattr(torch.backends, "mps",
+                                  None) is not None and torch.backends.mps.is_available():
         torch.mps.set_rng_state(state["mps"])

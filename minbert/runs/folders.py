@@ -38,8 +38,9 @@ def check_run_name(name, flag="--run_name", root=RUNS_ROOT):
     """`name` as a folder under `root`: relative, no '..', not empty. Returns it."""
     pure = PurePath(name)
     if not name.strip() or pure.is_absolute() or not pure.parts or ".." in pure.parts or name != name.strip():
-        raise MinbertError(f"{flag} {name!r}: names a folder under {root}/ (e.g. {flag} my-run, or exp/run-1), never "
-                           f"one outside it" + ("; for a folder elsewhere give --run_dir DIR" if flag == "--run_name" else ""))
+        raise MinbertError(f"{flag} {name!r}: names a folder under {root}/ (e.g. {flag} my-run, or "
+                           "exp/run-1), never one outside it" + ("; for a folder elsewhere "
+                                                "give --run_dir DIR" if flag == "--run_name" else ""))
     return name
 
 
@@ -122,14 +123,16 @@ class RunLock:
             os.close(fd)
             who = (f"process {info.get('pid')} on {info.get('host')}, since {info.get('since')}: "
                    f"{str(info.get('command', ''))[:160]}") if info else "another process"
-            raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes writing one "
-                               f"run folder would mix their checkpoints and logs: wait for it to end, or pick another name")
+            raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes "
+                               "writing one run folder would mix their checkpoints "
+                               "and logs: wait for it to end, or pick another name")
         self.fd = fd
         before = _holder(fd).get("pipeline")
         if before and before != pipeline:
             self.release()
-            raise MinbertError(f"{flag} {self.path.parent}: the run folder of a {SCRIPTS.get(before, before)} run; a "
-                               f"{SCRIPTS.get(pipeline, pipeline)} run writes into a folder of its own: pick another")
+            raise MinbertError(f"{flag} {self.path.parent}: the run folder of a "
+                               f"{SCRIPTS.get(before, before)} run; a {SCRIPTS.get(pipeline, pipeline)} run "
+                               "writes into a folder of its own: pick another")
         self.pipeline = pipeline
         return self
 
@@ -137,7 +140,8 @@ class RunLock:
         """Write who holds the lock into the file (once the run's other checks have passed, so that a refused
         run leaves the folder byte for byte as it was)."""
         self._write({"pipeline": self.pipeline, "pid": os.getpid(), "host": socket.gethostname(),
-                     "since": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
+                     "since": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name,
+                                                                                       *sys.argv[1:]])})
         self.claimed = True
         return self
 
@@ -165,19 +169,20 @@ def is_run_folder(folder):
 
 
 def check_run_place(folder, flag):
-    """A run folder never lies inside another run's folder (whose files belong to that run), in a folder of
-    published predictions (the leaderboard files prepare_submit.py zips), or among the project's code and data."""
+    """A run folder never lies inside another run's folder (whose files belong to that run), in
+    a folder of published predictions (the leaderboard files prepare_submit.py zips), or among
+    the project's code and data."""
     outer = run_folder_of(Path(folder).parent)
     if outer is not None:
-        raise MinbertError(f"{flag} {folder}: inside {outer}, the folder of another run; a run folder never nests in "
-                           f"another: name a folder outside it")
+        raise MinbertError(f"{flag} {folder}: inside {outer}, the folder of another run; a run folder never "
+                           "nests in another: name a folder outside it")
     if "predictions" in Path(os.path.abspath(folder)).parts:
         raise MinbertError(f"{flag} {folder}: a folder of published predictions (the leaderboard files "
-                           f"prepare_submit.py zips), where a run's checkpoints do not belong: name a folder outside it, "
-                           f"e.g. under runs/")
+                           "prepare_submit.py zips), where a run's checkpoints do "
+                           "not belong: name a folder outside it, e.g. under runs/")
     if among_sources(folder):
-        raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project goes "
-                           f"under runs/ (--run_name NAME) or a folder of its own")
+        raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project "
+                           "goes under runs/ (--run_name NAME) or a folder of its own")
 
 
 def run_folder_of(path):
@@ -240,10 +245,12 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     elif run_name:
         folder = Path(root) / check_run_name(run_name)
     elif resume:
-        found = sorted((d for d in Path(root).glob("*") if d.is_dir() and any(RunFiles(d, s).exist() for s in stems or ())),
+        found = sorted((d for d in Path(root).glob("*")
+                        if d.is_dir() and any(RunFiles(d, s).exist() for s in stems or ())),
                        key=lambda d: d.stat().st_mtime)
         if not found:
-            raise MinbertError(f"--resume: no {prefix} run to resume in {root}/ (give --run_name NAME or --run_dir DIR)")
+            raise MinbertError(f"--resume: no {prefix} run to resume in "
+                               f"{root}/ (give --run_name NAME or --run_dir DIR)")
         folder = found[-1]
     else:
         name, n = new_run_name(prefix), 2
@@ -251,13 +258,15 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
             name, n = f"{new_run_name(prefix)}-{n}", n + 1
         folder = Path(root) / name
     if folder.exists() and not folder.is_dir():
-        raise MinbertError(f"{flag} {folder}: is a file, but a run folder goes there; move it or pick another name")
+        raise MinbertError(f"{flag} {folder}: is a file, but a run folder "
+                           "goes there; move it or pick another name")
     check_run_place(folder, flag)
     check_writable(folder, f"{flag} {folder}")
     if folder.is_dir() and any(folder.iterdir()) and not is_run_folder(folder):
         example = sorted(p.name for p in folder.iterdir())[0]
-        raise MinbertError(f"{flag} {folder}: not a run folder: it holds files no run wrote ({example}, ...), which "
-                           f"the run's files would mix with or replace; give a new or empty folder")
+        raise MinbertError(f"{flag} {folder}: not a run folder: it holds files no run wrote ({example}, "
+                           "...), which the run's files would mix "
+                           "with or replace; give a new or empty folder")
     run = Run(run_name or folder.name, folder, f"{flag} {folder}" if run_dir else f"--run_name {folder.name}",
               created=next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None))
     if is_main():

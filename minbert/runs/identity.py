@@ -14,17 +14,20 @@ from utils import MinbertError
 
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.
-RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "cuda_graphs", "foreach", "fused", "fast_dropout", "resume", "run_name", "run_dir", "checkpoint",
+RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "cuda_graphs", "foreach", "fused",
+            "fast_dropout", "resume", "run_name", "run_dir", "checkpoint",
             "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard", "backup",
-            "datasets", "out", "sonnet_out"} | {f"{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")}
-# Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they hold
-# may not: a run records its inputs' sha256 (run_defining's `inputs`), and a resumption compares those.
+            "datasets", "out", "sonnet_out"} | {f"{p}_{s}_out" for p in ("sst", "para",
+                                                                         "sts") for s in ("dev", "test")}
+# Flags naming the files a run reads. Where they are may change (a data folder moved or copied); what they
+# hold may not: a run records its inputs' sha256 (run_defining's `inputs`), and a resumption compares those.
 PATH_FLAGS = {"data_dir", "texts", "extra_task", "distill"} | {f"{p}_{s}" for p in ("sst", "para", "sts")
                                                                  for s in ("train", "dev", "test")} | {
-    "sonnet_path", "held_out_sonnet_path", "held_out_dev_path", "true_dev_path"}  # gpt2/sonnet_generation.py's
+    # gpt2/sonnet_generation.py's
+    "sonnet_path", "held_out_sonnet_path", "held_out_dev_path", "true_dev_path"}
 # Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
-SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused", "bucket": "--no_bucket",
-           "fast_dropout": "--no_fast_dropout"}
+SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused",
+           "bucket": "--no_bucket", "fast_dropout": "--no_fast_dropout"}
 
 
 def flag_spelling(dest):
@@ -32,15 +35,15 @@ def flag_spelling(dest):
 
 
 def defining_flags(values):
-    """The run-defining part of {flag destination: value} (all parsed flags, with the defaults that depend on the
-    machine or the checkpoint resolved), as plain values."""
+    """The run-defining part of {flag destination: value} (all parsed flags, with the defaults that depend on
+    the machine or the checkpoint resolved), as plain values."""
     return {k: plain(v) for k, v in sorted(values.items()) if k not in RUN_FREE | PATH_FLAGS}
 
 
 def run_defining(flags, inputs=None):
     """`flags` (defining_flags) with, under "inputs", the sha256 of each file the run reads ({what: path} in
-    `inputs`). A --pretrained that is a local folder counts by its files' contents too (the folder may move); a
-    hub or packaged name counts as the name."""
+    `inputs`). A --pretrained that is a local folder counts by its files' contents too (the folder may move);
+    a hub or packaged name counts as the name."""
     flags, inputs = dict(flags), dict(inputs or {})
     if "pretrained" in flags and Path(flags["pretrained"]).is_dir():
         ckpt = resolve_pretrained(flags.pop("pretrained")).require("config", "weights")
@@ -48,7 +51,8 @@ def run_defining(flags, inputs=None):
         # the tokenizer's files: BERT's vocab.txt, GPT-2's vocab.json and merges.txt
         inputs.update({f"--pretrained {f}": ckpt.folder / f for f in ("vocab.txt", "vocab.json", "merges.txt")
                        if (ckpt.folder / f).is_file()})
-    flags["inputs"] = {what: {"path": str(path), "sha256": file_digest(path)} for what, path in sorted(inputs.items())}
+    flags["inputs"] = {what: {"path": str(path), "sha256": file_digest(path)} for what,
+                       path in sorted(inputs.items())}
     return flags
 
 
@@ -61,19 +65,21 @@ def check_same_run(saved, now, source, log=print):
 
     def differs(k):  # a --no_X switch stores X as True when it was not given
         if flag_spelling(k).startswith("--no_"):
-            return f"{flag_spelling(k)} {'not given' if saved.get(k) else 'given'} in the checkpoint's run, " \
-                   f"{'not given' if now.get(k) else 'given'} now"
+            return (f"{flag_spelling(k)} {'not given' if saved.get(k) else 'given'} in the checkpoint's run, "
+                    f"{'not given' if now.get(k) else 'given'} now")
         return f"{flag_spelling(k)} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
     diff = [differs(k) for k in sorted(keys) if saved.get(k) != now.get(k)]
     was, new = saved.get("inputs") or {}, now.get("inputs") or {}
     if was:  # an earlier minbert recorded no inputs
-        diff += [f"the run read {what} ({was[what]['path']}), this one does not" for what in sorted(set(was) - set(new))]
-        diff += [f"this run reads {what} ({new[what]['path']}), the checkpoint's did not" for what in sorted(set(new) - set(was))]
+        diff += [f"the run read {what} "
+                 f"({was[what]['path']}), this one does not" for what in sorted(set(was) - set(new))]
+        diff += [f"this run reads {what} ({new[what]['path']}), "
+                 "the checkpoint's did not" for what in sorted(set(new) - set(was))]
     moved = []
     for what in sorted(set(was) & set(new)):
         if was[what]["sha256"] != new[what]["sha256"]:
-            diff.append(f"the {what} file {new[what]['path']} holds other contents than {was[what]['path']}, which the "
-                        f"run was trained on")
+            diff.append(f"the {what} file {new[what]['path']} holds other contents "
+                        f"than {was[what]['path']}, which the run was trained on")
         elif was[what]["path"] != new[what]["path"]:
             moved.append(f"{was[what]['path']} -> {new[what]['path']}")
     if diff:

@@ -6,8 +6,8 @@ from pathlib import Path
 from minbert.files import read_text
 from utils import MinbertError
 
-# The pipelines whose epoch logs share the one schema (training/fit.py writes them): minBERT's, and Build GPT-2's
-# (gpt2/classifier.py, paraphrase_detection.py, sonnet_generation.py).
+# The pipelines whose epoch logs share the one schema (training/fit.py writes them): minBERT's, and Build
+# GPT-2's (gpt2/classifier.py, paraphrase_detection.py, sonnet_generation.py).
 PIPELINES = ("classifier", "multitask", "pretrain", "gpt2-classifier", "gpt2-paraphrase", "gpt2-sonnet")
 
 
@@ -17,7 +17,8 @@ def _legacy(rec):
         return {**rec, "pipeline": "multitask", "dev_score": rec["dev_mean"]}
     if "dev_acc" in rec:
         return {**rec, "pipeline": "classifier", "dev_score": rec["dev_acc"],
-                "dev": {"accuracy": rec["dev_acc"], "f1": rec.get("dev_f1"), "train_accuracy": rec.get("train_acc")}}
+                "dev": {"accuracy": rec["dev_acc"], "f1": rec.get("dev_f1"),
+                        "train_accuracy": rec.get("train_acc")}}
     if "masked_acc" in rec:
         return {**rec, "pipeline": "pretrain", "dev_score": rec["masked_acc"],
                 "dev": {k: rec[k] for k in ("masked_acc", "masked_loss") if k in rec}}
@@ -41,10 +42,11 @@ def read_log(path):
             stopped = rec["stopped"]  # the line saying why the run stopped early
             continue
         rec = _legacy(rec) if isinstance(rec, dict) else rec
-        if not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec or rec.get("pipeline") not in PIPELINES:
-            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, multitask_classifier.py, "
-                               f"pretrain.py or a GPT-2 script (gpt2/classifier.py, paraphrase_detection.py, "
-                               f"sonnet_generation.py)")
+        if (not isinstance(rec, dict) or "epoch" not in rec or "dev_score" not in rec
+                or rec.get("pipeline") not in PIPELINES):
+            raise MinbertError(f"{path}: line {n}: not a per-epoch record of classifier.py, "
+                               "multitask_classifier.py, pretrain.py or a GPT-2 script (gpt2/classifier.py, "
+                               "paraphrase_detection.py, sonnet_generation.py)")
         records.append(rec)
     if not records:
         raise MinbertError(f"{path}: no epoch finished" + (f"; the run stopped: {stopped}" if stopped else

@@ -4,9 +4,10 @@ before it writes: predictions, --*_out, --results, --json, --out, --dest, report
   - a new file may be created;
   - an existing file is replaced only if this project wrote it and no one has changed it since: each folder's
     `.sources.json` records who wrote each file there, with its sha256 (runs/publishing.py);
-  - never a file of the project itself (its code, docs, data/), a course data file wherever it is (by its name:
-    course_data.COURSE_FILES), an input of the run, or a file inside another run's folder (whose files belong to
-    that run's checkpoint and log);
+  - never a file of the project itself (its code, docs, data/), a course data file wherever it is (by its
+    name:
+    course_data.COURSE_FILES), an input of the run, or a file inside another run's folder (whose files belong
+    to that run's checkpoint and log);
   - otherwise one line says what is there and how to proceed; where it makes sense `--backup` lets the file
     be kept as a dated backup (NAME.YYYYmmdd-HHMMSS.bak) instead.
 `check_outputs` applies it before training, not after; `check_file` is the same for a tool's single output.
@@ -18,12 +19,13 @@ import csv
 import os
 from pathlib import Path
 
-from minbert.course_data import COURSE_FILES
+from minbert.course_files import COURSE_FILES
 from minbert.files import check_writable, deferred_interrupt
 from minbert.runs.folders import run_folder_of
 from minbert.runs.places import among_sources, in_project
 # publish, write_output and the records are runs/publishing.py's; the scripts find them here, beside the rule
-from minbert.runs.publishing import (INTENT, SOURCES, backup_line, check_record, finish_publishing,  # noqa: F401
+from minbert.runs.publishing import (INTENT, SOURCES, backup_line, check_record,
+                                     finish_publishing,  # noqa: F401
                                      protect, publish, record, same_file, write_output, written_by)
 from utils import MinbertError
 
@@ -41,8 +43,8 @@ def append_row(path, fields, row):
 
 
 def append_once(path, fields, row, key="run"):
-    """append_row, unless the table already holds a row with this row's `key` (the run's name): a run resumed after
-    it published, or after it finished, is recorded once. Returns whether the row was added."""
+    """append_row, unless the table already holds a row with this row's `key` (the run's name): a run resumed
+    after it published, or after it finished, is recorded once. Returns whether the row was added."""
     path = Path(path)
     if path.is_file():
         with open(path, encoding="utf-8", errors="replace", newline="") as fp:
@@ -58,9 +60,9 @@ def _named(items):
 
 
 def check_replace(name, path, backup=None):
-    """The rule for an existing file at `path` (named `name` in messages) that a command would replace: fine when
-    this project wrote it and it is unchanged; a project file never; anything else only with --backup (`backup`
-    True; None where the command offers no --backup)."""
+    """The rule for an existing file at `path` (named `name` in messages) that a command would replace: fine
+    when this project wrote it and it is unchanged; a project file never; anything else only with --backup
+    (`backup` True; None where the command offers no --backup)."""
     path = Path(path)
     if path.is_file() and path.name in COURSE_FILES:  # even one a run wrote by mistake before this rule
         raise MinbertError(f"{name}: is a course data file, which no command replaces, --backup or not: name "
@@ -68,16 +70,18 @@ def check_replace(name, path, backup=None):
     if not path.is_file() or written_by(path) is not None:
         return
     if in_project(path):
-        raise MinbertError(f"{name}: is one of the project's own files (code, docs or course data), which no command "
-                           f"replaces: name a file under predictions/ or outside the project")
+        raise MinbertError(f"{name}: is one of the project's own files (code, docs or course data), which no "
+                           "command replaces: name a file under predictions/ or outside the project")
     if not backup:
-        raise MinbertError(f"{name}: holds a file this project did not write (or one changed since it did), which would "
-                           f"be lost: move it or name another path" + (", or add --backup to keep it as "
+        raise MinbertError(f"{name}: holds a file this project did not write (or one changed since it did), "
+                           "which would be lost: move "
+                           "it or name another path" + (", or add --backup to keep it as "
                            f"{path.name}.DATE.bak" if backup is False else ""))
 
 
 def check_file(path, flag, inputs=()):
-    """A tool's single output file (--json, --out): one line when it may not be written (check_outputs' rules)."""
+    """A tool's single output file (--json, --out): one line when it may not be
+    written (check_outputs' rules)."""
     check_outputs(files=[(flag, path)], inputs=inputs)
 
 
@@ -88,9 +92,10 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
       - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
       - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's);
       - an existing file the rule does not let it replace (check_replace; `backup` as there).
-    `dirs`, `files` and `tables` (files rows are appended to, which replace nothing: check_table) are paths or
-    (flag, path) pairs; the flag names the output in the message. A publishing into one of these folders that an
-    interruption cut short is finished first (runs/publishing.py), so that its files are the project's again."""
+    `dirs`, `files` and `tables` (files rows are appended to, which replace nothing: check_table) are
+    paths or (flag, path) pairs; the flag names the output in the message. A publishing into one of
+    these folders that an interruption cut short is finished first (runs/publishing.py), so that its
+    files are the project's again."""
     own = Path(os.path.abspath(own)) if own is not None else None
     seen = []
     named = [(d, True) for d in _named(dirs)] + [(f, False) for f in _named(files)]
@@ -106,8 +111,8 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
                 raise MinbertError(f"{parent}: is a file, but the run writes {path} inside it; "
                                    f"move it or pick another path")
         if among_sources(path if want_dir else path.parent, root=want_dir):
-            raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: name a path "
-                               f"under predictions/ or outside the project")
+            raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: "
+                               "name a path under predictions/ or outside the project")
         where = path if want_dir else path.parent
         check_writable(where, name)
         if where.is_dir():
@@ -116,20 +121,20 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         if want_dir:
             continue
         if path.name in (SOURCES, INTENT):
-            raise MinbertError(f"{name}: the name of the record the project keeps in each folder it writes into "
-                               f"(which files it wrote there): name another file")
+            raise MinbertError(f"{name}: the name of the record the project keeps in each folder it writes "
+                               "into (which files it wrote there): name another file")
         for what, other in inputs:
             if same_file(path, other):
-                raise MinbertError(f"{name}: is {what}, which this run reads; writing there would destroy it: "
-                                   f"name another file")
+                raise MinbertError(f"{name}: is {what}, which this run reads; "
+                                   "writing there would destroy it: name another file")
         for other_name, other in seen:
             if same_file(path, other):
                 raise MinbertError(f"{name}: {other_name} names the same file; each output needs its own")
         seen.append((name, path))
         folder = run_folder_of(path.parent)
         if folder is not None and folder != own:
-            raise MinbertError(f"{name}: inside {folder}, the folder of another run, whose files belong to its "
-                               f"checkpoint and log: name a path outside it")
+            raise MinbertError(f"{name}: inside {folder}, the folder of another run, whose files belong to "
+                               "its checkpoint and log: name a path outside it")
         if (folder is None or folder != own) and str(path) not in appended:
             check_replace(name, path, backup)
 
@@ -141,5 +146,5 @@ def check_table(path, fields, flag):
         with open(path, encoding="utf-8", errors="replace", newline="") as fp:
             first = fp.readline().strip()
         if first.lstrip("\ufeff") != ",".join(fields):
-            raise MinbertError(f"{flag} {path}: not a results table of this script (its first line is {first[:60]!r}), so "
-                               f"rows appended to it would garble it: name another file")
+            raise MinbertError(f"{flag} {path}: not a results table of this script (its first line is "
+                               f"{first[:60]!r}), so rows appended to it would garble it: name another file")

@@ -1,5 +1,6 @@
-"""Where in the project a path lies: among its code, docs and data (which no command writes), or in the folders
-for what runs write. runs/folders.py keeps run folders out of the first; runs/outputs.py keeps files out too."""
+"""Where in the project a path lies: among its code, docs and data (which no command writes), or in
+the folders for what runs write. runs/folders.py keeps run folders out of the first;
+runs/outputs.py keeps files out too."""
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]  # the project folder (where the scripts are)
@@ -9,8 +10,8 @@ SUBPROJECTS = ("gpt2",)  # folders whose scripts run from inside them, with outp
 
 
 def project_parts(parts):
-    """A path's parts relative to the project folder, with gpt2/'s own output folders (gpt2/runs/, ...) seen as the
-    project's (runs/, ...)."""
+    """A path's parts relative to the project folder, with gpt2/'s own output folders (gpt2/runs/, ...) seen
+    as the project's (runs/, ...)."""
     if parts[:1] and parts[0] in SUBPROJECTS and parts[1:2] and parts[1] in OUTPUT_FOLDERS:
         return parts[1:]
     return parts
@@ -23,13 +24,14 @@ def _inside(path):
 
 
 def among_sources(path, root=True):
-    """Whether `path` lies in one of the project's code, docs or data folders (or, with `root`, is the project
-    folder itself)."""
+    """Whether `path` lies in one of the project's code, docs or data folders (or, with `root`, is
+    the project folder itself)."""
     parts = _inside(path)
     return parts is not None and (parts[:1] == () and root or parts[:1] != () and parts[0] in SOURCE_FOLDERS)
 
 
 def in_project(path):
-    """Whether `path` lies in the project folder outside its output folders (a file of its code, docs or data)."""
+    """Whether `path` lies in the project folder outside its output folders (a file
+    of its code, docs or data)."""
     parts = _inside(path)
     return parts is not None and (not parts or parts[0] not in OUTPUT_FOLDERS)

@@ -1,21 +1,22 @@
 """Who wrote each file of an output folder, and putting files there all or nothing.
 
 Each folder the project writes into outside a run's own (predictions/, --out, --json's folder) holds
-`.sources.json`: for each file a run or a tool wrote there, which one, from which folder, and the file's sha256
-(`record`, `written_by`), so that the next command replaces what the project wrote and nothing else
-(runs/outputs.py's rule).
+`.sources.json`: for each file a run or a tool wrote there, which one, from which folder, and the file's
+sha256 (`record`, `written_by`), so that the next command replaces what the project wrote and nothing
+else (runs/outputs.py's rule).
 
 `publish` (a run's files copied to the handout's paths) and `write_output` (a tool's file) put their files in
-place as one unit, so that a Ctrl-C, a killed process or a full disk never leaves a folder holding some files of
-this run and some of the one before, with a record that matches neither:
-  1. each file is written whole beside its destination under a hidden name of its own (staged); an interrupt or
+place as one unit, so that a Ctrl-C, a killed process or a full disk never leaves a folder holding some files
+of this run and some of the one before, with a record that matches neither:
+  1. each file is written whole beside its destination under a hidden name of its own (staged); an interrupt
+     or
      an error here removes them, and nothing else has changed;
   2. `.publishing.json`, the record of intent, says in each folder which staged file becomes which file, with
      its sha256, and which file there is kept as a dated backup instead of replaced (--backup);
   3. the staged files are renamed into place, `.sources.json` records them, and the intent is removed.
 Steps 2 and 3 run with Ctrl-C deferred (files.deferred_interrupt) and the folder locked against a second
-publishing process; one killed among them leaves the intent, which the next command writing into that folder (a
-new run, the run's --resume, prepare_submit.py) carries out before anything else (`finish_publishing`).
+publishing process; one killed among them leaves the intent, which the next command writing into that folder
+(a new run, the run's --resume, prepare_submit.py) carries out before anything else (`finish_publishing`).
 """
 import contextlib
 import json
@@ -48,13 +49,14 @@ def _is_plain_name(name):
 
 
 def check_record(folder):
-    """One line when `folder` holds a `.sources.json` or `.publishing.json` this project did not write (a file of the
-    user's under that name), which recording or publishing there would replace."""
+    """One line when `folder` holds a `.sources.json` or `.publishing.json` this project did not write (a file
+    of the user's under that name), which recording or publishing there would replace."""
     folder = Path(folder)
     sources = _read_json(folder / SOURCES) if (folder / SOURCES).exists() else {}
     if not (isinstance(sources, dict) and all(isinstance(v, dict) and "run" in v for v in sources.values())):
-        raise MinbertError(f"{folder / SOURCES}: not the record of written files this project keeps there (the "
-                           f"project writes that name in every folder it writes into): move it, or name another folder")
+        raise MinbertError(f"{folder / SOURCES}: not the record of written files this project keeps there "
+                           "(the project writes that name in every folder "
+                           "it writes into): move it, or name another folder")
     if (folder / INTENT).exists():
         _read_intent(folder / INTENT)
 
@@ -69,14 +71,15 @@ def _read_intent(path):
     files = intent.get("files") if isinstance(intent, dict) else None
     if not (isinstance(files, list) and all(map(_intent_entry, files))
             and isinstance(intent.get("run"), str) and isinstance(intent.get("dir"), str)):
-        raise MinbertError(f"{path}: not a record of publishing this project wrote (the project writes that name while "
-                           f"it copies files into {Path(path).parent}): move it, or name another folder")
+        raise MinbertError(f"{path}: not a record of publishing this project wrote (the project writes that "
+                           "name while it copies files into "
+                           f"{Path(path).parent}): move it, or name another folder")
     return intent
 
 
 def written_by(dest):
-    """The record of the run that wrote the file at `dest` (from its folder's .sources.json), or None when no run
-    did or the file changed since."""
+    """The record of the run that wrote the file at `dest` (from its folder's .sources.json), or None when no
+    run did or the file changed since."""
     rec = _read_sources(Path(dest).parent / SOURCES).get(Path(dest).name)
     if not isinstance(rec, dict):
         return None
@@ -129,9 +132,9 @@ def backup_line(kept):
 
 @contextlib.contextmanager
 def _locked(folders):
-    """Hold an exclusive flock on each folder itself (no file is added), so that a second process publishing into
-    one of them waits instead of carrying out an intent still being carried out. Where a file system has no
-    flock, nothing is held."""
+    """Hold an exclusive flock on each folder itself (no file is added), so that a second process publishing
+    into one of them waits instead of carrying out an intent still being carried out. Where a file system has
+    no flock, nothing is held."""
     with contextlib.ExitStack() as stack:
         for folder in sorted(set(folders)):
             try:
@@ -150,16 +153,16 @@ def _locked(folders):
 def _carry_out(folder, intent):
     """Step 3 for one folder: each staged file still there renamed into place (the file it replaces kept as a
     backup when the intent says so, or when it is not the file the intent saw there), what holds the intended
-    bytes recorded, the intent removed. Running it again after an interruption finishes what is left. Returns the
-    [(file, backup)] it kept."""
+    bytes recorded, the intent removed. Running it again after an interruption finishes what is left. Returns
+    the [(file, backup)] it kept."""
     kept, done = [], []
     for f in intent["files"]:
         dest = folder / f["name"]
         stage = folder / f["stage"] if f.get("stage") else None
         if stage is not None and stage.is_file():
             if dest.is_file() and (f.get("backup") or file_digest(dest) != f.get("was")):
-                backup = folder / f["backup"] if f.get("backup") and not (folder / f["backup"]).exists() else None
-                backup = backup or _backup_name(dest)
+                named = folder / f["backup"] if f.get("backup") else None
+                backup = named if named is not None and not named.exists() else _backup_name(dest)
                 os.replace(dest, backup)
                 kept.append((dest, backup))
             os.replace(stage, dest)
@@ -172,8 +175,8 @@ def _carry_out(folder, intent):
 
 
 def finish_publishing(folders, log=print):
-    """Carry out the intent a publishing process killed in step 3 left in any of `folders`, so that each holds all
-    of its files and a record that matches them; one line says so."""
+    """Carry out the intent a publishing process killed in step 3 left in any of `folders`, so that each holds
+    all of its files and a record that matches them; one line says so."""
     folders = [Path(f) for f in folders if (Path(f) / INTENT).exists()]
     if not folders:
         return
@@ -203,7 +206,8 @@ def _commit(staged, run_name, run_dir):
         written = []
         try:
             for folder, intent in intents.items():
-                written.append(atomic_write(folder / INTENT, lambda fp: json.dump(intent, fp, indent=1), mode="w"))
+                written.append(atomic_write(folder / INTENT, lambda fp: json.dump(intent, fp, indent=1),
+                                            mode="w"))
         except BaseException:  # nothing has moved yet: every folder stays as it was
             for path in written + [stage for _, stage, _ in staged if stage is not None]:
                 path.unlink(missing_ok=True)
@@ -212,8 +216,8 @@ def _commit(staged, run_name, run_dir):
 
 
 def _stage(items, mode="wb"):
-    """Step 1: [(destination, write_fn(fp))] -> [(destination, staged file or None, sha256)]. The staged files are
-    removed again when any write fails or is interrupted."""
+    """Step 1: [(destination, write_fn(fp))] -> [(destination, staged file or None, sha256)]. The staged files
+    are removed again when any write fails or is interrupted."""
     staged = []
     try:
         for dest, write_fn in items:
@@ -252,17 +256,17 @@ def same_file(a, b):
 
 def place(items, by, run_dir="", mode="wb", log=print):
     """Write each (destination, write_fn(fp)) all or nothing, recorded as written by `by` (from the folder
-    `run_dir`), after finishing any publishing cut short in those folders. Returns the [(file, backup)] kept (the
-    destinations check_outputs allowed with --backup)."""
+    `run_dir`), after finishing any publishing cut short in those folders. Returns the [(file, backup)] kept
+    (the destinations check_outputs allowed with --backup)."""
     items = [(Path(d), w) for d, w in items]
     finish_publishing({d.parent for d, _ in items if d.parent.is_dir()}, log)
     return _commit(_stage(items, mode), by, run_dir) if items else []
 
 
 def publish(pairs, run_name, run_dir, log=print, what="predictions"):
-    """Copy each (run file, published path) pair, all or nothing (`place`). The line it prints names the run whose
-    published files were replaced and the folder where they still are; a file there that no run wrote (--backup)
-    is kept as a dated backup, and a line says so."""
+    """Copy each (run file, published path) pair, all or nothing (`place`). The line it prints names the run
+    whose published files were replaced and the folder where they still are; a file there that no run wrote
+    (--backup) is kept as a dated backup, and a line says so."""
     pairs = [(Path(s), Path(d)) for s, d in pairs]
     if not pairs:
         return ""

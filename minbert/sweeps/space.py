@@ -1,5 +1,5 @@
-"""sweep.py's search space: `--space FLAG=SPEC` items parsed and checked against the pipeline's own parser before
-anything trains, turned into Optuna suggestions and back into command-line flags."""
+"""sweep.py's search space: `--space FLAG=SPEC` items parsed and checked against the pipeline's own parser
+before anything trains, turned into Optuna suggestions and back into command-line flags."""
 import math
 
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -9,38 +9,46 @@ from utils import MinbertError
 
 PARSERS = {"classifier": classifier_parser, "multitask": multitask_parser}
 # Flags the sweep sets for every trial: where its files go, and its seed.
-RESERVED = ["--seed", "--run_name", "--run_dir", "--checkpoint_dir", "--checkpoint", "--predictions_dir", "--results",
-            "--resume", "--eval_only"] + [f"--{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev", "test")]
+RESERVED = ["--seed", "--run_name", "--run_dir", "--checkpoint_dir", "--checkpoint", "--predictions_dir",
+            "--results",
+            "--resume", "--eval_only"] + [f"--{p}_{s}_out" for p in ("sst", "para", "sts") for s in ("dev",
+                                                                                                     "test")]
 
 
 def parse_space(items):
-    """['lr=log:1e-5:2e-4', 'hidden_dropout_prob=0.1,0.3'] -> {flag: (kind, values)}; a bad item is one line."""
+    """['lr=log:1e-5:2e-4', 'hidden_dropout_prob=0.1,0.3'] -> {flag: (kind,
+    values)}; a bad item is one line."""
     space, items_of = {}, {}
     for item in items:
         if "=" not in item:
-            raise MinbertError(f"--space {item!r}: expected FLAG=SPEC, e.g. lr=log:1e-5:2e-4 or hidden_dropout_prob=0.1,0.3")
+            raise MinbertError(f"--space {item!r}: expected FLAG=SPEC, e.g. "
+                               "lr=log:1e-5:2e-4 or hidden_dropout_prob=0.1,0.3")
         flag, spec = item.split("=", 1)
         flag = flag.lstrip("-")
         if flag_name(flag) in items_of:  # argparse would let the last one win: a sweep the user did not mean
-            raise MinbertError(f"--space names {flag_name(flag)} twice ({items_of[flag_name(flag)]!r} and {item!r}): "
-                               f"give each flag once, with all its values")
+            raise MinbertError(f"--space names {flag_name(flag)} twice ({items_of[flag_name(flag)]!r} and "
+                               f"{item!r}): give each flag once, with all its values")
         items_of[flag_name(flag)] = item
         parts = spec.split(":")
         if parts[0] in ("log", "float", "int"):
             if len(parts) != 3:
-                raise MinbertError(f"--space {item!r}: {parts[0]} needs LO:HI, e.g. {flag}={parts[0]}:1e-5:1e-3")
+                raise MinbertError(f"--space {item!r}: {parts[0]} needs "
+                                   f"LO:HI, e.g. {flag}={parts[0]}:1e-5:1e-3")
             try:
                 lo, hi = (float(p) for p in parts[1:])
             except ValueError:
                 raise MinbertError(f"--space {item!r}: LO and HI must be numbers") from None
             if parts[0] == "int":
                 if not (lo.is_integer() and hi.is_integer()):
-                    raise MinbertError(f"--space {item!r}: int bounds must be whole numbers (an int range draws "
-                                       f"whole numbers), e.g. {flag}=int:{math.floor(lo)}:{math.ceil(hi)}, or "
-                                       f"{flag}=float:{parts[1]}:{parts[2]} if {flag_name(flag)} takes fractions")
+                    raise MinbertError(f"--space {item!r}: int bounds must be whole numbers (an int range "
+                                       "draws whole numbers), e.g. "
+                                       f"{flag}=int:{math.floor(lo)}:{math.ceil(hi)}, or "
+                                       f"{flag}=float:{parts[1]}:{parts[2]} "
+                                       f"if {flag_name(flag)} takes fractions")
                 lo, hi = int(lo), int(hi)
             if not lo < hi or (parts[0] == "log" and lo <= 0):
-                raise MinbertError(f"--space {item!r}: need LO < HI" + (" and LO > 0" if parts[0] == "log" else ""))
+                raise MinbertError(f"--space {item!r}: "
+                                   "need LO < HI" + (" and LO > 0" if parts[0] == "log" else ""))
             space[flag] = (parts[0], (lo, hi))
         else:
             choices = [c for c in spec.split(",") if c]
@@ -51,17 +59,18 @@ def parse_space(items):
 
 
 def check_space_spelling(argv, own_flags):
-    """Before argparse reads sweep.py's `argv`: a pipeline flag typed with its dashes (`--space --lr=1e-3,1e-4`)
-    reads to argparse as a flag of sweep.py's, and its message ("--space: expected at least one argument") would
-    not say what --space expects. `own_flags` are sweep.py's option strings."""
+    """Before argparse reads sweep.py's `argv`: a pipeline flag typed with its dashes (`--space
+    --lr=1e-3,1e-4`) reads to argparse as a flag of sweep.py's, and its message ("--space: expected at least
+    one argument") would not say what --space expects. `own_flags` are sweep.py's option strings."""
     for before, token in zip([None] + argv, argv):
         name = token.split("=", 1)[0]
         ours = any(f.startswith(name) for f in own_flags)  # argparse takes an unambiguous prefix
-        if before == "--space" and token.startswith("-") or token.startswith("--") and "=" in token and not ours:
+        if (before == "--space" and token.startswith("-")
+                or token.startswith("--") and "=" in token and not ours):
             item = token.lstrip("-") if "=" in token else f"{token.lstrip('-')}=SPEC"
-            raise MinbertError(f"{'--space ' if before == '--space' else ''}{token}: --space takes FLAG=SPEC items, "
-                               f"the pipeline's flag without its dashes (--space {item}); a flag fixed for every "
-                               f"trial goes after -- instead")
+            raise MinbertError(f"{'--space ' if before == '--space' else ''}{token}: --space takes FLAG=SPEC "
+                               f"items, the pipeline's flag without its dashes (--space {item}); a flag "
+                               "fixed for every trial goes after -- instead")
 
 
 def flag_name(flag):
@@ -74,13 +83,13 @@ def check_flags(pipeline, base, space):
     trial's own check (an incompatible trial fails alone)."""
     for reserved in RESERVED:
         if reserved in base or any(flag_name(f) == reserved for f in space):
-            raise MinbertError(f"{reserved} is set by the sweep for every trial (seeds: --seeds); drop it from the "
-                               f"trial flags")
+            raise MinbertError(f"{reserved} is set by the sweep for every trial "
+                               "(seeds: --seeds); drop it from the trial flags")
     for flag in space:
         name = flag_name(flag)
         if any(tok == name or tok.startswith(name + "=") for tok in base):
-            raise MinbertError(f"{name} is searched by --space and also fixed after --: drop one of the two (each trial "
-                               f"would take the value argparse sees last)")
+            raise MinbertError(f"{name} is searched by --space and also fixed after --: drop one of the two "
+                               "(each trial would take the value argparse sees last)")
     parser = PARSERS[pipeline]()
     parser.parse_args(base)
     for flag, (kind, values) in space.items():
@@ -95,7 +104,8 @@ def check_flags(pipeline, base, space):
     if pipeline == "classifier":
         datasets = parser.parse_args(base).datasets
         if len(datasets) != 1:
-            raise MinbertError("a classifier sweep scores one dataset: pass --datasets sst (or cfimdb) after --")
+            raise MinbertError("a classifier sweep scores one dataset: "
+                               "pass --datasets sst (or cfimdb) after --")
 
 
 def suggest(trial, space):
@@ -139,7 +149,8 @@ def describe_space(dists):
     def one(d):
         if hasattr(d, "choices"):
             return ",".join(map(str, d.choices))
-        kind = "log" if getattr(d, "log", False) else "float" if type(d).__name__ == "FloatDistribution" else "int"
+        kind = "log" if getattr(d, "log",
+                                False) else "float" if type(d).__name__ == "FloatDistribution" else "int"
         return f"{kind}:{d.low:g}:{d.high:g}"
     return " ".join(f"{flag}={one(d)}" for flag, d in sorted(dists.items()))
 

@@ -1,5 +1,6 @@
-"""A study's database and the workers sharing it: Optuna's RDB storage with heartbeats (a trial whose worker died
-runs again), the trials that count, and the checks that a worker continues the study its trials belong to."""
+"""A study's database and the workers sharing it: Optuna's RDB storage with heartbeats (a trial
+whose worker died runs again), the trials that count, and the checks that a worker continues the
+study its trials belong to."""
 import contextlib
 import importlib.util
 import os
@@ -12,12 +13,14 @@ import optuna
 from minbert.sweeps.space import describe_space, distributions
 from utils import MinbertError, process_alive
 
-HEARTBEAT, GRACE = 20, 60  # seconds: a worker's heartbeat interval, and how old it may get before others step in
+# seconds: a worker's heartbeat interval, and how old it may get before others step in
+HEARTBEAT, GRACE = 20, 60
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def optuna_tables(path):
-    """Whether the SQLite database at `path` is Optuna's (or empty): its tables, read without changing the file."""
+    """Whether the SQLite database at `path` is Optuna's (or empty): its tables,
+    read without changing the file."""
     import sqlite3
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
@@ -38,23 +41,28 @@ def open_storage(url, default):
                            f"postgresql://USER:PASSWORD@HOST:PORT/DATABASE")
     if scheme == "sqlite":
         if url[len("sqlite:///"):] in ("", ":memory:") or not url.startswith("sqlite:///"):
-            raise MinbertError(f"--storage {url}: an in-memory SQLite database lives in one process, but a study is "
-                               f"shared by its trials, its heartbeat and other workers: give a file, sqlite:///PATH")
+            raise MinbertError(f"--storage {url}: an in-memory SQLite database lives in one process, but a "
+                               "study is shared by its trials, its heartbeat "
+                               "and other workers: give a file, sqlite:///PATH")
         path = Path(url[len("sqlite:///"):])
         if path.is_dir():
             raise MinbertError(f"--storage {url}: {path} is a folder; the SQLite database is a file")
         if path.is_file() and path.stat().st_size and path.read_bytes()[:16] != b"SQLite format 3\0":
-            raise MinbertError(f"--storage {url}: {path} is not an SQLite database; name a new file or an existing study")
+            raise MinbertError(f"--storage {url}: {path} is not an SQLite "
+                               "database; name a new file or an existing study")
         if path.is_file() and path.stat().st_size and not optuna_tables(path):
-            raise MinbertError(f"--storage {url}: {path} is an SQLite database of something else (no Optuna study in "
-                               f"it), which Optuna would add its tables to: name a new file or an existing study")
+            raise MinbertError(f"--storage {url}: {path} is an SQLite database of something else (no Optuna "
+                               "study in it), which Optuna would add its "
+                               "tables to: name a new file or an existing study")
         path.parent.mkdir(parents=True, exist_ok=True)
     # SQLAlchemy's driver for each scheme (postgresql:// means psycopg 3 since SQLAlchemy 2.1)
     driver = {"postgresql": "psycopg", "postgresql+psycopg": "psycopg", "postgresql+psycopg2": "psycopg2",
               "mysql": "MySQLdb", "mysql+pymysql": "pymysql"}.get(scheme)
     if driver is not None and importlib.util.find_spec(driver) is None:
-        package = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient"}.get(driver, driver)
-        raise MinbertError(f"--storage {url}: its database driver {driver} is not installed (pip install {package})")
+        package = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary",
+                   "MySQLdb": "mysqlclient"}.get(driver, driver)
+        raise MinbertError(f"--storage {url}: its database driver {driver} "
+                           f"is not installed (pip install {package})")
     kwargs = {"connect_args": {"timeout": 60}} if scheme == "sqlite" else {"pool_pre_ping": True}
     for attempt in range(5):
         try:
@@ -98,29 +106,32 @@ def finished(study):
 
 
 def check_same_space(study, space, spelled):
-    """A study continues only with the --space its trials were drawn from: Optuna cannot mix two (a grid grown by
-    a value, a list turned into a range), and its trials would not be comparable. `spelled` is --space as typed."""
+    """A study continues only with the --space its trials were drawn from: Optuna cannot mix two (a
+    grid grown by a value, a list turned into a range), and its trials would not be comparable.
+    `spelled` is --space as typed."""
     want = distributions(space)
     for t in study.get_trials(deepcopy=False):
         if t.distributions and t.distributions != want:
-            raise MinbertError(f"study {study.study_name}: its trials searched --space {describe_space(t.distributions)}, "
-                               f"not {spelled}: give that --space to continue the study, or a new --study for the new space")
+            raise MinbertError(f"study {study.study_name}: its trials searched --space "
+                               f"{describe_space(t.distributions)}, not {spelled}: give that --space to "
+                               "continue the study, or a new --study for the new space")
 
 
 def check_same_study(study, pipeline, base, seeds):
-    """A study's trials are comparable only when they ran the same pipeline, with the same flags after -- and the
-    same seeds: the first worker records them in the study, and a later start with others is one line (its
+    """A study's trials are comparable only when they ran the same pipeline, with the same flags after -- and
+    the same seeds: the first worker records them in the study, and a later start with others is one line (its
     winning command would otherwise be built from flags the best trial never ran with)."""
     recorded = [("pipeline", pipeline, "ran {} trials", str),
-                ("trial_flags", list(base), "ran with the flags after -- {}", lambda v: " ".join(v) or "(none)"),
+                ("trial_flags", list(base), "ran with the "
+                                            "flags after -- {}", lambda v: " ".join(v) or "(none)"),
                 ("seeds", list(seeds), "ran {}", lambda v: "--seeds " + " ".join(map(str, v)))]
     for key, value, ran, spell in recorded:
         before = study.user_attrs.get(key)
         if before is None:
             study.set_user_attr(key, value)
         elif before != value:
-            raise MinbertError(f"study {study.study_name}: its trials {ran.format(spell(before))}, not {spell(value)}: "
-                               f"the same to continue the study, or a new --study")
+            raise MinbertError(f"study {study.study_name}: its trials {ran.format(spell(before))}, not "
+                               f"{spell(value)}: the same to continue the study, or a new --study")
 
 
 def duplicate_of(study, trial, values):

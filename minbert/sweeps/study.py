@@ -1,6 +1,6 @@
-"""The sweep loop (sweep.py): this worker's share of a study, trial by trial, until the study holds --trials finished
-ones; every trial appended to runs/sweeps/STUDY/trials.csv; at the end a ranked table (mean and spread over seeds)
-and the winning command line."""
+"""The sweep loop (sweep.py): this worker's share of a study, trial by trial, until the study holds --trials
+finished ones; every trial appended to runs/sweeps/STUDY/trials.csv; at the end a ranked table (mean and
+spread over seeds) and the winning command line."""
 import shlex
 import statistics
 import time
@@ -12,7 +12,8 @@ import optuna
 from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
 from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
-from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, finished, open_storage,
+from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, finished,
+                                    open_storage,
                                     reclaim_dead_workers, requeue_interrupted, running_elsewhere)
 from minbert.sweeps.trials import PIPELINES, TrialFailed, run_trial
 from utils import MinbertError, set_interrupt_hint
@@ -45,9 +46,11 @@ def sweep(settings):
     if not space:
         raise MinbertError("--space: give at least one FLAG=SPEC")
     if st.sampler == "grid" and any(kind != "choice" for kind, _ in space.values()):
-        raise MinbertError("--sampler grid takes comma lists only (e.g. lr=1e-5,3e-5); ranges need --sampler tpe")
+        raise MinbertError("--sampler grid takes comma lists only (e.g. "
+                           "lr=1e-5,3e-5); ranges need --sampler tpe")
     if len(set(st.seeds)) != len(st.seeds):
-        raise MinbertError(f"--seeds {' '.join(map(str, st.seeds))}: a seed given twice; each seed runs once per trial")
+        raise MinbertError(f"--seeds {' '.join(map(str, st.seeds))}: a "
+                           "seed given twice; each seed runs once per trial")
     check_flags(st.pipeline, base, space)
     study_name = check_run_name(st.study, "--study", SWEEPS) if st.study else f"{st.pipeline}-sweep"
     folder = SWEEPS / study_name
@@ -56,10 +59,11 @@ def sweep(settings):
               if st.prune else optuna.pruners.NopPruner())
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own one line per trial, not Optuna's tracebacks
     try:
-        study = optuna.create_study(study_name=study_name, storage=storage, pruner=pruner, direction="maximize",
-                                    load_if_exists=True)
+        study = optuna.create_study(study_name=study_name, storage=storage, pruner=pruner,
+                                    direction="maximize", load_if_exists=True)
     except Exception as e:
-        raise MinbertError(f"study {study_name}: cannot create or load it ({str(e).splitlines()[0][:300]})") from None
+        raise MinbertError(f"study {study_name}: cannot create or load it "
+                           f"({str(e).splitlines()[0][:300]})") from None
     check_same_space(study, space, " ".join(st.space))
     check_same_study(study, st.pipeline, base, st.seeds)
     study.sampler = make_sampler(settings, space, study)
@@ -68,8 +72,8 @@ def sweep(settings):
     reclaim_dead_workers(study)
     optuna.storages.fail_stale_trials(study)
     wanted = min(st.trials, space_size(space))
-    print(f"study {study_name} in {storage.url}: {len(finished(study))} trial(s) finished before, wanting {wanted}; "
-          f"worker {WORKER}; trials logged to {csv_path}")
+    print(f"study {study_name} in {storage.url}: {len(finished(study))} trial(s) finished before, wanting "
+          f"{wanted}; worker {WORKER}; trials logged to {csv_path}")
     seeds = " ".join(map(str, st.seeds))
 
     def objective(trial):
@@ -90,8 +94,8 @@ def sweep(settings):
             trial.report(score, step)
             if trial.should_prune():
                 append_row(csv_path, {**row, "state": "pruned", "mean": score, "minutes": minutes()})
-                print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed {st.seeds[step // 1000]} "
-                      f"(dev score {score:.4f})")
+                print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed "
+                      f"{st.seeds[step // 1000]} (dev score {score:.4f})")
                 raise optuna.TrialPruned()
         try:
             scores = run_trial(st.pipeline, base, values, st.seeds, folder, trial.number, report)
@@ -120,8 +124,8 @@ def sweep(settings):
             duplicates = duplicates + 1 if last and all("duplicate_of" in t.user_attrs for t in last) else 0
     except KeyboardInterrupt:
         requeue_interrupted(study)
-        set_interrupt_hint(f"this worker's trial was stopped and is queued to run again; continue the sweep with: "
-                           f"{shlex.join(['python', 'sweep.py', *command])}")
+        set_interrupt_hint("this worker's trial was stopped and is queued to run again; continue the sweep "
+                           f"with: {shlex.join(['python', 'sweep.py', *command])}")
         raise
     return summarize(study, settings)
 
@@ -134,7 +138,8 @@ def summarize(study, settings):
     complete = [t for t in trials if t.state == S.COMPLETE]
     failed = [t for t in trials if t.state == S.FAIL and "error" in t.user_attrs]
     pruned = [t for t in trials if t.state == S.PRUNED and "duplicate_of" not in t.user_attrs]
-    print(f"study {study.study_name}: {len(complete)} complete, {len(pruned)} pruned, {len(failed)} failed on their flags")
+    print(f"study {study.study_name}: {len(complete)} complete, "
+          f"{len(pruned)} pruned, {len(failed)} failed on their flags")
     for t in failed:
         print(f"  trial {t.number} failed: {t.user_attrs['error']}")
     if not complete:
@@ -147,7 +152,9 @@ def summarize(study, settings):
         spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
         print(f"{i:<5} {t.number:<6} {t.value:<8.4f} {spread:<8.4f} {' '.join(as_argv(t.params))}")
     best = rows[0]
-    command = " ".join(shlex.quote(a) for a in ["python", PIPELINES[st.pipeline].name, *base, *as_argv(best.params)])
-    print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds {' '.join(map(str, st.seeds))}")
+    command = " ".join(shlex.quote(a) for a in ["python", PIPELINES[st.pipeline].name, *base,
+                                                *as_argv(best.params)])
+    print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds "
+          f"{' '.join(map(str, st.seeds))}")
     print(f"winning command: {command}")
     return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete)}

@@ -1,6 +1,6 @@
-"""One trial of a sweep: the pipeline script run once per seed, each in its own process and run folder
-(runs/sweeps/STUDY/tN-sSEED), its per-epoch dev scores read from the run's log as they are written and fed to the
-pruner."""
+"""One trial of a sweep: the pipeline script run once per seed, each in its own process and run
+folder (runs/sweeps/STUDY/tN-sSEED), its per-epoch dev scores read from the run's log as they are
+written and fed to the pruner."""
 import json
 import os
 import signal
@@ -60,12 +60,14 @@ class TrialProcess:
         """The trial's own one-line error (or the last line it printed)."""
         lines = [l for l in self.tail if l.strip()]
         errs = [l for l in lines if l.startswith("error: ")]
-        return (errs[-1][len("error: "):] if errs else lines[-1] if lines else f"exit code {self.proc.returncode}")
+        return (errs[-1][len("error: "
+                             ""):] if errs else lines[-1] if lines else f"exit code {self.proc.returncode}")
 
 
 def _child_setup():
-    """In a trial's process: a process group of its own (Ctrl-C reaches the sweep, which stops the trial itself), and
-    on Linux a SIGTERM when the sweep dies, so a killed worker leaves no trial training on its own."""
+    """In a trial's process: a process group of its own (Ctrl-C reaches the sweep, which stops
+    the trial itself), and on Linux a SIGTERM when the sweep dies, so a killed worker leaves
+    no trial training on its own."""
     os.setsid()
     try:
         import ctypes
@@ -90,8 +92,9 @@ def trial_argv(pipeline, folder):
     argv = ["--run_dir", str(folder)]
     if pipeline == "classifier":  # the trial's files stay in its run folder: predictions/ is the user's
         return argv + ["--predictions_dir", str(folder)]
-    return argv + ["--results", str(folder.parent / "multitask-results.csv")] + [
-        x for p in ("sst", "para", "sts") for s in ("dev", "test") for x in (f"--{p}_{s}_out", str(folder / f"{p}-{s}-output.csv"))]
+    outs = [x for p in ("sst", "para", "sts") for s in ("dev", "test")
+            for x in (f"--{p}_{s}_out", str(folder / f"{p}-{s}-output.csv"))]
+    return argv + ["--results", str(folder.parent / "multitask-results.csv")] + outs
 
 
 def run_trial(pipeline, base, values, seeds, study_folder, number, report, poll=1.0):
@@ -100,7 +103,8 @@ def run_trial(pipeline, base, values, seeds, study_folder, number, report, poll=
     scores = []
     for i, seed in enumerate(seeds):
         folder = trial_folder(study_folder, number, seed)
-        proc = TrialProcess(pipeline, base + as_argv(values) + ["--seed", str(seed)] + trial_argv(pipeline, folder), folder)
+        argv = base + as_argv(values) + ["--seed", str(seed)] + trial_argv(pipeline, folder)
+        proc = TrialProcess(pipeline, argv, folder)
         try:
             while True:
                 done = proc.proc.poll() is not None

@@ -1,6 +1,7 @@
-"""Additional datasets trained jointly with Part 2's three tasks (handout 5.3, "Additional Datasets"):
-`--extra_task NAME=FILE [NAME=FILE ...]`, each with a head of its own, its batches drawn by the same sampler
-as SST's, Quora's and STS's (sampling.py). Their dev sets are not scored: the dev mean stays the leaderboard's.
+"""Additional datasets trained jointly with Part 2's three tasks (handout 5.3, "Additional
+Datasets"): `--extra_task NAME=FILE [NAME=FILE ...]`, each with a head of its own, its batches drawn
+by the same sampler as SST's, Quora's and STS's (sampling.py). Their dev sets are not scored: the
+dev mean stays the leaderboard's.
 
     NAME  data set                                   the file as released                      head
     snli  SNLI 1.0 (Bowman et al. 2015)               snli_1.0_train.jsonl, or snli_1.0_train.txt  3 classes
@@ -10,8 +11,8 @@ as SST's, Quora's and STS's (sampling.py). Their dev sets are not scored: the de
 
 NLI labels are entailment, neutral, contradiction; a pair whose annotators reached no consensus (gold_label
 '-') is skipped, and one line counts them. From the full SICK.txt (its SemEval_set column present) only the
-TRAIN and TRIAL pairs are used. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]'). Every problem with a file is
-one line naming the file, the line and what is wrong.
+TRAIN and TRIAL pairs are used. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]'). Every problem with a file
+is one line naming the file, the line and what is wrong.
 """
 import json
 from pathlib import Path
@@ -24,7 +25,8 @@ NLI_LABELS = ("entailment", "neutral", "contradiction")
 EXTRA_TASKS = {
     "snli": Task("snli", ("sentence1", "sentence2"), "gold_label", "class", 3),
     "mnli": Task("mnli", ("sentence1", "sentence2"), "gold_label", "class", 3),
-    "sick": Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression", label_range=(1.0, 5.0)),
+    "sick": Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression", label_range=(1.0,
+                                                                                                       5.0)),
     "paws": Task("paws", ("sentence1", "sentence2"), "label", "class", 2),
 }
 
@@ -36,7 +38,8 @@ def parse_extra(text):
         raise MinbertError(f"--extra_task {text!r}: expected NAME=FILE, e.g. snli=snli_1.0_train.jsonl "
                            f"(NAME: {', '.join(EXTRA_TASKS)})")
     if name not in EXTRA_TASKS:
-        raise MinbertError(f"--extra_task {text!r}: unknown data set {name!r}; choose from {', '.join(EXTRA_TASKS)}")
+        raise MinbertError(f"--extra_task {text!r}: unknown data set "
+                           f"{name!r}; choose from {', '.join(EXTRA_TASKS)}")
     return name, path
 
 
@@ -56,9 +59,11 @@ def _records(path, need):
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError:
-                    raise MinbertError(f"{path}: line {n}: not a JSON object (a .jsonl file holds one a line)") from None
+                    raise MinbertError(f"{path}: line {n}: not a JSON object "
+                                       "(a .jsonl file holds one a line)") from None
                 if not isinstance(rec, dict):
-                    raise MinbertError(f"{path}: line {n}: not a JSON object (a .jsonl file holds one a line)")
+                    raise MinbertError(f"{path}: line {n}: not a JSON object "
+                                       "(a .jsonl file holds one a line)")
                 yield n, rec
         return
     rows = (line.split("\t") for line in lines)  # quotes are text, so a row's cells are its line's
@@ -84,7 +89,8 @@ def read_extra(name, path):
         missing = [c for c in need if c not in rec]
         if missing:
             raise MinbertError(f"{path}: line {n}: no {', '.join(missing)} (is this a {name} file?)")
-        if name == "sick" and "SemEval_set" in rec and str(rec["SemEval_set"]).strip().upper() not in ("TRAIN", "TRIAL"):
+        if (name == "sick" and "SemEval_set" in rec
+                and str(rec["SemEval_set"]).strip().upper() not in ("TRAIN", "TRIAL")):
             held_out += 1
             continue
         texts = tuple(str(rec[c]).strip() for c in task.text_cols)
@@ -96,7 +102,8 @@ def read_extra(name, path):
                 no_consensus += 1
                 continue
             if raw not in NLI_LABELS:
-                raise MinbertError(f"{path}: line {n}: gold_label {raw!r} is not one of {', '.join(NLI_LABELS)} or '-'")
+                raise MinbertError(f"{path}: line {n}: gold_label {raw!r} is not one of "
+                                   f"{', '.join(NLI_LABELS)} or '-'")
             label = NLI_LABELS.index(raw)
         elif task.kind == "class":
             if raw not in ("0", "1"):
@@ -110,10 +117,12 @@ def read_extra(name, path):
             lo, hi = task.label_range
             if not lo <= label <= hi:
                 raise MinbertError(f"{path}: line {n}: relatedness_score {raw!r} is outside {lo:g}..{hi:g}")
-        examples.append(Example(str(rec.get("pairID", rec.get("pair_ID", rec.get("id", n)))), texts, label, n))
+        examples.append(Example(str(rec.get("pairID", rec.get("pair_ID", rec.get("id", n)))), texts, label,
+                                n))
     if not examples:
         raise MinbertError(f"{path}: no {name} training pairs in it")
     notes = ([f"{no_consensus} pair(s) without a gold label ('-') skipped"] if no_consensus else []) + (
         [f"{held_out} SICK pair(s) of the TEST set left out"] if held_out else [])
-    main_print(f"--extra_task {name}: {len(examples)} training pairs from {path}" + (f" ({'; '.join(notes)})" if notes else ""))
+    main_print(f"--extra_task {name}: {len(examples)} "
+               f"training pairs from {path}" + (f" ({'; '.join(notes)})" if notes else ""))
     return examples

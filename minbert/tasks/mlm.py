@@ -1,5 +1,5 @@
-"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), for pretrain.py
-(pipelines/pretrain.py).
+"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), for
+pretrain.py (pipelines/pretrain.py).
 
 Masking rule: each non-special token is chosen with probability p (0.15); a chosen token is replaced by
 [MASK] 80% of the time, by a random vocabulary token 10%, and kept 10%; the loss is cross-entropy on the
@@ -63,10 +63,11 @@ class BertForMaskedLM(nn.Module):
     def __init__(self, bert):
         super().__init__()
         self.bert, self.config = bert, bert.config
-        # The decoder is tied to the word embeddings, and autograd adds its dense gradient into whatever
-        # weight.grad holds: with the lookup's reused gradient buffer (minbert/embedding.py) that would be the
-        # buffer, whose rows the lookup alone does not zero again, so each step would carry every earlier
-        # step's decoder gradient. The gradient is dense here anyway, so torch's own backward costs nothing more.
+        # The decoder is tied to the word embeddings, and autograd adds its dense gradient into
+        # whatever weight.grad holds: with the lookup's reused gradient buffer (minbert/embedding.py)
+        # that would be the buffer, whose rows the lookup alone does not zero again, so each step would
+        # carry every earlier step's decoder gradient. The gradient is dense here anyway, so torch's
+        # own backward costs nothing more.
         bert.word_embedding.reuse_grad = False
         self.head = BertMLMHead(bert.config)
         std = bert.config.initializer_range
@@ -88,7 +89,8 @@ class BertForMaskedLM(nn.Module):
             try:
                 model.head.load_state_dict(found)
             except RuntimeError as e:
-                raise MinbertError(f"{ckpt.weights}: its MLM head does not fit the model ({str(e)[:200]})") from None
+                raise MinbertError(f"{ckpt.weights}: its MLM head does "
+                                   f"not fit the model ({str(e)[:200]})") from None
         return model, complete
 
     def forward(self, input_ids, attention_mask, labels):

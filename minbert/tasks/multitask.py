@@ -1,14 +1,14 @@
 """The Part 2 model: one shared BERT, a head per task (handout section 5.2's MultitaskBERT).
 
 multitask_classifier.py trains and tests it (pipelines/multitask.py), ensemble.py and tools/ rebuild saved
-models with `load_multitask`; the script re-exports the class, so `from multitask_classifier import MultitaskBERT`
-works as the handout writes it.
+models with `load_multitask`; the script re-exports the class, so `from multitask_classifier import
+MultitaskBERT` works as the handout writes it.
 
-Every task has one forward path, `task_forward(task, batch)`, which training (objectives/losses.py MultitaskLoss),
-evaluation (evaluation.model_eval_multitask) and the handout's `predict_sentiment`, `predict_paraphrase`
-and `predict_similarity` all call. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]' in one input) or
-siamese (two sentence embeddings u, v: paraphrase from [u, v, |u-v|, u*v], similarity 5 ReLU(cos(u, v))),
-per task as spec.pair_encoding says (datasets.task_encoding).
+Every task has one forward path, `task_forward(task, batch)`, which training (objectives/losses.py
+MultitaskLoss), evaluation (evaluation.model_eval_multitask) and the handout's `predict_sentiment`,
+`predict_paraphrase` and `predict_similarity` all call. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]' in
+one input) or siamese (two sentence embeddings u, v: paraphrase from [u, v, |u-v|, u*v], similarity 5
+ReLU(cos(u, v))), per task as spec.pair_encoding says (datasets.task_encoding).
 """
 from dataclasses import dataclass
 
@@ -33,8 +33,10 @@ N_SENTIMENT = 5
 @dataclass
 class TaskOutput:
     output: torch.Tensor        # what the task is scored on: SST logits [B, 5], Quora logit [B], STS 0..5 [B]
-    score: torch.Tensor = None  # STS: what the similarity losses train, cos(u, v) (siamese) or in (0, 1) (cross)
-    u: torch.Tensor = None      # sentence embeddings where the batch has them: SST's sentence, a siamese pair's first
+    # STS: what the similarity losses train, cos(u, v) (siamese) or in (0, 1) (cross)
+    score: torch.Tensor = None
+    # sentence embeddings where the batch has them: SST's sentence, a siamese pair's first
+    u: torch.Tensor = None
     v: torch.Tensor = None      # and a siamese pair's second
 
 
@@ -57,8 +59,8 @@ class MultitaskBERT(nn.Module):
         self.encoding = {t: task_encoding(spec.pair_encoding, t) for t in ("quora", "sts")}
         H = self.bert.config.hidden_size
         drop = dict(zip(MULTITASK, spec.dropout))
-        # --shared_head: one hidden layer that the heads reading a pooled vector (SST's, cross-encoded pairs') share,
-        # each task keeping its own output layer ("Sharing weights", handout 5.3)
+        # --shared_head: one hidden layer that the heads reading a pooled vector (SST's, cross-encoded pairs')
+        # share, each task keeping its own output layer ("Sharing weights", handout 5.3)
         self.shared = nn.Sequential(nn.Linear(H, spec.shared_head), nn.GELU()) if spec.shared_head else None
         W = spec.shared_head or H  # the width a head reads
         self.sst_head = nn.Sequential(nn.Dropout(drop["sst"]), nn.Linear(W, N_SENTIMENT))
@@ -67,7 +69,8 @@ class MultitaskBERT(nn.Module):
         pair_width = W if self.encoding["quora"] == "cross" else 4 * (spec.siamese_proj or H)
         self.para_head = nn.Sequential(nn.Dropout(drop["quora"]), nn.Linear(pair_width, 1))
         # Siamese similarity is the embeddings' cosine itself (no parameters), as Sentence-BERT does it.
-        self.sts_head = nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(W, 1)) if self.encoding["sts"] == "cross" else None
+        self.sts_head = (nn.Sequential(nn.Dropout(drop["sts"]), nn.Linear(W, 1))
+                         if self.encoding["sts"] == "cross" else None)
         # --extra_task: a head per additional data set, on cross-encoded pairs, with the Quora head's dropout
         self.extra_heads = nn.ModuleDict({name: nn.Sequential(nn.Dropout(drop["quora"]),
                                                               nn.Linear(W, EXTRA_TASKS[name].num_labels or 1))
@@ -99,7 +102,8 @@ class MultitaskBERT(nn.Module):
             self.pals.task = task  # route this forward through the task's PALs
         if task == "sst":
             pooled = self(**batch["x"])
-            return TaskOutput(self.sst_head(self.head_input(pooled)), u=pooled if self.proj is None else self.proj(pooled))
+            return TaskOutput(self.sst_head(self.head_input(pooled)),
+                              u=pooled if self.proj is None else self.proj(pooled))
         if task in self.extra_heads:
             out = self.extra_heads[task](self.head_input(self(**batch["x"])))
             kind = EXTRA_TASKS[task]
@@ -118,7 +122,8 @@ class MultitaskBERT(nn.Module):
         u = self.embed_sentence(batch["a"]["input_ids"], batch["a"]["attention_mask"])
         v = self.embed_sentence(batch["b"]["input_ids"], batch["b"]["attention_mask"])
         if task == "quora":
-            return TaskOutput(self.para_head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1)).squeeze(-1), u=u, v=v)
+            return TaskOutput(self.para_head(torch.cat([u, v, (u - v).abs(), u * v], dim=-1)).squeeze(-1),
+                              u=u, v=v)
         score = F.cosine_similarity(u, v, dim=-1)
         return TaskOutput(5.0 * F.relu(score), score=score, u=u, v=v)
 
@@ -161,7 +166,8 @@ def load_multitask(path, device="cpu", attn="sdpa", given=None):
     diff = spec.differences(given or {})
     if diff:
         raise MinbertError(f"{path}: cannot evaluate, the checkpoint comes from another configuration: "
-                           + "; ".join(f"{flag_spelling(k)} {plain(s)!r} in the checkpoint, {plain(g)!r} given"
+                           + "; "
+                             "".join(f"{flag_spelling(k)} {plain(s)!r} in the checkpoint, {plain(g)!r} given"
                                        for k, s, g in diff))
     model = MultitaskBERT(spec, attn).to(device)
     load_trainable_state(model, state["model"], path)

@@ -1,4 +1,5 @@
-"""The Part 1 model (handout section 4.2's BertSentimentClassifier): BERT's pooled output, dropout, a linear layer.
+"""The Part 1 model (handout section 4.2's BertSentimentClassifier): BERT's pooled
+output, dropout, a linear layer.
 
 classifier.py trains it (pipelines/classifier.py) and re-exports it, so `from classifier import
 BertSentimentClassifier` works as the handout writes it; bench.py times the same module.
@@ -12,9 +13,9 @@ from minbert.specs import ModelSpec
 
 class BertSentimentClassifier(nn.Module):
     """BERT -> pooler_output -> dropout -> linear. What of BERT trains follows spec.fine_tune_mode: nothing in
-    'last-linear-layer', everything in 'full-model', only the adapters in 'lora', 'dora', 'adapter' and 'prefix'.
-    `bert` (a BertModel) replaces the one spec.pretrained names (bench.py's random models); `attn` and `fast_dropout`
-    are BertConfig's runtime choices."""
+    'last-linear-layer', everything in 'full-model', only the adapters in 'lora', 'dora', 'adapter' and
+    'prefix'. `bert` (a BertModel) replaces the one spec.pretrained names (bench.py's random models); `attn`
+    and `fast_dropout` are BertConfig's runtime choices."""
 
     @property
     def backbone(self):
@@ -39,5 +40,6 @@ class BertSentimentClassifier(nn.Module):
         return self.classifier(self.dropout(pooled))
 
     def logits(self, batch):
-        """The logits of a batch (token inputs, or cached features): the one path training and evaluation use."""
+        """The logits of a batch (token inputs, or cached features): the one path
+        training and evaluation use."""
         return self(features=batch["features"]) if "features" in batch else self(**batch["x"])

@@ -1,15 +1,15 @@
-"""The epoch protocol every pipeline shares (classifier.py, multitask_classifier.py, pretrain.py): `fit` trains a
-Pipeline epoch by epoch and, after each one, scores it on dev, keeps the best checkpoint and a resumable one,
-writes the log line and applies early stopping; `--resume` continues exactly where the last epoch ended. At the
-end the best epoch is reloaded and the pipeline writes its outputs."""
+"""The epoch protocol every pipeline shares (classifier.py, multitask_classifier.py, pretrain.py): `fit`
+trains a Pipeline epoch by epoch and, after each one, scores it on dev, keeps the best checkpoint and a
+resumable one, writes the log line and applies early stopping; `--resume` continues exactly where the last
+epoch ended. At the end the best epoch is reloaded and the pipeline writes its outputs."""
 import math
 
 import torch
 
 from minbert.files import append_jsonl, deferred_interrupt
 from minbert.finetuning.modes import merge_for_inference
-from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state, save_checkpoint,
-                                     set_rng_state, trainable_state)
+from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state,
+                                     save_checkpoint, set_rng_state, trainable_state)
 from minbert.runs.identity import check_same_run, run_defining
 from minbert.runs.outputs import publish
 from minbert.specs import plain
@@ -62,10 +62,10 @@ class Pipeline:
     at the end. Everything else (ranks, checkpoints, resuming, early stopping, the log, publishing) is
     `fit`'s, the same for classifier.py, multitask_classifier.py and pretrain.py.
 
-    Attributes: `kind` ('classifier', 'multitask', 'pretrain', ...), `file_stem` (the trained model's in the run
-    folder), `inputs` ({what: path} of every file the run reads, whose bytes define it: runs/identity.py), `model`,
-    `loss` (an objectives.losses.TermLoss), `spec` (specs.ModelSpec, or None), `score_name` (what the dev score is),
-    `merge` (fold adapters before the final predictions)."""
+    Attributes: `kind` ('classifier', 'multitask', 'pretrain', ...), `file_stem` (the trained model's in the
+    run folder), `inputs` ({what: path} of every file the run reads, whose bytes define it: runs/identity.py),
+    `model`, `loss` (an objectives.losses.TermLoss), `spec` (specs.ModelSpec, or None), `score_name` (what the
+    dev score is), `merge` (fold adapters before the final predictions)."""
     kind, spec, score_name, merge = "train", None, "dev score", False
     file_stem, inputs = "model", {}
 
@@ -82,7 +82,8 @@ class Pipeline:
         return ", ".join(f"dev {k} {v:.3f}" for k, v in metrics.items())
 
     def write_outputs(self, files, best):
-        """After the best epoch is reloaded: write the run's outputs; returns (result, [(file, published path)])."""
+        """After the best epoch is reloaded: write the run's outputs; returns
+        (result, [(file, published path)])."""
         raise NotImplementedError
 
     def state_dict(self):
@@ -109,26 +110,26 @@ def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
 def diverged(e, pipeline, files, run_name, epoch, stopper):
     """The one-line error of a run whose weights diverged in `epoch`, after a line in its log saying so."""
     if is_main():
-        append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
-                                 "stopped": str(e)})
+        append_jsonl(files.log, {"run": run_name, "pipeline": pipeline.kind, "model": files.stem,
+                                 "epoch": epoch, "stopped": str(e)})
     kept = (f"; epoch {stopper.best_epoch}, the best before it, is kept in {files.best}"
             if stopper.best_epoch >= 0 else "")
     return Diverged(f"{files.stem} epoch {epoch}: {e}{kept}")
 
 
 def fit(pipeline, trainer, run, settings, on_epoch=None):
-    """Train `pipeline` with `trainer` in the open run folder `run` (runs/folders.Run) for settings.recipe.epochs,
-    keep its best dev epoch, and write its outputs from that epoch.
+    """Train `pipeline` with `trainer` in the open run folder `run` (runs/folders.Run) for
+    settings.recipe.epochs, keep its best dev epoch, and write its outputs from that epoch.
 
     After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping
     (settings.recipe.patience), the best checkpoint (files.best) and the resumable one (files.last: model,
-    optimizer, schedule, grad scaler, random states, the pipeline's data order, early stopping), a line in the log
-    (files.log, one schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)` (sweep.py's
-    pruner may raise there). settings.run.resume continues from files.last when there is one; the run-defining
-    flags (settings.run.flags, with the bytes of pipeline.inputs) must agree with the checkpoint's. With
-    settings.runtime.tensorboard, rank 0 also writes event files into the run folder (monitor.py). At the end: the
-    best epoch reloaded, adapters merged (--merge), outputs written and published. Returns the pipeline's result
-    (rank 0) or None (other ranks)."""
+    optimizer, schedule, grad scaler, random states, the pipeline's data order, early stopping), a line in the
+    log (files.log, one schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)`
+    (sweep.py's pruner may raise there). settings.run.resume continues from files.last when there is one; the
+    run-defining flags (settings.run.flags, with the bytes of pipeline.inputs) must agree with the
+    checkpoint's. With settings.runtime.tensorboard, rank 0 also writes event files into the run folder
+    (monitor.py). At the end: the best epoch reloaded, adapters merged (--merge), outputs written and
+    published. Returns the pipeline's result (rank 0) or None (other ranks)."""
     files, run_name, epochs = run.files(pipeline.file_stem), run.name, settings.recipe.epochs
     flags = run_defining(settings.run.flags, pipeline.inputs)
     continue_hint = f"the same command plus --resume {run.how}".rstrip()
@@ -151,10 +152,12 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
             start = epochs  # the run had stopped early: nothing left to train
     elif resume:
         main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
-    set_interrupt_hint(f"{files.stem} epoch {start - 1} is saved in {files.last}; {continue_hint} continues from there"
-                       if start else f"{files.stem}: no epoch had finished, so nothing was saved; {continue_hint} "
-                                     f"starts it again", retry=continue_hint)
-    monitor = TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs else None
+    set_interrupt_hint(f"{files.stem} epoch {start - 1} is saved in "
+                       f"{files.last}; {continue_hint} continues from there"
+                       if start else f"{files.stem}: no epoch had finished, so nothing was saved; "
+                                     f"{continue_hint} starts it again", retry=continue_hint)
+    monitor = (TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs
+               else None)
     for epoch in range(start, epochs):
         batches, steps, info = pipeline.batches(epoch)
         if not steps:
@@ -172,32 +175,39 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
             continue
         metrics, score = pipeline.evaluate()
         if score != score:
-            raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not numbers): the weights "
-                                    f"diverged; lower --lr, or add --max_grad_norm 1.0"),
+            raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not "
+                                    "numbers): the weights diverged; "
+                                    "lower --lr, or add --max_grad_norm 1.0"),
                            pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
-        # The epoch's files as one unit: Ctrl-C waits until both checkpoints and the log line are written and the
-        # interrupt hint names this epoch, so an interrupted run is never half-saved nor told the wrong epoch.
+        # The epoch's files as one unit: Ctrl-C waits until both checkpoints and the log line are
+        # written and the interrupt hint names this epoch, so an interrupted run is never
+        # half-saved nor told the wrong epoch.
         with deferred_interrupt():
             record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
             if best:
                 save_checkpoint(files.best, record)
             save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
-                                         "stopper": stopper.state_dict(), "pipeline_state": pipeline.state_dict(),
+                                         "stopper": stopper.state_dict(),
+                                         "pipeline_state": pipeline.state_dict(),
                                          "loss_state": loss_state(pipeline.loss)})
             entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
-                     "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics, "dev_score": score,
+                     "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics,
+                     "dev_score": score,
                      "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
                      "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
                      **stats["surgery"], **info}
             append_jsonl(files.log, plain(entry))
-            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in {files.last}; {continue_hint} continues from there",
+            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in "
+                               f"{files.last}; {continue_hint} continues from there",
                                retry=continue_hint)
         if monitor is not None:
             monitor.epoch(trainer.batches, entry)
-        speed = f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"] else "head on cached features"
-        print(f"{files.stem} epoch {epoch}: train loss {stats['train_loss']:.3f}, {pipeline.describe(metrics)}, "
-              f"{stats['seconds']:.0f}s, {speed}" + ("" if best else f" (best so far: epoch {stopper.best_epoch})"))
+        speed = (f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"]
+                 else "head on cached features")
+        print(f"{files.stem} epoch {epoch}: train loss {stats['train_loss']:.3f}, "
+              f"{pipeline.describe(metrics)}, {stats['seconds']:.0f}s, "
+              f"{speed}" + ("" if best else f" (best so far: epoch {stopper.best_epoch})"))
         if on_epoch is not None:
             on_epoch(epoch, score)
         barrier()
@@ -212,9 +222,11 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         return None
     if not files.best.exists():
         if stopper.best_epoch >= 0:
-            raise MinbertError(f"{files.best}: the checkpoint of the best epoch ({stopper.best_epoch}) is missing (moved or "
-                               f"deleted?), so no outputs can be written from it; the last epoch is in {files.last}")
-        raise MinbertError(f"{files.best}: no epoch was trained, so there is no best model to write outputs from")
+            raise MinbertError(f"{files.best}: the checkpoint of the best epoch ({stopper.best_epoch}) is "
+                               "missing (moved or deleted?), so no outputs can be "
+                               f"written from it; the last epoch is in {files.last}")
+        raise MinbertError(f"{files.best}: no epoch was trained, so "
+                           "there is no best model to write outputs from")
     best = load_checkpoint(files.best)
     load_trainable_state(model, best["model"], files.best)
     if pipeline.merge:

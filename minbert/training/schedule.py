@@ -7,8 +7,8 @@ With s the optimizer steps already taken and T their total, the factor on each g
     s < W:  (s + 1) / W                       (the first update is not wasted at rate 0)
     s >= W: p = (s - W) / (T - W);  constant 1,  linear 1 - p,  cosine (1 + cos(pi p)) / 2
 
-applied through torch.optim.lr_scheduler.LambdaLR, so its state is saved and restored like any
-PyTorch scheduler.
+applied through torch.optim.lr_scheduler.LambdaLR, so its state is saved and
+restored like any PyTorch scheduler.
 
 Over depth (`--llrd GAMMA`): layer-wise learning-rate decay (Howard & Ruder 2018; Sun et al. 2019,
 "How to Fine-Tune BERT for Text Classification", section 5.3): BERT layer l of L (0 = bottom) trains at
@@ -45,11 +45,13 @@ def make_scheduler(optimizer, kind, warmup_ratio, total_steps):
 
 
 def lr_factor_tensor(step, kind, warmup_steps, total_steps):
-    """lr_factor with the step count a tensor, computed on its device without a host sync (the same formula)."""
+    """lr_factor with the step count a tensor, computed on its device without a
+    host sync (the same formula)."""
     step = step.float()
     warm = (step + 1) / max(1, warmup_steps)
     p = ((step - warmup_steps) / max(1, total_steps - warmup_steps)).clamp(max=1.0)
-    after = {"constant": torch.ones_like(p), "linear": 1.0 - p, "cosine": 0.5 * (1.0 + torch.cos(math.pi * p))}.get(kind)
+    after = {"constant": torch.ones_like(p), "linear": 1.0 - p,
+             "cosine": 0.5 * (1.0 + torch.cos(math.pi * p))}.get(kind)
     if after is None:
         raise ValueError(f"unknown schedule {kind!r} (one of {', '.join(SCHEDULES)})")
     return torch.where(step < warmup_steps, warm, after)
@@ -60,7 +62,8 @@ class DeviceSchedule:
     each group's "lr" becomes a 0-d tensor that `step` rewrites in place from a step-count tensor, so the
     whole update, schedule included, can be recorded once in a CUDA graph and replayed.
 
-    Its state is LambdaLR's (the step count as `last_epoch`), so that a run saved with one resumes with the other."""
+    Its state is LambdaLR's (the step count as `last_epoch`), so that a run saved with
+    one resumes with the other."""
 
     def __init__(self, optimizer, kind, warmup_ratio, total_steps, device):
         self.optimizer, self.kind, self.total = optimizer, kind, total_steps
@@ -93,9 +96,9 @@ class DeviceSchedule:
 
 
 def layer_depths(backbone):
-    """{id(parameter): depth from the top} for a backbone's parameters (the backbone contract: bert.py BertModel
-    .layers and .embeddings): layer l of L at L - 1 - l, the embeddings at L, the rest (the pooler, a final
-    LayerNorm) at 0. Adapters and PALs inside a layer are that layer's."""
+    """{id(parameter): depth from the top} for a backbone's parameters (the backbone contract: bert.py
+    BertModel .layers and .embeddings): layer l of L at L - 1 - l, the embeddings at L, the rest (the pooler,
+    a final LayerNorm) at 0. Adapters and PALs inside a layer are that layer's."""
     layers = backbone.layers
     depths = {id(p): 0 for p in backbone.parameters()}
     for i, layer in enumerate(layers):
