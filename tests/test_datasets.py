@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from datasets import batch_indices, join_pair, pair_lengths, resolve_pad_multiple
+from datasets import batch_indices, join_pair, pair_lengths
 from minbert.course_data import TASKS, data_file, read_examples
 from tests.checkpoints import WORDS
 from tests.course import part1_args, part2_args, real_data_folder
@@ -216,7 +216,7 @@ def test_fixed_shapes_fill_short_batches_with_rows_of_weight_0(course_data, tiny
     from tokenizer import BertTokenizer
     examples = read_examples(data_file(course_data, "sts", "dev"), "sts", "dev")
     data = task_dataset(examples, "sts", BertTokenizer.from_pretrained(str(tiny_model)), 40, "siamese")
-    model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding="siamese")).eval()
+    model = MultitaskBERT(ModelSpec(pretrained=str(tiny_model), pair_encoding="siamese", dropout=[0.0] * 3)).eval()
     fn = lambda b: model.task_forward("sts", b).output  # noqa: E731
     plain = predict(fn, data, 5, torch.device("cpu"))
     set_fixed_shapes(data, 5)

@@ -118,7 +118,7 @@ def test_a_folder_that_refuses_writes_is_one_line_before_any_work(tmp_path, unwr
     from minbert.training.trainer import Trainer
     from tests.course import part2_args
     multitask_classifier.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1",
-                                         "--run_dir", str(tmp_path / "mt")))  # what report, ensemble, collect_logs read
+                                         "--checkpoint", str(tmp_path / "mt" / "mt.pt")))  # what report etc. read
     trained = []
     monkeypatch.setattr(Trainer, "run_epoch", lambda *a, **kw: trained.append(1))
     for what, (module, argv) in _scripts(tmp_path, unwritable, course_data, tiny_model, tiny_gpt2).items():

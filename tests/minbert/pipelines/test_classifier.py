@@ -112,10 +112,10 @@ def test_each_epoch_draws_its_own_order_and_a_resumed_run_draws_the_same(tmp_pat
 
 
 def test_each_leaderboard_row_is_its_own_examples_prediction(tmp_path, course_data, tiny_model):
-    """test() writes, for every id of dev and test, the class the model gives that example run alone."""
+    """predict_dataset() writes, for every id of dev and test, the class the model gives that example run alone."""
     from types import SimpleNamespace
     from minbert.flags.settings import classifier_settings, parse_classifier
-    from minbert.pipelines.classifier import SentimentPipeline, test
+    from minbert.pipelines.classifier import SentimentPipeline, predict_dataset
     args = parse_classifier(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst",
                                        "--fine-tune-mode", "full-model"))
     pipeline = SentimentPipeline(classifier_settings(args, log=lambda *_: None), "sst")
@@ -125,7 +125,7 @@ def test_each_leaderboard_row_is_its_own_examples_prediction(tmp_path, course_da
         centre = model.embed(**x).mean(0)
         model.classifier.weight.mul_(1000)
         model.classifier.bias.copy_(-model.classifier.weight @ centre)
-    test(model, pipeline.data, SimpleNamespace(folder=tmp_path, stem="sst"), "cpu")
+    predict_dataset(model, pipeline.data, SimpleNamespace(folder=tmp_path, stem="sst"), "cpu")
     for split in ("dev", "test"):
         data = pipeline.data[split]
         with torch.no_grad():
