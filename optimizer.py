@@ -146,13 +146,13 @@ def _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t):
     decaying before the step and with eps inside the bias correction. With lr' = lr (1 - lr wd),
     wd' = wd / (1 - lr wd) and eps' = eps / sqrt(1 - beta2^t) this is, term by term,
 
-        theta <- (1 - lr wd) (theta - alpha m_t / (sqrt(v_t) + eps)),   alpha = lr sqrt(1 - beta2^t) / (1 -
-                                                                        beta1^t),
+        theta <- (1 - lr wd) (theta - alpha m_t / (sqrt(v_t) + eps)),
+        alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t),
 
     the efficient bias correction followed by decoupled weight decay, as the handout's Algorithm 1 has it."""
     keep = 1.0 - lr * wd
-    steps = [torch.full((), float(t),
-                        device=params[0].device)] * len(params)  # the kernel reads t from a tensor
+    # the kernel reads t from a tensor
+    steps = [torch.full((), float(t), device=params[0].device)] * len(params)
     torch._fused_adamw_(params, grads, m, v, [], steps, amsgrad=False, maximize=False, beta1=beta1,
                         beta2=beta2,
                         lr=lr * keep, weight_decay=wd / keep if wd else 0.0,

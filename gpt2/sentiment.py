@@ -39,8 +39,8 @@ class GPT2SentimentClassifier(nn.Module):
                                f"{' or '.join(MODES)}")
         self.spec, self.num_labels = spec, spec.num_labels
         self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
-        prepare_backbone(self.gpt,
-                         spec)  # the shared modes table: what trains, and LoRA's adapters on its linears
+        # the shared modes table: what trains, and LoRA's adapters on its linears
+        prepare_backbone(self.gpt, spec)
         self.dropout = nn.Dropout(spec.dropout[0])
         self.classifier = nn.Linear(self.gpt.config.hidden_size, spec.num_labels)
 

@@ -1,5 +1,5 @@
-"""The course repository's files: where they come from (the pinned commit), their git blob ids, fetching them into
-data/ checked against those ids (datasets.py --fetch, setup.sh), and the handout's two reference files
+"""The course repository's files: where they come from (the pinned commit), their git blob ids, fetching them
+into data/ checked against those ids (datasets.py --fetch, setup.sh), and the handout's two reference files
 (sanity_check.data, optimizer_test.npy). Reading the CSVs is course_data.py's."""
 import os
 from pathlib import Path

@@ -65,8 +65,8 @@ class Embedding(nn.Embedding):
             if self._buffer is None or self._buffer.shape != w.shape or self._buffer.device != w.device:
                 self._buffer, self._written = torch.zeros_like(w), []
             elif self._written:
-                self._buffer.index_fill_(0, torch.cat(self._written),
-                                         0.0)  # a row named twice is zeroed twice
+                # a row named twice is zeroed twice
+                self._buffer.index_fill_(0, torch.cat(self._written), 0.0)
             self._written = []
             w.grad = self._buffer
         w.grad.index_add_(0, rows, flat)

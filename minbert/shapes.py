@@ -1,6 +1,6 @@
-"""Fixed batch shapes: the width a batch is padded to (--pad_multiple on a GPU; the few widths of the CUDA-graphs path)
-and the widths chosen from a dataset's lengths. datasets.py gives its TaskData these settings (set_pad_multiple,
-set_fixed_shapes)."""
+"""Fixed batch shapes: the width a batch is padded to (--pad_multiple on a GPU; the few widths of the CUDA
+graphs path) and the widths chosen from a dataset's lengths. datasets.py gives its TaskData these settings
+(set_pad_multiple, set_fixed_shapes)."""
 
 
 # On a GPU a batch padded to its own longest row is a new shape almost every step: kernels are chosen, and

@@ -39,5 +39,5 @@ if __name__ == "__main__":
     schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
     print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters", flush=True)
     sys.argv = [str(ROOT / "multitask_classifier.py"), *sys.argv[2:]]
-    runpy.run_path(sys.argv[0],
-                   run_name="__main__")  # the script itself, as `python multitask_classifier.py` runs it
+    # the script itself, as `python multitask_classifier.py` runs it
+    runpy.run_path(sys.argv[0], run_name="__main__")

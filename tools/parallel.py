@@ -103,8 +103,8 @@ def run_plan(todo, running, logs, jobs, deadline):
         for name, (p, fp, start) in list(running.items()):
             if p.poll() is not None:
                 fp.close()
-                record([logs / f"{name}.log"], "tools/parallel.py",
-                       "")  # so that running the plan again may replace it
+                # so that running the plan again may replace it
+                record([logs / f"{name}.log"], "tools/parallel.py", "")
                 tail = (logs / f"{name}.log").read_text().strip().splitlines()[-1:] or [""]
                 print(f"[{time.time() - t0:6.0f}s] done {name} rc={p.returncode} in "
                       f"{time.time() - start:.0f}s: {tail[0][:300]}", flush=True)

@@ -34,8 +34,8 @@ def agreement(targets, examples):
             out[task] = [("argmax = gold", accuracy(target.argmax(-1).numpy(), gold)),
                          ("p(gold)", target[torch.arange(len(gold)), torch.tensor(gold)].mean().item())]
         elif task == "quora":
-            p_gold = torch.where(torch.tensor(gold) > 0.5, target,
-                                 1 - target)  # P(paraphrase) or its complement
+            # P(paraphrase) or its complement
+            p_gold = torch.where(torch.tensor(gold) > 0.5, target, 1 - target)
             out[task] = [("argmax "
                           "= gold", (p_gold > 0.5).double().mean().item()), ("p(gold)", p_gold.mean().item())]
         else:

@@ -3,15 +3,13 @@ own CUDA graph capture, nothing from minbert/bench/ or minbert/training/, so tha
 not an artefact of one harness.
 
     python tools/step_timing.py --config base --seq_len 128 --batch_size 32 --use_gpu --json step_timing.json
-    python bench.py --config base --data synthetic --seq_len 128 --batch_size 32 --use_gpu --hf   # the same
-                                                                                                  shape
+    python bench.py --config base --data synthetic --seq_len 128 --batch_size 32 --use_gpu --hf  # the same
 
 Rows (ms per training step: forward, cross-entropy on the pooled [CLS], backward, AdamW; every batch B x T
 random token ids, no padding, fixed like bench.py's --data synthetic):
   ours         our BertModel and our AdamW (its fused pass), eagerly
   ours-graph   the same step recorded once with torch.cuda.graph and replayed (GPU only): static inputs,
-               gradients
-               zeroed inside the graph, AdamW capturable with its learning rate a device tensor
+               gradients zeroed inside the graph, AdamW capturable with its learning rate a device tensor
   hf           HF transformers' BertModel with SDPA attention and torch's fused AdamW, eagerly
   hf-compiled  the same under torch.compile(mode="reduce-overhead") (GPU only)
 Timing: --warmup untimed steps, then --steps timed ones between two CUDA events (perf_counter on the CPU), the

@@ -205,17 +205,14 @@ class Candidate:
         self.head.train(on)
 
     def warmup(self, n):
-        """The untimed batches: the first `n`, and for a row that records or compiles per shape
-        (graphs, compiled) one more of every shape the timed batches have and those do not, so
-        that no recording is timed."""
-        first = self.batches[:n]
-        if not (self.row["graphs"] or self.row["compile"] == "reduce-overhead"):
-            return first
-        seen, extra = {shape_key(b) for b in first}, []
-        for b in self.batches[n:]:
-            if shape_key(b) not in seen:
-                seen.add(shape_key(b))
-                extra.append(b)
-        return first + extra
+        """The untimed batches: the first `n`, and for a row that records or compiles per shape one batch of
+        every shape its batches have, so that no recording is timed: once more for our graphs (Graphs record
+        at a shape's first call), twice for torch.compile(mode="reduce-overhead") (its CUDA graph trees run a
+        shape's first call eagerly and record at the second)."""
+        times = 1 if self.row["graphs"] else 2 if self.row["compile"] == "reduce-overhead" else 0
+        shapes = {}
+        for b in self.batches:
+            shapes.setdefault(shape_key(b), b)
+        return self.batches[:n] + [b for b in shapes.values() for _ in range(times)]
 
 

@@ -73,8 +73,8 @@ def _measure(s, tokenizer, cfg, label, switches, timed):
     for name in ("train", "infer"):
         step = c.train_step if name == "train" else c.infer_step
         c.train(name == "train")
-        sec["first_" + name] = seconds(c.device, step,
-                                       c.warmup(s.warmup))  # compiling and recording happen here
+        # compiling and recording happen here
+        sec["first_" + name] = seconds(c.device, step, c.warmup(s.warmup))
         sec[name] = seconds(c.device, step, c.batches[timed])
     counts = {"real": sum(c.real[timed]), "padded": sum(c.padded[timed]), "flops": sum(c.flops[timed]),
               "steps": len(c.batches[timed])}

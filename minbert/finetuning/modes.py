@@ -93,8 +93,8 @@ MODES = {
     "prefix": Mode(_attach_prefix, new_weights=True, merge=_fold_prefix),
 }
 FINE_TUNE_MODES = list(MODES)
-ADAPTER_MODES = tuple(name for name,
-                      m in MODES.items() if m.lora_flags)  # the modes the --lora_* flags configure
+# the modes the --lora_* flags configure
+ADAPTER_MODES = tuple(name for name, m in MODES.items() if m.lora_flags)
 
 
 def check_merge(mode):

@@ -68,6 +68,9 @@ def eager_reasons(v, amp, world):
         why.append("--sampler all puts a batch of every task in each step")
     if v.get("gradual_unfreeze"):
         why.append("--gradual_unfreeze changes which parameters train during the run")
+    if v.get("compile"):
+        why.append("--compile compiles the forward on its own (the recorded step is not measured with a "
+                   "compiled forward inside it)")
     if v.get("optimizer", "adamw") != "adamw":
         why.append(f"--optimizer {v['optimizer']} reads its learning rate "
                    "as a number (only AdamW's step takes it from the device)")

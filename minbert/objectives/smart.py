@@ -140,7 +140,9 @@ class BregmanProximal(nn.Module):
         self.params = [p for p in model.parameters() if p.requires_grad]
         for i, p in enumerate(self.params):  # theta~_0 = theta_0: the teacher starts as the model
             self.register_buffer(f"teacher_{i}", p.detach().clone())
-        self.register_buffer("updates", torch.zeros((), dtype=torch.long))
+        # the update count where the teacher is: read and counted on the device, so that a recorded step (CUDA
+        # graphs) counts every replay and no step reads it back
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long, device=self.params[0].device))
 
     def teacher(self):
         return [getattr(self, f"teacher_{i}") for i in range(len(self.params))]
@@ -164,7 +166,7 @@ class BregmanProximal(nn.Module):
             torch._foreach_add_(teacher, step)
         else:
             torch._foreach_lerp_(teacher, params, 1.0 - beta)
-        self.updates += 1
+        self.updates.add_(1)
 
     @contextlib.contextmanager
     def as_teacher(self):
@@ -180,6 +182,15 @@ class BregmanProximal(nn.Module):
                 p.data, t.data = t.data, p.data
 
     def forward(self, model, run, out, kind, weight=None):
-        with torch.no_grad(), self.as_teacher(), dropout_off(model):
+        with torch.no_grad(), self.as_teacher(), dropout_off(model), uncached_autocast(self.params[0].device):
             target = run()
         return self.weight * divergence(out, target, kind, weight)
+
+
+def uncached_autocast(device):
+    """Autocast as it is now, but without its cache of half-precision weights: that cache is keyed by the
+    parameter, not its data, so the teacher's pass (the student's parameters holding the teacher's values)
+    would otherwise reuse the student's cast weights from the training pass."""
+    if not torch.is_autocast_enabled(device.type):
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.get_autocast_dtype(device.type), cache_enabled=False)

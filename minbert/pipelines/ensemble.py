@@ -185,8 +185,8 @@ def run_ensemble(settings):
     if st.soft_targets:
         held_out_weights(folds, [])  # members of cross-fitted targets: one per fold, checked before any runs
     ref = reference(st.data_dir)
-    folders = {m: folder_member(m,
-                                ref) for m in st.members if Path(m).is_dir()}  # cheap: checked up front too
+    # cheap: checked up front too
+    folders = {m: folder_member(m, ref) for m in st.members if Path(m).is_dir()}
     if st.soft_targets and folders:
         raise MinbertError(f"--soft_targets: member {next(iter(folders))} is a folder of predictions, which "
                            "hold no outputs on the training sets; give checkpoints")

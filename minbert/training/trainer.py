@@ -92,9 +92,14 @@ class Trainer:
         if surgery is not None and self.world_size > 1:
             raise MinbertError(f"--{surgery.flag} under DDP is not supported: per-task gradients would each "
                                "need their own all-reduce; run it in one process")
-        if self.graphs and self.step_hooks:
-            raise MinbertError("CUDA graphs replay a fixed set of trainable parameters: a step hook that "
-                               "changes it (--gradual_unfreeze) needs --no_cuda_graphs")
+        if self.graphs:  # what the recorded step cannot do (flags/defaults.py eager_reasons keeps runs out)
+            cannot = [why for bad, why in (
+                (self.step_hooks, "a step hook (--gradual_unfreeze), which changes the parameters that train"),
+                (self.grad_accum > 1, "--grad_accum"), (self.amp == "fp16", "fp16"),
+                (surgery is not None, "gradient surgery"), (self.world_size > 1, "several processes")) if bad]
+            if cannot:
+                raise MinbertError(f"the training step recorded as CUDA graphs cannot take {cannot[0]}: run it "
+                                   f"with --no_cuda_graphs")
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
             # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
@@ -168,8 +173,8 @@ class Trainer:
         what the gradient surgery did)."""
         with autocast(self.device, self.amp):
             loss = self.loss_module(loss_fn, batch)
-        if isinstance(loss,
-                      dict) and self.surgery is not None:  # every task's batch in this step: gradient surgery
+        # every task's batch in this step: gradient surgery
+        if isinstance(loss, dict) and self.surgery is not None:
             n = task_gradients_backward([l / self.grad_accum for l in loss.values()], self.params,
                                         lambda grads: self.surgery.combine(grads, self.generator),
                                         self.scaler)
@@ -193,8 +198,8 @@ class Trainer:
         (the dev score tells, in fit)."""
         if math.isfinite(mean_loss) or self.scaler.is_enabled():
             return
-        peak = max(float(g.get("initial_lr",
-                               g["lr"])) for g in self.optimizer.param_groups)  # the schedule's base rate
+        # the schedule's base rate
+        peak = max(float(g.get("initial_lr", g["lr"])) for g in self.optimizer.param_groups)
         raise Diverged(f"the training loss became {'NaN' if mean_loss != mean_loss else 'infinite'} by step "
                        f"{steps} of {total} (peak learning rate {peak:g}): the weights diverged, so training "
                        "stopped; lower --lr, or add --max_grad_norm 1.0")
@@ -218,8 +223,8 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.generator.set_state(state["generator"])
         self.batches = state["batches"]
-        self.updates = state.get("updates",
-                                 self.batches // self.grad_accum)  # earlier checkpoints kept batches only
+        # earlier checkpoints kept batches only
+        self.updates = state.get("updates", self.batches // self.grad_accum)
         if self.surgery is not None:
             self.surgery.load_state_dict(state["gradvac"])
 

@@ -85,3 +85,18 @@ def test_the_training_step_is_recorded_on_a_gpu_unless_something_needs_it_eager(
         assert not on and why.startswith("eager (") and reason in why
     on, why = resolve_graphs(plain, cuda, "bf16", 1, eager="the masked-LM head")
     assert not on and "the masked-LM head" in why
+
+
+def test_compile_keeps_the_step_eager_and_the_trainer_refuses_what_it_cannot_record():
+    from minbert.flags.defaults import resolve_graphs
+    from minbert.specs import Recipe, Runtime
+    from minbert.training.trainer import Trainer
+    from optimizer import AdamW
+    from utils import MinbertError
+    on, why = resolve_graphs({"compile": True}, torch.device("cuda"), "bf16", 1)
+    assert not on and "--compile" in why
+    model = torch.nn.Linear(2, 2)
+    for recipe, amp, words in ((Recipe(lr=1e-3, grad_accum=2), "none", "--grad_accum"),
+                               (Recipe(lr=1e-3), "fp16", "fp16")):
+        with pytest.raises(MinbertError, match=f"cannot take {words}: run it with --no_cuda_graphs"):
+            Trainer(model, AdamW(model.parameters()), recipe, Runtime(amp=amp, graphs=True))

@@ -113,3 +113,26 @@ def test_divergences():
     bern = a * (a / b).log() + (1 - a) * ((1 - a) / (1 - b)).log() + b * (b / a).log() + (1 - b) * ((1 - b) / (1 - a)).log()
     assert divergence(zp, zq, "binary").item() == pytest.approx(bern.item(), rel=1e-5)
     assert divergence(torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0]), "regression").item() == pytest.approx(2.5)
+
+
+def test_the_teachers_pass_under_autocast_runs_the_teachers_weights():
+    """Autocast keeps the training pass's bf16 weights cached by parameter; the teacher's pass (the parameters
+    holding the teacher's values) must not reuse them, or the proximal term compares the model with itself."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 1)
+    breg = BregmanProximal(lin, momentum=0.5)
+    with torch.no_grad():
+        lin.weight.add_(1.0)  # the student moves away from the teacher (its starting copy)
+    x = torch.randn(6, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = lin(x).squeeze(-1)  # the training pass: the student's weights cast and cached
+        term = breg(lin, lambda: lin(x).squeeze(-1), out, "regression")
+    exact = breg(lin, lambda: lin(x).squeeze(-1), lin(x).squeeze(-1), "regression")  # fp32, no cache
+    assert float(term.detach()) > 0.5 * float(exact.detach()) > 0
+
+
+def test_the_update_count_lives_where_the_teacher_does():
+    """Counted on the model's device, so that a step recorded as a CUDA graph counts every replay."""
+    lin = torch.nn.Linear(4, 1, device="meta")
+    breg = BregmanProximal(lin)
+    assert breg.updates.device.type == "meta" and breg.teacher()[0].device.type == "meta"
