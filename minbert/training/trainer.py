@@ -94,12 +94,12 @@ class Trainer:
                                "need their own all-reduce; run it in one process")
         if self.graphs:  # what the recorded step cannot do (flags/defaults.py eager_reasons keeps runs out)
             cannot = [why for bad, why in (
-                (self.step_hooks, "a step hook (--gradual_unfreeze), which changes the parameters that train"),
+                (self.step_hooks, "a step hook (--gradual_unfreeze), which changes what trains"),
                 (self.grad_accum > 1, "--grad_accum"), (self.amp == "fp16", "fp16"),
                 (surgery is not None, "gradient surgery"), (self.world_size > 1, "several processes")) if bad]
             if cannot:
-                raise MinbertError(f"the training step recorded as CUDA graphs cannot take {cannot[0]}: run it "
-                                   f"with --no_cuda_graphs")
+                raise MinbertError(f"the training step recorded as CUDA graphs cannot take {cannot[0]}: "
+                                   f"run it with --no_cuda_graphs")
         if self.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
             # DDP syncs gradients for whatever runs through its forward, so the loss itself goes through
