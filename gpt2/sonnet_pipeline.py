@@ -40,8 +40,10 @@ class SonnetPipeline(Pipeline):
             set_fixed_shapes(self.train, s.batch_size)
         self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
         limit = self.model.gpt.config.max_position_embeddings
-        for flag, path in (("--held_out_sonnet_path", s.held_out), ("--held_out_dev_path", s.held_out_dev)):
-            check_prompts(read_sonnets(path), f"{flag} {path}", self.tokenizer, limit, s.max_line_tokens)
+        both = [(n, text, f"{flag} {path}") for flag, path in (("--held_out_sonnet_path", s.held_out),
+                                                                ("--held_out_dev_path", s.held_out_dev))
+                for n, text in read_sonnets(path)]
+        check_prompts(both, None, self.tokenizer, limit, s.max_line_tokens)
         self.spec, self.loss = s.model, LanguageModelLoss()
         self.file_stem = "sonnet"
         self.inputs = sonnet_inputs(s)

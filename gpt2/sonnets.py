@@ -106,13 +106,15 @@ def perplexity(model, data, device, amp="none", batch_size=8):
 
 
 def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
-    """Refuse in one line, before any training, held-out sonnets [(number, prompt)] that `complete`
-    cannot bring to LINES lines: one that has them all already (a file of whole sonnets where their
-    first lines belong), or prompts that leave too few of the model's `limit` positions for the lines
-    still to write at up to `max_line_tokens` tokens each (a completion would stop short, and the
-    submission's check refuse the file)."""
+    """Refuse in one line, before any training, held-out sonnets [(number, prompt)] (or [(number, prompt,
+    their file)], several files at once: the advice then holds for all of them) that `complete` cannot bring
+    to LINES lines: one that has them all already (a file of whole sonnets where their first lines belong), or
+    prompts that leave too few of the model's `limit` positions for the lines still to write at up to
+    `max_line_tokens` tokens each (a completion would stop short, and the submission's check refuse the
+    file)."""
     fits = []
-    for number, prompt in sonnets:
+    for number, prompt, *file in sonnets:
+        where = file[0] if file else where
         text = prompt.rstrip("\n") + "\n"
         have = text.count("\n")
         if have >= LINES:
@@ -120,8 +122,8 @@ def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
                                f"complete: a held-out file holds the first {PROMPT_LINES} lines of each "
                                "sonnet (as the course's sonnets_held_out.txt does), not whole sonnets")
         tokens = len(tokenizer.encode(text))
-        fits.append(((limit - tokens) // (LINES - have), number, tokens, LINES - have))
-    fit, number, tokens, rest = min(fits)
+        fits.append(((limit - tokens) // (LINES - have), number, tokens, LINES - have, where))
+    fit, number, tokens, rest, where = min(fits)
     if fit < 1:
         raise MinbertError(f"{where}: sonnet {number}'s first lines are {tokens} tokens, which leave "
                            f"{max(limit - tokens, 0)} of the model's {limit} positions for its {rest} "
@@ -148,15 +150,26 @@ def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_toke
                            f"of the model's {limit} positions to write in")
     tokens = stream(gpt, ids, temperature, top_p, generator=generator)  # one cache across all the lines
     for _ in range(LINES - text.count("\n")):
-        line = []
+        line, piece = [], ""
         for token in itertools.islice(tokens, max_line_tokens):  # nothing once the positions run out
+            if int(token) == tokenizer.eos_token_id:  # <|endoftext|> is no text of the sonnet
+                continue
             line.append(int(token))
+            piece = printable(tokenizer.decode(line).split("\n")[0])
             if line[-1] in tokenizer.newline_ids:
-                break
-        piece = tokenizer.decode(line).split("\n")[0]
-        # no control characters: some (\x1c, \x85, ...) are line breaks to a reader of the file
-        text += "".join(c for c in piece if c.isprintable()).strip() + "\n"
+                if piece:
+                    break
+                line = []  # a line break before any text: the sonnet's file has no empty lines, so go on
+        # a line with no text at all (every token a line break or unprintable) would vanish from the file and
+        # leave the sonnet short of LINES lines: it is written as an ellipsis
+        text += (piece or "\u2026") + "\n"
     return "\n".join(text.rstrip("\n").split("\n")[:LINES])
+
+
+def printable(piece):
+    """`piece` without control characters (some, \\x1c or \\x85, are line breaks to a reader of the file),
+    stripped."""
+    return "".join(c for c in piece if c.isprintable()).strip()
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before
         run_sonnets(sonnet_settings(sonnet_parser().parse_args(whole)))
     short = make_gpt2_checkpoint(tmp_path / "short", n_positions=200)
     argv = sonnet_argv(tmp_path, short, files, "--max_line_tokens", "24")
-    with pytest.raises(MinbertError, match=r"--max_line_tokens 24: sonnet \d+ of --held_out_sonnet_path .* fit the "
+    with pytest.raises(MinbertError, match=r"--max_line_tokens 24: sonnet \d+ of --held_out_(sonnet|dev)_path .* fit the "
                                            r"model's 200 positions only at up to \d+ tokens a line: give --max_line_tokens"):
         run_sonnets(sonnet_settings(sonnet_parser().parse_args(argv)))
     assert not (tmp_path / "run" / "sonnet.pt").exists() and not (tmp_path / "pred").exists()

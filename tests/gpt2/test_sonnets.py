@@ -76,3 +76,18 @@ def test_a_completion_samples_with_its_temperature_and_its_nucleus(tmp_path):
     greedy = complete(model, tok, prompt, 0.0, 1.0, 8)
     assert complete(model, tok, prompt, 1.2, 1e-6, 8, torch.Generator().manual_seed(0)) == greedy
     assert complete(model, tok, prompt, 1.2, 1.0, 8, torch.Generator().manual_seed(0)) != greedy
+
+
+def test_a_line_break_before_any_text_or_an_end_token_writes_no_empty_line(tmp_path, monkeypatch):
+    """A completion always has LINES lines of text: a line break before any text does not end a line (the file
+    could not hold an empty one), <|endoftext|> is not written, and a line given no text at all is an ellipsis."""
+    import gpt2.sonnets as sonnets
+    folder = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    model, tok = SonnetGPT(folder).eval(), GPT2Tokenizer.from_pretrained(folder)
+    newline, word = tok.encode("\n")[0], tok.encode(" rose")[0]
+    script = [newline, word, newline, tok.eos_token_id, word, newline] + [newline] * 8 + [word, newline] * 20
+    monkeypatch.setattr(sonnets, "stream", lambda *a, **kw: iter(torch.tensor(script)))
+    prompt = "love doth bear the rose\nthe summer night\nthou art fair"
+    lines = complete(model, tok, prompt, 1.0, 1.0, 8).split("\n")
+    assert len(lines) == LINES and lines[3:5] == ["rose", "rose"] and lines[5] == "\u2026"
+    assert all(line.strip() and "endoftext" not in line for line in lines)
