@@ -17,16 +17,15 @@ its default, so that row's ratio includes bucketing's gain), in our reduced prec
 GPU, under torch.compile(mode="reduce-overhead") on our fixed shapes (`hf-compiled`, the one line its
 documentation gives for speed). Each row also reports how long its first --warmup steps took (compiling and
 recording happen there).
-Reports non-pad and padded tokens/s, ms per step, achieved
-FLOP/s and MFU against the matmul peak measured on the same device, with the same thread count, in the same
-run (the best of several timed matmuls after a warm-up, with its spread; only for precisions the hardware
-runs natively, since an emulated bf16 peak is meaningless), and peak memory (on a GPU the allocator's peak
-for each run; on the CPU the process's resident-set high-water mark, which only grows across runs).
-Warm-up steps are excluded; every figure is the median over --repeats rounds over the same batches; in each
-round every row in turn is built, warmed up, timed and freed, one model resident at a time.
---fine-tune-mode and --pals time our model the way those pipelines train it (adapters or PALs, only
-trainable tensors in AdamW), with the optimizer state's measured size. The measurements: minbert/bench/.
-"""
+Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak measured on
+the same device, with the same thread count, in the same run (the best of several timed matmuls after a
+warm-up, with its spread; only for precisions the hardware runs natively, since an emulated bf16 peak is
+meaningless), and peak memory (on a GPU the allocator's peak for each run; on the CPU the process's
+resident-set high-water mark, which only grows across runs). Warm-up steps are excluded; every figure is the
+median over --repeats rounds over the same batches; in each round every row in turn is built, warmed up, timed
+and freed, one model resident at a time. --fine-tune-mode and --pals time our model the way those pipelines
+train it (adapters or PALs, only trainable tensors in AdamW), with the optimizer state's measured size. The
+measurements: minbert/bench/."""
 import json
 
 import torch

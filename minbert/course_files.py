@@ -155,5 +155,6 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
             continue
         os.replace(tmp, target)
         fetched += 1
-    log(f"data/: {len(files)} {what} in {dest.resolve()} ({fetched} fetched now)")
+    there = sum((dest / f).is_file() for f in files)
+    log(f"{dest}: {there} of the {len(files)} {what} there ({fetched} fetched now)")
     return fetched

@@ -36,10 +36,12 @@ class Project:
     # file suffix -> check(path, data_dir) -> why the file is wrong, or None (default: ids)
     checks: dict = None
     checked: str = "the ids of its split"  # what the checks check, as the closing line says it
+    references: tuple = ()  # data files beside the code that its own checks read (optimizer_test.npy)
 
 
 MINBERT = Project("minBERT", "predictions", {"1": PART1, "2": PART2}, {"1": PART1_CODE}, ("minbert",),
-                  "run classifier.py (Part 1) or multitask_classifier.py (Part 2) first")
+                  "run classifier.py (Part 1) or multitask_classifier.py (Part 2) first",
+                  references=("optimizer_test.npy",))
 
 
 def split_of(name):
@@ -139,7 +141,9 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")
             if project_parts(p.relative_to(root).parts)[0] not in OUTPUT_FOLDERS]
     listed = [predictions / n for k in chosen for n in project.parts[k]]
-    files = sorted(root.glob("*.py")) + sorted(code) + listed
+    # the project's own references go with the code, so that optimizer_test.py runs where the zip is unpacked
+    references = [root / n for n in project.references if (root / n).is_file()]
+    files = sorted(root.glob("*.py")) + sorted(code) + references + listed
 
     def write(fp):
         with zipfile.ZipFile(fp, "w", zipfile.ZIP_DEFLATED) as z:

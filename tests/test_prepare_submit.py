@@ -134,13 +134,14 @@ def test_a_publishing_cut_short_is_finished_before_zipping(tmp_path, monkeypatch
 
 
 def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, tiny_model):
-    """The project's real code zipped with Part 1's files, unzipped into an empty folder: the scripts run there."""
+    """The project's real code zipped with Part 1's files, unzipped into an empty folder: the scripts run there,
+    optimizer_test.py too (its reference goes in with the code)."""
     root = _project(tmp_path / "project", prepare_submit.PART1)
-    for p in [*ROOT.glob("*.py"), *(ROOT / "minbert").rglob("*.py")]:
+    for p in [*ROOT.glob("*.py"), *(ROOT / "minbert").rglob("*.py"), ROOT / "optimizer_test.npy"]:
         (root / p.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, root / p.relative_to(ROOT))
     names = set(zipfile.ZipFile(prepare_submit.build(root)).namelist())
-    assert {"minbert/__init__.py", "minbert/training/fit.py", "minbert/flags/settings.py"} <= names
+    assert {"minbert/__init__.py", "minbert/training/fit.py", "minbert/flags/settings.py", "optimizer_test.npy"} <= names
     assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
     unzipped = tmp_path / "unzipped"
     zipfile.ZipFile(root / prepare_submit.ZIP_NAME).extractall(unzipped)
@@ -150,6 +151,9 @@ def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, ti
                          env={**os.environ, "PYTHONPATH": ""})
     assert out.returncode == 0, out.stderr[-2000:]
     assert (unzipped / "out" / "last-linear-layer-sst-test-out.csv").is_file()
+    out = subprocess.run([sys.executable, "optimizer_test.py"], cwd=unzipped, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ""})
+    assert out.returncode == 0 and "Optimizer test passed!" in out.stdout, out.stderr[-2000:]
 
 
 def test_a_root_that_is_not_a_folder_is_named(tmp_path):

@@ -182,7 +182,7 @@ def check_run_place(folder, flag):
                            "not belong: name a folder outside it, e.g. under runs/")
     if among_sources(folder):
         raise MinbertError(f"{flag} {folder}: among the project's own files; a run folder inside the project "
-                           "goes under runs/ (--run_name NAME) or a folder of its own")
+                           "goes under runs/ or a folder of its own")
 
 
 def run_folder_of(path):
@@ -275,7 +275,8 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         held = ([p for s in stems for p in RunFiles(folder, s).exist()] if stems is not None
                 else sorted(p for p in folder.iterdir() if p.name != RUN_MARK) if folder.is_dir() else [])
         if held and not resume:
-            raise MinbertError(f"{flag} {folder}: already holds a run ({held[0].name}); choose another"
+            named = f"--run_name {run_name} ({folder})" if run_name and not run_dir else f"{flag} {folder}"
+            raise MinbertError(f"{named}: already holds a run ({held[0].name}); choose another"
                                + (", or add --resume to continue it" if stems is not None else ""))
     except BaseException:
         run.close()

@@ -276,7 +276,8 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
             continue
         old = written_by(dest) if dest.is_file() else None
         if old is not None and old.get("sha256") != file_digest(src):
-            replaced.add(f"run {old['run']} (still in {old['dir']})")
+            where = f"still in {old['dir']}" if Path(old["dir"]).is_dir() else f"its folder {old['dir']} is gone"
+            replaced.add(f"run {old['run']} ({where})")
         items.append((dest, copier(src)))
     kept = place(items, run_name, run_dir, log=log)
     line = f"run {run_name}'s {what} copied to " + ", ".join(str(d) for _, d in pairs)

@@ -183,7 +183,7 @@ def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_mod
     sources = json.loads((tmp_path / "predictions" / ".sources.json").read_text())
     assert sources["full-model-sst-dev-out.csv"]["run"] == second[0].name
     # the same run name again is refused, in one line, before anything is written
-    with pytest.raises(MinbertError, match=r"--run_name runs/first: already holds a run"):
+    with pytest.raises(MinbertError, match=r"--run_name first \(runs/first\): already holds a run"):
         classifier.main(_part1_default_paths(course_data, tiny_model, "--run_name", "first"))
     assert {p.name: p.read_bytes() for p in (tmp_path / "runs" / "first").iterdir() if p.is_file()} == first
 
