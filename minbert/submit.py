@@ -14,7 +14,8 @@ from evaluation import read_predictions
 from minbert.course_data import data_file, read_examples
 from minbert.files import read_text
 from minbert.runs.places import OUTPUT_FOLDERS, project_parts
-from minbert.runs.publishing import check_record, finish_publishing, write_output, written_by
+from minbert.runs.publishing import (backup_line, check_record, finish_publishing, keep_as_backup, write_output,
+                                     written_by)
 from utils import MinbertError
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
@@ -95,16 +96,25 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None):
     return bad
 
 
-def check_zip(out, backup):
+def check_zip(out, backup, by):
     """One line when `out` holds a file (a zip of the user's, say) that this project did not write, or that
-    changed since it did, unless --backup keeps it."""
+    changed since it did, or the other default project's zip (both handouts name the same file), unless
+    --backup keeps it; `by` is who writes the new one."""
     if out.is_dir():
         raise MinbertError(f"{out}: is a folder, where the submission zip goes; move it")
     check_record(out.parent)
-    if out.is_file() and written_by(out) is None and not backup:
+    if not out.is_file():
+        return
+    wrote = written_by(out)
+    if wrote is None and not backup:
         raise MinbertError(f"{out}: a file this project did not write (or one changed since it did), which "
                            "the new zip would replace: move it, or add "
                            f"--backup to keep it as {out.name}.DATE.bak")
+    if wrote is not None and wrote.get("run") != by:
+        if not backup:
+            raise MinbertError(f"{out}: the zip {wrote.get('run')} wrote, which this one ({by}) would replace: "
+                               f"move it, or add --backup to keep it as {out.name}.DATE.bak")
+        print(backup_line(keep_as_backup(out)))
 
 
 def left_out_line(predictions, zipped, chosen):
@@ -122,7 +132,8 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     data_dir = Path(data_dir) if data_dir else root / "data"
     predictions = root / project.predictions
     out = Path(out) if out else root / ZIP_NAME
-    check_zip(out, backup)
+    by = f"prepare_submit.py ({project.name})"
+    check_zip(out, backup, by)
     if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
         finish_publishing([predictions])
     if part == "auto":
@@ -149,7 +160,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
         with zipfile.ZipFile(fp, "w", zipfile.ZIP_DEFLATED) as z:
             for p in files:
                 z.write(p, p.relative_to(root).as_posix())
-    write_output(out, write, "prepare_submit.py")
+    write_output(out, write, by)
     print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}: the code and the {len(listed)} "
           f"prediction files the handout lists, each checked against {data_dir}: {project.checked})")
     line = left_out_line(predictions, set(listed), chosen)

@@ -159,3 +159,27 @@ def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, ti
 def test_a_root_that_is_not_a_folder_is_named(tmp_path):
     out = cli("prepare_submit.py", "--root", str(tmp_path / "missing"))
     assert out.returncode == 2 and out.stderr.strip() == f"error: --root {tmp_path / 'missing'}: no such folder"
+
+
+def test_one_projects_zip_never_replaces_the_others_without_a_word(tmp_path, capsys):
+    """Both handouts name the same zip: Build GPT-2's prepare_submit.py refuses to replace minBERT's (and the
+    reverse), or keeps it as a dated backup with --backup."""
+    from gpt2.submission import GPT2
+    root = _project(tmp_path, prepare_submit.PART1)
+    prepare_submit.build(root)
+    for n in GPT2.parts["1"]:
+        (root / GPT2.predictions / n).parent.mkdir(parents=True, exist_ok=True)
+        (root / GPT2.predictions / n).write_bytes((root / "predictions" / n.replace("finetune", "full-model")
+                                                   .replace("pretrain", "last-linear-layer")).read_bytes())
+    for c in GPT2.code["1"]:
+        (root / c).parent.mkdir(parents=True, exist_ok=True)
+        (root / c).write_text("# code\n")
+    minbert_zip = (root / prepare_submit.ZIP_NAME).read_bytes()
+    with pytest.raises(MinbertError, match=r"the zip prepare_submit.py \(minBERT\) wrote, which this one "
+                                           r"\(prepare_submit.py \(Build GPT-2\)\) would replace"):
+        prepare_submit.build(root, project=GPT2, part="1")
+    assert (root / prepare_submit.ZIP_NAME).read_bytes() == minbert_zip
+    prepare_submit.build(root, project=GPT2, part="1", backup=True)
+    backups = list(root.glob(f"{prepare_submit.ZIP_NAME}.*.bak"))
+    assert len(backups) == 1 and backups[0].read_bytes() == minbert_zip
+    prepare_submit.build(root, project=GPT2, part="1")  # its own zip: replaced as before

@@ -108,6 +108,13 @@ def _backup_name(dest):
     return backup
 
 
+def keep_as_backup(dest):
+    """Rename the file at `dest` to a dated backup beside it; returns [(dest, backup)] for backup_line."""
+    backup = _backup_name(Path(dest))
+    os.replace(dest, backup)
+    return [(Path(dest), backup)]
+
+
 def protect(dests):
     """Before `dests` are written: each one that exists and that no run wrote (or that changed since) is
     renamed to a dated backup beside it (NAME.YYYYmmdd-HHMMSS.bak). Returns [(dest, backup)]."""
