@@ -46,12 +46,17 @@ PARAPHRASE_IDLE = {
 SONNET_IDLE = {"head_lr": (lambda v, t: False, NO_HEAD)}
 
 
+MODE_WORDS = {"last-linear-layer": "last-linear-layer (the head on a frozen GPT-2)", "full-model": "full-model "
+              "(the whole model)", "lora": "lora", "dora": "dora (low-rank adapters)", "adapter": "adapter "
+              "(Houlsby bottleneck adapters)"}
+
+
 def _parser(prog, kind, description, modes):
     """The flags both GPT-2 scripts take; `kind` names their run folders, `modes` are the --fine-tune-mode
     choices (the first is the default)."""
     ap = Parser(prog=prog, description=description, absent=BERT_ONLY)
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=modes, default=modes[0],
-                    help="the head on a frozen GPT-2, or the whole model")
+                    help="what trains: " + ", ".join(MODE_WORDS[m] for m in modes))
     ap.add_argument("--lr", type=positive_float, default=None,
                     help=", ".join(f"{v:g} "
                                    f"for {k}" for k, v in DEFAULT_LR.items() if k in modes) + " by default")

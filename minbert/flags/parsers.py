@@ -38,7 +38,8 @@ def classifier_parser():
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES,
                     default="last-linear-layer",
                     help="what trains: the head on a frozen BERT (the handout's default), the whole model, "
-                         "or LoRA / DoRA adapters on a frozen BERT")
+                         "or adapters on a frozen BERT (LoRA, DoRA, Houlsby's, a prefix: "
+                         "minbert/finetuning/)")
     ap.add_argument("--lr", type=positive_float, default=None,
                     help="default 1e-3 for last-linear-layer, lora and dora; for full-model "
                          f"{FULL_MODEL_LR['best']:g} below hidden size {WIDE}, {WIDE_LR:g} from {WIDE} up "
@@ -87,8 +88,8 @@ def multitask_parser():
     ap.add_argument("--seed", type=seed, default=11711, help="seeds every random draw: a run is repeatable")
     ap.add_argument("--epochs", type=positive_int, default=10, help="epochs of --steps_per_epoch steps")
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=FINE_TUNE_MODES, default="full-model",
-                    help="full-model, last-linear-layer (frozen BERT), "
-                         "or lora / dora (adapters on a frozen BERT)")
+                    help="full-model, last-linear-layer (frozen BERT), or adapters on a frozen BERT "
+                         "(lora, dora, adapter, prefix: minbert/finetuning/)")
     ap.add_argument("--use_gpu", action="store_true", help="train on the GPU (CUDA, or Apple's MPS)")
     for prefix in FLAG_PREFIX.values():
         for split in ("dev", "test"):
