@@ -46,9 +46,9 @@ PARAPHRASE_IDLE = {
 SONNET_IDLE = {"head_lr": (lambda v, t: False, NO_HEAD)}
 
 
-MODE_WORDS = {"last-linear-layer": "last-linear-layer (the head on a frozen GPT-2)", "full-model": "full-model "
-              "(the whole model)", "lora": "lora", "dora": "dora (low-rank adapters)", "adapter": "adapter "
-              "(Houlsby bottleneck adapters)"}
+MODE_WORDS = {"last-linear-layer": "last-linear-layer (the head on a frozen GPT-2)",
+              "full-model": "full-model (the whole model)", "lora": "lora",
+              "dora": "dora (low-rank adapters)", "adapter": "adapter (Houlsby bottleneck adapters)"}
 
 
 def _parser(prog, kind, description, modes):

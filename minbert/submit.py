@@ -14,8 +14,8 @@ from evaluation import read_predictions
 from minbert.course_data import data_file, read_examples
 from minbert.files import read_text
 from minbert.runs.places import OUTPUT_FOLDERS, project_parts
-from minbert.runs.publishing import (backup_line, check_record, finish_publishing, keep_as_backup, write_output,
-                                     written_by)
+from minbert.runs.publishing import (backup_line, check_record, finish_publishing, keep_as_backup,
+                                     write_output, written_by)
 from utils import MinbertError
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
@@ -112,8 +112,8 @@ def check_zip(out, backup, by):
                            f"--backup to keep it as {out.name}.DATE.bak")
     if wrote is not None and wrote.get("run") != by:
         if not backup:
-            raise MinbertError(f"{out}: the zip {wrote.get('run')} wrote, which this one ({by}) would replace: "
-                               f"move it, or add --backup to keep it as {out.name}.DATE.bak")
+            raise MinbertError(f"{out}: the zip {wrote.get('run')} wrote, which this one ({by}) would "
+                               f"replace: move it, or add --backup to keep it as {out.name}.DATE.bak")
         print(backup_line(keep_as_backup(out)))
 
 

@@ -118,13 +118,7 @@ def keep_as_backup(dest):
 def protect(dests):
     """Before `dests` are written: each one that exists and that no run wrote (or that changed since) is
     renamed to a dated backup beside it (NAME.YYYYmmdd-HHMMSS.bak). Returns [(dest, backup)]."""
-    kept = []
-    for dest in map(Path, dests):
-        if dest.is_file() and written_by(dest) is None:
-            backup = _backup_name(dest)
-            os.replace(dest, backup)
-            kept.append((dest, backup))
-    return kept
+    return [k for d in map(Path, dests) if d.is_file() and written_by(d) is None for k in keep_as_backup(d)]
 
 
 def backup_line(kept):
@@ -283,7 +277,8 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
             continue
         old = written_by(dest) if dest.is_file() else None
         if old is not None and old.get("sha256") != file_digest(src):
-            where = f"still in {old['dir']}" if Path(old["dir"]).is_dir() else f"its folder {old['dir']} is gone"
+            gone = not Path(old["dir"]).is_dir()
+            where = f"its folder {old['dir']} is gone" if gone else f"still in {old['dir']}"
             replaced.add(f"run {old['run']} ({where})")
         items.append((dest, copier(src)))
     kept = place(items, run_name, run_dir, log=log)

@@ -1,11 +1,10 @@
 """The one training step every pipeline shares: autocast, fp16 loss scaling, gradient accumulation, gradient
 clipping, a per-step learning-rate schedule, gradient surgery (PCGrad, GradVac) for steps that hold every
-task, DistributedDataParallel, batches prefetched on a background thread, a tqdm bar and tokens/s; and
-`build_trainer`, which makes the optimizer, schedule and freezing a Recipe asks for. The epoch protocol around
-it (checkpoints, resuming, early stopping, the log) is fit.py's."""
+task, DistributedDataParallel, batches prefetched on a background thread (prefetch.py), a tqdm bar and
+tokens/s, or the whole step recorded as CUDA graphs (graphs.py); and `build_trainer`, which makes the
+optimizer, schedule and freezing a Recipe asks for. The epoch protocol around it (checkpoints, resuming,
+early stopping, the log) is fit.py's."""
 import math
-import queue
-import threading
 import time
 
 import torch
@@ -19,6 +18,7 @@ from minbert.precision import autocast, grad_scaler
 from minbert.specs import Recipe, Runtime
 from minbert.training import schedule
 from minbert.training.graphs import CapturedTraining
+from minbert.training.prefetch import prefetch
 from optimizer import OPTIMIZERS, STATE_TENSORS, make_optimizer, portable_state
 from utils import MinbertError, Progress, distributed, main_print, to_device
 
@@ -31,31 +31,6 @@ def count_tokens(batch):
     real = batch["weight"] > 0 if "weight" in batch else slice(None)
     return sum(int(v["attention_mask"][real].sum()) for v in batch.values()
                if isinstance(v, dict) and "attention_mask" in v)
-
-
-def prefetch(batches, device, depth=3):
-    """Build the next batches on a background thread while the model works on this one (and pin them,
-    so a GPU copy can overlap compute). Order is unchanged, so runs stay repeatable."""
-    q, done = queue.Queue(depth), object()
-
-    def work():
-        try:
-            for b in batches:
-                q.put(pin(b) if device.type == "cuda" else b)
-        except BaseException as e:  # handed over to the consumer, raised there
-            q.put(e)
-        q.put(done)
-    threading.Thread(target=work, daemon=True).start()
-    while (item := q.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
-def pin(batch):
-    if isinstance(batch, dict):
-        return {k: pin(v) for k, v in batch.items()}
-    return batch.pin_memory() if torch.is_tensor(batch) else batch
 
 
 class Trainer:

@@ -93,17 +93,6 @@ def test_grad_accum_with_a_partial_last_group(amp):
     assert opt.state[model.weight]["step"] == 2
 
 
-def test_prefetch_keeps_order_and_raises_errors():
-    from minbert.training.trainer import prefetch
-    cpu = torch.device("cpu")
-    assert list(prefetch(iter(range(100)), cpu)) == list(range(100))
-
-    def broken():
-        yield 1
-        raise ValueError("bad batch")
-    with pytest.raises(ValueError, match="bad batch"):
-        list(prefetch(broken(), cpu))
-
 
 def test_trainable_line_counts_by_hand(capsys):
     lin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
