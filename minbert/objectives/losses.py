@@ -72,7 +72,11 @@ class TermLoss(nn.Module):
     def pop_terms(self):
         """{term: mean over the batches since the last call} (one host sync per term); the sums start
         again at 0, the same tensors."""
-        out = {k: float(v) / float(self.counts[k]) for k, v in self.sums.items() if float(self.counts[k])}
+        out = {}
+        for k, v in self.sums.items():
+            total, n = torch.stack([v, self.counts[k]]).tolist()  # sum and count in one read
+            if n:
+                out[k] = total / n
         for t in (*self.sums.values(), *self.counts.values()):
             t.zero_()
         return out

@@ -130,8 +130,9 @@ class Trainer:
         if self.captured is None and steps % self.grad_accum:  # the epoch ended inside an accumulation group
             self.step(loss_fn)
         seconds = time.perf_counter() - t0
-        self.check_finite(loss_sum.item() / max(steps, 1), steps, total)
-        stats = {"train_loss": loss_sum.item() / max(steps, 1), "steps": steps, "seconds": seconds,
+        mean = loss_sum.item() / max(steps, 1)  # the epoch's one closing read of the loss
+        self.check_finite(mean, steps, total)
+        stats = {"train_loss": mean, "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
                  "lr": float(self.optimizer.param_groups[0]["lr"]),
                  "surgery": {self.surgery.stat: conflicts} if self.surgery is not None else {}}
