@@ -99,16 +99,16 @@ class TaskData:
 
     def padding_fraction(self, batch_size, bucket, seed=0):
         """The share of padded positions in one epoch's training batches."""
-        padded = sum(len(i) * self.lengths[i].max() for i in batch_indices(self.lengths, batch_size, True,
-                                                                           seed, bucket))
+        batches = batch_indices(self.lengths, batch_size, True, seed, bucket)
+        padded = sum(len(i) * self.lengths[i].max() for i in batches)
         return 1.0 - self.lengths.sum() / padded
 
     def describe_batches(self, batch_size, bucket):
         with_, without = self.padding_fraction(batch_size, True), self.padding_fraction(batch_size, False)
+        how = (f"with length bucketing ({without:.0%} without)" if bucket
+               else f"(--no_bucket; {with_:.0%} with bucketing)")
         return (f"{self.task.name} train: {len(self)} examples, padding "
-                f"{with_ if bucket else without:.0%} of positions "
-                + ("with length bucketing "
-                   f"({without:.0%} without)" if bucket else f"(--no_bucket; {with_:.0%} with bucketing)"))
+                f"{with_ if bucket else without:.0%} of positions {how}")
 
 
 class SentenceClassificationDataset(TaskData):

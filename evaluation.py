@@ -84,8 +84,8 @@ def write_dev_scores(path, task, data, outputs, preds):
     if data.labels is not None:
         gold[data.scored] = data.labels.numpy()[data.scored]
     texts = [e.texts for e in data.examples]
-    fields = dict(task=np.array(task), ids=np.array(data.ids), gold=gold, pred=np.asarray(preds,
-                                                                                          dtype=np.float64),
+    fields = dict(task=np.array(task), ids=np.array(data.ids), gold=gold,
+                  pred=np.asarray(preds, dtype=np.float64),
                   output=np.asarray(outputs, dtype=np.float32), text1=np.array([t[0] for t in texts]),
                   text2=np.array([t[1] if len(t) > 1 else "" for t in texts]))
     atomic_write(path, lambda fp: np.savez_compressed(fp, **fields))
@@ -136,8 +136,8 @@ def score_file(pred_path, gold_path, task=None):
 
 def guess_task(path):
     name = Path(path).name.lower()
-    for key, task in (("sst", "sst"), ("cfimdb", "cfimdb"), ("quora", "quora"), ("para", "quora"), ("sts",
-                                                                                                    "sts")):
+    for key, task in (("sst", "sst"), ("cfimdb", "cfimdb"), ("quora", "quora"), ("para", "quora"),
+                      ("sts", "sts")):
         if key in name:
             return task
     raise MinbertError(f"{path}: cannot tell the task from the file name; pass --task")
@@ -185,8 +185,8 @@ def model_eval_multitask(model, data, batch_size, device, amp="none", raw=None):
     model.eval()
     scores, preds = {}, {}
     for task, d in data.items():
-        out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp, desc=f"{task} "
-                                                                                                    "eval")
+        out = predict(lambda b: multitask_outputs(model, task, b), d, batch_size, device, amp,
+                      desc=f"{task} eval")
         if raw is not None:
             raw[task] = out
         preds[task] = to_predictions(task, out)

@@ -58,8 +58,8 @@ def _parser(prog, kind, description, modes):
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=modes, default=modes[0],
                     help="what trains: " + ", ".join(MODE_WORDS[m] for m in modes))
     ap.add_argument("--lr", type=positive_float, default=None,
-                    help=", ".join(f"{v:g} "
-                                   f"for {k}" for k, v in DEFAULT_LR.items() if k in modes) + " by default")
+                    help=", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items() if k in modes)
+                         + " by default")
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before "
                                                                                  "the classifier head")
     ap.add_argument("--data_dir", default="../data", help="the folder of the course "
@@ -196,8 +196,8 @@ def sonnet_parser():
                     help="the dev sonnets' first lines, to complete and score")
     ap.add_argument("--true_dev_path", default="../data/TRUE_sonnets_held_out_dev.txt",
                     help="the whole dev sonnets: chrF's references and the perplexity's text")
-    ap.add_argument("--sonnet_out", default="predictions/generated_sonnets.txt", help="where the completions "
-                                                                                      "are copied")
+    ap.add_argument("--sonnet_out", default="predictions/generated_sonnets.txt",
+                    help="where the completions are copied")
     ap.add_argument("--temperature", type=positive_float, default=1.2, help="sampling temperature")
     ap.add_argument("--top_p", type=share, default=0.9, help="nucleus sampling's p (1: no cut)")
     ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here "

@@ -74,8 +74,8 @@ class SonnetPipeline(Pipeline):
         missing = [n for n, _ in dev if n not in true]
         chrf = sacrebleu.corpus_chrf([t for _, t in dev], [[true.get(n, "") for n, _ in dev]]).score
         write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
-        test = write_sonnets(files.folder / "generated_sonnets.txt", self.completions(s.held_out,
-                                                                                      s.recipe.seed + 1))
+        held_out = self.completions(s.held_out, s.recipe.seed + 1)
+        test = write_sonnets(files.folder / "generated_sonnets.txt", held_out)
         ppl = best["scores"]["perplexity"]  # the reloaded best epoch's, as evaluate() measured it
         print(f"sonnets: best epoch {best['epoch']}, dev perplexity {ppl:.2f}, dev chrF {chrf:.2f} "
               f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +

@@ -78,8 +78,8 @@ def course_reference(name, data_dir=None):
     return path, f"the course's {name}, {path} (git blob {blob[:10]})"
 
 
-def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, strict=True, what="course "
-                                                                                                  "CSVs"):
+def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, strict=True,
+               what="course CSVs"):
     """Fill `dest` with `files` ({name: git blob id}; default the twelve course CSVs): copied from `source`
     when given, else downloaded from url(name). Returns how many were fetched now.
 

@@ -24,8 +24,8 @@ from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 def read_plan(path, values):
     if not Path(path).is_file():
-        raise MinbertError(f"{path}: " + ("is a folder; give "
-                                          "the plan file" if Path(path).is_dir() else "plan file not found"))
+        raise MinbertError(f"{path}: " + ("is a folder; give the plan file" if Path(path).is_dir()
+                                          else "plan file not found"))
     runs, lines = [], {}
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.strip()

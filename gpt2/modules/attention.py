@@ -19,8 +19,8 @@ def causal_mask(t_new, t_total, attention_mask, dtype):
     """The additive mask [B or 1, 1, t_new, t_total]: 0 where query i (at position t_total - t_new + i) may
     look, the dtype's most negative number above the diagonal and at padded keys (attention_mask 0)."""
     device = attention_mask.device if attention_mask is not None else None
-    blocked = torch.ones(t_new, t_total, dtype=torch.bool, device=device).triu(t_total - t_new + 1)[None,
-                                                                                                    None]
+    blocked = torch.ones(t_new, t_total, dtype=torch.bool, device=device).triu(t_total - t_new + 1)
+    blocked = blocked[None, None]
     if attention_mask is not None:
         blocked = blocked | (attention_mask[:, None, None, :] == 0)
     return torch.zeros(blocked.shape, dtype=dtype, device=device).masked_fill(blocked, torch.finfo(dtype).min)

@@ -172,8 +172,8 @@ def multitask_parser():
                          "one pass's worth of batches over all tasks)")
     ap.add_argument("--loss_weights", type=nonneg_float, nargs=3, default=[1.0, 1.0, 1.0],
                     metavar=("SST", "QUORA", "STS"), help="each task's weight in the training loss")
-    ap.add_argument("--task_dropout", type=probability, nargs=3, default=None, metavar=("SST", "QUORA",
-                                                                                        "STS"),
+    ap.add_argument("--task_dropout", type=probability, nargs=3, default=None,
+                    metavar=("SST", "QUORA", "STS"),
                     help="per-head dropout (default: --hidden_dropout_prob for all three)")
     add_run_flags(ap, "multitask", "--checkpoint")
     ap.add_argument("--eval_only", metavar="CHECKPOINT", help="re-score a saved model "

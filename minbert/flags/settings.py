@@ -230,8 +230,8 @@ def pretrain_settings(args, log=print):
 
 def ensemble_settings(args):
     v = vars(args)
-    return from_flags(EnsembleSettings, v, members=tuple(v["members"]), runtime=runtime(v, print,
-                                                                                        training=False),
+    return from_flags(EnsembleSettings, v, members=tuple(v["members"]),
+                      runtime=runtime(v, print, training=False),
                       run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]))
 
 

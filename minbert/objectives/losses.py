@@ -156,8 +156,9 @@ class MultitaskLoss(TermLoss):
             return rows.cross_entropy(out.output, y, w)
         if task == "quora":
             return rows.binary_cross_entropy_with_logits(out.output, y.float(), w)
-        return rows.mse_loss(out.output, y, w) if self.similarity is None else self.similarity(out.score, y,
-                                                                                               w)
+        if self.similarity is None:
+            return rows.mse_loss(out.output, y, w)
+        return self.similarity(out.score, y, w)
 
     def one(self, model, batch):
         task, y, w = batch["task"], batch["labels"], batch.get("weight")

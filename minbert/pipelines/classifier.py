@@ -76,8 +76,8 @@ class SentimentPipeline(Pipeline):
         to the file a flag names (settings.published; the handout's --para_dev_out of
         gpt2/paraphrase_detection.py)."""
         given = settings.published or {}
-        return {split: (f"--{TASK_PREFIX[name]}_{split}_out", Path(given[name, split])) if (name,
-                                                                                            split) in given
+        return {split: (f"--{TASK_PREFIX[name]}_{split}_out", Path(given[name, split]))
+                if (name, split) in given
                 else ("--predictions_dir", Path(settings.predictions_dir) / f)
                 for split, f in cls.published_names(settings, name).items()}
 
@@ -158,16 +158,15 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
     s = settings
     stems = [pipeline_class.stem(s, n) for n in s.datasets]
     with open_run(pipeline_class.kind, stems, s.run.name, s.run.dir, s.run.resume) as run:
-        check_outputs(dirs=[("--predictions_dir", s.predictions_dir)],
-                      files=[out for n in s.datasets for out in pipeline_class.published_paths(s,
-                                                                                               n).values()],
-                      inputs=[(f"the {n} {split} "
-                               "data file", data_file(s.data_dir, n, split)) for n in s.datasets
-                              for split in ("train", "dev", "test")], own=run.folder, backup=s.run.backup)
+        published = [out for n in s.datasets for out in pipeline_class.published_paths(s, n).values()]
+        inputs = [(f"the {n} {split} data file", data_file(s.data_dir, n, split))
+                  for n in s.datasets for split in ("train", "dev", "test")]
+        check_outputs(dirs=[("--predictions_dir", s.predictions_dir)], files=published, inputs=inputs,
+                      own=run.folder, backup=s.run.backup)
         world = distributed()[1]
+        processes = f", {world} processes" if world > 1 else ""
         main_print(f"fine-tune mode {s.model.fine_tune_mode}, {s.recipe.lr_why}, {s.model.pretrained} on "
-                   f"{s.runtime.device}" + (f", {world} "
-                                            "processes" if world > 1 else "") + f"; run folder {run.folder}")
+                   f"{s.runtime.device}{processes}; run folder {run.folder}")
         results = []
         for name in s.datasets:
             t0 = time.perf_counter()

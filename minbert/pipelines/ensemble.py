@@ -30,9 +30,9 @@ SPLITS = ("dev", "test")
 def reference(data_dir):
     """{(task, split): (ids, gold)}: the ids every member must predict, in file order, and the gold labels
     (None where a row has none, and on test)."""
-    return {(task, split): tuple(zip(*[(e.id, e.label) for e in read_examples(data_file(data_dir, task,
-                                                                                        split), task,
-                                                                                split, log=lambda *_: None)]))
+    def rows(task, split):
+        return read_examples(data_file(data_dir, task, split), task, split, log=lambda *_: None)
+    return {(task, split): tuple(zip(*[(e.id, e.label) for e in rows(task, split)]))
             for task in MULTITASK for split in SPLITS}
 
 
@@ -146,8 +146,8 @@ def folder_member(folder, ref):
         if list(preds) != list(ids):
             stray = [i for i in preds if i not in set(ids)] + [i for i in ids if i not in preds]
             raise MinbertError(f"{path}: its ids are not those of {task} {split}: "
-                               + (f"id {stray[0]} is in "
-                                  "one and not the other" if stray else "they come in another order"))
+                               + (f"id {stray[0]} is in one and not the other" if stray
+                                  else "they come in another order"))
         values = np.array(list(preds.values()))
         labels = {"sst": np.arange(N_SST), "quora": np.arange(2)}.get(task)
         if labels is not None:
@@ -200,8 +200,8 @@ def run_ensemble(settings):
                       inputs=inputs, own=run.folder, backup=st.run.backup)
         members, cache, soft = [], {}, []
         for m in st.members:
-            outputs, train = (folders[m], None) if m in folders else checkpoint_member(m, settings, ref,
-                                                                                       cache)
+            outputs, train = ((folders[m], None) if m in folders
+                              else checkpoint_member(m, settings, ref, cache))
             members.append(outputs)
             soft.append(train)
             print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")

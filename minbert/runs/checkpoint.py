@@ -90,16 +90,16 @@ def convert_legacy(state, source):
         raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(old).__name__})")
     multitask = "pair_encoding" in old
     task_dropout = old.get("task_dropout")
-    dropout = (task_dropout or [old.get("hidden_dropout_prob",
-                                        0.1)] * 3) if multitask else [old.get("hidden_dropout_prob", 0.3)]
+    dropout = ((task_dropout or [old.get("hidden_dropout_prob", 0.1)] * 3) if multitask
+               else [old.get("hidden_dropout_prob", 0.3)])
     head = state["model"].get("classifier.weight")
     spec = ModelSpec(pipeline="multitask" if multitask else "classifier",
                      pretrained=str(old.get("pretrained")),
-                     fine_tune_mode=old.get("fine_tune_mode", "full-model"), lora_rank=old.get("lora_rank",
-                                                                                               8),
+                     fine_tune_mode=old.get("fine_tune_mode", "full-model"),
+                     lora_rank=old.get("lora_rank", 8),
                      lora_alpha=old.get("lora_alpha", 16.0), lora_dropout=old.get("lora_dropout", 0.0),
-                     lora_targets=old.get("lora_targets"), dropout=dropout, max_length=old.get("max_length",
-                                                                                               128),
+                     lora_targets=old.get("lora_targets"), dropout=dropout,
+                     max_length=old.get("max_length", 128),
                      num_labels=int(head.shape[0]) if head is not None else 5,
                      pair_encoding=old.get("pair_encoding", "cross"), pooling=old.get("pooling", "mean"),
                      pals=bool(old.get("pals", False)), pals_dim=old.get("pals_dim"),

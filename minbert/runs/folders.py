@@ -39,8 +39,8 @@ def check_run_name(name, flag="--run_name", root=RUNS_ROOT):
     pure = PurePath(name)
     if not name.strip() or pure.is_absolute() or not pure.parts or ".." in pure.parts or name != name.strip():
         raise MinbertError(f"{flag} {name!r}: names a folder under {root}/ (e.g. {flag} my-run, or "
-                           "exp/run-1), never one outside it" + ("; for a folder elsewhere "
-                                                "give --run_dir DIR" if flag == "--run_name" else ""))
+                           "exp/run-1), never one outside it"
+                           + ("; for a folder elsewhere give --run_dir DIR" if flag == "--run_name" else ""))
     return name
 
 
@@ -140,8 +140,8 @@ class RunLock:
         """Write who holds the lock into the file (once the run's other checks have passed, so that a refused
         run leaves the folder byte for byte as it was)."""
         self._write({"pipeline": self.pipeline, "pid": os.getpid(), "host": socket.gethostname(),
-                     "since": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join([Path(sys.argv[0]).name,
-                                                                                       *sys.argv[1:]])})
+                     "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+                     "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
         self.claimed = True
         return self
 

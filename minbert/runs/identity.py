@@ -71,10 +71,10 @@ def check_same_run(saved, now, source, log=print):
     diff = [differs(k) for k in sorted(keys) if saved.get(k) != now.get(k)]
     was, new = saved.get("inputs") or {}, now.get("inputs") or {}
     if was:  # an earlier minbert recorded no inputs
-        diff += [f"the run read {what} "
-                 f"({was[what]['path']}), this one does not" for what in sorted(set(was) - set(new))]
-        diff += [f"this run reads {what} ({new[what]['path']}), "
-                 "the checkpoint's did not" for what in sorted(set(new) - set(was))]
+        diff += [f"the run read {what} ({was[what]['path']}), this one does not"
+                 for what in sorted(set(was) - set(new))]
+        diff += [f"this run reads {what} ({new[what]['path']}), the checkpoint's did not"
+                 for what in sorted(set(new) - set(was))]
     moved = []
     for what in sorted(set(was) & set(new)):
         if was[what]["sha256"] != new[what]["sha256"]:

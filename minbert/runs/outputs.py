@@ -74,9 +74,9 @@ def check_replace(name, path, backup=None):
                            "command replaces: name a file under predictions/ or outside the project")
     if not backup:
         raise MinbertError(f"{name}: holds a file this project did not write (or one changed since it did), "
-                           "which would be lost: move "
-                           "it or name another path" + (", or add --backup to keep it as "
-                           f"{path.name}.DATE.bak" if backup is False else ""))
+                           "which would be lost: move it or name another path"
+                           + (f", or add --backup to keep it as {path.name}.DATE.bak" if backup is False
+                              else ""))
 
 
 def check_file(path, flag, inputs=()):

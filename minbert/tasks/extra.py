@@ -25,8 +25,8 @@ NLI_LABELS = ("entailment", "neutral", "contradiction")
 EXTRA_TASKS = {
     "snli": Task("snli", ("sentence1", "sentence2"), "gold_label", "class", 3),
     "mnli": Task("mnli", ("sentence1", "sentence2"), "gold_label", "class", 3),
-    "sick": Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression", label_range=(1.0,
-                                                                                                       5.0)),
+    "sick": Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression",
+                 label_range=(1.0, 5.0)),
     "paws": Task("paws", ("sentence1", "sentence2"), "label", "class", 2),
 }
 
