@@ -38,7 +38,8 @@ from minbert.flags.rules import BENCH_IDLE, check_idle_flags
 from minbert.flags.settings import bench_settings, parse_flags
 from minbert.flags.types import nonneg_int, positive_int
 from minbert.precision import AMP_CHOICES
-from minbert.runs.outputs import check_file, write_output
+from minbert.runs.outputs import check_file
+from minbert.runs.publishing import write_output
 from utils import Parser, main_guard
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.runs.logs import read_log  # noqa: E402
-from minbert.runs.outputs import check_file, write_output  # noqa: E402
+from minbert.runs.outputs import check_file  # noqa: E402
+from minbert.runs.publishing import write_output  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 FIELDS = ["run", "pipeline", "model", "epochs", "best_epoch", "dev_score", "dev", "dev_scores",

@@ -19,7 +19,8 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
-from minbert.runs.outputs import check_file, write_output  # noqa: E402
+from minbert.runs.outputs import check_file  # noqa: E402
+from minbert.runs.publishing import write_output  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
 SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12), "gpt2-medium": dict(n_embd=1024, n_layer=24,

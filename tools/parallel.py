@@ -18,7 +18,8 @@ from pathlib import Path
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.flags.types import positive_float, positive_int  # noqa: E402
-from minbert.runs.outputs import check_file, record  # noqa: E402
+from minbert.runs.outputs import check_file  # noqa: E402
+from minbert.runs.publishing import record  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 

@@ -18,7 +18,8 @@ from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
 from minbert.runs.folders import is_run_folder, open_run
-from minbert.runs.outputs import check_outputs, publish
+from minbert.runs.outputs import check_outputs
+from minbert.runs.publishing import publish
 from minbert.tasks.multitask import load_multitask
 from tokenizer import BertTokenizer
 from utils import MinbertError

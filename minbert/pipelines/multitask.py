@@ -22,7 +22,8 @@ from minbert.hub import check_max_length
 from minbert.objectives.distill import outside_fold, teacher_targets
 from minbert.objectives.losses import MultitaskLoss
 from minbert.runs.folders import open_run
-from minbert.runs.outputs import append_once, check_outputs, check_table, publish, same_file
+from minbert.runs.outputs import append_once, check_outputs, check_table
+from minbert.runs.publishing import publish, same_file
 from minbert.tasks.extra import EXTRA_TASKS, read_extra
 from minbert.tasks.multitask import MultitaskBERT, load_multitask
 from minbert.tasks.sampling import MultitaskBatches

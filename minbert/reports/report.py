@@ -11,8 +11,8 @@ from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import run_folder_of
-from minbert.runs.outputs import backup_line, check_record, check_replace, finish_publishing
-from minbert.runs.publishing import copier, place
+from minbert.runs.outputs import check_replace
+from minbert.runs.publishing import backup_line, check_record, copier, finish_publishing, place
 from utils import MinbertError
 
 def _md_escape(text, limit=160):

@@ -23,10 +23,7 @@ from minbert.course_files import COURSE_FILES
 from minbert.files import check_writable, deferred_interrupt
 from minbert.runs.folders import run_folder_of
 from minbert.runs.places import among_sources, in_project
-# publish, write_output and the records are runs/publishing.py's; the scripts find them here, beside the rule
-from minbert.runs.publishing import (INTENT, SOURCES, backup_line, check_record,
-                                     finish_publishing,  # noqa: F401
-                                     protect, publish, record, same_file, write_output, written_by)
+from minbert.runs.publishing import INTENT, SOURCES, check_record, finish_publishing, same_file, written_by
 from utils import MinbertError
 
 

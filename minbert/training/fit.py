@@ -11,7 +11,7 @@ from minbert.finetuning.modes import merge_for_inference
 from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state,
                                      save_checkpoint, set_rng_state, trainable_state)
 from minbert.runs.identity import check_same_run, run_defining
-from minbert.runs.outputs import publish
+from minbert.runs.publishing import publish
 from minbert.specs import plain
 from minbert.training.monitor import TensorBoard
 from minbert.training.trainer import Diverged

@@ -136,18 +136,6 @@ def test_report_out_keeps_a_users_file(tmp_path, course_data, tiny_model, capsys
     assert len(list(out.glob("*.bak"))) == 1
 
 
-def test_protect_and_record_unit(tmp_path):
-    a = tmp_path / "a.csv"
-    a.write_text("user\n")
-    kept = outputs.protect([a, tmp_path / "absent.csv"])
-    assert len(kept) == 1 and not a.exists() and kept[0][1].read_text() == "user\n"
-    a.write_text("run\n")
-    outputs.record([a], "r1", tmp_path)
-    assert outputs.written_by(a)["run"] == "r1" and outputs.protect([a]) == []
-    a.write_text("changed\n")
-    assert outputs.written_by(a) is None and len(outputs.protect([a])) == 1
-
-
 def test_no_output_goes_among_the_projects_code_docs_or_data(tmp_path, course_data, tiny_model, monkeypatch):
     """Even a new file: ensemble.py --out docs would scatter prediction files among the documentation."""
     monkeypatch.chdir(ROOT)

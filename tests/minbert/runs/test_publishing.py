@@ -28,7 +28,7 @@ def _setting(tmp_path):
             pairs.append((src / n, folder / n))
             if n != "v.csv":
                 (folder / n).write_text(f"old {n}\n")
-                outputs.record([folder / n], "old", tmp_path / "old-run")
+                publishing.record([folder / n], "old", tmp_path / "old-run")
     (b / "v.csv").write_text("the user's own v\n")
     return pairs
 
@@ -285,3 +285,15 @@ def test_gpt2_killed_while_publishing_resumes(tmp_path, course_data, tiny_gpt2, 
         assert (tmp_path / "pred" / name).read_bytes() == (tmp_path / "run" / name).read_bytes()
         assert publishing.written_by(tmp_path / "pred" / name)["dir"] == str(tmp_path / "run")
     assert not (tmp_path / "pred" / publishing.INTENT).exists()
+
+
+def test_protect_and_record_unit(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text("user\n")
+    kept = publishing.protect([a, tmp_path / "absent.csv"])
+    assert len(kept) == 1 and not a.exists() and kept[0][1].read_text() == "user\n"
+    a.write_text("run\n")
+    publishing.record([a], "r1", tmp_path)
+    assert publishing.written_by(a)["run"] == "r1" and publishing.protect([a]) == []
+    a.write_text("changed\n")
+    assert publishing.written_by(a) is None and len(publishing.protect([a])) == 1
