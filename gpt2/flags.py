@@ -175,9 +175,9 @@ def classifier_settings(args):
                       adapter_dim=v["adapter_dim"])
     return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
                               regularizers=regularizers(v),
-                              runtime=runtime(v), run=RunSpec(name=v["run_name"], dir=v["run_dir"],
-                                                              resume=v["resume"],
-                                                              backup=v["backup"], flags=defining_flags(v)),
+                              runtime=runtime(v),
+                              run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
+                                          backup=v["backup"], flags=defining_flags(v)),
                               datasets=tuple(v["datasets"]), data_dir=v["data_dir"],
                               batch_size=v["batch_size"],
                               bucket=v["bucket"], predictions_dir=v["predictions_dir"], merge=v["merge"],

@@ -1,10 +1,10 @@
 """minbert: the library behind the handout's scripts and our commands (docs/architecture.md).
 
-    specs.py files.py hub.py course_data.py precision.py    settings, files, downloads, precision (the lowest
-                                                            layer)
+    specs.py files.py hub.py course_data.py precision.py
+                  settings, files, downloads, precision (the lowest layer)
     finetuning/   what --fine-tune-mode trains (LoRA, DoRA, Houlsby adapters, prefix tuning), PALs, freezing
-    runs/         run folders and their lock, outputs and publishing, logs, checkpoints, which flags define a
-                  run
+    runs/         run folders and their lock, outputs and publishing, logs, checkpoints, which flags
+                  define a run
     tasks/        the Part 1 and Part 2 models, task samplers and streams, extra data sets, masked LM
     objectives/   the training losses, sentence-embedding losses, R-Drop, SMART, distillation, PCGrad, GradVac
     training/     one training step, the epoch protocol (fit), schedules, the TensorBoard monitor

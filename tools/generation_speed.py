@@ -23,8 +23,8 @@ from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
 
-SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12), "gpt2-medium": dict(n_embd=1024, n_layer=24,
-                                                                               n_head=16),
+SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12),
+          "gpt2-medium": dict(n_embd=1024, n_layer=24, n_head=16),
           "tiny": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=128)}
 
 

@@ -86,8 +86,8 @@ def step_losses(args):
 def compare(losses, other):
     """{"max_abs", "max_rel", "mean", "other_mean"}: step-for-step differences and the two means."""
     pairs = list(zip(losses, other))
-    return {"max_abs": max(abs(a - b) for a, b in pairs), "max_rel": max(abs(a - b) / abs(b) for a,
-                                                                         b in pairs),
+    return {"max_abs": max(abs(a - b) for a, b in pairs),
+            "max_rel": max(abs(a - b) / abs(b) for a, b in pairs),
             "mean": statistics.mean(losses), "other_mean": statistics.mean(other)}
 
 

@@ -184,11 +184,12 @@ class Candidate:
         self.graphs = None
         if graphs:  # the whole step, as the pipelines record it on a GPU
             schedule = DeviceSchedule(opt, "constant", 0.0, 1, device)
-            self.graphs = CapturedTraining(torch.nn.ModuleList([classifier, extra]), lambda fn,
-                                           b: fn(classifier, b), loss_fn, opt, schedule, device, amp)
+            self.graphs = CapturedTraining(torch.nn.ModuleList([classifier, extra]),
+                                           lambda fn, b: fn(classifier, b), loss_fn, opt, schedule, device,
+                                           amp)
             train_step, eager_infer = self.graphs, infer_step
-            infer_step = self.infer_graphs = Graphs(eager_infer, lambda b: [eager_infer(b) for _ in range(2)],
-                                                    device)
+            warm = lambda b: [eager_infer(b) for _ in range(2)]  # noqa: E731
+            infer_step = self.infer_graphs = Graphs(eager_infer, warm, device)
         self.train_step, self.infer_step = train_step, infer_step
         reg = s.regularizers
         terms = {k: v for k, v in (("rdrop", reg.rdrop_weight), ("smart", reg.smart_weight),

@@ -39,8 +39,8 @@ class TermLoss(nn.Module):
         --smart_* settings), --smart_bregman_weight over a run of `total_steps` optimizer steps."""
         return {"rdrop": RDrop(spec.rdrop_weight) if spec.rdrop_weight else None,
                 "smart": SmartRegularizer(spec.smart_weight, spec.smart_step, spec.smart_steps,
-                                          spec.smart_noise,
-                                          spec.smart_projection, spec.smart_eps, spec.smart_dropout)
+                                          spec.smart_noise, spec.smart_projection, spec.smart_eps,
+                                          spec.smart_dropout)
                 if spec.smart_weight else None,
                 "bregman": BregmanProximal(model, spec.smart_bregman_weight, spec.smart_momentum, total_steps)
                 if spec.smart_bregman_weight else None}

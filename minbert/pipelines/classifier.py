@@ -115,9 +115,9 @@ class SentimentPipeline(Pipeline):
     def batches(self, epoch):
         rank, world = distributed()
         s = self.settings
-        return (self.data["train"].batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket, rank,
-                                           world),
-                self.steps, {"dataset": self.name})
+        seed = s.recipe.seed * 1000 + epoch
+        batches = self.data["train"].batches(s.batch_size, True, seed, s.bucket, rank, world)
+        return batches, self.steps, {"dataset": self.name}
 
     def evaluate(self):
         train_acc = model_eval(self.data["train"], self.model, self.device, self.amp, f"{self.name} train")[0]

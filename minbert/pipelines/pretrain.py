@@ -134,9 +134,8 @@ class PretrainPipeline(Pipeline):
         s, rt = settings, settings.runtime
         self.settings = s
         self.file_stem = "pretrain"
-        self.inputs = {"--texts": s.texts} if s.texts else {f"{t} "
-                                                            "train data": data_file(s.data_dir, t, "train")
-                                                            for t in TEXT_TASKS}
+        self.inputs = ({"--texts": s.texts} if s.texts
+                       else {f"{t} train data": data_file(s.data_dir, t, "train") for t in TEXT_TASKS})
         self.source = resolve_pretrained(s.pretrained).require("config", "vocab", "weights")
         self.tokenizer = BertTokenizer.from_pretrained(s.pretrained)
         if "[MASK]" not in self.tokenizer.vocab:
