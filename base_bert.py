@@ -27,6 +27,17 @@ HF_TO_OURS = [
 ]
 # Tensors a BERT checkpoint may carry that a bare encoder has no use for: pretraining heads, buffers.
 HF_IGNORED = re.compile(r"^(cls\.|embeddings\.position_ids$)")
+# The pretraining heads' tensors (minbert/tasks/mlm.py), {head: {our name: HF's name}}: the masked-LM head
+# (its decoder is tied to the word embeddings, so only its bias is its own) and the next-sentence head on
+# the pooled [CLS] (BertForPreTraining's seq_relationship). The encoder loader above skips them.
+HF_HEADS = {
+    "mlm": {"dense.weight": "cls.predictions.transform.dense.weight",
+            "dense.bias": "cls.predictions.transform.dense.bias",
+            "layer_norm.weight": "cls.predictions.transform.LayerNorm.weight",
+            "layer_norm.bias": "cls.predictions.transform.LayerNorm.bias",
+            "bias": "cls.predictions.bias"},
+    "nsp": {"weight": "cls.seq_relationship.weight", "bias": "cls.seq_relationship.bias"},
+}
 
 
 def hf_to_ours(name):

@@ -224,7 +224,8 @@ class MultitaskSettings:
 
 @dataclass(frozen=True)
 class PretrainSettings:
-    """pretrain.py: masked-LM pretraining of `pretrained` on the task text (or --texts), written to `out`."""
+    """pretrain.py: masked-LM (and, with `nsp` above 0, next-sentence) pretraining of `pretrained` on the task
+    text (or --texts), written to `out`."""
     pretrained: str
     out: str
     recipe: Recipe
@@ -237,6 +238,8 @@ class PretrainSettings:
     mask_prob: float = 0.15
     max_steps: int = 0                   # 0: no limit
     bucket: bool = True
+    corpus: str = "tasks"                # the text without --texts: tasks, cfimdb or sonnets
+    nsp: float = 0.0                     # next-sentence prediction's loss weight (0: off)
 
 
 @dataclass(frozen=True)

@@ -124,9 +124,20 @@ def pretrain_texts(tmp_path, n=120):
     return path
 
 
-def pretrain_args(tmp_path, model, out, *extra):
-    """pretrain.py's flags for a tiny run on pretrain_texts, writing its checkpoint folder to `out`."""
-    return ["--pretrained", str(model), "--texts", str(pretrain_texts(tmp_path)), "--out", str(out),
+def pretrain_documents(tmp_path, n=30):
+    """A --texts file of `n` documents of two to six sentences (pretrain_texts' sentences), a blank line between
+    documents."""
+    lines = pretrain_texts(tmp_path, 6 * n).read_text().splitlines()
+    docs = [lines[6 * d:6 * d + 2 + d % 5] for d in range(n)]
+    path = Path(tmp_path) / "documents.txt"
+    path.write_text("\n\n".join("\n".join(doc) for doc in docs) + "\n")
+    return path
+
+
+def pretrain_args(tmp_path, model, out, *extra, texts=None):
+    """pretrain.py's flags for a tiny run on `texts` (pretrain_texts by default), writing its checkpoint folder to
+    `out`."""
+    return ["--pretrained", str(model), "--texts", str(texts or pretrain_texts(tmp_path)), "--out", str(out),
             "--batch_size", "8", "--lr", "3e-3", "--max_length", "16", *extra]
 
 

@@ -1,4 +1,5 @@
-"""pretrain.py: --max_steps, bad input and a binary --texts file are one line; MiniLM pretrained further passes the
+"""pretrain.py: --max_steps, bad input and a binary --texts file are one line, --nsp's too (on the task sentences, on
+text of one-sentence documents or of one document, --corpus beside --texts); MiniLM pretrained further passes the
 sanity check."""
 import json
 import subprocess
@@ -7,7 +8,7 @@ import sys
 import pytest
 
 import pretrain
-from tests.course import ROOT, pretrain_args
+from tests.course import ROOT, pretrain_args, pretrain_texts
 from utils import MinbertError
 
 
@@ -39,3 +40,22 @@ def test_a_binary_texts_file_is_one_line(tmp_path, tiny_model):
     binary.write_bytes(b"good movie\n\xff\xfe\x00\x01 bytes")
     with pytest.raises(MinbertError, match=r"texts.bin: line 2: byte 0xFF is not UTF-8 text"):
         pretrain.main(["--pretrained", str(tiny_model), "--texts", str(binary), "--out", str(tmp_path / "x")])
+
+
+def test_next_sentence_prediction_on_text_without_documents_is_one_line(tmp_path, tiny_model, course_data):
+    """The course fixture's reviews are one sentence each; the task sentences are no documents at all; a --texts
+    file without blank lines is one document. Each is refused before anything trains, and no folder is left."""
+    single = tmp_path / "single.txt"
+    single.write_text("a good film\n\nthe movie\n\nfun\n")
+    out = tmp_path / "out"
+    cases = [(["--data_dir", str(course_data), "--nsp", "1"], r"ids-cfimdb-train.csv: no document has two "
+                                                               r"sentences, so no sentence has a next one to predict"),
+             (["--data_dir", str(course_data), "--nsp", "1", "--corpus", "tasks"],
+              r"^--nsp 1 --corpus tasks: the task sentences are single sentences, not documents"),
+             (["--texts", str(single), "--nsp", "0.5"], r"single.txt: no document has two sentences"),
+             (["--texts", str(pretrain_texts(tmp_path)), "--nsp", "1"], r"texts.txt: one document only"),
+             (["--texts", str(single), "--corpus", "cfimdb"], r"^--corpus picks the text, which --texts replaces")]
+    for flags, message in cases:
+        with pytest.raises(MinbertError, match=message):
+            pretrain.main(["--pretrained", str(tiny_model), "--out", str(out), *flags])
+        assert not out.exists()

@@ -194,11 +194,21 @@ EVAL_ONLY_FLAGS = ({"eval_only", "merge", "amp", "attn", "use_gpu", "max_length"
 # ----------------------------------------------------------------------------- pretrain.py
 
 def pretrain_parser():
-    ap = Parser(prog="pretrain.py", description="Further masked-LM pretraining on the task text.")
+    ap = Parser(prog="pretrain.py", description="Further masked-LM (and next-sentence) "
+                                                 "pretraining on the task text.")
     ap.add_argument("--pretrained", default="bert-base-uncased", help="the checkpoint to pretrain further")
     ap.add_argument("--data_dir", default="data", help="the course CSVs whose "
                                                        "training sentences are the text")
-    ap.add_argument("--texts", default=None, help="one sentence per line, instead of the task training text")
+    ap.add_argument("--texts", default=None, help="one sentence per line, instead of the task training text "
+                                                  "(with --nsp: a blank line between documents)")
+    ap.add_argument("--corpus", choices=["tasks", "cfimdb", "sonnets"], default=None,
+                    help="the text without --texts: tasks (every training sentence of SST, CFIMDB, Quora "
+                         "and STS; the default without --nsp), cfimdb (the training reviews split into "
+                         "sentences, each review a document; the default with --nsp) or sonnets "
+                         "(DATA_DIR/sonnets.txt's lines, each sonnet a document)")
+    ap.add_argument("--nsp", type=nonneg_float, default=0.0,
+                    help="the weight of next-sentence prediction's loss beside the masked-LM loss, on "
+                         "sentence pairs from documents (0: off, masked LM on single sentences; BERT's is 1)")
     ap.add_argument("--out", required=True, help="the checkpoint folder to write "
                                                  "(loadable with --pretrained OUT)")
     ap.add_argument("--epochs", type=positive_int, default=3, help="passes over the text")

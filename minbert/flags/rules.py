@@ -57,6 +57,7 @@ MULTITASK_IDLE = {
 PRETRAIN_IDLE = {
     "data_dir": (lambda v, t: v["texts"] is None,
                  "is where the course CSVs' training sentences are read, which --texts replaces as the text"),
+    "corpus": (lambda v, t: v["texts"] is None, "picks the text, which --texts replaces"),
 }
 
 BENCH_IDLE = {

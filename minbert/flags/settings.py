@@ -222,8 +222,12 @@ def pretrain_settings(args, log=print):
     run_time = runtime(v, log, eager="the masked-LM head reads only the masked "
                                      "positions, a number that changes with every batch")
     check_max_length(v["max_length"], v["pretrained"])
+    corpus = v["corpus"] or ("cfimdb" if v["nsp"] else "tasks")
+    if v["nsp"] and corpus == "tasks" and not v["texts"]:
+        raise MinbertError(f"--nsp {v['nsp']:g} --corpus tasks: the task sentences are single sentences, not "
+                           "documents, so none has a next one: give --corpus cfimdb or sonnets, or --texts")
     return from_flags(PretrainSettings, v, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=run_time,
-                      run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)))
+                      corpus=corpus, run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)))
 
 
 # ----------------------------------------------------------------------------- the other commands

@@ -1,13 +1,17 @@
-"""Further masked-LM pretraining of any --pretrained checkpoint on the task text (handout 5.3, "Additional
-Pretraining"; the masking and head are in tasks/mlm.py), for pretrain.py.
+"""Further pretraining of any --pretrained checkpoint on the task text (handout 5.3, "Additional
+Pretraining"): masked language modelling, and with --nsp next-sentence prediction too (the masking and
+heads are in tasks/mlm.py, the sentence pairs in tasks/nsp.py), for pretrain.py.
 
-The text is every training sentence of SST, CFIMDB, Quora and STS (both sentences of a pair), without
-repeats, or one sentence per line of --texts FILE. A random 5% is held out: masked-token accuracy and
-loss on it (masked the same way every time) are printed before training and after each epoch. --out is
-the run folder: the epoch protocol (training/fit.py) keeps its checkpoints and log there, so --resume
-continues an interrupted run exactly, and at the end it becomes a checkpoint folder (config.json,
-vocab.txt, model.safetensors, with the MLM head beside the encoder) holding the epoch with the best
-held-out masked-token accuracy.
+The text (--corpus) is every training sentence of SST, CFIMDB, Quora and STS (both sentences of a pair),
+without repeats; CFIMDB's training reviews split into sentences; the sonnets' lines; or the lines of
+--texts FILE. With --nsp the examples are sentence pairs `[CLS] A [SEP] B [SEP]` drawn from documents: the
+reviews, the sonnets, or --texts' groups of lines between blank lines (the task sentences are no
+documents). A random 5% of the sentences (of the pairs, with --nsp) is held out: masked-token accuracy and
+loss on it (masked the same way every time), and the next-sentence accuracy, are printed before training
+and after each epoch. --out is the run folder: the
+epoch protocol (training/fit.py) keeps its checkpoints and log there, so --resume continues an interrupted run
+exactly, and at the end it becomes a checkpoint folder (config.json, vocab.txt, model.safetensors, with the
+heads beside the encoder) holding the epoch with the best held-out masked-token accuracy.
 """
 import itertools
 import json
@@ -16,18 +20,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from datasets import TaskData, set_pad_multiple
-from minbert.course_data import Example, Task, data_file, read_examples
+from minbert.course_data import Example, Task, data_file, read_examples, read_sonnets
 from minbert.files import append_jsonl, require_file, text_lines
 from minbert.hub import resolve_pretrained
 from minbert.objectives.losses import TermLoss
 from minbert.precision import autocast
 from minbert.runs.folders import open_run
 from minbert.specs import ModelSpec
-from minbert.tasks.mlm import BertForMaskedLM, mask_tokens
+from minbert.tasks.mlm import HEAD_WORDS, BertForMaskedLM, mask_tokens
+from minbert.tasks.nsp import PAIRS, sentence_pairs, split_sentences
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from tokenizer import BertTokenizer
@@ -36,8 +42,9 @@ from utils import MinbertError, maybe_compile, seed_everything, to_device
 TEXT_TASKS = ("sst", "cfimdb", "quora", "sts")
 
 
-def read_texts(settings):
-    """The pretraining sentences, each once, in a fixed order."""
+def read_documents(settings):
+    """The text as documents, each a list of its sentences in order (module docstring): --texts' groups of
+    lines between blank lines, or --corpus's; the task sentences are one-sentence documents."""
     s = settings
     if s.texts:
         path = Path(s.texts)
@@ -49,12 +56,38 @@ def read_texts(settings):
             line = raw[:e.start].count(b"\n") + 1
             raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not "
                                f"UTF-8 text (--texts takes a text file, one sentence per line)") from None
-        texts = [line.strip() for line in text_lines(text)]
-    else:
-        texts = [t.strip() for task in TEXT_TASKS
-                 for e in read_examples(data_file(s.data_dir, task, "train"), task, "train")
-                 for t in e.texts]
-    texts = list(dict.fromkeys(t for t in texts if t))
+        documents = [[]]
+        for line in text_lines(text):
+            if line.strip():
+                documents[-1].append(line.strip())
+            else:  # a blank line ends a document
+                documents.append([])
+        return [d for d in documents if d]
+    if s.corpus == "cfimdb":
+        return [split_sentences(e.texts[0])
+                for e in read_examples(data_file(s.data_dir, "cfimdb", "train"), "cfimdb", "train")]
+    if s.corpus == "sonnets":
+        return [[line.strip() for line in text.split("\n") if line.strip()]
+                for _, text in read_sonnets(Path(s.data_dir) / "sonnets.txt")]
+    return [[t.strip()] for task in TEXT_TASKS
+            for e in read_examples(data_file(s.data_dir, task, "train"), task, "train") for t in e.texts]
+
+
+def corpus_inputs(settings):
+    """{what: path} of the files the text is read from."""
+    s = settings
+    if s.texts:
+        return {"--texts": s.texts}
+    if s.corpus == "sonnets":
+        return {"sonnets": str(Path(s.data_dir) / "sonnets.txt")}
+    return {f"{t} train data": data_file(s.data_dir, t, "train")
+            for t in (("cfimdb",) if s.corpus == "cfimdb" else TEXT_TASKS)}
+
+
+def read_texts(settings):
+    """The pretraining sentences, each once, in a fixed order."""
+    s = settings
+    texts = list(dict.fromkeys(t for doc in read_documents(s) for t in doc if t))
     if len(texts) < 2:
         raise MinbertError(f"{s.texts or s.data_dir}: {len(texts)} usable "
                            "sentence(s); pretraining needs at least 2")
@@ -73,11 +106,20 @@ def as_data(texts, tokenizer, max_length):
                     max_length)
 
 
+def as_pairs(pairs, tokenizer, max_length):
+    """Sentence pairs [(A, B, label)] as cross-encoded pairs, '[CLS] A [SEP] B [SEP]' with token types."""
+    return TaskData([Example(str(i), (a, b), label, i + 1) for i, (a, b, label) in enumerate(pairs)], PAIRS,
+                    tokenizer, max_length)
+
+
 def masked(batches, tokenizer, vocab_size, mask_prob, generator):
-    """Each batch with its input corrupted by the MLM rule and the chosen tokens as labels."""
+    """Each batch with its input corrupted by the MLM rule and the chosen tokens as labels (a pair's
+    next-sentence label moves to 'next_labels')."""
     specials = torch.tensor([tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id])
     mask_id = tokenizer.vocab["[MASK]"]
     for b in batches:
+        if "labels" in b:
+            b["next_labels"] = b.pop("labels")
         ids = b["x"]["input_ids"]
         inputs, labels = mask_tokens(ids, torch.isin(ids, specials), vocab_size, mask_id, mask_prob,
                                      generator)
@@ -85,31 +127,54 @@ def masked(batches, tokenizer, vocab_size, mask_prob, generator):
         yield b
 
 
-class MaskedLMLoss(TermLoss):
-    """The masked-LM loss of a batch (tasks/mlm.py), as the Trainer takes a loss."""
+def predict(model, batch):
+    """The model's Predictions (tasks/mlm.py) of a masked batch."""
+    x = batch["x"]
+    return model(x["input_ids"], x["attention_mask"], batch["labels"], x["token_type_ids"])
+
+
+class PretrainLoss(TermLoss):
+    """The masked-LM loss of a batch, plus `nsp` times the next-sentence cross-entropy (each term's mean in
+    the log) with --nsp, as the Trainer takes a loss."""
+
+    def __init__(self, nsp=0.0):
+        super().__init__()
+        self.nsp = nsp
 
     def forward(self, model, batch):
-        return model(batch["x"]["input_ids"], batch["x"]["attention_mask"], batch["labels"])[0]
+        out = predict(model, batch)
+        if not self.nsp:
+            return out.loss
+        nsp = F.cross_entropy(out.next_logits.float(), batch["next_labels"])
+        return self.track("mlm", out.loss) + self.nsp * self.track("nsp", nsp)
 
 
 @torch.inference_mode()
 def evaluate(model, data, tokenizer, settings):
-    """Masked-token accuracy and mean loss on the held-out text, masked with one fixed seed."""
+    """Masked-token accuracy and mean loss on the held-out text, masked with one fixed seed; with --nsp the
+    next-sentence accuracy and mean loss too."""
     model.eval()
     device, amp = settings.runtime.device, settings.runtime.amp
     g = torch.Generator().manual_seed(settings.recipe.seed + 1)
     loss_sum, right, n = 0.0, 0, 0
+    nsp_sum, nsp_right = 0.0, 0
     total = -(-len(data) // 64)
     batches = masked(data.batches(64, shuffle=False), tokenizer, model.config.vocab_size, settings.mask_prob,
                      g)
     for b in tqdm(batches, total=total, desc="held-out", disable=None, leave=False):
         b = to_device(b, device)
         with autocast(device, amp):
-            loss, logits, gold = model(b["x"]["input_ids"], b["x"]["attention_mask"], b["labels"])
-        right += int((logits.argmax(-1) == gold).sum())
-        loss_sum += float(loss) * len(gold)
-        n += len(gold)
-    return {"masked_acc": right / max(n, 1), "masked_loss": loss_sum / max(n, 1), "masked_tokens": n}
+            out = predict(model, b)
+        right += int((out.logits.argmax(-1) == out.gold).sum())
+        loss_sum += float(out.loss) * len(out.gold)
+        n += len(out.gold)
+        if out.next_logits is not None:
+            nsp_right += int((out.next_logits.argmax(-1) == b["next_labels"]).sum())
+            nsp_sum += float(F.cross_entropy(out.next_logits.float(), b["next_labels"], reduction="sum"))
+    scores = {"masked_acc": right / max(n, 1), "masked_loss": loss_sum / max(n, 1), "masked_tokens": n}
+    if model.nsp is not None:
+        scores.update(nsp_acc=nsp_right / len(data), nsp_loss=nsp_sum / len(data))
+    return scores
 
 
 def write_folder(model, settings, source):
@@ -134,25 +199,28 @@ class PretrainPipeline(Pipeline):
         s, rt = settings, settings.runtime
         self.settings = s
         self.file_stem = "pretrain"
-        self.inputs = ({"--texts": s.texts} if s.texts
-                       else {f"{t} train data": data_file(s.data_dir, t, "train") for t in TEXT_TASKS})
+        self.inputs = corpus_inputs(s)
         self.source = resolve_pretrained(s.pretrained).require("config", "vocab", "weights")
         self.tokenizer = BertTokenizer.from_pretrained(s.pretrained)
         if "[MASK]" not in self.tokenizer.vocab:
             raise MinbertError(f"{self.source.vocab}: the vocabulary has no [MASK] token")
-        train_texts, dev_texts = split_texts(read_texts(s), s.recipe.seed)
-        self.train = as_data(train_texts, self.tokenizer, s.max_length)
-        self.dev = as_data(dev_texts, self.tokenizer, s.max_length)
+        if s.nsp:
+            where = s.texts or ", ".join(str(p) for p in self.inputs.values())
+            train, dev = split_texts(sentence_pairs(read_documents(s), s.recipe.seed, where), s.recipe.seed)
+            self.train, self.dev = (as_pairs(p, self.tokenizer, s.max_length) for p in (train, dev))
+        else:
+            train, dev = split_texts(read_texts(s), s.recipe.seed)
+            self.train, self.dev = (as_data(t, self.tokenizer, s.max_length) for t in (train, dev))
         set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
-        self.model, self.had_head = BertForMaskedLM.from_pretrained(s.pretrained, attn_impl=rt.attn,
-                                                                    fast_dropout=rt.fast_dropout)
+        self.model, self.loaded = BertForMaskedLM.from_pretrained(
+            s.pretrained, nsp=s.nsp > 0, attn_impl=rt.attn, fast_dropout=rt.fast_dropout)
         maybe_compile(self.model.to(rt.device), rt.compile)
         self.spec = ModelSpec(pipeline="pretrain", pretrained=str(s.pretrained), fine_tune_mode="full-model",
                               max_length=s.max_length)
         self.per_epoch = -(-len(self.train) // s.batch_size)
         self.total = min(s.recipe.epochs * self.per_epoch, s.max_steps or float("inf"))
         self.done = 0  # optimizer steps planned so far (a resumed run takes it from the checkpoint)
-        self.loss = MaskedLMLoss()
+        self.loss = PretrainLoss(s.nsp)
 
     def batches(self, epoch):
         s = self.settings
@@ -168,7 +236,9 @@ class PretrainPipeline(Pipeline):
         return scores, scores["masked_acc"]
 
     def describe(self, s):
-        return f"held-out masked-token accuracy {s['masked_acc']:.4f}, loss {s['masked_loss']:.4f}"
+        nsp = (f"; next-sentence accuracy {s['nsp_acc']:.4f}, loss {s['nsp_loss']:.4f}" if "nsp_acc" in s
+               else "")
+        return f"held-out masked-token accuracy {s['masked_acc']:.4f}, loss {s['masked_loss']:.4f}{nsp}"
 
     def state_dict(self):
         return {"done": self.done}
@@ -197,16 +267,17 @@ def pretrain(settings, run):
     seed_everything(s.recipe.seed)
     pipeline = PretrainPipeline(s)
     trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.total, epochs=1)
-    print(f"pretrain: {len(pipeline.train)} sentences ({len(pipeline.dev)} held out), {pipeline.per_epoch} "
-          f"batches an epoch, {pipeline.total} steps; MLM head "
-          f"{'from the checkpoint' if pipeline.had_head else 'fresh (the checkpoint has none)'}; "
-          f"{s.pretrained} on {s.runtime.device}")
+    heads = [f"{HEAD_WORDS[name]} head " + ("from the checkpoint" if name in pipeline.loaded
+                                             else "fresh (the checkpoint has none)")
+             for name in pipeline.model.heads()]
+    print(f"pretrain: {len(pipeline.train)} {'sentence pairs' if s.nsp else 'sentences'} "
+          f"({len(pipeline.dev)} held out), {pipeline.per_epoch} batches an epoch, {pipeline.total} steps; "
+          f"{', '.join(heads)}; {s.pretrained} on {s.runtime.device}")
     # a new run (or one killed before its first epoch ended): start its log afresh
     if not files.last.exists():
         files.log.unlink(missing_ok=True)
         before, _ = pipeline.evaluate()
-        print("before training: held-out masked-token accuracy "
-              f"{before['masked_acc']:.4f}, loss {before['masked_loss']:.4f}")
+        print(f"before training: {pipeline.describe(before)}")
         append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
                                  "dev": before, "dev_score": before["masked_acc"],
                                  "score_name": pipeline.score_name})

@@ -1,5 +1,5 @@
-"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), for
-pretrain.py (pipelines/pretrain.py).
+"""Masked language modelling (Devlin et al. 2019, section 3.1, "Task #1: Masked LM"), and the next-sentence
+head of "Task #2" (its sentence pairs: tasks/nsp.py), for pretrain.py (pipelines/pretrain.py).
 
 Masking rule: each non-special token is chosen with probability p (0.15); a chosen token is replaced by
 [MASK] 80% of the time, by a random vocabulary token 10%, and kept 10%; the loss is cross-entropy on the
@@ -8,24 +8,24 @@ chosen positions only (labels are -100 everywhere else).
 The head is BERT's: logits = LN(GELU(W h + b)) E^T + c, with E the word embeddings (the decoder is tied
 to them, so it adds only a bias). It is loaded from the checkpoint's `cls.predictions.*` tensors when the
 checkpoint has them (bert-base-uncased does), and starts fresh otherwise (all-minilm-l6-v2 has none).
+
+The next-sentence head (with nsp=True) is BERT's too: two logits, IsNext and NotNext, W p + b on the
+pooled output p = tanh(W_p h_[CLS] + b_p) (bert.py's pooler); loaded from `cls.seq_relationship.*` where
+the checkpoint has it, fresh otherwise. The names of both heads' tensors are base_bert's HF_HEADS table.
 """
+from typing import NamedTuple, Optional
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from base_bert import read_state_dict
+from base_bert import HF_HEADS, read_state_dict
 from bert import BertModel
 from minbert.hub import resolve_pretrained
 from utils import MinbertError
 
 IGNORE = -100
-
-# Our head's tensors -> their names in an HF BertForMaskedLM / BertForPreTraining checkpoint.
-HEAD_NAMES = {"dense.weight": "cls.predictions.transform.dense.weight",
-              "dense.bias": "cls.predictions.transform.dense.bias",
-              "layer_norm.weight": "cls.predictions.transform.LayerNorm.weight",
-              "layer_norm.bias": "cls.predictions.transform.LayerNorm.bias",
-              "bias": "cls.predictions.bias"}
+HEAD_WORDS = {"mlm": "MLM", "nsp": "NSP"}
 
 
 def mask_tokens(input_ids, special, vocab_size, mask_id, mask_prob=0.15, generator=None):
@@ -54,13 +54,22 @@ class BertMLMHead(nn.Module):
         return F.linear(self.layer_norm(F.gelu(self.dense(hidden))), word_embeddings, self.bias)
 
 
+class Predictions(NamedTuple):
+    """What BertForMaskedLM gives for a batch: the mean cross-entropy over the chosen tokens, their logits and
+    labels, and the next-sentence logits [B, 2] of each row (None without that head)."""
+    loss: torch.Tensor
+    logits: torch.Tensor
+    gold: torch.Tensor
+    next_logits: Optional[torch.Tensor]
+
+
 class BertForMaskedLM(nn.Module):
     @property
     def backbone(self):
         """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
         return self.bert
 
-    def __init__(self, bert):
+    def __init__(self, bert, nsp=False):
         super().__init__()
         self.bert, self.config = bert, bert.config
         # The decoder is tied to the word embeddings, and autograd adds its dense gradient into
@@ -73,41 +82,57 @@ class BertForMaskedLM(nn.Module):
         std = bert.config.initializer_range
         nn.init.normal_(self.head.dense.weight, std=std)
         nn.init.zeros_(self.head.dense.bias)
+        self.nsp = nn.Linear(bert.config.hidden_size, 2) if nsp else None  # IsNext (0), NotNext (1)
+        if nsp:
+            nn.init.normal_(self.nsp.weight, std=std)
+            nn.init.zeros_(self.nsp.bias)
+
+    def heads(self):
+        """{head: module} of the heads this model has (base_bert.HF_HEADS names their tensors)."""
+        return {name: m for name, m in (("mlm", self.head), ("nsp", self.nsp)) if m is not None}
 
     @classmethod
-    def from_pretrained(cls, name_or_path, **overrides):
-        """BERT from any --pretrained value; the head from its checkpoint when it has one. Returns
-        (model, whether the head was loaded)."""
-        model = cls(BertModel.from_pretrained(name_or_path, **overrides))
+    def from_pretrained(cls, name_or_path, nsp=False, **overrides):
+        """BERT from any --pretrained value, with the next-sentence head if `nsp`; each head from the
+        checkpoint when it has one. Returns (model, the set of heads loaded: 'mlm', 'nsp')."""
+        model = cls(BertModel.from_pretrained(name_or_path, **overrides), nsp)
         ckpt = resolve_pretrained(name_or_path).require("weights")
         state = {k.removeprefix("bert."): v for k, v in read_state_dict(ckpt.weights).items()}
         for legacy, new in ((".gamma", ".weight"), (".beta", ".bias")):  # old TF-converted names
             state = {k.replace("LayerNorm" + legacy, "LayerNorm" + new): v for k, v in state.items()}
-        found = {ours: state[theirs] for ours, theirs in HEAD_NAMES.items() if theirs in state}
-        complete = len(found) == len(HEAD_NAMES)  # a lone decoder bias (some exports keep one) is no head
-        if complete:
-            try:
-                model.head.load_state_dict(found)
-            except RuntimeError as e:
-                raise MinbertError(f"{ckpt.weights}: its MLM head does "
-                                   f"not fit the model ({str(e)[:200]})") from None
-        return model, complete
+        loaded = set()
+        for name, head in model.heads().items():
+            names, want = HF_HEADS[name], head.state_dict()
+            found = {ours: state[theirs] for ours, theirs in names.items() if theirs in state}
+            if len(found) < len(names):  # a lone decoder bias (some exports keep one) is no head
+                continue
+            wrong = [f"{names[k]} {list(v.shape)}, the model's {list(want[k].shape)}"
+                     for k, v in found.items() if v.shape != want[k].shape]
+            if wrong:
+                raise MinbertError(f"{ckpt.weights}: its {HEAD_WORDS[name]} head does not fit the model "
+                                   f"(hidden_size {model.config.hidden_size}, vocab_size "
+                                   f"{model.config.vocab_size}): " + "; ".join(wrong))
+            head.load_state_dict(found)
+            loaded.add(name)
+        return model, loaded
 
-    def forward(self, input_ids, attention_mask, labels):
-        """(mean cross-entropy over the chosen tokens, their logits, their labels). Only chosen positions
-        reach the vocabulary-sized decoder: with 15% chosen that is most of the head's cost saved."""
-        hidden = self.bert(input_ids, attention_mask)["last_hidden_state"]
+    def forward(self, input_ids, attention_mask, labels, token_type_ids=None):
+        """Predictions of a batch. Only chosen positions (labels not IGNORE) reach the vocabulary-sized
+        decoder: with 15% chosen that is most of the head's cost saved."""
+        out = self.bert(input_ids, attention_mask, token_type_ids)
         chosen = labels != IGNORE
-        logits = self.head(hidden[chosen], self.bert.word_embedding.weight)
+        logits = self.head(out["last_hidden_state"][chosen], self.bert.word_embedding.weight)
         gold = labels[chosen]
         # A batch of short sentences can have no chosen token at all: its loss is 0 (nothing to predict), not
         # the NaN a mean over no elements would be, which would read as a diverged run.
         loss = F.cross_entropy(logits.float(), gold, reduction="sum") / max(gold.numel(), 1)
-        return loss, logits, gold
+        next_logits = self.nsp(out["pooler_output"]) if self.nsp is not None else None
+        return Predictions(loss, logits, gold, next_logits)
 
     def checkpoint_tensors(self):
         """Every tensor to write: the encoder under our own names (which --pretrained loads as they are)
-        and the head under HF's (which the encoder loader skips and from_pretrained above picks up)."""
+        and the heads under HF's (which the encoder loader skips and from_pretrained above picks up)."""
         out = {k: v.detach().contiguous() for k, v in self.bert.state_dict().items()}
-        out.update({HEAD_NAMES[k]: v.detach().contiguous() for k, v in self.head.state_dict().items()})
+        for name, head in self.heads().items():
+            out.update({HF_HEADS[name][k]: v.detach().contiguous() for k, v in head.state_dict().items()})
         return out

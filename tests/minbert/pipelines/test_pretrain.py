@@ -1,5 +1,7 @@
 """pipelines/pretrain.py: pretraining learns and its folder reloads everywhere; a resumed run equals an uninterrupted
-one to the bit (losses, held-out scores, weights); an interrupted or killed first epoch is no dead end."""
+one to the bit (losses, held-out scores, weights), with next-sentence prediction too; an interrupted or killed first
+epoch is no dead end; --nsp's pairs go in as Part 2's cross-encoded pairs do, from --texts' documents or the
+sonnets."""
 import json
 
 import pytest
@@ -10,7 +12,7 @@ import multitask_classifier as mt
 import pretrain
 from bert import BertModel
 from minbert.tasks.mlm import BertForMaskedLM, IGNORE
-from tests.course import part1_args, part2_args, pretrain_args
+from tests.course import part1_args, part2_args, pretrain_args, pretrain_documents, real_data_folder
 from tests.processes import epochs_run, interrupt_second_epoch
 from utils import MinbertError
 
@@ -25,7 +27,7 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     assert {p.name for p in out.iterdir()} >= {"config.json", "vocab.txt", "model.safetensors"}
     # the folder reloads with identical outputs: the encoder, and the head (loaded, not fresh)
     trained, had = BertForMaskedLM.from_pretrained(out)
-    assert had
+    assert had == {"mlm"}
     ids = torch.randint(5, 40, (2, 9))
     mask = torch.ones_like(ids)
     bert = BertModel.from_pretrained(out).eval()
@@ -102,3 +104,66 @@ def test_a_line_separator_inside_a_sentence_of_texts_stays_in_it(tmp_path):
     for char in ("\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"):
         texts.write_text(f"a good{char}film\r\nanother one\n", newline="")
         assert read_texts(SimpleNamespace(texts=str(texts), data_dir=None)) == [f"a good{char}film", "another one"]
+
+
+def test_resume_with_next_sentence_prediction_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch, capsys):
+    """--nsp 1 on --texts documents: both terms in the log, both heads in the folder; interrupted in the second epoch
+    and resumed, the log and the weights are the straight run's to the bit."""
+    from safetensors.torch import load_file
+    docs = pretrain_documents(tmp_path)
+    budget = ("--epochs", "3", "--max_steps", "16", "--nsp", "1")
+    straight = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "straight", *budget, texts=docs))
+    printed = capsys.readouterr().out
+    assert "sentence pairs" in printed and "MLM head fresh (the checkpoint has none), NSP head fresh" in printed
+    restore = interrupt_second_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, texts=docs))
+    restore()
+    pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, "--resume", texts=docs))
+    logs = [[json.loads(line) for line in (run / "pretrain-log.jsonl").read_text().splitlines()]
+            for run in (straight, tmp_path / "resumed")]
+    assert [r["epoch"] for r in logs[0]] == [-1, 0, 1] and {"nsp_acc", "nsp_loss"} <= logs[0][-1]["dev"].keys()
+    terms = logs[0][-1]["loss_terms"]
+    assert terms.keys() == {"mlm", "nsp"} and terms["mlm"] + terms["nsp"] == pytest.approx(logs[0][-1]["train_loss"])
+    same = ("train_loss", "loss_terms", "dev", "lr")
+    assert [[r.get(k) for k in same] for r in logs[1]] == [[r.get(k) for k in same] for r in logs[0]]
+    a, b = (load_file(str(run / "model.safetensors")) for run in (straight, tmp_path / "resumed"))
+    assert "cls.seq_relationship.weight" in a and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert BertForMaskedLM.from_pretrained(straight, nsp=True)[1] == {"mlm", "nsp"}
+
+
+def test_pairs_go_in_cross_encoded_with_token_types(tiny_model):
+    """'[CLS] A [SEP] B [SEP]': token type 0 through the first [SEP], 1 after it, as Part 2's cross-encoded pairs;
+    the next-sentence label moves beside the MLM labels, and [CLS] and [SEP] are never masked."""
+    from minbert.pipelines.pretrain import as_pairs, masked
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    data = as_pairs([("the movie is good", "it was fun", 0), ("a bad film", "i hate this", 1)], tok, 32)
+    batch = next(masked(iter([data.batch([0, 1])]), tok, 100, 0.5, torch.Generator().manual_seed(0)))
+    ids, types = data.inputs["x"][0][0], batch["x"]["token_type_ids"][0]
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    first_sep = ids.index(sep)
+    assert ids[0] == cls and ids[-1] == sep and ids == tok.encode("the movie is good", "it was fun")
+    assert types[:first_sep + 1].tolist() == [0] * (first_sep + 1) and types[first_sep + 1:len(ids)].tolist() == [1] * (len(ids) - first_sep - 1)
+    assert batch["next_labels"].tolist() == [0, 1]
+    specials = torch.isin(batch["x"]["input_ids"], torch.tensor([cls, sep, tok.pad_token_id]))
+    assert (batch["labels"][specials] == IGNORE).all()
+
+
+def test_the_sonnets_are_documents_of_their_lines(tmp_path, tiny_model):
+    """--corpus sonnets: each sonnet a document, its lines the sentences (DATA_DIR/sonnets.txt)."""
+    from types import SimpleNamespace
+
+    from minbert.pipelines.pretrain import read_documents
+    data = tmp_path / "data"
+    data.mkdir()
+    text = (real_data_folder("sonnets.txt") / "sonnets.txt").read_text()
+    (data / "sonnets.txt").write_text(text[:text.index("\n5\n")])  # the title and sonnets 1-4
+    docs = read_documents(SimpleNamespace(texts=None, corpus="sonnets", data_dir=str(data)))
+    assert len(docs) == 4 and all(len(d) == 14 for d in docs)
+    assert docs[0][0] == "From fairest creatures we desire increase,"
+    out = pretrain.main(["--pretrained", str(tiny_model), "--data_dir", str(data), "--corpus", "sonnets", "--nsp",
+                         "0.5", "--out", str(tmp_path / "s"), "--epochs", "1", "--max_steps", "2",
+                         "--batch_size", "8", "--max_length", "32"])
+    log = [json.loads(line) for line in (out / "pretrain-log.jsonl").read_text().splitlines()]
+    assert log[-1]["total_steps"] == 2 and "nsp_acc" in log[-1]["dev"]

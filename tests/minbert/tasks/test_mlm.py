@@ -1,8 +1,30 @@
 """tasks/mlm.py: BERT's masking rule (15% chosen, of them 80% [MASK], 10% a random token, 10% kept, specials never)
-on a fixed seed; each step's word-embedding gradient is that step's alone (the tied decoder's included)."""
+on a fixed seed; each step's word-embedding gradient is that step's alone (the tied decoder's included); the MLM and
+next-sentence logits equal HF's BertForPreTraining on its random weights; a checkpoint's heads are loaded where it
+has them, fresh where not, and a head of the wrong shape is one line."""
+import pytest
 import torch
 
-from minbert.tasks.mlm import IGNORE, mask_tokens
+from minbert.tasks.mlm import IGNORE, BertForMaskedLM, mask_tokens
+from tests.checkpoints import tiny_config, write_vocab
+from utils import MinbertError
+
+
+def hf_pretraining_checkpoint(folder, seed=0, **shape):
+    """HF's BertForPreTraining at the tiny shape, random weights (LayerNorms and biases moved off their
+    initial values, so a mix-up shows), saved by transformers in its layout; (folder, model)."""
+    from transformers import BertConfig as HFConfig, BertForPreTraining
+    torch.manual_seed(seed)
+    config = HFConfig(**{**tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_dict(),
+                         **shape})
+    theirs = BertForPreTraining(config).eval()
+    with torch.no_grad():
+        for name, p in theirs.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    theirs.save_pretrained(folder)
+    write_vocab(folder / "vocab.txt")
+    return folder, theirs
 
 
 def test_masking_rule_on_a_fixed_seed():
@@ -54,3 +76,52 @@ def test_each_steps_word_embedding_gradient_is_that_steps_alone():
         fresh.bert.word_embedding.weight.grad = None
         fresh(ids, torch.ones_like(ids), labels)[0].backward()
         torch.testing.assert_close(weight.grad, fresh.bert.word_embedding.weight.grad, rtol=0, atol=1e-7)
+
+
+def test_mlm_and_next_sentence_logits_equal_hf_bert_for_pretraining(tmp_path):
+    """The same random weights through our BertForMaskedLM (every position chosen, so the decoder sees them all)
+    and HF's BertForPreTraining: prediction_logits and seq_relationship_logits agree to fp32 rounding, on
+    cross-encoded pairs with token types and padding."""
+    folder, theirs = hf_pretraining_checkpoint(tmp_path / "hf")
+    ours, loaded = BertForMaskedLM.from_pretrained(folder, nsp=True)
+    assert loaded == {"mlm", "nsp"}
+    ours.eval()
+    ids = torch.tensor([[2, 7, 9, 11, 3, 12, 13, 3, 0, 0], [2, 12, 13, 14, 3, 15, 16, 17, 18, 3]])
+    mask = (ids != 0).long()
+    types = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        hf = theirs(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        out = ours(ids, mask, ids.masked_fill(mask == 0, IGNORE), types)
+    keep = mask.bool()
+    torch.testing.assert_close(out.logits, hf.prediction_logits[keep], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.next_logits, hf.seq_relationship_logits, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(out.next_logits[0], out.next_logits[1])  # the pairs differ, so do their logits
+
+
+def test_heads_load_where_the_checkpoint_has_them_and_start_fresh_where_not(tmp_path, tiny_model):
+    """The tiny checkpoint has neither head (a lone decoder bias is none); HF's BertForPreTraining has both, and
+    a head written by checkpoint_tensors reloads as it was."""
+    fresh, loaded = BertForMaskedLM.from_pretrained(tiny_model, nsp=True)
+    assert loaded == set() and fresh.nsp.weight.shape == (2, 32)
+    folder, theirs = hf_pretraining_checkpoint(tmp_path / "hf")
+    mlm_only, loaded = BertForMaskedLM.from_pretrained(folder)
+    assert loaded == {"mlm"} and mlm_only.nsp is None
+    ours, _ = BertForMaskedLM.from_pretrained(folder, nsp=True)
+    assert torch.equal(ours.nsp.weight, theirs.cls.seq_relationship.weight)
+    written = ours.checkpoint_tensors()
+    assert torch.equal(written["cls.seq_relationship.bias"], theirs.cls.seq_relationship.bias)
+
+
+def test_a_next_sentence_head_of_the_wrong_shape_is_one_line(tmp_path):
+    """A checkpoint whose seq_relationship has 3 outputs (a three-way sentence task's head) is refused, naming the
+    file, the tensor and both shapes; without --nsp its head is not read at all."""
+    from safetensors.torch import load_file, save_file
+    folder, _ = hf_pretraining_checkpoint(tmp_path / "hf")
+    state = load_file(str(folder / "model.safetensors"))
+    state["cls.seq_relationship.weight"] = torch.zeros(3, 32)
+    state["cls.seq_relationship.bias"] = torch.zeros(3)
+    save_file(state, str(folder / "model.safetensors"))
+    with pytest.raises(MinbertError, match=r"model.safetensors: its NSP head does not fit the model \(hidden_size "
+                                           r"32, .*\): cls.seq_relationship.weight \[3, 32\], the model's \[2, 32\]"):
+        BertForMaskedLM.from_pretrained(folder, nsp=True)
+    assert BertForMaskedLM.from_pretrained(folder)[1] == {"mlm"}
