@@ -1,4 +1,5 @@
-"""Text generation for GPT2Model: greedy or temperature and top-p (nucleus) sampling, with a key-value cache.
+"""Text generation for GPT2Model: greedy, temperature and top-p (nucleus) sampling, or beam search, with a
+key-value cache.
 
 The starter's loop feeds the whole sequence through the model for every new token: step t costs a forward pass
 over t tokens. With the cache (modules/attention.py) the prompt is encoded once and each step runs the model
@@ -6,8 +7,22 @@ on one token, attending to the cached keys and values; the logits are the same, 
 same tokens (tests/gpt2/test_generation.py checks it against the uncached loop and HF's generate).
 
 Top-p (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"): sample from the smallest set of
-tokens whose probabilities sum to at least p, renormalised; temperature divides the logits first."""
+tokens whose probabilities sum to at least p, renormalised; temperature divides the logits first.
+
+Beam search (Jurafsky and Martin, Speech and Language Processing, section 10.4; HF transformers' `generate(
+num_beams=K, early_stopping=True)` is the oracle, tests/gpt2/test_generation.py): the K best partial sequences
+by the sum of their tokens' log-probabilities, kept as K rows of one batch. Each step scores every next token of
+every row and takes the best few continuations of all rows together (2K, or K more for each end-of-sequence
+token, so that K unfinished ones remain even if every row's best continuation ends). A continuation that ends
+(an end token, a caller's rule, the last step) becomes a finished hypothesis if it ranks among the first K, its
+score the sum divided by its length (new tokens only) to the power `length_penalty` (above 0 favours longer
+ones); the best K unfinished ones go on. Each row's keys and values in the cache are its parent row's, so the
+cache is reordered by the parents' indices, never recomputed. The search stops once K hypotheses have finished
+(early stopping) or at `max_new_tokens`, and returns the best finished one. `no_repeat_ngram_size` n forbids a
+token that would complete an n-gram its row already holds (the prompt included).
+"""
 import itertools
+import math
 
 import torch
 
@@ -62,3 +77,76 @@ def generate(model, input_ids, max_new_tokens, temperature=0.0, top_p=1.0, use_c
         if eos_token_id is not None and (token == eos_token_id).all():
             break
     return torch.cat([input_ids, torch.stack(new, dim=1)], dim=1) if new else input_ids
+
+
+def reorder(past, rows):
+    """The cache `past` with its batch rows taken as `rows` [R] says: row i's keys and values become those of
+    row rows[i] (a beam's are its parent's, the first step's one row each beam's)."""
+    return [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in past]
+
+
+def repeated_ngrams(seqs, n, vocab_size):
+    """Bool [rows, vocab_size]: the tokens that would complete, at the end of each row of `seqs` [rows, T], an
+    n-gram the row already holds (every n-gram whose first n - 1 tokens are the row's last n - 1)."""
+    banned = torch.zeros(seqs.shape[0], vocab_size, dtype=torch.bool, device=seqs.device)
+    length = seqs.shape[1]
+    if not n or length < n:
+        return banned
+    grams = seqs.unfold(1, n, 1)  # every n-gram so far: [rows, length - n + 1, n]
+    tail = seqs[:, length - n + 1:]  # what the next token would follow: [rows, n - 1]
+    hit = (grams[:, :, :-1] == tail[:, None, :]).all(-1)
+    row, gram = hit.nonzero(as_tuple=True)
+    banned[row, grams[row, gram, -1]] = True
+    return banned
+
+
+@torch.no_grad()
+def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0, no_repeat_ngram_size=0,
+                eos_token_id=None, ends=None, use_cache=True):
+    """`input_ids` [1, T] (one unpadded prompt) continued by beam search (the module's docstring) with
+    `num_beams` beams for up to `max_new_tokens` tokens. A hypothesis ends with `eos_token_id` (an id or a
+    list of them), or where `ends(state, token)` says: it gets a hypothesis' state (None at the start) and its
+    next token and returns (the new state, whether it ends there). Returns the best finished sequence [1, T + n].
+    `use_cache=False` runs every row's whole sequence each step (the cache's check)."""
+    limit = model.config.max_position_embeddings
+    if input_ids.shape[1] + max_new_tokens > limit:
+        raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} "
+                         f"new ones exceeds the model's {limit} positions")
+    if num_beams < 1:
+        raise ValueError(f"num_beams {num_beams}: beam search needs at least one beam")
+    eos = set([eos_token_id] if isinstance(eos_token_id, int) else eos_token_id or [])
+    width = max(2, 1 + len(eos)) * num_beams  # continuations looked at each step
+    seqs, new, past = input_ids, input_ids, None
+    scores = torch.zeros(1, device=input_ids.device)  # each row's sum of log-probabilities (fp32)
+    states = [None]
+    finished = []  # (score, sequence), best first, at most num_beams
+    for step in range(1, max_new_tokens + 1):
+        if use_cache:
+            hidden, past = model.encode(new, past=past)
+        else:
+            hidden, _ = model.encode(seqs)
+        logp = torch.log_softmax(model.hidden_state_to_token(hidden[:, -1]).float(), dim=-1)
+        vocab = logp.shape[-1]
+        if no_repeat_ngram_size:
+            logp = logp.masked_fill(repeated_ngrams(seqs, no_repeat_ngram_size, vocab), -math.inf)
+        top, index = (scores[:, None] + logp).view(-1).topk(min(width, logp.numel()))
+        normalized = top / (step ** length_penalty)  # a finished hypothesis' score
+        going = []  # (rank, state) of the continuations that go on
+        for rank, (i, parent) in enumerate(zip(index.tolist(), (index // vocab).tolist())):
+            token = i % vocab
+            state, done = ends(states[parent], token) if ends is not None else (None, token in eos)
+            if done or step == max_new_tokens:
+                if rank < num_beams:  # only the first K continuations may finish (HF's rule)
+                    finished.append((float(normalized[rank]), torch.cat([seqs[parent], index.new_tensor([token])])))
+            elif len(going) < num_beams:
+                going.append((rank, state))
+        finished = sorted(finished, key=lambda f: -f[0])[:num_beams]
+        if len(finished) == num_beams or not going:
+            break
+        ranks = torch.tensor([r for r, _ in going], device=index.device)
+        rows, tokens = index[ranks] // vocab, index[ranks] % vocab
+        seqs = torch.cat([seqs[rows], tokens[:, None]], dim=1)
+        scores, states = top[ranks], [state for _, state in going]
+        if use_cache:
+            past, new = reorder(past, rows), tokens[:, None]
+    return finished[0][1][None]

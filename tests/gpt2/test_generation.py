@@ -1,10 +1,14 @@
 """gpt2/generation.py: greedy decoding with the key-value cache gives the uncached loop's tokens and HF's
 generate's, token for token; top-p keeps the smallest set of tokens reaching p; temperature divides the logits;
-the stream runs until the last position has predicted its token."""
+the stream runs until the last position has predicted its token. Beam search returns HF's generate(num_beams=K,
+early_stopping=True) tokens for K 2 and 4, two length penalties, with and without n-gram blocking and an end token,
+on several prompts, with and without the cache; without reordering the cache by beam it would not; one beam is
+greedy decoding; a repeated n-gram is found wherever it is."""
 import pytest
 import torch
 
-from gpt2.generation import generate, next_token
+import gpt2.generation as generation
+from gpt2.generation import beam_search, generate, next_token, repeated_ngrams
 from gpt2.models.gpt2 import GPT2Model
 from tests.processes import DEVICES
 
@@ -64,3 +68,81 @@ def test_the_stream_runs_until_the_last_position_has_predicted_its_token(tiny_gp
     seen = torch.cat([prompt, torch.stack(tokens[:4], dim=1)], dim=1)
     with torch.no_grad():
         assert GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()(seen).logits[0, -1].argmax() == tokens[-1]
+
+
+def beam_cases(model, device):
+    """Three prompts, each with its end token: none, or the token greedy decoding writes sixth (so that beams meet
+    it, and hypotheses of different lengths compete)."""
+    g = torch.Generator().manual_seed(1)
+    cases = []
+    for length, with_eos in ((4, False), (7, True), (10, True)):
+        prompt = torch.randint(1, model.config.vocab_size, (1, length), generator=g).to(device)
+        eos = int(generate(model, prompt, 6)[0, -1]) if with_eos else None
+        cases.append((prompt, eos))
+    return cases
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_beam_search_equals_hf_generate(tiny_gpt2, device):
+    """Every combination of K 2 and 4, length penalty 1 and -1, n-gram blocking off and 2: the same token ids as HF's
+    generate, with the cache and without it. The grid is no degenerate one: the length penalty, the blocking and K
+    each change some result."""
+    from transformers import GPT2LMHeadModel
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).to(device).eval()
+    ours = GPT2Model.from_pretrained(tiny_gpt2).to(device).eval()
+    results = {}
+    for i, (prompt, eos) in enumerate(beam_cases(ours, device)):
+        for k in (2, 4):
+            for penalty in (1.0, -1.0):
+                for n in (0, 2):
+                    hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16,
+                                         num_beams=k, do_sample=False, length_penalty=penalty,
+                                         no_repeat_ngram_size=n, early_stopping=True, eos_token_id=eos,
+                                         pad_token_id=0).tolist()
+                    assert beam_search(ours, prompt, 16, k, penalty, n, eos).tolist() == hf, (i, k, penalty, n)
+                    assert beam_search(ours, prompt, 16, k, penalty, n, eos, use_cache=False).tolist() == hf
+                    results[i, k, penalty, n] = hf
+    assert any(results[i, k, 1.0, n] != results[i, k, -1.0, n] for i, k, _, n in results)
+    assert any(results[i, k, p, 0] != results[i, k, p, 2] for i, k, p, _ in results)
+    assert any(results[i, 2, p, n] != results[i, 4, p, n] for i, _, p, n in results)
+
+
+def test_without_reordering_the_cache_by_beam_the_tokens_differ(tiny_gpt2, monkeypatch):
+    """The check above has teeth: a cache whose rows stay where they were (row i keeps row i's keys and values,
+    the first step's one row copied to every beam) gives other tokens than HF's for some prompt."""
+    from transformers import GPT2LMHeadModel
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
+    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    real = generation.reorder
+    monkeypatch.setattr(generation, "reorder", lambda past, rows: real(
+        past, torch.arange(len(rows)).clamp(max=past[0][0].shape[0] - 1)))
+    g = torch.Generator().manual_seed(0)
+    differ = 0
+    for _ in range(6):
+        prompt = torch.randint(1, ours.config.vocab_size, (1, 5), generator=g)
+        hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, num_beams=4,
+                             do_sample=False, early_stopping=True, eos_token_id=None, pad_token_id=0)
+        differ += beam_search(ours, prompt, 16, 4).tolist() != hf.tolist()
+        assert beam_search(ours, prompt, 16, 4, use_cache=False).tolist() == hf.tolist()  # no cache, no harm
+    assert differ
+
+
+def test_one_beam_is_greedy_decoding(tiny_gpt2):
+    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    for prompt, eos in beam_cases(ours, "cpu"):
+        for penalty, n in ((1.0, 0), (-1.0, 0), (2.0, 0)):
+            assert beam_search(ours, prompt, 16, 1, penalty, n, eos).tolist() == generate(
+                ours, prompt, 16, eos_token_id=eos).tolist()
+    with pytest.raises(ValueError, match="num_beams 0: beam search needs at least one beam"):
+        beam_search(ours, prompt, 4, 0)
+
+
+def test_repeated_ngrams_are_found_wherever_they_are():
+    """Row 0 ends in (5, 6), which came before followed by 7 and by 9: with n = 3 both are banned; with n = 2 every
+    token that followed a 6 (4 too); with n = 1 every token seen. Row 1 repeats nothing but for n = 1."""
+    seqs = torch.tensor([[5, 6, 7, 2, 6, 4, 5, 6, 9, 5, 6], list(range(1, 12))])
+    banned = lambda n: [row.nonzero().flatten().tolist() for row in repeated_ngrams(seqs, n, 12)]  # noqa: E731
+    assert banned(3) == [[7, 9], []]
+    assert banned(2) == [[4, 7, 9], []]
+    assert banned(1) == [[2, 4, 5, 6, 7, 9], list(range(1, 12))]
+    assert banned(12) == [[], []]  # no 12-gram yet
