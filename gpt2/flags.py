@@ -14,7 +14,7 @@ from minbert.flags.groups import (BERT_ONLY, add_adapter_flags, add_recipe_flags
                                   add_speed_flags)
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
 from minbert.flags.settings import parse_flags, recipe, regularizers, runtime
-from minbert.flags.types import positive_float, positive_int, probability, seed, share
+from minbert.flags.types import nonneg_int, positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
 from minbert.runs.identity import defining_flags
 from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
@@ -43,7 +43,14 @@ PARAPHRASE_IDLE = {
                                                 "task does not have (it answers with the LM head)"),
     "head_lr": (lambda v, t: False, NO_HEAD),
 }
-SONNET_IDLE = {"head_lr": (lambda v, t: False, NO_HEAD)}
+SONNET_IDLE = {
+    "head_lr": (lambda v, t: False, NO_HEAD),
+    **{f: (lambda v, t: v["decoding"] == "sample", "shapes the sampling of --decoding sample, "
+                                                   "which --decoding greedy and beam do not draw")
+       for f in ("temperature", "top_p")},
+    **{f: (lambda v, t: v["decoding"] == "beam", "shapes beam search, which only --decoding beam runs")
+       for f in ("num_beams", "length_penalty", "no_repeat_ngram_size")},
+}
 
 
 MODE_WORDS = {"last-linear-layer": "last-linear-layer (the head on a frozen GPT-2)",
@@ -198,8 +205,17 @@ def sonnet_parser():
                     help="the whole dev sonnets: chrF's references and the perplexity's text")
     ap.add_argument("--sonnet_out", default="predictions/generated_sonnets.txt",
                     help="where the completions are copied")
+    ap.add_argument("--decoding", choices=["sample", "greedy", "beam"], default="sample",
+                    help="how completions are written: sample (temperature and top-p), greedy, or beam (beam "
+                         "search, the best of --num_beams hypotheses)")
     ap.add_argument("--temperature", type=positive_float, default=1.2, help="sampling temperature")
     ap.add_argument("--top_p", type=share, default=0.9, help="nucleus sampling's p (1: no cut)")
+    ap.add_argument("--num_beams", type=positive_int, default=4, help="beam search's beams (1: greedy)")
+    ap.add_argument("--length_penalty", type=float, default=1.0,
+                    help="a finished hypothesis' score is its log-probability over its length to this power "
+                         "(above 0 favours longer ones, below 0 shorter)")
+    ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=0,
+                    help="beam search never repeats an n-gram of this many tokens (0: off)")
     ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here "
                                                                              "if no newline came")
     ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")
@@ -221,4 +237,6 @@ def sonnet_settings(args):
                           true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"],
                           bucket=v["bucket"],
                           temperature=v["temperature"], top_p=v["top_p"],
-                          max_line_tokens=v["max_line_tokens"])
+                          max_line_tokens=v["max_line_tokens"], decoding=v["decoding"],
+                          num_beams=v["num_beams"], length_penalty=v["length_penalty"],
+                          no_repeat_ngram_size=v["no_repeat_ngram_size"])

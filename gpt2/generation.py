@@ -9,17 +9,18 @@ same tokens (tests/gpt2/test_generation.py checks it against the uncached loop a
 Top-p (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"): sample from the smallest set of
 tokens whose probabilities sum to at least p, renormalised; temperature divides the logits first.
 
-Beam search (Jurafsky and Martin, Speech and Language Processing, section 10.4; HF transformers' `generate(
-num_beams=K, early_stopping=True)` is the oracle, tests/gpt2/test_generation.py): the K best partial sequences
-by the sum of their tokens' log-probabilities, kept as K rows of one batch. Each step scores every next token of
-every row and takes the best few continuations of all rows together (2K, or K more for each end-of-sequence
-token, so that K unfinished ones remain even if every row's best continuation ends). A continuation that ends
-(an end token, a caller's rule, the last step) becomes a finished hypothesis if it ranks among the first K, its
-score the sum divided by its length (new tokens only) to the power `length_penalty` (above 0 favours longer
-ones); the best K unfinished ones go on. Each row's keys and values in the cache are its parent row's, so the
-cache is reordered by the parents' indices, never recomputed. The search stops once K hypotheses have finished
-(early stopping) or at `max_new_tokens`, and returns the best finished one. `no_repeat_ngram_size` n forbids a
-token that would complete an n-gram its row already holds (the prompt included).
+Beam search (Jurafsky and Martin, Speech and Language Processing, section 10.4; the oracle is HF
+transformers' `generate(num_beams=K, early_stopping=True)`, tests/gpt2/test_generation.py): the K best
+partial sequences by the sum of their tokens' log-probabilities, kept as K rows of one batch. Each step
+scores every next token of every row and takes the best continuations of all rows together (2K, or K more
+for each end token, so that K unfinished ones remain even if every row's best continuation ends). One that
+ends (an end token, a caller's rule, the last step) becomes a finished hypothesis if it ranks among the
+first K, scored by its sum over its length (new tokens only) to the power `length_penalty` (above 0 favours
+longer ones); the best K unfinished ones go on. A row's keys and values in the cache are its parent row's,
+so the cache is reordered by the parents' indices, never recomputed. The search stops once K hypotheses
+have finished (early stopping) or at `max_new_tokens`, and returns the best finished one.
+`no_repeat_ngram_size` n forbids a token that would complete an n-gram its row holds already (the prompt's
+included).
 """
 import itertools
 import math
@@ -105,9 +106,9 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
                 eos_token_id=None, ends=None, use_cache=True):
     """`input_ids` [1, T] (one unpadded prompt) continued by beam search (the module's docstring) with
     `num_beams` beams for up to `max_new_tokens` tokens. A hypothesis ends with `eos_token_id` (an id or a
-    list of them), or where `ends(state, token)` says: it gets a hypothesis' state (None at the start) and its
-    next token and returns (the new state, whether it ends there). Returns the best finished sequence [1, T + n].
-    `use_cache=False` runs every row's whole sequence each step (the cache's check)."""
+    list of them), or where `ends(state, token)` says: it gets a hypothesis' state (None at the start) and
+    its next token and returns (the new state, whether it ends there). Returns the best finished sequence
+    [1, T + n]. `use_cache=False` runs every row's whole sequence each step (the cache's check)."""
     limit = model.config.max_position_embeddings
     if input_ids.shape[1] + max_new_tokens > limit:
         raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} "
@@ -137,7 +138,8 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
             state, done = ends(states[parent], token) if ends is not None else (None, token in eos)
             if done or step == max_new_tokens:
                 if rank < num_beams:  # only the first K continuations may finish (HF's rule)
-                    finished.append((float(normalized[rank]), torch.cat([seqs[parent], index.new_tensor([token])])))
+                    sequence = torch.cat([seqs[parent], index.new_tensor([token])])
+                    finished.append((float(normalized[rank]), sequence))
             elif len(going) < num_beams:
                 going.append((rank, state))
         finished = sorted(finished, key=lambda f: -f[0])[:num_beams]

@@ -2,13 +2,15 @@
 held-out ones (handout section 7).
 
     cd gpt2 && python sonnet_generation.py --pretrained FOLDER [--use_gpu] [--temperature 1.2] [--top_p 0.9]
+    cd gpt2 && python sonnet_generation.py --pretrained FOLDER --decoding beam --num_beams 4
 
 Training is next-token prediction on --sonnet_path; the best epoch is the one of the lowest perplexity
 on the true dev sonnets. Each held-out sonnet is then completed from its first three lines to 14
-lines, sampled with temperature and top-p through a key-value cache (gpt2/sonnets.py): the test
-sonnets into predictions/generated_sonnets.txt (the handout's file), the dev ones scored with chrF
-against the true sonnets. The run has its own folder (runs/gpt2-sonnet-TIMESTAMP, --run_name /
---run_dir) and --resume continues it."""
+lines through a key-value cache (gpt2/sonnets.py), sampled with temperature and top-p, greedily
+(--decoding greedy) or by beam search (--decoding beam: --num_beams, --length_penalty,
+--no_repeat_ngram_size): the test sonnets into predictions/generated_sonnets.txt (the handout's file),
+the dev ones scored with chrF against the true sonnets. The run has its own folder
+(runs/gpt2-sonnet-TIMESTAMP, --run_name / --run_dir) and --resume continues it."""
 import sys
 from pathlib import Path
 

@@ -61,10 +61,13 @@ class SonnetPipeline(Pipeline):
         return f"dev perplexity {m['perplexity']:.2f}"
 
     def completions(self, path, seed):
-        """Each sonnet of `path` (its first lines) completed to 14 lines, with one generator seeded once."""
+        """Each sonnet of `path` (its first lines) completed to 14 lines as --decoding says, with one
+        generator seeded once."""
         s, g = self.settings, torch.Generator(device=self.device).manual_seed(seed)
-        return [(n, complete(self.model, self.tokenizer, text, s.temperature, s.top_p, s.max_line_tokens, g,
-                             self.device))
+        temperature = 0.0 if s.decoding == "greedy" else s.temperature
+        beams = s.num_beams if s.decoding == "beam" else 0
+        return [(n, complete(self.model, self.tokenizer, text, temperature, s.top_p, s.max_line_tokens, g,
+                             self.device, beams, s.length_penalty, s.no_repeat_ngram_size))
                 for n, text in read_sonnets(path)]
 
     def write_outputs(self, files, best):

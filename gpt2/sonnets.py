@@ -5,13 +5,13 @@ before it, padding left out. The dev score is the perplexity of the true held-ou
 mean, lower is better; fit keeps the epoch of the highest score, so the score is its negative).
 
 Completion: each held-out sonnet's first three lines are the prompt; the model writes the other eleven
-one line at a time, sampling with temperature and top-p (generation.py), each line ending at the first
-newline or after `max_line_tokens` tokens, so that every completion has the sonnet's 14 lines;
+one line at a time, sampling with temperature and top-p, greedily, or by beam search (generation.py), each
+line ending at the first newline or after `max_line_tokens` tokens (LineRule), so that every completion has
+the sonnet's 14 lines (a beam's hypothesis finishes where its last line ends);
 `check_prompts` refuses, before training, held-out sonnets that already have them and models whose
 positions cannot hold a prompt and its remaining lines at that length. The key-value cache carries over
 from line to line. The dev completions are scored with chrF (Popovic 2015) against the true sonnets, with
 the sacrebleu package, as the course scores them."""
-import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from evaluation import predict
-from gpt2.generation import stream
+from gpt2.generation import beam_search, stream
 from gpt2.models.gpt2 import GPT2Model
 from minbert.course_data import read_sonnets  # noqa: F401 (the sonnets files' reader, here too)
 from minbert.objectives.losses import TermLoss
@@ -116,11 +116,48 @@ def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
                            f"positions), so that every completion has {LINES} lines")
 
 
+class LineRule:
+    """The completion rule, one token at a time: a line ends at its first line break after some text, or after
+    `max_line_tokens` tokens; a line break before any text starts the line again (the file holds no empty
+    line); <|endoftext|> is no text, but counts; a line with no printable text is an ellipsis. Called with
+    (state, token), as beam_search's `ends` is, it returns the new state, (the lines written, the tokens of
+    the line being written, how many tokens that line has taken) or None at the start, and whether all
+    `lines` lines are written."""
+
+    def __init__(self, tokenizer, lines, max_line_tokens):
+        self.tokenizer, self.lines, self.max_line_tokens = tokenizer, lines, max_line_tokens
+
+    def piece(self, line):
+        """The text of a line's tokens, up to its first line break."""
+        return printable(self.tokenizer.decode(list(line)).split("\n")[0])
+
+    def __call__(self, state, token):
+        written, line, taken = state or ((), (), 0)
+        taken += 1
+        ended = False
+        if token != self.tokenizer.eos_token_id:
+            line += (token,)
+            if token in self.tokenizer.newline_ids:
+                ended = bool(self.piece(line))
+                line = line if ended else ()  # a line break before any text: go on
+        if ended or taken == self.max_line_tokens:
+            written, line, taken = written + (self.piece(line) or "\u2026",), (), 0
+        return (written, line, taken), len(written) == self.lines
+
+    def text(self, state):
+        """The `lines` lines of a completion that stopped in `state` (the model's positions ran out, or the
+        search's last step came): the line begun is kept, and each one missing is an ellipsis."""
+        written, line, _ = state or ((), (), 0)
+        if len(written) < self.lines:
+            written += (self.piece(line) or "\u2026",)
+        return list(written) + ["\u2026"] * (self.lines - len(written))
+
+
 @torch.no_grad()
 def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_tokens=24, generator=None,
-             device="cpu"):
-    """`prompt` (a sonnet's first lines) continued line by line to LINES lines
-    (see the module's docstring)."""
+             device="cpu", num_beams=0, length_penalty=1.0, no_repeat_ngram_size=0):
+    """`prompt` (a sonnet's first lines) continued to LINES lines by LineRule, sampled (greedy at temperature
+    0), or with `num_beams` above 0 by beam search, a hypothesis finishing where its last line ends."""
     model.eval()
     gpt, limit = model.gpt, model.gpt.config.max_position_embeddings
     text = prompt.rstrip("\n") + "\n"
@@ -128,22 +165,19 @@ def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_toke
     if ids.shape[1] >= limit:
         raise MinbertError(f"a prompt of {ids.shape[1]} tokens leaves none "
                            f"of the model's {limit} positions to write in")
-    tokens = stream(gpt, ids, temperature, top_p, generator=generator)  # one cache across all the lines
-    for _ in range(LINES - text.count("\n")):
-        line, piece = [], ""
-        for token in itertools.islice(tokens, max_line_tokens):  # nothing once the positions run out
-            if int(token) == tokenizer.eos_token_id:  # <|endoftext|> is no text of the sonnet
-                continue
-            line.append(int(token))
-            piece = printable(tokenizer.decode(line).split("\n")[0])
-            if line[-1] in tokenizer.newline_ids:
-                if piece:
-                    break
-                line = []  # a line break before any text: the sonnet's file has no empty lines, so go on
-        # a line with no text at all (every token a line break or unprintable) would vanish from the file and
-        # leave the sonnet short of LINES lines: it is written as an ellipsis
-        text += (piece or "\u2026") + "\n"
-    return "\n".join(text.rstrip("\n").split("\n")[:LINES])
+    rule = LineRule(tokenizer, LINES - text.count("\n"), max_line_tokens)
+    if num_beams:
+        longest = min(limit - ids.shape[1], rule.lines * max_line_tokens)
+        tokens = beam_search(gpt, ids, longest, num_beams, length_penalty, no_repeat_ngram_size,
+                             ends=rule)[0, ids.shape[1]:].tolist()
+    else:  # one cache across all the lines, nothing once the positions run out
+        tokens = stream(gpt, ids, temperature, top_p, generator=generator)
+    state = None
+    for token in tokens:
+        state, done = rule(state, int(token))
+        if done:
+            break
+    return "\n".join(text.rstrip("\n").split("\n") + rule.text(state))
 
 
 def printable(piece):
@@ -155,7 +189,7 @@ def printable(piece):
 @dataclass(frozen=True)
 class SonnetSettings:
     """sonnet_generation.py's settings: the model (specs.ModelSpec), recipe, runtime and run folder of the
-    shared library, the sonnet files, and how completions are sampled."""
+    shared library, the sonnet files, and how completions are decoded."""
     model: object
     recipe: object
     runtime: object
@@ -167,8 +201,12 @@ class SonnetSettings:
     out: str = "predictions/generated_sonnets.txt"
     batch_size: int = 8
     bucket: bool = True  # length-bucketed batches (--no_bucket: plain shuffled order)
+    decoding: str = "sample"  # sample (temperature, top-p), greedy, or beam
     temperature: float = 1.2
     top_p: float = 0.9
+    num_beams: int = 4
+    length_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
     max_line_tokens: int = 24
 
 

@@ -95,3 +95,22 @@ def test_a_typed_max_length_above_the_models_positions_is_refused(tiny_gpt2):
     with pytest.raises(MinbertError, match=r"--max_length 100: .* has 64 positions, so at most --max_length 64"):
         parse_classifier(["--pretrained", str(tiny_gpt2), "--max_length", "100"])
     assert parse_classifier(["--pretrained", str(tiny_gpt2), "--max_length", "64"]).max_length == 64
+
+
+def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_settings(tiny_gpt2):
+    """Beam search's flags without --decoding beam, sampling's with greedy or beam decoding, and no beam at all are
+    one line each; --decoding beam's settings reach SonnetSettings."""
+    from gpt2.flags import parse_sonnets, sonnet_settings
+    with pytest.raises(MinbertError, match=r"^sonnet_generation.py: argument --num_beams: 0 must be an integer >= 1$"):
+        parse_sonnets(["--decoding", "beam", "--num_beams", "0"])
+    for argv, message in ((["--decoding", "beam", "--temperature", "1.0"], "--temperature shapes the sampling of "
+                                                                           "--decoding sample"),
+                          (["--decoding", "greedy", "--top_p", "0.5"], "--top_p shapes the sampling"),
+                          (["--num_beams", "2"], "--num_beams shapes beam search, which only --decoding beam runs"),
+                          (["--decoding", "greedy", "--no_repeat_ngram_size", "3"], "--no_repeat_ngram_size shapes"),
+                          (["--length_penalty", "2"], "--length_penalty shapes beam search")):
+        with pytest.raises(MinbertError, match="^" + message + ".*would change nothing"):
+            parse_sonnets(argv)
+    s = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--decoding", "beam", "--num_beams", "2",
+                                       "--length_penalty", "-0.5", "--no_repeat_ngram_size", "3"]))
+    assert (s.decoding, s.num_beams, s.length_penalty, s.no_repeat_ngram_size) == ("beam", 2, -0.5, 3)

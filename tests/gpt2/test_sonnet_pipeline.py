@@ -1,5 +1,6 @@
 """gpt2/sonnet_pipeline.py: training lowers the dev perplexity's score path; the run writes the completions of
-every held-out sonnet and scores the dev ones with chrF; bad paths are one line."""
+every held-out sonnet and scores the dev ones with chrF; --decoding picks how they are written; bad paths are one
+line."""
 import pytest
 
 from gpt2.sonnet_pipeline import run_sonnets
@@ -73,3 +74,20 @@ def test_resuming_takes_another_sonnet_out_and_the_sonnet_files_moved(tmp_path):
     sonnet_generation.main(argv)
     assert (tmp_path / "elsewhere" / "generated_sonnets.txt").read_bytes() == \
         (tmp_path / "pred" / "generated_sonnets.txt").read_bytes()
+
+
+def test_decoding_picks_how_the_completions_are_written(tmp_path):
+    """--decoding greedy and beam (with its beams, length penalty and n-gram blocking) reach every completion."""
+    from gpt2.flags import parse_sonnets, sonnet_settings
+    from gpt2.sonnet_pipeline import SonnetPipeline
+    from gpt2.sonnets import complete
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    held = files / "sonnets_held_out_dev.txt"
+    prompts = read_sonnets(held)
+    for flags, kw in ((["--decoding", "greedy"], dict(temperature=0.0)),
+                      (["--decoding", "beam", "--num_beams", "3", "--length_penalty", "0.5",
+                        "--no_repeat_ngram_size", "2"], dict(num_beams=3, length_penalty=0.5, no_repeat_ngram_size=2))):
+        pipeline = SonnetPipeline(sonnet_settings(parse_sonnets(sonnet_argv(tmp_path, model, files, *flags))))
+        expected = [(n, complete(pipeline.model, pipeline.tokenizer, text, max_line_tokens=6, **kw)) for n, text in prompts]
+        assert pipeline.completions(held, 0) == expected

@@ -1,5 +1,6 @@
 """gpt2/sonnets.py: the sonnet files are read by their numbers; the LM loss is HF's; a completion keeps its prompt
-and has 14 lines, sampled with its temperature and top-p."""
+and has 14 lines, sampled with its temperature and top-p, or by beam search, whose hypothesis ends where its last line
+does and whose one beam is greedy decoding."""
 import math
 
 import pytest
@@ -91,3 +92,27 @@ def test_a_line_break_before_any_text_or_an_end_token_writes_no_empty_line(tmp_p
     lines = complete(model, tok, prompt, 1.0, 1.0, 8).split("\n")
     assert len(lines) == LINES and lines[3:5] == ["rose", "rose"] and lines[5] == "\u2026"
     assert all(line.strip() and "endoftext" not in line for line in lines)
+
+
+def test_a_beam_completion_has_fourteen_lines_and_one_beam_is_greedy(tmp_path):
+    """Beam search under the line rule: the best hypothesis stops at the token that ends its last line (the rule
+    replayed over it says so there, and not before), the completion is the rule's lines, and with one beam it is
+    the greedy completion; blocking repeated 2-grams changes it."""
+    from gpt2.generation import beam_search
+    from gpt2.sonnets import LineRule
+    folder = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    model, tok = SonnetGPT(folder).eval(), GPT2Tokenizer.from_pretrained(folder)
+    prompt = "love doth bear the rose\nthe summer night\nthou art fair"
+    text = complete(model, tok, prompt, max_line_tokens=8, num_beams=4)
+    assert text.startswith(prompt + "\n") and len(text.split("\n")) == LINES
+    ids = torch.tensor([tok.encode(prompt + "\n")])
+    rule = LineRule(tok, LINES - 3, 8)
+    tokens = beam_search(model.gpt, ids, 11 * 8, 4, ends=rule)[0, ids.shape[1]:].tolist()
+    state, ends = None, []
+    for token in tokens:
+        state, done = rule(state, token)
+        ends.append(done)
+    assert ends == [False] * (len(tokens) - 1) + [True]
+    assert text == "\n".join(prompt.split("\n") + rule.text(state))
+    assert complete(model, tok, prompt, max_line_tokens=8, num_beams=1) == complete(model, tok, prompt, 0.0, 1.0, 8)
+    assert complete(model, tok, prompt, max_line_tokens=8, num_beams=4, no_repeat_ngram_size=2) != text
