@@ -1,4 +1,8 @@
-"""tools/generation_speed.py: the three ways of generating are timed on one model and give the same tokens."""
+"""tools/generation_speed.py: the three ways of generating are timed on one model and give the same tokens; with
+--beams, beam search ours and HF's too, agreeing for each K; --beams 0 is one line."""
+import pytest
+
+from utils import MinbertError
 from tools import generation_speed
 
 
@@ -8,3 +12,11 @@ def test_the_three_generators_are_timed_and_agree(tmp_path):
     assert r["same_tokens"] and len(r["runs"]) == 3
     assert all(x["tokens_per_s"] > 0 for x in r["runs"].values())
     assert (tmp_path / "g.json").is_file()
+
+
+def test_beam_search_is_timed_against_hf_for_each_k(tmp_path):
+    r = generation_speed.main(["--shape", "tiny", "--prompt", "4", "--new", "8", "--repeats", "1", "--beams", "1", "3"])
+    assert r["same_tokens"] and r["beams"] == [1, 3] and len(r["runs"]) == 3 + 2 * 2
+    assert "ours, beam search K=3 (key-value cache)" in r["runs"] and "HF transformers generate num_beams=3" in r["runs"]
+    with pytest.raises(MinbertError, match=r"--beams 2 0: beam search needs at least one beam"):
+        generation_speed.main(["--shape", "tiny", "--beams", "2", "0"])
