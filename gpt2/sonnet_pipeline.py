@@ -75,7 +75,7 @@ class SonnetPipeline(Pipeline):
         dev = self.completions(s.held_out_dev, s.recipe.seed)
         true = dict(read_sonnets(s.true_dev))
         missing = [n for n, _ in dev if n not in true]
-        chrf = sacrebleu.corpus_chrf([t for _, t in dev], [[true.get(n, "") for n, _ in dev]]).score
+        chrf = dev_chrf(dev, true)
         write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
         held_out = self.completions(s.held_out, s.recipe.seed + 1)
         test = write_sonnets(files.folder / "generated_sonnets.txt", held_out)
@@ -84,6 +84,13 @@ class SonnetPipeline(Pipeline):
               f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +
               f"); run folder {files.folder}")
         return {"dev_perplexity": ppl, "dev_chrf": chrf, "best_epoch": best["epoch"]}, [(test, Path(s.out))]
+
+
+def dev_chrf(completions, true):
+    """chrF of completions [(number, text)] against the true sonnets {number: text} (sacrebleu's, as the
+    course scores them; a completion without its true sonnet counts against the empty text)."""
+    references = [[true.get(n, "") for n, _ in completions]]
+    return sacrebleu.corpus_chrf([t for _, t in completions], references).score
 
 
 def run_sonnets(settings, on_epoch=None):

@@ -1,0 +1,33 @@
+"""tools/sonnet_decoding.py: each decoding's chrF from one trained checkpoint; its top-p figure is the one the run
+printed (the same sampling, seed and chrF); one beam scores as greedy decoding does; another command's checkpoint is
+one line."""
+import pytest
+
+from gpt2.flags import parse_sonnets, sonnet_settings
+from gpt2.sonnet_pipeline import run_sonnets
+from minbert.runs.checkpoint import load_checkpoint, save_checkpoint
+from tests.checkpoints import make_gpt2_checkpoint
+from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
+from tools import sonnet_decoding
+from utils import MinbertError
+
+
+def test_each_decodings_chrf_from_one_checkpoint(tmp_path):
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    result = run_sonnets(sonnet_settings(parse_sonnets(sonnet_argv(tmp_path, model, files))))
+    r = sonnet_decoding.main([str(tmp_path / "run" / "sonnet.pt"), "--held_out_dev_path",
+                              str(files / "sonnets_held_out_dev.txt"), "--true_dev_path",
+                              str(files / "TRUE_sonnets_held_out_dev.txt"), "--max_line_tokens", "6",
+                              "--beams", "1", "2", "--json", str(tmp_path / "chrf.json")])
+    chrf = r["chrf"]
+    assert list(chrf) == ["greedy", "top-p (temperature 1.2, p 0.9, seed 11711)",
+                          "beam search K=1 (length penalty 1)", "beam search K=2 (length penalty 1)"]
+    assert chrf["top-p (temperature 1.2, p 0.9, seed 11711)"] == pytest.approx(result["dev_chrf"])
+    assert chrf["greedy"] == chrf["beam search K=1 (length penalty 1)"]
+    assert (tmp_path / "chrf.json").is_file()
+    state = load_checkpoint(tmp_path / "run" / "sonnet.pt")
+    save_checkpoint(tmp_path / "other.pt", {**state, "pipeline": "multitask"})
+    with pytest.raises(MinbertError, match=r"other.pt: not a sonnet_generation.py checkpoint \(its pipeline is "
+                                           r"'multitask'\)"):
+        sonnet_decoding.main([str(tmp_path / "other.pt")])

@@ -1,0 +1,66 @@
+"""A small GPT-2 to train on the sonnets where no GPT-2 weights can be downloaded: random weights at a
+shape of your choosing and a byte-level BPE vocabulary (with GPT-2's <|endoftext|>) learnt from the
+sonnets, written as a checkpoint folder the GPT-2 scripts take (--pretrained OUT): config.json in HF's
+names, vocab.json, merges.txt, model.safetensors (in our names, which gpt2/models/base_gpt.py loads as they
+are).
+
+    python tools/tiny_gpt2.py pretrained/tiny-gpt2
+    cd gpt2 && python sonnet_generation.py --pretrained ../pretrained/tiny-gpt2 --epochs 20 --lr 1e-3
+
+Weights trained this way from random on 143 sonnets say nothing of what GPT-2's own weights would do: they
+exercise the code (training, decoding, chrF) end to end."""
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gpt2.config import GPT2Config  # noqa: E402
+from gpt2.models.gpt2 import GPT2Model  # noqa: E402
+from gpt2.tokenizer import EOS  # noqa: E402
+from minbert.course_data import read_sonnets  # noqa: E402
+from utils import MinbertError, Parser, main_guard  # noqa: E402
+
+
+def main(argv=None):
+    ap = Parser(prog="tools/tiny_gpt2.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", help="the checkpoint folder to write (new, or empty)")
+    ap.add_argument("--sonnets", default="data/sonnets.txt", help="the text the vocabulary is learnt from")
+    ap.add_argument("--vocab_size", type=int, default=2000, help="BPE tokens, <|endoftext|> among them")
+    ap.add_argument("--n_embd", type=int, default=128)
+    ap.add_argument("--n_layer", type=int, default=4)
+    ap.add_argument("--n_head", type=int, default=4)
+    ap.add_argument("--n_positions", type=int, default=512, help="enough for a sonnet's 14 lines")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the random weights")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise MinbertError(f"{out}: exists and is not an empty folder; give a new one")
+    lines = [line for _, text in read_sonnets(args.sonnets) for line in text.split("\n")]
+    from tokenizers import ByteLevelBPETokenizer
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator([line + "\n" for line in lines], vocab_size=args.vocab_size, min_frequency=2,
+                            special_tokens=[EOS], show_progress=False)
+    out.mkdir(parents=True, exist_ok=True)
+    bpe.save_model(str(out))
+    eos = json.loads((out / "vocab.json").read_text())[EOS]
+    config = GPT2Config(vocab_size=bpe.get_vocab_size(), hidden_size=args.n_embd,
+                        num_hidden_layers=args.n_layer, num_attention_heads=args.n_head,
+                        intermediate_size=4 * args.n_embd, max_position_embeddings=args.n_positions,
+                        eos_token_id=eos)
+    torch.manual_seed(args.seed)
+    model = GPT2Model(config)
+    from safetensors.torch import save_file
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    n = sum(p.numel() for p in model.parameters())
+    print(f"{out}: a GPT-2 of {n / 1e6:.2f} M random weights ({args.n_layer} layers, width {args.n_embd}, "
+          f"{args.n_positions} positions) and a {config.vocab_size}-token vocabulary "
+          f"learnt from {args.sonnets}")
+    return out
+
+
+if __name__ == "__main__":
+    main_guard(main)
