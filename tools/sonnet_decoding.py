@@ -36,6 +36,17 @@ def load_sonnet_model(path):
     return model.eval(), GPT2Tokenizer.from_pretrained(spec.pretrained)
 
 
+def chrf_by_decoding(model, tok, prompts, true, decodings, max_line_tokens):
+    """{decoding: dev chrF} of the `prompts` completed by each of `decodings` ({name: complete()'s keywords}),
+    each printed as it comes."""
+    results = {}
+    for name, kw in decodings.items():
+        dev = [(n, complete(model, tok, text, max_line_tokens=max_line_tokens, **kw)) for n, text in prompts]
+        results[name] = dev_chrf(dev, true)
+        print(f"  {name}: dev chrF {results[name]:.2f}")
+    return results
+
+
 def main(argv=None):
     ap = Parser(prog="tools/sonnet_decoding.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint", help="a sonnet_generation.py run's sonnet.pt")
@@ -67,16 +78,13 @@ def main(argv=None):
                  **{f"beam search K={k} (length penalty {args.length_penalty:g}{blocking})":
                     dict(num_beams=k, length_penalty=args.length_penalty,
                          no_repeat_ngram_size=args.no_repeat_ngram_size) for k in args.beams}}
-    results = {}
-    for name, kw in decodings.items():
-        dev = [(n, complete(model, tok, text, max_line_tokens=args.max_line_tokens, **kw))
-               for n, text in prompts]
-        results[name] = dev_chrf(dev, true)
-        print(f"  {name}: dev chrF {results[name]:.2f}")
-    r = {"checkpoint": str(args.checkpoint), "sonnets": len(prompts), "chrf": results}
+    print(f"{args.checkpoint}: {len(prompts)} dev sonnets completed from their first lines")
+    r = {"checkpoint": str(args.checkpoint), "sonnets": len(prompts),
+         "chrf": chrf_by_decoding(model, tok, prompts, true, decodings, args.max_line_tokens)}
     if args.json:
         write_output(args.json, lambda fp: fp.write(json.dumps(r, indent=2) + "\n"),
                      "tools/sonnet_decoding.py", mode="w")
+        print(f"the figures are in {args.json}")
     return r
 
 
