@@ -106,8 +106,8 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
                 eos_token_id=None, ends=None, use_cache=True):
     """`input_ids` [1, T] (one unpadded prompt) continued by beam search (the module's docstring) with
     `num_beams` beams for up to `max_new_tokens` tokens. A hypothesis ends with `eos_token_id` (an id or a
-    list of them), or where `ends(state, token)` says: it gets a hypothesis' state (None at the start) and
-    its next token and returns (the new state, whether it ends there). Returns the best finished sequence
+    list of them), and where `ends(state, token)` says: given a hypothesis' state (None at the start) and
+    its next token, it returns the new state and whether the hypothesis ends there. Returns the best finished sequence
     [1, T + n]. `use_cache=False` runs every row's whole sequence each step (the cache's check)."""
     limit = model.config.max_position_embeddings
     if input_ids.shape[1] + max_new_tokens > limit:
@@ -134,9 +134,11 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
         normalized = top / (step ** length_penalty)  # a finished hypothesis' score
         going = []  # (rank, state) of the continuations that go on
         for rank, (i, parent) in enumerate(zip(index.tolist(), (index // vocab).tolist())):
+            if rank >= num_beams and len(going) == num_beams:  # none of the rest can finish or go on
+                break
             token = i % vocab
-            state, done = ends(states[parent], token) if ends is not None else (None, token in eos)
-            if done or step == max_new_tokens:
+            state, done = ends(states[parent], token) if ends is not None else (None, False)
+            if done or token in eos or step == max_new_tokens:
                 if rank < num_beams:  # only the first K continuations may finish (HF's rule)
                     sequence = torch.cat([seqs[parent], index.new_tensor([token])])
                     finished.append((float(normalized[rank]), sequence))
