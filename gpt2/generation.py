@@ -107,8 +107,9 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
     """`input_ids` [1, T] (one unpadded prompt) continued by beam search (the module's docstring) with
     `num_beams` beams for up to `max_new_tokens` tokens. A hypothesis ends with `eos_token_id` (an id or a
     list of them), and where `ends(state, token)` says: given a hypothesis' state (None at the start) and
-    its next token, it returns the new state and whether the hypothesis ends there. Returns the best finished sequence
-    [1, T + n]. `use_cache=False` runs every row's whole sequence each step (the cache's check)."""
+    its next token, it returns the new state and whether the hypothesis ends there. Returns the best
+    finished sequence [1, T + n]. `use_cache=False` runs every row's whole sequence each step (the cache's
+    check)."""
     limit = model.config.max_position_embeddings
     if input_ids.shape[1] + max_new_tokens > limit:
         raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} "

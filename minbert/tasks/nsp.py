@@ -47,7 +47,10 @@ def sentence_pairs(documents, seed, where="the text"):
         raise MinbertError(f"{where}: one document only, and --nsp draws its random (NotNext) sentences "
                            "from another document: give at least two (in a --texts file, a blank line "
                            "between them)")
-    rng = np.random.default_rng(seed)
+    # A stream of its own: drawn from default_rng(seed), the NotNext labels would follow the permutation that
+    # split_texts draws from the same seed for a list of the same length, and the held-out pairs would all be
+    # NotNext.
+    rng = np.random.default_rng([seed, 1])
     firsts = [(d, i) for d, doc in enumerate(documents) for i in range(len(doc) - 1)]
     labels = np.full(len(firsts), IS_NEXT)
     labels[rng.permutation(len(firsts))[:len(firsts) // 2]] = NOT_NEXT

@@ -1,5 +1,6 @@
-"""tasks/nsp.py: half the pairs follow and half do not; a following B is A's next sentence in A's document, a random
-B comes from another document; every sentence with a next one is an A once; the seed fixes the pairs; a review
+"""tasks/nsp.py: half the pairs follow and half do not, the held-out ones too; a following B is A's next sentence in
+A's document, a random B comes from another document; every sentence with a next one is an A once; the seed fixes the
+pairs; a review
 splits into its sentences; text with no document of two sentences, or one document only, is one line."""
 import pytest
 
@@ -32,6 +33,18 @@ def test_half_follow_half_do_not_and_no_pair_crosses_a_document_when_it_should_n
             assert db != da
     assert any(len(docs[where(b)[0]]) == 1 for _, b, label in pairs if label == NOT_NEXT)  # from any document
     assert sentence_pairs(docs, seed=3) == pairs and sentence_pairs(docs, seed=4) != pairs
+
+
+def test_the_held_out_pairs_are_half_random_too():
+    """The pipeline holds out 5% of the pairs with the run's seed (pipelines/pretrain.py split_texts): both labels
+    are among them, as often as in the rest (the pairs' labels are drawn from a stream of their own)."""
+    from minbert.pipelines.pretrain import split_texts
+    docs = [[f"d{d} s{i}" for i in range(12)] for d in range(100)]
+    for seed in (0, 11711):
+        train, dev = split_texts(sentence_pairs(docs, seed), seed)
+        for part in (train, dev):
+            share = sum(label == NOT_NEXT for _, _, label in part) / len(part)
+            assert 0.35 < share < 0.65, (seed, len(part), share)
 
 
 def test_a_review_splits_into_its_sentences():
