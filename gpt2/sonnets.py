@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from evaluation import predict
 from gpt2.generation import beam_search, stream
 from gpt2.models.gpt2 import GPT2Model
-from minbert.course_data import read_sonnets  # noqa: F401 (the sonnets files' reader, here too)
+from minbert.course_data import read_sonnets  # noqa: F401 (the GPT-2 scripts read the sonnets from here)
 from minbert.objectives.losses import TermLoss
 from utils import MinbertError
 
@@ -119,10 +119,10 @@ def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
 class LineRule:
     """The completion rule, one token at a time: a line ends at its first line break after some text, or after
     `max_line_tokens` tokens; a line break before any text starts the line again (the file holds no empty
-    line); <|endoftext|> is no text, but counts; a line with no printable text is an ellipsis. Called with
-    (state, token), as beam_search's `ends` is, it returns the new state, (the lines written, the tokens of
-    the line being written, how many tokens that line has taken) or None at the start, and whether all
-    `lines` lines are written."""
+    line); <|endoftext|> is no text, but counts; a line with no printable text is an ellipsis. Called as
+    beam_search's `ends` is, rule(state, token) returns the new state and whether all `lines` lines are
+    written; a state is (the lines written, the tokens of the line being written, the tokens that line has
+    taken), None before the first token."""
 
     def __init__(self, tokenizer, lines, max_line_tokens):
         self.tokenizer, self.lines, self.max_line_tokens = tokenizer, lines, max_line_tokens

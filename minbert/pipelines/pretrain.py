@@ -8,10 +8,10 @@ without repeats; CFIMDB's training reviews split into sentences; the sonnets' li
 reviews, the sonnets, or --texts' groups of lines between blank lines (the task sentences are no
 documents). A random 5% of the sentences (of the pairs, with --nsp) is held out: masked-token accuracy and
 loss on it (masked the same way every time), and the next-sentence accuracy, are printed before training
-and after each epoch. --out is the run folder: the
-epoch protocol (training/fit.py) keeps its checkpoints and log there, so --resume continues an interrupted run
-exactly, and at the end it becomes a checkpoint folder (config.json, vocab.txt, model.safetensors, with the
-heads beside the encoder) holding the epoch with the best held-out masked-token accuracy.
+and after each epoch. --out is the run folder: the epoch protocol (training/fit.py) keeps its checkpoints
+and log there, so --resume continues an interrupted run exactly, and at the end it becomes a checkpoint
+folder (config.json, vocab.txt, model.safetensors, with the heads beside the encoder) holding the epoch with
+the best held-out masked-token accuracy.
 """
 import itertools
 import json
