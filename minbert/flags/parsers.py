@@ -216,7 +216,8 @@ def pretrain_parser():
                                                                     "optimizer steps (0: no limit)")
     ap.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate (linear "
                                                                     "warm-up, then decay)")
-    ap.add_argument("--batch_size", type=positive_int, default=32, help="sentences (with --nsp: pairs) per step")
+    ap.add_argument("--batch_size", type=positive_int, default=32,
+                    help="sentences (with --nsp: pairs) per step")
     ap.add_argument("--max_length", type=positive_int, default=128, help="tokens per sentence (or pair)")
     ap.add_argument("--mask_prob", type=fraction, default=0.15, help="share of tokens chosen for prediction")
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.01, help="AdamW's decoupled weight decay")
