@@ -150,6 +150,36 @@ def test_pairs_go_in_cross_encoded_with_token_types(tiny_model):
     assert (batch["labels"][specials] == IGNORE).all()
 
 
+
+def test_the_next_sentence_term_trains_on_each_pairs_own_label(tiny_model):
+    """Shuffled, bucketed batches keep each pair's label with it; AdamW steps on PretrainLoss's NSP term alone (MLM
+    weighed out by choosing almost no token) bring it from chance (ln 2) to memorising a batch of 16 pairs."""
+    from minbert.pipelines.pretrain import PretrainLoss, as_pairs, masked
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    words = "the a movie film good bad great awful fun boring love hate is was it this and but not very".split()
+    g = torch.Generator().manual_seed(0)
+    sentence = lambda: " ".join(words[i] for i in torch.randint(len(words), (5,), generator=g))  # noqa: E731
+    pairs = [(sentence(), sentence(), i % 2) for i in range(40)]
+    data = as_pairs(pairs, tok, 32)
+    for b in data.batches(16, shuffle=True, seed=3):
+        assert b["labels"].tolist() == [pairs[i][2] for i in b["index"].tolist()]
+    torch.manual_seed(0)
+    model, _ = BertForMaskedLM.from_pretrained(tiny_model, nsp=True)
+    loss_fn, optimizer = PretrainLoss(nsp=1.0), torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = next(masked(data.batches(16, shuffle=True, seed=3), tok, 100, 1e-6, torch.Generator().manual_seed(0)))
+    for _ in range(60):
+        loss = loss_fn(model.train(), batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    terms = loss_fn.pop_terms()
+    assert terms["mlm"] == 0 and terms["nsp"] < 0.6
+    model.eval()
+    with torch.no_grad():
+        assert loss_fn(model, batch) < 0.2
+
+
 def test_the_sonnets_are_documents_of_their_lines(tmp_path, tiny_model):
     """--corpus sonnets: each sonnet a document, its lines the sentences (DATA_DIR/sonnets.txt)."""
     from types import SimpleNamespace
