@@ -13,7 +13,6 @@ from line to line. The dev completions are scored with chrF (Popovic 2015) again
 the sacrebleu package, as the course scores them."""
 import itertools
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,31 +23,12 @@ import torch.nn.functional as F
 from evaluation import predict
 from gpt2.generation import stream
 from gpt2.models.gpt2 import GPT2Model
-from minbert.files import read_text, text_lines
+from minbert.course_data import read_sonnets  # noqa: F401  (the sonnet files are course data)
 from minbert.objectives.losses import TermLoss
 from utils import MinbertError
 
 LINES = 14
 PROMPT_LINES = 3  # the lines of each sonnet a held-out file gives (the course's sonnets_held_out*.txt)
-
-
-def read_sonnets(path):
-    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes
-    before the first number (the title page) is not a sonnet."""
-    sonnets, number, lines = [], None, []
-    for line in text_lines(read_text(path, "sonnets "
-                                           "file")):  # a line ends at \n only, as complete() writes it
-        if re.fullmatch(r"\s*\d+\s*", line):
-            if number is not None:
-                sonnets.append((number, "\n".join(lines).strip("\n")))
-            number, lines = line.strip(), []
-        elif number is not None:
-            lines.append(line.rstrip())
-    if number is not None:
-        sonnets.append((number, "\n".join(lines).strip("\n")))
-    if not sonnets:
-        raise MinbertError(f"{path}: no sonnets (each one follows a line holding its number)")
-    return sonnets
 
 
 class SonnetGPT(nn.Module):

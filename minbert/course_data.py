@@ -1,13 +1,14 @@
 """The course's data files: what each task's CSV holds (TASKS) and reading one with every problem named
-(read_examples). Fetching them (`python datasets.py --fetch [--from DIR]`: from a local folder or
-$MINBERT_DATA, else downloaded at a pinned commit of the course repository, each checked against its git blob
-id) is course_files.py's."""
+(read_examples); the GPT-2 project's sonnet files (read_sonnets). Fetching them (`python datasets.py --fetch
+[--from DIR]`: from a local folder or $MINBERT_DATA, else downloaded at a pinned commit of the course
+repository, each checked against its git blob id) is course_files.py's."""
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from minbert.files import require_file, text_lines
+from minbert.files import read_text, require_file, text_lines
 from utils import MinbertError, main_print
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
@@ -173,3 +174,22 @@ def data_file(data_dir, task, split):
     """The course's file name for a task and split."""
     prefix = {"sst": "ids-sst", "cfimdb": "ids-cfimdb", "quora": "quora", "sts": "sts"}[task]
     return Path(data_dir) / f"{prefix}-{'test-student' if split == 'test' else split}.csv"
+
+
+def read_sonnets(path):
+    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes
+    before the first number (the title page) is not a sonnet."""
+    sonnets, number, lines = [], None, []
+    # a line ends at \n only, as gpt2/sonnets.py complete() writes it
+    for line in text_lines(read_text(path, "sonnets file")):
+        if re.fullmatch(r"\s*\d+\s*", line):
+            if number is not None:
+                sonnets.append((number, "\n".join(lines).strip("\n")))
+            number, lines = line.strip(), []
+        elif number is not None:
+            lines.append(line.rstrip())
+    if number is not None:
+        sonnets.append((number, "\n".join(lines).strip("\n")))
+    if not sonnets:
+        raise MinbertError(f"{path}: no sonnets (each one follows a line holding its number)")
+    return sonnets
