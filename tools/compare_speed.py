@@ -61,9 +61,9 @@ def measure(examples, resamples, repeats, scipy_row=False, seed=0):
                  for t, (m, _) in a.items()}
         return combine([(w, parts[t]) for t, w in weights.items()])
 
-    rows = {f"two runs: bootstrap and permutation, 3 tasks x {examples} examples, {resamples} each": two_runs,
-            f"over seeds: pooled bootstrap, 3 runs a side, 3 tasks x {examples} examples, {resamples} resamples":
-                over_seeds}
+    size = f"3 tasks x {examples} examples"
+    rows = {f"two runs: bootstrap and permutation, {size}, {resamples} each": two_runs,
+            f"over seeds: pooled bootstrap, 3 runs a side, {size}, {resamples} resamples": over_seeds}
     if scipy_row:
         x, y = a["quora"][1][:, 0], b["quora"][1][:, 0]
         rows[f"scipy.stats.bootstrap, Quora alone, {resamples} resamples"] = lambda: stats.bootstrap(

@@ -1,8 +1,8 @@
-"""What a sweep's winner is worth (sweep.py, at the end): the best of N trials on the dev set is biased upward,
-since it was picked for a dev score that is partly noise (the winner's curse; the more trials, the larger), so
-the sweep says so and prints the commands that re-run the winner on fresh seeds and compare those runs; with
---baseline, the winning trial's own runs are compared with the baseline's at once (report.py --compare's
-tests, reports/compare.py)."""
+"""What a sweep's winner is worth (sweep.py, at the end): the best of N trials on the dev set is biased
+upward, since it was picked for a dev score that is partly noise (the winner's curse; the more trials, the
+larger), so the sweep says so and prints the commands that re-run the winner on fresh seeds and compare those
+runs; with --baseline, the winning trial's own runs are compared with the baseline's at once (report.py
+--compare's tests, reports/compare.py)."""
 import shlex
 
 from minbert.reports.compare import CompareSettings, compare
@@ -14,8 +14,8 @@ FRESH = 3  # seeds the winner is re-run on: what ASO needs per side
 
 
 def check_baseline(folders, data_dir):
-    """--baseline's run folders, read before any trial runs: a missing folder or one without dev outputs is one
-    line now, not after the sweep."""
+    """--baseline's run folders, read before any trial runs: a missing folder or one without dev outputs is
+    one line now, not after the sweep."""
     for f in folders:
         read_run(f, data_dir)
 
@@ -46,16 +46,16 @@ def judge_winner(best, settings, trials, study):
     compared with the baseline's. Returns the comparison's rows, or None."""
     st = settings
     if trials > 1:
-        print(f"note: the best of {trials} trials on the dev set is biased upward: it was picked for a dev score "
-              "that is partly noise. Re-run it on fresh seeds and compare those runs with the baseline's:")
+        print(f"note: the best of {trials} trials on the dev set is biased upward: it was picked for a dev "
+              "score that is partly noise. Re-run it on fresh seeds and compare those runs with the baseline's:")
         for line in rerun_commands(st.pipeline, st.base, best.params, study, st.seeds, st.baseline):
             print(f"  {line}")
     if not st.baseline:
         return None
     folders = best.user_attrs.get("folders")
     if not folders:
-        print(f"trial {best.number} recorded no run folders (a study begun by an earlier minbert): compare it "
-              "with report.py --compare")
+        print(f"trial {best.number} recorded no run folders (a study begun by an earlier minbert): compare "
+              "it with report.py --compare")
         return None
     print(f"trial {best.number} (seeds {' '.join(map(str, st.seeds))}) against --baseline, on the dev set it "
           "was picked on:")
