@@ -67,8 +67,8 @@ def measure(examples, resamples, repeats, scipy_row=False, seed=0):
     if scipy_row:
         x, y = a["quora"][1][:, 0], b["quora"][1][:, 0]
         rows[f"scipy.stats.bootstrap, Quora alone, {resamples} resamples"] = lambda: stats.bootstrap(
-            (x, y), lambda p, q, axis: (q - p).mean(axis), paired=True, vectorized=True, n_resamples=resamples,
-            method="percentile", rng=np.random.default_rng(seed))
+            (x, y), lambda p, q, axis: (q - p).mean(axis), paired=True, vectorized=True,
+            n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
     results = {}
     for name, fn in rows.items():
         seconds, out = timed(fn, repeats)

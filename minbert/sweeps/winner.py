@@ -47,7 +47,8 @@ def judge_winner(best, settings, trials, study):
     st = settings
     if trials > 1:
         print(f"note: the best of {trials} trials on the dev set is biased upward: it was picked for a dev "
-              "score that is partly noise. Re-run it on fresh seeds and compare those runs with the baseline's:")
+              "score that is partly noise. Re-run it on fresh seeds and compare those runs with the "
+              "baseline's:")
         for line in rerun_commands(st.pipeline, st.base, best.params, study, st.seeds, st.baseline):
             print(f"  {line}")
     if not st.baseline:
