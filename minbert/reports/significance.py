@@ -282,7 +282,7 @@ def holm(pvalues):
 
 
 def signed(x, digits):
-    return f"{x:+.{digits}f}"
+    return f"{round(x, digits) or 0.0:+.{digits}f}"  # no "-0.000" for a difference that rounds to 0
 
 
 def format_p(p):
