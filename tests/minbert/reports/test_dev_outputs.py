@@ -37,6 +37,10 @@ def test_an_ensembles_prediction_files_are_scored_against_the_dev_csvs(tmp_path,
     assert list(run.tasks) == ["sts"]
     assert run.tasks["sts"].value == pytest.approx(pearson([round(pred[i], 4) for i in keep],
                                                            [sts[i].label for i in keep]))
+    # the labels as a model's dev-scores file keeps them, in float32
+    labels = [np.float32(e.label) if e.label is not None else np.nan for e in sts]
+    scores = read_run(make_compared_run(tmp_path / "run", {"sts": ([e.id for e in sts], labels, pred)})).tasks["sts"]
+    assert aligned(scores, run.tasks["sts"]).stats.shape == run.tasks["sts"].stats.shape  # the same dev set
     with pytest.raises(MinbertError, match=r"sts-dev-output.csv: a prediction file without the run's raw dev "
                                            r"outputs; scoring it needs the course's sts-dev.csv, not in --data_dir"):
         read_run(folder, tmp_path / "nowhere")
