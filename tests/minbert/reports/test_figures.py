@@ -1,4 +1,5 @@
-"""reports/figures.py: the numbers in the figures are the ones a hand count or evaluation.py gives; the\ncomparison's figure has a row per comparison."""
+"""reports/figures.py: the numbers in the figures are the ones a hand count or evaluation.py gives; the
+comparison's figure has a row per comparison."""
 import numpy as np
 import pytest
 
