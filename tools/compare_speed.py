@@ -6,11 +6,12 @@ accuracy as SST, 2-class accuracy as Quora, Pearson r as STS) of --examples exam
 Rows: `two runs` is what `report.py --compare A B` computes (per task the paired bootstrap and the paired
 permutation test, --resamples each, then the multitask mean); `over seeds` the bootstrap with three runs a
 side pooled (`--baseline ... --candidate ...`, ASO's few seeds aside); with --scipy, scipy.stats.bootstrap
-(paired, percentile) on the Quora task alone, for scale. Each figure is the median of --repeats runs."""
+(paired, percentile) on the Quora task alone, for scale. Each figure is the median of --repeats runs
+after an untimed one."""
 import json
 import statistics
 import sys
-import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +36,9 @@ def system(n, skill, rng):
 
 
 def timed(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    """(median seconds of `repeats` calls, the result of one call before them: a warm-up)."""
+    out = fn()
+    return statistics.median(timeit.repeat(fn, number=1, repeat=repeats)), out
 
 
 def measure(examples, resamples, repeats, scipy_row=False, seed=0):

@@ -71,7 +71,7 @@ def check_one_configuration(group):
     and each seed counts once. A run without a checkpoint cannot be checked: one warning line says so."""
     known = [(r, r.flags()) for r in group.runs]
     for r, flags in known:
-        if flags is None:
+        if flags is None and len(known) > 1:
             print(f"warning: {group.flag}: {r.folder} keeps no checkpoint, so its configuration cannot be "
                   "checked against the group's")
     known = [(r, f) for r, f in known if f is not None]
