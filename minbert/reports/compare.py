@@ -1,7 +1,7 @@
 """report.py --compare: is B better than A, or is the difference noise? Runs compared on their dev outputs
 (dev_outputs.py) with the tests of significance.py, one row per task and candidate (rows.py), with
-Holm-Bonferroni over all rows and a verdict in words, written as a Markdown table and a figure into a new folder
-(never into a run's).
+Holm-Bonferroni over all rows and a verdict in words, written as a Markdown table and a figure into a new
+folder (never into a run's).
 
   - Two runs or more (`RUN_A RUN_B ...`, each after the first against the first; here): per dev set both
     have, the paired bootstrap interval of B - A and the paired permutation test's p; the multitask mean with
@@ -92,11 +92,11 @@ def method(settings, rows, mode):
                 "seeds alone.", holm_line]
     return [f"A and B: mean ± std over each group's seeds; B - A: the difference of the means. seeds: "
             "Almost Stochastic Order over the per-seed scores (Dror et al. 2019, Ulmer et al. 2022) at "
-            f"confidence 1 - {settings.alpha:g}/{k} (Bonferroni); B is better where ε_min (B over A) < "
-            f"{ASO_THRESHOLD}, worse where ε_min (A over B) is, else within noise over seeds. 95% CI and p: "
-            "the bootstrap over dev examples with every run resampled on the same draw and the seeds pooled "
-            f"({settings.resamples} resamples): it sees the dev set's sampling noise, not the seeds' spread.",
-            holm_line]
+            f"confidence 1 - {settings.alpha:g}/{k} (Bonferroni): B is ahead where ε_min (B over A) < "
+            f"{ASO_THRESHOLD}, behind where ε_min (A over B) is. 95% CI and p: the bootstrap over dev "
+            "examples with every run resampled on the same draw and the seeds pooled "
+            f"({settings.resamples} resamples): it sees the dev set's sampling noise, not the seeds' spread. "
+            "A row is \"better\" or \"worse\" where both say so; else it says what each found.", holm_line]
 
 
 def fresh_out(out):

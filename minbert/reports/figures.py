@@ -223,8 +223,7 @@ def plot_differences(rows, names, path, title):
     for r in rows:
         j = candidates.index(r.candidate)
         y = len(tasks) - 1 - tasks.index(r.task) + 0.4 - step * (j + 0.5)
-        word = r.verdict.split(" ", 1)[0]
-        color = VERDICT_COLORS.get(word, "grey")
+        color = VERDICT_COLORS.get(r.verdict, "grey")
         low, high = r.interval
         ax.errorbar([r.diff], [y], xerr=[[r.diff - low], [high - r.diff]], fmt="o", ms=5, capsize=3,
                     color=color, ecolor=color)

@@ -39,16 +39,17 @@ class Row:
 
 
 def judge(rows, alpha):
-    """Holm-Bonferroni over every row's p, then each row's verdict in words (ASO's, where it decided)."""
+    """Holm-Bonferroni over every row's p, then each row's verdict in words. Over seeds a row is "better" or
+    "worse" only where both tests say so: ASO over the seeds' scores and the pooled bootstrap over dev
+    examples (a difference must stand out from the seeds' spread and from the dev set's sampling noise); else
+    the row says what each found."""
     for row, p in zip(rows, holm([r.p for r in rows])):
         row.p_holm = p
         words = verdict(row.diff, p, row.interval, alpha, row.digits)
-        if not row.seeds:
+        if not row.seeds or row.order == words:
             row.verdict = words
-        elif row.order in ("better", "worse"):
-            row.verdict = row.order
-        else:  # ASO saw no order, or could not run: the pooled test says what the dev set alone shows
-            row.verdict = f"{row.order or 'untested'} over seeds; seeds pooled: {words}"
+        else:
+            row.verdict = f"{row.order or 'untested'} over seeds; dev set: {words}"
     return rows
 
 

@@ -1,5 +1,5 @@
-"""reports/rows.py: Holm-Bonferroni runs over every row together, each row's verdict follows its adjusted p (or,
-over seeds, ASO's call), and the Markdown table has one line per row with the numbers the verdict gives."""
+"""reports/rows.py: Holm-Bonferroni runs over every row together, each row's verdict follows its adjusted p (over
+seeds, where ASO agrees), and the Markdown table has one line per row with the numbers the verdict gives."""
 import pytest
 
 from minbert.reports.rows import Row, judge, table
@@ -21,12 +21,14 @@ def test_rows_are_judged_together_and_tabled():
     assert len(lines) == 2 + len(rows)
 
 
-def test_over_seeds_the_verdict_is_asos_with_the_pooled_test_beside_it():
+def test_over_seeds_a_row_is_better_or_worse_only_where_aso_and_the_pooled_test_agree():
     seeds = [Row("mean", "a-*", "b-*", "0.70 ± 0.01 (3 seeds)", "", 0.01, (0.004, 0.016), 0.002, "ASO ...", "better"),
              Row("sst", "a-*", "b-*", "", "", 0.01, (0.004, 0.016), 0.002, "ASO ...", "within noise"),
+             Row("quora", "a-*", "b-*", "", "", -0.01, (-0.02, 0.001), 0.1, "ASO ...", "worse"),
              Row("sts", "a-*", "b-*", "", "", 0.01, (-0.004, 0.016), 0.4, "ASO needs ≥ 3 seeds", "")]
     judge(seeds, 0.05)
     assert seeds[0].verdict == "better"
-    assert seeds[1].verdict == "within noise over seeds; seeds pooled: better"
-    assert seeds[2].verdict.startswith("untested over seeds; seeds pooled: within noise (p = 0.4, ")
+    assert seeds[1].verdict == "within noise over seeds; dev set: better"
+    assert seeds[2].verdict == "worse over seeds; dev set: within noise (p = 0.2, 95% CI -0.020 to +0.001)"
+    assert seeds[3].verdict.startswith("untested over seeds; dev set: within noise (p = 0.4, ")
     assert table(seeds, groups=True)[0].endswith("| p (Holm) | seeds | verdict |")

@@ -26,7 +26,7 @@ def test_groups_over_seeds_give_aso_with_three_seeds_and_the_seeds_needed_below(
         assert r.a.endswith("(3 seeds)") and " ± " in r.a
     for r in rows[4:]:
         assert r.seeds.startswith("ASO needs ≥ 3 seeds per side: about ")
-        assert r.verdict.startswith("untested over seeds; seeds pooled: ")
+        assert r.verdict.startswith("untested over seeds; dev set: ")
     sst = rows[0]
     assert float(sst.b.split()[0]) - float(sst.a.split()[0]) == pytest.approx(sst.diff, abs=2e-3)
 
