@@ -234,7 +234,7 @@ def plot_differences(rows, names, path, title):
     ax.set_yticklabels([names[t] for t in reversed(tasks)], fontsize=9)
     ax.set_ylim(-0.6, len(tasks) - 0.4)
     ax.set_xlabel("candidate - baseline (dot: observed; bar: 95% interval)")
-    ax.set_title(f"{title}\ngreen: better, red: worse, grey: within noise "
+    ax.set_title(f"{title}\ngreen: better, red: worse, grey: neither "
                  "(after Holm-Bonferroni)", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
     return save_figure(fig, path)
