@@ -75,7 +75,8 @@ def check_one_configuration(group):
             print(f"warning: {group.flag}: {r.folder} keeps no checkpoint, so its configuration cannot be "
                   "checked against the group's")
     known = [(r, f) for r, f in known if f is not None]
-    for (first, ff), (r, f) in zip(known[:1] * len(known), known[1:]):
+    for r, f in known[1:]:
+        first, ff = known[0]
         diff = differences(ff, f)
         if diff:
             more = "; ..." if len(diff) > 3 else ""
