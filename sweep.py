@@ -22,7 +22,10 @@ failed once its heartbeat is older than the grace period (at once, when its work
 and its process is gone) and queued again with the same flags. Ctrl-C stops this worker's trial (it is
 queued again) and prints the command that continues the sweep. Every trial is appended to
 runs/sweeps/STUDY/trials.csv; at the end a ranked table (mean and spread over seeds) and the winning
-command line are printed. The code: minbert/sweeps/.
+command line are printed, with a warning: the best of N trials on dev is biased upward, so the commands that
+re-run the winner on fresh seeds and compare those runs with a baseline's follow. With --baseline RUN...
+(the baseline's run folders, one per seed) the winning trial's runs are compared with them at once, with
+report.py --compare's tests (docs/statistics.md). The code: minbert/sweeps/.
 """
 import sys
 
@@ -57,6 +60,9 @@ def build_parser():
     ap.add_argument("--prune_startup", type=positive_int, default=2, help="trials finished "
                                                                           "before pruning starts")
     ap.add_argument("--prune_warmup", type=nonneg_int, default=0, help="epochs of every trial never pruned")
+    ap.add_argument("--baseline", nargs="+", default=(), metavar="RUN",
+                    help="run folders of the configuration to beat, one per seed: at the end the winning "
+                         "trial's runs are compared with them (report.py --compare's tests)")
     return ap
 
 

@@ -271,6 +271,7 @@ class SweepSettings:
     prune: bool = True
     prune_startup: int = 2
     prune_warmup: int = 0
+    baseline: tuple = ()                 # run folders the winning trial is compared with (reports/compare.py)
 
 
 @dataclass(frozen=True)
@@ -298,3 +299,4 @@ class BenchSettings:
     # profile this many plain training steps (and HF's in the same precision)
     profile: int = 0
     hf: bool = False                     # also HF transformers on the same batches
+

@@ -199,3 +199,42 @@ def make_multitask_run(folder, name="tiny", means=(0.50, 0.62, 0.60), seed=0):
                      FakeData([f"t{i}" for i in range(n)], [(f"x {i}", f"y {i}") for i in range(n)], list(s_gold)),
                      s_pred, s_pred)
     return folder, {"sst": (sst_gold, sst_logits.argmax(-1)), "sts": (s_gold, s_pred)}
+
+
+def make_compared_run(folder, outputs, flags=None):
+    """A finished run folder as report.py --compare reads it: per task in `outputs` ({task: (ids, gold,
+    predictions)}) its dev-scores file, and with `flags` (run-defining flags, runs/identity.py) a checkpoint
+    recording them."""
+    from minbert.runs.checkpoint import save_checkpoint
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    prefix = {"sst": "sst", "quora": "para", "sts": "sts"}
+    for task, (ids, gold, pred) in outputs.items():
+        n = len(ids)
+        data = FakeData(list(ids), [(f"sentence {i}",) for i in range(n)], [None if g != g else g for g in gold])
+        write_dev_scores(folder / f"{prefix.get(task, 'full-model-' + task)}-dev-scores.npz", task, data,
+                         np.asarray(pred, dtype=np.float32), pred)
+    if flags is not None:
+        save_checkpoint(folder / "model.pt", {"format": "minbert-checkpoint", "version": 2, "flags": flags,
+                                              "model": {"w": torch.zeros(1)}})
+    return folder
+
+
+COMPARED_N = 400
+COMPARED_IDS = [f"e{k}" for k in range(COMPARED_N)]
+COMPARED_GOLD = {"sst": np.arange(COMPARED_N) % 5, "quora": (np.arange(COMPARED_N) // 3) % 2,
+                 "sts": (np.arange(COMPARED_N) * 0.37) % 5}
+
+
+def make_part2_run(folder, skill, seed, flags=None, tasks=("sst", "quora", "sts")):
+    """A Part 2 run right on about `skill` of SST and Quora, its STS noise shrinking with skill."""
+    rng = np.random.default_rng(seed)
+    outputs = {}
+    for task in tasks:
+        gold = COMPARED_GOLD[task]
+        if task == "sts":
+            pred = gold + rng.normal(0, 2.5 * (1 - skill), COMPARED_N)
+        else:
+            pred = np.where(rng.random(COMPARED_N) < skill, gold, (gold + 1) % (5 if task == "sst" else 2))
+        outputs[task] = (COMPARED_IDS, gold, pred)
+    return make_compared_run(folder, outputs, {"lr": 1e-4, "rdrop_weight": 2.0, "seed": seed, **(flags or {})})

@@ -19,3 +19,39 @@ def test_missing_or_truncated_log_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, "report.py", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == f"error: {tmp_path / 'nope.jsonl'}: log not found"
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--baseline", "a"], r"--baseline belongs to --compare: as given it would change nothing"),
+    (["--compare"], r"report.py --compare: give two runs \(RUN_A RUN_B\), or groups of runs over seeds"),
+    (["--compare", "a", "--baseline", "b", "--candidate", "c"], r"--compare a: give either runs \(RUN_A RUN_B\) or "
+                                                                r"groups"),
+    (["--compare", "--baseline", "a"], r"--baseline needs at least one --candidate RUN"),
+    (["--compare", "--candidate", "a"], r"--candidate needs --baseline RUN... \(or --handout\)"),
+    (["--compare", "--handout", "--baseline", "a", "--candidate", "b"], r"--handout is the baseline"),
+    (["--compare", "--results", "r.csv", "a", "b"], r"--results and --compare: one at a time"),
+])
+def test_compare_flags_are_checked_in_one_line(argv, match):
+    with pytest.raises(MinbertError, match=match):
+        report.main(argv)
+
+
+def test_two_real_part2_runs_compare_on_the_scores_they_logged(tmp_path, course_data, tiny_model, capsys):
+    """multitask_classifier.py's dev outputs, read back by report.py --compare: each run's scores are the ones its
+    log reports for the epoch it kept, and the comparison goes to --out, beside neither run."""
+    import json
+    import multitask_classifier
+    from tests.course import part2_args, snapshot
+    for seed in (1, 2):
+        multitask_classifier.main(part2_args(tmp_path, course_data, tiny_model, "--run_dir", str(tmp_path / f"r{seed}"),
+                                             "--seed", str(seed), "--epochs", "1"))
+    before = snapshot(tmp_path / "r1")
+    rows, md = report.main(["--compare", str(tmp_path / "r1"), str(tmp_path / "r2"), "--resamples", "500",
+                            "--out", str(tmp_path / "cmp")])
+    logged = [json.loads(l) for l in (tmp_path / "r1" / "multitask-log.jsonl").read_text().splitlines()][-1]["dev"]
+    assert [r.task for r in rows] == ["sst", "quora", "sts", "mean"]
+    assert [r.a for r in rows[:3]] == [f"{logged[t]:.3f}" for t in ("sst", "quora", "sts")]
+    assert all(r.verdict for r in rows) and md == tmp_path / "cmp" / "comparison.md"
+    assert snapshot(tmp_path / "r1") == before
+    with pytest.raises(MinbertError, match=r"--baseline and --candidate name one run each"):
+        report.main(["--compare", "--baseline", str(tmp_path / "r1"), "--candidate", str(tmp_path / "r2")])

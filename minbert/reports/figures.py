@@ -207,3 +207,34 @@ def plot_results(names, means, title, path):
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, axis="x")
     return save_figure(fig, path)
+
+
+VERDICT_COLORS = {"better": "C2", "worse": "C3"}
+
+
+def plot_differences(rows, names, path, title):
+    """report.py --compare's picture: per task, each candidate's difference from the baseline with its 95%
+    interval, green where it is better, red where worse, grey within noise; the zero line is "no
+    difference". `rows` are compare.Row, `names` a task's label."""
+    tasks = list(dict.fromkeys(r.task for r in rows))
+    candidates = list(dict.fromkeys(r.candidate for r in rows))
+    step = 0.8 / len(candidates)
+    fig, ax = plt.subplots(figsize=(7.5, max(2.6, 1.0 + 0.45 * len(rows))))
+    for r in rows:
+        j = candidates.index(r.candidate)
+        y = len(tasks) - 1 - tasks.index(r.task) + 0.4 - step * (j + 0.5)
+        color = VERDICT_COLORS.get(r.verdict, "grey")
+        low, high = r.interval
+        ax.errorbar([r.diff], [y], xerr=[[r.diff - low], [high - r.diff]], fmt="o", ms=5, capsize=3,
+                    color=color, ecolor=color)
+        if len(candidates) > 1:
+            ax.text(high, y, f"  {r.candidate}", va="center", fontsize=7, color="dimgrey")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(tasks)))
+    ax.set_yticklabels([names[t] for t in reversed(tasks)], fontsize=9)
+    ax.set_ylim(-0.6, len(tasks) - 0.4)
+    ax.set_xlabel("candidate - baseline (dot: observed; bar: 95% interval)")
+    ax.set_title(f"{title}\ngreen: better, red: worse, grey: neither "
+                 "(after Holm-Bonferroni)", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    return save_figure(fig, path)

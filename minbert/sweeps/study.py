@@ -16,6 +16,7 @@ from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, 
                                     open_storage,
                                     reclaim_dead_workers, requeue_interrupted, running_elsewhere)
 from minbert.sweeps.trials import PIPELINES, TrialFailed, run_trial
+from minbert.sweeps.winner import check_baseline, judge_winner
 from utils import MinbertError, set_interrupt_hint
 
 SWEEPS = Path("runs") / "sweeps"  # each study's database, trial folders and trials.csv
@@ -52,6 +53,7 @@ def sweep(settings):
         raise MinbertError(f"--seeds {' '.join(map(str, st.seeds))}: a "
                            "seed given twice; each seed runs once per trial")
     check_flags(st.pipeline, base, space)
+    check_baseline(st.baseline, "data")
     study_name = check_run_name(st.study, "--study", SWEEPS) if st.study else f"{st.pipeline}-sweep"
     folder = SWEEPS / study_name
     storage = open_storage(st.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db
@@ -98,7 +100,7 @@ def sweep(settings):
                       f"{st.seeds[step // 1000]} (dev score {score:.4f})")
                 raise optuna.TrialPruned()
         try:
-            scores = run_trial(st.pipeline, base, values, st.seeds, folder, trial.number, report)
+            scores, folders = run_trial(st.pipeline, base, values, st.seeds, folder, trial.number, report)
         except TrialFailed as e:
             trial.set_user_attr("error", str(e))
             append_row(csv_path, {**row, "state": "failed", "minutes": minutes(), "note": str(e)})
@@ -110,6 +112,7 @@ def sweep(settings):
         mean = statistics.fmean(scores)
         std = statistics.stdev(scores) if len(scores) > 1 else 0.0
         trial.set_user_attr("scores", scores)
+        trial.set_user_attr("folders", [str(f) for f in folders])  # what --baseline compares the winner with
         append_row(csv_path, {**row, "state": "complete", "scores": " ".join(f"{s:.4f}" for s in scores),
                               "mean": f"{mean:.4f}", "std": f"{std:.4f}", "minutes": minutes()})
         print(f"trial {trial.number}: mean dev score {mean:.4f} over seeds {seeds}")
@@ -157,4 +160,6 @@ def summarize(study, settings):
     print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds "
           f"{' '.join(map(str, st.seeds))}")
     print(f"winning command: {command}")
-    return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete)}
+    judged = judge_winner(best, settings, len(complete), study.study_name)
+    return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete),
+            "against_baseline": judged}

@@ -98,9 +98,10 @@ def trial_argv(pipeline, folder):
 
 
 def run_trial(pipeline, base, values, seeds, study_folder, number, report, poll=1.0):
-    """Run every seed; returns the per-seed best dev scores. `report(step, score)` feeds the pruner (it
-    raises to prune); a trial that fails on its own flags raises TrialFailed with its one-line error."""
-    scores = []
+    """Run every seed; returns the per-seed best dev scores and run folders. `report(step, score)` feeds the
+    pruner (it raises to prune); a trial that fails on its own flags raises TrialFailed with its one-line
+    error."""
+    scores, folders = [], []
     for i, seed in enumerate(seeds):
         folder = trial_folder(study_folder, number, seed)
         argv = base + as_argv(values) + ["--seed", str(seed)] + trial_argv(pipeline, folder)
@@ -121,4 +122,5 @@ def run_trial(pipeline, base, values, seeds, study_folder, number, report, poll=
         if not proc.scores:
             raise TrialFailed("the run finished without logging a dev score")
         scores.append(max(proc.scores))
-    return scores
+        folders.append(folder)
+    return scores, folders

@@ -1,11 +1,13 @@
-"""reports/figures.py: the numbers in the figures are the ones a hand count or evaluation.py gives."""
+"""reports/figures.py: the numbers in the figures are the ones a hand count or evaluation.py gives; the
+comparison's figure has a row per comparison."""
 import numpy as np
 import pytest
 
 from evaluation import pearson
-from minbert.reports.figures import plot_confusion, plot_quora, plot_sts
+from minbert.reports.figures import DPI, plot_confusion, plot_differences, plot_quora, plot_sts
 from minbert.reports.read import load_scores
-from tests.course import make_multitask_run
+from minbert.reports.rows import NAMES, Row, judge
+from tests.course import make_multitask_run, png_size
 
 
 def test_confusion_counts_equal_a_hand_count(tmp_path):
@@ -32,3 +34,10 @@ def test_quora_leaves_unlabelled_rows_out(tmp_path):
     _, stats = plot_quora(s, "r", tmp_path / "q.png")
     keep = ~np.isnan(s["gold"])
     assert stats["accuracy"] == pytest.approx(np.mean((s["output"][keep] > 0) == s["gold"][keep]))
+
+
+def test_the_differences_figure_has_a_row_per_comparison(tmp_path):
+    rows = judge([Row(t, "a", c, "", "", d, (d - 0.01, d + 0.01), p) for t in ("sst", "mean")
+                  for c, d, p in (("b", 0.02, 0.001), ("c", -0.001, 0.6))], 0.05)
+    path = plot_differences(rows, NAMES, tmp_path / "d.png", "two candidates against a")
+    assert png_size(path) == (int(7.5 * DPI), int((1.0 + 0.45 * 4) * DPI))

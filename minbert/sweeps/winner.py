@@ -1,0 +1,66 @@
+"""What a sweep's winner is worth (sweep.py, at the end): the best of N trials on the dev set is biased
+upward, since it was picked for a dev score that is partly noise (the winner's curse; the more trials, the
+larger), so the sweep says so and prints the commands that re-run the winner on fresh seeds and compare those
+runs; with --baseline, the winning trial's own runs are compared with the baseline's at once (report.py
+--compare's tests, reports/compare.py)."""
+import shlex
+
+from minbert.reports.compare import CompareSettings, compare
+from minbert.reports.dev_outputs import read_run
+from minbert.sweeps.space import as_argv
+from minbert.sweeps.trials import PIPELINES
+
+FRESH = 3  # seeds the winner is re-run on: what ASO needs per side
+
+
+def check_baseline(folders, data_dir):
+    """--baseline's run folders, read before any trial runs: a missing folder or one without dev outputs is
+    one line now, not after the sweep."""
+    for f in folders:
+        read_run(f, data_dir)
+
+
+def fresh_seeds(used, count=FRESH):
+    """The first `count` seeds from 1 up that the sweep did not use."""
+    seeds, s = [], 1
+    while len(seeds) < count:
+        if s not in used:
+            seeds.append(s)
+        s += 1
+    return seeds
+
+
+def rerun_commands(pipeline, base, params, study, used_seeds, baseline=()):
+    """The command lines that re-run the winner on fresh seeds, then the comparison to run on them."""
+    name = study.replace("/", "-")
+    runs = [shlex.join(["python", PIPELINES[pipeline].name, *base, *as_argv(params), "--seed", str(s),
+                        "--run_name", f"{name}-best-s{s}"]) for s in fresh_seeds(used_seeds)]
+    against = list(baseline) or ["runs/BASELINE-s*"]
+    runs.append(shlex.join(["python", "report.py", "--compare", "--baseline", *against, "--candidate"])
+                + f" runs/{name}-best-s*")
+    return runs
+
+
+def judge_winner(best, settings, trials, study):
+    """After the ranked table: the warning and the re-run commands, and with --baseline the winner's runs
+    compared with the baseline's. Returns the comparison's rows, or None."""
+    st = settings
+    if trials > 1:
+        print(f"note: the best of {trials} trials on the dev set is biased upward: it was picked for a dev "
+              "score that is partly noise. Re-run it on fresh seeds and compare those runs with the "
+              "baseline's:")
+        for line in rerun_commands(st.pipeline, st.base, best.params, study, st.seeds, st.baseline):
+            print(f"  {line}")
+    if not st.baseline:
+        return None
+    folders = best.user_attrs.get("folders")
+    if not folders:
+        print(f"trial {best.number} recorded no run folders (a study begun by an earlier minbert): compare "
+              "it with report.py --compare")
+        return None
+    print(f"trial {best.number} (seeds {' '.join(map(str, st.seeds))}) against --baseline, on the dev set it "
+          "was picked on:")
+    one_each = len(st.baseline) == 1 and len(folders) == 1
+    chosen = (CompareSettings(runs=(st.baseline[0], folders[0])) if one_each
+              else CompareSettings(baseline=tuple(st.baseline), candidates=(tuple(folders),)))
+    return compare(chosen)[0]

@@ -1,0 +1,96 @@
+"""reports/dev_outputs.py: a run's dev outputs read from its dev-scores files, from its prediction files (scored
+against the course's dev CSVs) or from its sonnets (chrF), each giving the score the run itself reported; two
+runs on other dev sets, NaN predictions, a missing or damaged folder are refused in one line."""
+import shutil
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from evaluation import accuracy, pearson, write_predictions
+from minbert.course_data import read_examples, read_sonnets
+from minbert.reports.dev_outputs import aligned, read_run
+from tests.course import make_compared_run, make_multitask_run, real_data_folder
+from utils import MinbertError
+
+
+def test_a_part2_run_is_read_from_its_dev_scores_with_the_scores_it_reported(tmp_path):
+    folder, truth = make_multitask_run(tmp_path / "run")
+    run = read_run(folder)
+    assert list(run.tasks) == ["sst", "quora", "sts"]
+    gold, pred = truth["sst"]
+    assert run.tasks["sst"].value == pytest.approx(accuracy(pred, gold))
+    gold, pred = truth["sts"]
+    assert run.tasks["sts"].value == pytest.approx(pearson(pred, gold))
+    assert len(run.tasks["quora"].ids) == 39  # the unlabelled row is predicted, not scored
+    assert run.flags() is None  # no checkpoint in the folder
+
+
+def test_an_ensembles_prediction_files_are_scored_against_the_dev_csvs(tmp_path, course_data):
+    folder = tmp_path / "ens"
+    folder.mkdir()
+    sts = read_examples(course_data / "sts-dev.csv", "sts", "dev")
+    pred = [3.0 if e.label is None else e.label + (0.5 if i % 2 else -0.5) for i, e in enumerate(sts)]
+    write_predictions(folder / "sts-dev-output.csv", "sts", [e.id for e in sts], pred)
+    run = read_run(folder, course_data)
+    keep = [i for i, e in enumerate(sts) if e.label is not None]
+    assert list(run.tasks) == ["sts"]
+    assert run.tasks["sts"].value == pytest.approx(pearson([round(pred[i], 4) for i in keep],
+                                                           [sts[i].label for i in keep]))
+    # the labels as a model's dev-scores file keeps them, in float32
+    labels = [np.float32(e.label) if e.label is not None else np.nan for e in sts]
+    scores = read_run(make_compared_run(tmp_path / "run", {"sts": ([e.id for e in sts], labels, pred)})).tasks["sts"]
+    assert aligned(scores, run.tasks["sts"]).stats.shape == run.tasks["sts"].stats.shape  # the same dev set
+    with pytest.raises(MinbertError, match=r"sts-dev-output.csv: a prediction file without the run's raw dev "
+                                           r"outputs; scoring it needs the course's sts-dev.csv, not in --data_dir"):
+        read_run(folder, tmp_path / "nowhere")
+    write_predictions(folder / "sts-dev-output.csv", "sts", [e.id for e in sts[1:]], pred[1:])
+    with pytest.raises(MinbertError, match=rf"no prediction for 1 of the {len(sts)} ids .*: not that dev set"):
+        read_run(folder, course_data)
+
+
+def test_a_sonnet_runs_completions_are_scored_with_chrf(tmp_path):
+    data = real_data_folder("TRUE_sonnets_held_out_dev.txt")
+    folder = tmp_path / "son"
+    folder.mkdir()
+    prompts = read_sonnets(data / "sonnets_held_out_dev.txt")
+    shutil.copy(data / "sonnets_held_out_dev.txt", folder / "generated_sonnets_dev.txt")
+    run = read_run(folder, data)
+    true = dict(read_sonnets(data / "TRUE_sonnets_held_out_dev.txt"))
+    expected = sacrebleu.corpus_chrf([t for _, t in prompts], [[true[n] for n, _ in prompts]]).score
+    assert run.tasks["sonnets"].value == pytest.approx(expected)
+    assert list(run.tasks["sonnets"].ids) == [n for n, _ in prompts]
+
+
+def test_bad_folders_and_other_dev_sets_are_one_line(tmp_path):
+    with pytest.raises(MinbertError, match="nope: no such run folder"):
+        read_run(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MinbertError, match=r"empty: no dev outputs \(no \*-dev-scores.npz, dev prediction file"):
+        read_run(tmp_path / "empty")
+    (tmp_path / "empty" / "x.txt").write_text("x")
+    with pytest.raises(MinbertError, match=r"x.txt: a file; give the folder of the run it belongs to"):
+        read_run(tmp_path / "empty" / "x.txt")
+    ids = [f"i{k}" for k in range(20)]
+    gold = np.arange(20) % 5
+    pred = gold.astype(float)
+    pred[3] = np.nan
+    make_compared_run(tmp_path / "nan", {"sts": (ids, gold, pred)})
+    with pytest.raises(MinbertError, match=r"sts-dev-scores.npz: 1 of 20 dev predictions are not numbers \(NaN, "
+                                           r"first at id i3\): the run diverged"):
+        read_run(tmp_path / "nan")
+    damaged = make_compared_run(tmp_path / "damaged", {"sst": (ids, gold, gold)})
+    (damaged / "sst-dev-scores.npz").write_bytes(b"PK\x03\x04 not really")
+    with pytest.raises(MinbertError, match=r"sst-dev-scores.npz: cannot read dev scores"):
+        read_run(damaged)
+    a = read_run(make_compared_run(tmp_path / "a", {"sst": (ids, gold, gold)})).tasks["sst"]
+    shuffled = read_run(make_compared_run(tmp_path / "b", {"sst": (ids[::-1], gold[::-1], gold[::-1])})).tasks["sst"]
+    assert list(aligned(a, shuffled).ids) == ids  # the same dev set in another order is put in order
+    other = read_run(make_compared_run(tmp_path / "c", {"sst": (ids[:-1] + ["new"], gold, gold)})).tasks["sst"]
+    with pytest.raises(MinbertError, match=r"c/sst-dev-scores.npz: not the dev set of .*a/sst-dev-scores.npz "
+                                           r"\(20 labelled examples against 20; id i19 is in one only\)"):
+        aligned(a, other)
+    relabelled = read_run(make_compared_run(tmp_path / "d", {"sst": (ids, (gold + 1) % 5, gold)})).tasks["sst"]
+    with pytest.raises(MinbertError, match=r"the same dev ids as .* with other gold labels \(id i0: '1.0' against "
+                                           r"'0.0'\): another version of the dev data"):
+        aligned(a, relabelled)

@@ -1,0 +1,34 @@
+"""reports/rows.py: Holm-Bonferroni runs over every row together, each row's verdict follows its adjusted p (over
+seeds, where ASO agrees), and the Markdown table has one line per row with the numbers the verdict gives."""
+import pytest
+
+from minbert.reports.rows import Row, judge, table
+
+
+def test_rows_are_judged_together_and_tabled():
+    rows = [Row("sst", "a", "b", "0.500", "0.520", 0.02, (0.005, 0.035), 0.01),
+            Row("quora", "a", "b", "0.800", "0.810", 0.01, (-0.001, 0.021), 0.03),
+            Row("sts", "a", "b", "0.850", "0.840", -0.01, (-0.02, -0.004), 0.02)]
+    judge(rows, 0.05)
+    # sorted 0.01, 0.02, 0.03 times 3, 2, 1: 0.03, 0.04, 0.03 -> kept rising: 0.04
+    assert [r.p_holm for r in rows] == pytest.approx([0.03, 0.04, 0.04])
+    assert [r.verdict for r in rows] == ["better", "better", "worse"]
+    judge(rows, 0.035)  # a stricter level: the second and third rows are noise now
+    assert rows[1].verdict == "within noise (p = 0.04, 95% CI -0.001 to +0.021)"
+    lines = table(rows)
+    assert lines[0] == "| task | baseline (A) | candidate (B) | A | B | B - A | 95% CI | p (Holm) | verdict |"
+    assert lines[2] == "| SST accuracy | a | b | 0.500 | 0.520 | +0.020 | +0.005 to +0.035 | 0.03 (0.01) | better |"
+    assert len(lines) == 2 + len(rows)
+
+
+def test_over_seeds_a_row_is_better_or_worse_only_where_aso_and_the_pooled_test_agree():
+    seeds = [Row("mean", "a-*", "b-*", "0.70 ± 0.01 (3 seeds)", "", 0.01, (0.004, 0.016), 0.002, "ASO ...", "better"),
+             Row("sst", "a-*", "b-*", "", "", 0.01, (0.004, 0.016), 0.002, "ASO ...", "within noise"),
+             Row("quora", "a-*", "b-*", "", "", -0.01, (-0.02, 0.001), 0.1, "ASO ...", "worse"),
+             Row("sts", "a-*", "b-*", "", "", 0.01, (-0.004, 0.016), 0.4, "ASO needs ≥ 3 seeds", "")]
+    judge(seeds, 0.05)
+    assert seeds[0].verdict == "better"
+    assert seeds[1].verdict == "within noise over seeds; dev set: better"
+    assert seeds[2].verdict == "worse over seeds; dev set: within noise (p = 0.2, 95% CI -0.020 to +0.001)"
+    assert seeds[3].verdict.startswith("untested over seeds; dev set: within noise (p = 0.4, ")
+    assert table(seeds, groups=True)[0].endswith("| p (Holm) | seeds | verdict |")

@@ -1,0 +1,65 @@
+"""reports/seeds.py on tiny run folders: groups over seeds give mean ± std, ASO where each side has 3 seeds and the
+seeds needed where not, beside the pooled bootstrap; groups mixing configurations or seeds, or one run a side, are
+one line; Part 1 groups are held against the handout's published means from summary statistics."""
+import numpy as np
+import pytest
+
+from minbert.reports.compare import CompareSettings
+from minbert.reports.seeds import compare_groups, compare_handout
+from tests.course import COMPARED_GOLD, COMPARED_IDS, COMPARED_N, make_compared_run, make_part2_run
+from utils import MinbertError
+
+
+def groups(tmp_path, skills, name, seeds, **flags):
+    return tuple(str(make_part2_run(tmp_path / f"{name}-{s}", skills, s, {"lr": flags.get("lr", 1e-4)})) for s in seeds)
+
+
+def test_groups_over_seeds_give_aso_with_three_seeds_and_the_seeds_needed_below(tmp_path, capsys):
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    better = groups(tmp_path, 0.75, "rd", (1, 2, 3), lr=2e-4)
+    few = groups(tmp_path, 0.62, "sm", (1, 2), lr=3e-4)
+    rows = compare_groups(CompareSettings(baseline=base, candidates=(better, few), resamples=1000))
+    assert [(r.candidate, r.task) for r in rows] == [(c, t) for c in ("rd-*", "sm-*")
+                                                     for t in ("sst", "quora", "sts", "mean")]
+    for r in rows[:4]:
+        assert r.seeds.startswith("ASO ε_min 0.00 (B over A)") and r.verdict == "better"
+        assert r.a.endswith("(3 seeds)") and " ± " in r.a
+    for r in rows[4:]:
+        assert r.seeds.startswith("ASO needs ≥ 3 seeds per side: about ")
+        assert r.verdict.startswith("untested over seeds; dev set: ")
+    sst = rows[0]
+    assert float(sst.b.split()[0]) - float(sst.a.split()[0]) == pytest.approx(sst.diff, abs=2e-3)
+
+
+def test_groups_that_mix_configurations_or_seeds_or_hold_one_run_each_are_refused(tmp_path):
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    mixed = (str(make_part2_run(tmp_path / "x-1", 0.7, 1, {"lr": 2e-4})), str(make_part2_run(tmp_path / "x-2", 0.7, 2,
+                                                                                     {"lr": 3e-4})))
+    with pytest.raises(MinbertError, match=r"--candidate: .*x-1 and .*x-2 differ beyond the seed \(--lr 0.0002 "
+                                           r"against 0.0003\): a group over seeds repeats one configuration"):
+        compare_groups(CompareSettings(baseline=base, candidates=(mixed,), resamples=100))
+    twice = (str(make_part2_run(tmp_path / "y-1", 0.7, 1)), str(make_part2_run(tmp_path / "y-1b", 0.7, 1)))
+    with pytest.raises(MinbertError, match=r"--candidate: .*y-1 and .*y-1b both ran seed 1: a group over seeds "
+                                           "takes each seed once"):
+        compare_groups(CompareSettings(baseline=base, candidates=(twice,), resamples=100))
+    with pytest.raises(MinbertError, match=r"--baseline and --candidate name one run each: a seed-level comparison "
+                                           r"needs at least 2 seeds per side \(3 for ASO\)"):
+        compare_groups(CompareSettings(baseline=base[:1], candidates=(twice[:1],), resamples=100))
+
+
+def test_part1_groups_against_the_handouts_published_means(tmp_path, capsys):
+    runs = []
+    for s, acc in ((1, 0.52), (2, 0.53), (3, 0.51)):
+        gold = COMPARED_GOLD["sst"]
+        pred = np.where(np.arange(COMPARED_N) < acc * COMPARED_N, gold, (gold + 1) % 5)
+        runs.append(str(make_compared_run(tmp_path / f"p1-{s}", {"sst": (COMPARED_IDS, gold, pred)},
+                                          {"fine_tune_mode": "full-model", "seed": s,
+                                           "pretrained": "all-minilm-l6-v2"})))
+    rows = compare_handout(CompareSettings(handout=True, candidates=(tuple(runs),)))
+    (row,) = rows
+    assert row.a == "0.515 ± 0.004 (10 seeds)" and row.b == "0.520 ± 0.010 (3 seeds)"
+    assert row.diff == pytest.approx(0.005)
+    assert 0.4 < row.p < 0.6 and row.verdict.startswith("within noise (p = ")
+    assert "the handout's figures are bert-base-uncased's; p1-* fine-tuned all-minilm-l6-v2" in capsys.readouterr().out
+    with pytest.raises(MinbertError, match=r"--handout: --candidate p1-1 is one run: its spread over seeds is unknown"):
+        compare_handout(CompareSettings(handout=True, candidates=(tuple(runs[:1]),)))

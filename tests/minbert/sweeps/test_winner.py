@@ -1,0 +1,73 @@
+"""sweeps/winner.py: the sweep warns that its best trial on dev is biased upward and prints the commands that re-run
+it on fresh seeds and compare; with --baseline the winning trial's runs are compared with the baseline's at once;
+a --baseline without dev outputs is refused before any trial runs."""
+import textwrap
+
+import numpy as np
+import pytest
+
+import sweep
+from minbert.sweeps import trials
+from minbert.sweeps.winner import fresh_seeds, rerun_commands
+from tests.course import COMPARED_GOLD, COMPARED_IDS, make_compared_run
+from utils import MinbertError
+
+# A classifier.py stand-in: its run folder gets a log and SST dev outputs right on 60% of the examples (lr 1e-4)
+# or 90% (lr 2e-4), with seeded noise; what report.py --compare reads, without training anything.
+FAKE_PIPELINE = textwrap.dedent('''
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    a = sys.argv
+    folder = Path(a[a.index("--run_dir") + 1])
+    skill = 0.9 if float(a[a.index("--lr") + 1]) > 1.5e-4 else 0.6
+    rng = np.random.default_rng(int(a[a.index("--seed") + 1]))
+    n = 400
+    gold = np.arange(n) % 5
+    pred = np.where(rng.random(n) < skill, gold, (gold + 1) % 5)
+    folder.mkdir(parents=True)
+    np.savez(folder / "full-model-sst-dev-scores.npz", task=np.array("sst"), ids=np.array([f"e{k}" for k in range(n)]),
+             gold=gold.astype(float), pred=pred.astype(float))
+    with open(folder / "full-model-sst-log.jsonl", "w") as fp:
+        fp.write(json.dumps({"epoch": 0, "dev_score": float(np.mean(pred == gold))}) + "\\n")
+''')
+
+
+def test_the_winner_is_compared_with_the_baseline_and_the_bias_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    fake = tmp_path / "fake.py"
+    fake.write_text(FAKE_PIPELINE)
+    monkeypatch.setitem(trials.PIPELINES, "classifier", fake)
+    baseline = []
+    for s in (1, 2, 3):
+        rng = np.random.default_rng(100 + s)
+        gold = COMPARED_GOLD["sst"]
+        pred = np.where(rng.random(len(gold)) < 0.6, gold, (gold + 1) % 5)
+        baseline.append(str(make_compared_run(tmp_path / "runs" / f"base-{s}", {"sst": (COMPARED_IDS, gold, pred)})))
+    result = sweep.main(["classifier", "--trials", "2", "--space", "lr=1e-4,2e-4", "--sampler", "grid", "--no_prune",
+                         "--study", "w", "--seeds", "1", "2", "3", "--baseline", *baseline, "--",
+                         "--datasets", "sst", "--fine-tune-mode", "full-model"])
+    out = capsys.readouterr().out
+    assert result["best_params"] == {"lr": "2e-4"}
+    assert "note: the best of 2 trials on the dev set is biased upward" in out
+    assert "  python fake.py --datasets sst --fine-tune-mode full-model --lr 2e-4 --seed 4 --run_name w-best-s4" in out
+    assert f"  python report.py --compare --baseline {' '.join(baseline)} --candidate runs/w-best-s*" in out
+    (row,) = result["against_baseline"]
+    assert row.candidate in ("t0-s*", "t1-s*") and row.task == "sst" and row.verdict == "better"
+    assert row.baseline == "base-*" and row.a.endswith("(3 seeds)") and row.b.endswith("(3 seeds)")
+    assert row.seeds.startswith("ASO ε_min 0.00 (B over A)")
+
+
+def test_fresh_seeds_and_commands_without_a_baseline():
+    assert fresh_seeds([11711, 2, 42]) == [1, 3, 4]
+    lines = rerun_commands("multitask", ["--epochs", "1"], {"lr": 3e-5}, "a/b", [11711])
+    assert lines[0] == "python multitask_classifier.py --epochs 1 --lr 3e-05 --seed 1 --run_name a-b-best-s1"
+    assert lines[-1] == "python report.py --compare --baseline 'runs/BASELINE-s*' --candidate runs/a-b-best-s*"
+
+
+def test_a_baseline_without_dev_outputs_is_refused_before_any_trial(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MinbertError, match=r"empty: no dev outputs"):
+        sweep.main(["classifier", "--space", "lr=1e-4,2e-4", "--baseline", "empty", "--", "--datasets", "sst"])
+    assert not (tmp_path / "runs").exists()
