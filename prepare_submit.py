@@ -26,6 +26,12 @@ def build_parser():
                                                  "where prepare_submit.py is)")
     ap.add_argument("--data_dir", default=None, help="the course CSVs the ids are "
                                                      "checked against (default: ROOT/data)")
+    ap.add_argument("--publish", nargs="+", default=(), metavar="RUN_DIR",
+                    help="first copy these run folders' prediction files to the handout's paths (a finished "
+                         "run's set, put back as the run published it)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="zip even when files one model writes together come from different runs (or partly "
+                         "from no run found); without it such a mix is refused, naming each file's run")
     add_backup_flag(ap)
     return ap
 
@@ -36,7 +42,8 @@ def main(argv=None):
         raise MinbertError(f"--root {args.root}: "
                            "" + ("is a file; give the project folder" if Path(args.root).exists()
                                                       else "no such folder"))
-    build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir, backup=args.backup)
+    build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir, backup=args.backup,
+          mixed=args.mixed, runs=args.publish)
 
 
 if __name__ == "__main__":

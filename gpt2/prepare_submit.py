@@ -27,6 +27,12 @@ def build_parser():
     ap.add_argument("--root", default=None, help="the project folder to zip (default: the one gpt2/ is in)")
     ap.add_argument("--data_dir", default=None, help="the course files the predictions are checked against "
                                                      "(default: ROOT/data)")
+    ap.add_argument("--publish", nargs="+", default=(), metavar="RUN_DIR",
+                    help="first copy these run folders' prediction files to the handout's paths (a finished "
+                         "run's set, put back as the run published it)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="zip even when files one model writes together come from different runs (or partly "
+                         "from no run found); without it such a mix is refused, naming each file's run")
     add_backup_flag(ap)
     return ap
 
@@ -36,7 +42,8 @@ def main(argv=None):
     root = args.root or str(Path(__file__).resolve().parents[1])
     if not Path(root).is_dir():
         raise MinbertError(f"--root {root}: no such folder")
-    return build(root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup)
+    return build(root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup, mixed=args.mixed,
+                 runs=args.publish)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float,
                                  nonneg_int, positive_float, positive_int, probability)
 from minbert.precision import AMP_CHOICES
+from minbert.runs.folders import check_path_name
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
 
@@ -217,6 +218,7 @@ class RunFolder(argparse.Action):
     command that may name it already)."""
 
     def __call__(self, parser, namespace, value, option_string=None):
+        check_path_name(value, option_string)  # '' would fall back on a new timestamped folder without a word
         name = value if option_string == "--run_name" else ""
         folder, stem = (str(Path(value).parent), Path(value).stem) if option_string == "--checkpoint" else (
             None if name else value, None)

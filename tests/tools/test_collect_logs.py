@@ -41,6 +41,13 @@ def test_out_replaces_only_its_own_table(tmp_path):
     collect_logs.main([str(run), "--out", str(out)])
     collect_logs.main([str(run), "--out", str(out)])  # its own table, unchanged since: replaced
     assert len(list(csv.DictReader(out.open()))) == 1
+    import os
+    os.mkfifo(tmp_path / "pipe")
+    os.symlink(tmp_path / "nowhere.csv", tmp_path / "link.csv")
+    for special, what in ((tmp_path / "pipe", "is a named pipe"), (tmp_path / "link.csv", "is a link to")):
+        with pytest.raises(MinbertError, match=rf"--out .*: {what}"):
+            collect_logs.main([str(run), "--out", str(special)])
+    assert (tmp_path / "pipe").is_fifo() and (tmp_path / "link.csv").is_symlink()
 
 
 def test_ctrl_c_while_writing_out_leaves_nothing_the_next_run_refuses(tmp_path, monkeypatch):
