@@ -11,7 +11,7 @@ replaced: one line, or --backup.
 """
 from pathlib import Path
 
-from minbert.flags.groups import add_backup_flag
+from minbert.flags.groups import add_zip_flags
 from minbert.submit import PART1, PART2, ZIP_NAME, build, problems_with, split_of
 from utils import MinbertError, Parser, main_guard
 
@@ -26,13 +26,7 @@ def build_parser():
                                                  "where prepare_submit.py is)")
     ap.add_argument("--data_dir", default=None, help="the course CSVs the ids are "
                                                      "checked against (default: ROOT/data)")
-    ap.add_argument("--publish", nargs="+", default=(), metavar="RUN_DIR",
-                    help="first copy these run folders' prediction files to the handout's paths (a finished "
-                         "run's set, put back as the run published it)")
-    ap.add_argument("--mixed", action="store_true",
-                    help="zip even when files one model writes together come from different runs (or partly "
-                         "from no run found); without it such a mix is refused, naming each file's run")
-    add_backup_flag(ap)
+    add_zip_flags(ap)
     return ap
 
 

@@ -14,7 +14,7 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from gpt2.submission import GPT2  # noqa: E402
-from minbert.flags.groups import add_backup_flag  # noqa: E402
+from minbert.flags.groups import add_zip_flags  # noqa: E402
 from minbert.submit import build  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
@@ -27,13 +27,7 @@ def build_parser():
     ap.add_argument("--root", default=None, help="the project folder to zip (default: the one gpt2/ is in)")
     ap.add_argument("--data_dir", default=None, help="the course files the predictions are checked against "
                                                      "(default: ROOT/data)")
-    ap.add_argument("--publish", nargs="+", default=(), metavar="RUN_DIR",
-                    help="first copy these run folders' prediction files to the handout's paths (a finished "
-                         "run's set, put back as the run published it)")
-    ap.add_argument("--mixed", action="store_true",
-                    help="zip even when files one model writes together come from different runs (or partly "
-                         "from no run found); without it such a mix is refused, naming each file's run")
-    add_backup_flag(ap)
+    add_zip_flags(ap)
     return ap
 
 

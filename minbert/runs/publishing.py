@@ -117,16 +117,24 @@ def _settle(folder, log):
         log(backup_line(kept))
 
 
+@contextlib.contextmanager
+def _settled(folders, log):
+    """`folders` made, locked and tidied (_settle), with Ctrl-C held back, for as long as the block runs."""
+    folders = sorted(set(folders))
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    with deferred_interrupt(), _locked(folders):
+        for folder in folders:
+            _settle(folder, log)
+        yield
+
+
 def finish_publishing(folders, log=print):
     """Tidy each of `folders` before a command writes or reads there: what a killed publishing left is
     removed, and the files it had not yet put in place are copied from the run folder it was publishing; one
     line says so. Nothing else changes."""
-    folders = sorted({Path(f) for f in folders if Path(f).is_dir()})
-    if not folders:
-        return
-    with deferred_interrupt(), _locked(folders):
-        for folder in folders:
-            _settle(folder, log)
+    with _settled([Path(f) for f in folders if Path(f).is_dir()], log):
+        pass
 
 
 def _place(items, by, run_dir, mode):
@@ -185,12 +193,7 @@ def place(items, by, run_dir="", mode="wb", log=print):
     items = [(Path(d), w) for d, w in items]
     if not items:
         return []
-    folders = {d.parent for d, _ in items}
-    for folder in folders:
-        folder.mkdir(parents=True, exist_ok=True)
-    with deferred_interrupt(), _locked(folders):
-        for folder in sorted(folders):
-            _settle(folder, log)
+    with _settled([d.parent for d, _ in items], log):
         return _place([(d, w, None) for d, w in items], by, run_dir, mode)
 
 
@@ -221,12 +224,7 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
     if not pairs:
         return ""
     todo = [(s, d) for s, d in pairs if not same_file(s, d)]  # published where the run wrote it: no copy
-    folders = {d.parent for _, d in todo}
-    for folder in folders:
-        folder.mkdir(parents=True, exist_ok=True)
-    with deferred_interrupt(), _locked(folders):
-        for folder in sorted(folders):
-            _settle(folder, log)
+    with _settled([d.parent for _, d in todo], log):
         replaced = _replaced(todo, run_dir)  # read with the folders locked: a concurrent run is done by now
         kept = _place([(d, copier(s), s.name) for s, d in todo], run_name, run_dir, "wb") if todo else []
         dests = ", ".join(str(d) for _, d in pairs)
