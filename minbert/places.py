@@ -68,7 +68,7 @@ def output_problem(path, append=False):
     if kind := special_file(path):
         return f"is {kind}, not a regular file; outputs are regular files only: name another path"
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if append else 0)))
+        os.close(os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | (os.O_APPEND if append else 0)))
     except OSError as e:
         why = WHY.get(e.errno, e.strerror or str(e))
         return (f"cannot be {'appended to' if append else 'replaced'}: {why}; make it writable "
