@@ -45,13 +45,20 @@ def reference(data_dir=None):
 
 def read_reference(path):
     """The reference weights, a [2, 3] array (np.load without pickles: no code of the file's runs)."""
+    fix = ("git checkout optimizer_test.npy restores it" if Path(path).parent == HERE else
+           "move it away: the project's own reference is then used, and python datasets.py --fetch puts the "
+           "course's there")
     try:
         ref = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise MinbertError(f"{path}: cannot read the reference weights ({e}); python datasets.py --fetch "
-                           f"fetches the course's again") from None
+    except ValueError as e:  # numpy's own words would advise allow_pickle, which runs code from the file
+        npy = Path(path).read_bytes()[:6] == b"\x93NUMPY"
+        why = ("it holds Python objects, which are never loaded" if npy and "pickle" in str(e)
+               else "damaged, or not a NumPy .npy file")
+        raise MinbertError(f"{path}: cannot read the reference weights ({why}); {fix}") from None
+    except OSError as e:
+        raise MinbertError(f"{path}: cannot read the reference weights ({e.strerror or e}); {fix}") from None
     if not isinstance(ref, np.ndarray) or ref.shape != (2, 3):
-        raise MinbertError(f"{path}: not the optimizer test's reference (a [2, 3] array of weights)")
+        raise MinbertError(f"{path}: not the optimizer test's reference (a [2, 3] array of weights); {fix}")
     return ref
 
 

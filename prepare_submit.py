@@ -11,7 +11,7 @@ replaced: one line, or --backup.
 """
 from pathlib import Path
 
-from minbert.flags.groups import add_backup_flag
+from minbert.flags.groups import add_zip_flags
 from minbert.submit import PART1, PART2, ZIP_NAME, build, problems_with, split_of
 from utils import MinbertError, Parser, main_guard
 
@@ -26,7 +26,7 @@ def build_parser():
                                                  "where prepare_submit.py is)")
     ap.add_argument("--data_dir", default=None, help="the course CSVs the ids are "
                                                      "checked against (default: ROOT/data)")
-    add_backup_flag(ap)
+    add_zip_flags(ap)
     return ap
 
 
@@ -36,7 +36,8 @@ def main(argv=None):
         raise MinbertError(f"--root {args.root}: "
                            "" + ("is a file; give the project folder" if Path(args.root).exists()
                                                       else "no such folder"))
-    build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir, backup=args.backup)
+    build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir, backup=args.backup,
+          mixed=args.mixed, runs=args.publish)
 
 
 if __name__ == "__main__":

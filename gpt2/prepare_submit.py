@@ -14,7 +14,7 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from gpt2.submission import GPT2  # noqa: E402
-from minbert.flags.groups import add_backup_flag  # noqa: E402
+from minbert.flags.groups import add_zip_flags  # noqa: E402
 from minbert.submit import build  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
@@ -27,7 +27,7 @@ def build_parser():
     ap.add_argument("--root", default=None, help="the project folder to zip (default: the one gpt2/ is in)")
     ap.add_argument("--data_dir", default=None, help="the course files the predictions are checked against "
                                                      "(default: ROOT/data)")
-    add_backup_flag(ap)
+    add_zip_flags(ap)
     return ap
 
 
@@ -36,7 +36,8 @@ def main(argv=None):
     root = args.root or str(Path(__file__).resolve().parents[1])
     if not Path(root).is_dir():
         raise MinbertError(f"--root {root}: no such folder")
-    return build(root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup)
+    return build(root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup, mixed=args.mixed,
+                 runs=args.publish)
 
 
 if __name__ == "__main__":

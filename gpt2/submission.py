@@ -29,4 +29,6 @@ GPT2 = Project("Build GPT-2", "gpt2/predictions", {"1": PART1, "2": PART2}, {"1"
                "run gpt2/classifier.py (Part 1), or gpt2/paraphrase_detection.py and "
                "gpt2/sonnet_generation.py (Part 2) first", checks={".txt": sonnet_problem},
                checked="the ids of its split, or for the sonnets every "
-                       f"held-out sonnet completed in {LINES} lines")
+                       f"held-out sonnet completed in {LINES} lines",
+               units={"1": [tuple(PART1[:2]), tuple(PART1[2:])], "2": [tuple(PART2[:2]), tuple(PART2[2:])]},
+               script="gpt2/prepare_submit.py")

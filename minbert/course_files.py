@@ -6,6 +6,7 @@ from pathlib import Path
 
 from minbert.files import atomic_write, check_writable, git_blob_id
 from minbert.hub import DownloadError, download
+from minbert.places import check_output
 from utils import MinbertError
 
 COURSE_REPO = "amahankali10/CS224N-Spring2024-DFP-Student-Handout"
@@ -119,6 +120,9 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
             "kept as it is (move it away to fetch the course's)")
     if any(not (dest / f).is_file() for f in files):  # a complete folder may be read-only
         check_writable(dest, f"--dest {dest}")
+    for f in files:  # each file to be put there: a regular file's place (not a link, a pipe, a device)
+        if not (dest / f).is_file():
+            check_output(dest / f, f"--dest {dest / f}", data=True)
     dest.mkdir(parents=True, exist_ok=True)
     fetched = 0
     for fname, blob in files.items():

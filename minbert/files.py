@@ -1,13 +1,10 @@
 """Files on disk: written whole or not at all, read without running code.
 
-  - `atomic_write` and `append_jsonl`: a write that Ctrl-C cannot cut in half (deferred_interrupt), and a
-    failed
+  - `atomic_write` and `append_jsonl`: a write Ctrl-C cannot cut in half (deferred_interrupt), and a failed
     write (a full disk) that is one line naming the file and the command that continues the run;
   - `safe_load`: torch.load with weights_only=True, so a checkpoint from a teammate or the internet holds
-    weights
-    and plain values and nothing that executes; `refuse_code` is the one line for a file that would;
-  - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one) and
-    `text_lines`
+    weights and plain values, nothing that executes; `refuse_code` is the one line for a file that would;
+  - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one), `text_lines`
     (its lines, broken where a CSV file breaks them and nowhere else).
 """
 import contextlib
@@ -26,15 +23,16 @@ import torch
 
 from utils import MinbertError, interrupt_retry
 
-_DEFER = {"depth": 0, "caught": False}
+_DEFER = {"depth": 0, "caught": False, "terminated": False}
 
 
 @contextlib.contextmanager
 def deferred_interrupt():
     """Ctrl-C (SIGINT) waits until the block ends: a file being written is completed, then the
     KeyboardInterrupt is raised. Without this, an interrupt inside torch.save leaves torch's zip writer
-    half-closed, and the traceback of its second error replaces the one-line message. Nested blocks defer
-    to the outermost. Signal handlers can be set from the main thread only; elsewhere this does nothing."""
+    half-closed, and the traceback of its second error replaces the one-line message. SIGTERM (`kill PID`, a
+    batch system stopping a job) waits the same way and then takes its usual course. Nested blocks defer to
+    the outermost. Signal handlers can be set from the main thread only; elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -46,18 +44,23 @@ def deferred_interrupt():
             _DEFER["depth"] -= 1
         return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: _DEFER.update(caught=True))
-    _DEFER.update(depth=1, caught=False)
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: _DEFER.update(terminated=True))
+    _DEFER.update(depth=1, caught=False, terminated=False)
     try:
         yield
     finally:
         _DEFER["depth"] = 0
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous_term is None else previous_term)
+        if _DEFER["terminated"]:
+            _DEFER["terminated"] = False
+            os.kill(os.getpid(), signal.SIGTERM)  # now, with the handler the process had
         if _DEFER["caught"]:
             _DEFER["caught"] = False
             raise KeyboardInterrupt
 
 
-_WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
+WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is used up",
         errno.EFBIG: "the file would exceed the size limit", errno.EACCES: "permission denied",
         errno.EPERM: "not permitted (an "
                      "immutable file or folder?)", errno.EROFS: "the file system is read-only"}
@@ -65,13 +68,31 @@ _WHY = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quo
 
 def write_error(path, e):
     """One line for an OSError met while writing `path` (a full disk, a file-size limit, no permission)."""
-    why = _WHY.get(getattr(e, "errno", None), e.strerror or str(e))
+    why = WHY.get(getattr(e, "errno", None), e.strerror or str(e))
     retry = interrupt_retry()
     retry = f"then run {retry}" if retry else "run the same command again"
     denied = getattr(e, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS)
     fix = "make its folder writable (or name another)" if denied else "make room"
     return MinbertError(f"{path}: cannot write it: {why}; the file there before (if any) is unchanged and no "
                         f"partial file is left; {fix} and {retry}")
+
+
+def interrupt_pending():
+    """Whether a Ctrl-C arrived inside the deferred_interrupt block now running (raised when it ends)."""
+    return _DEFER["caught"]
+
+
+# fresh_sibling's names (.NAME.RANDOM.tmp; .publish: earlier versions' staged files): a process killed while
+# writing one leaves it behind, and the next command writing into that folder removes it.
+TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{8}\.(tmp|publish)$")
+
+
+def remove_temporaries(folder):
+    """Remove the temporary files a killed process left in `folder`, while this process holds the folder (its
+    run lock, or publishing's lock): a file of that name is then no other process's work in progress."""
+    for p in Path(folder).iterdir() if Path(folder).is_dir() else ():
+        if TEMPORARY.match(p.name) and p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
 
 
 def fresh_sibling(path, suffix):
@@ -125,9 +146,9 @@ def writable_problem(folder):
     try:
         tmp, fd = fresh_sibling(where / "write-check", ".tmp")
         os.close(fd)
-        os.remove(tmp)
+        tmp.unlink(missing_ok=True)  # (removed already if a publishing process tidied the folder meanwhile)
     except OSError as e:
-        return f"cannot write in {where}: {_WHY.get(e.errno, e.strerror or str(e))}"
+        return f"cannot write in {where}: {WHY.get(e.errno, e.strerror or str(e))}"
     return None
 
 

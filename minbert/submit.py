@@ -4,18 +4,28 @@ files the handout lists for the part (or parts) submitted, nothing else, so that
 the code runs; one line names what else the predictions folder holds, left out. It refuses, naming them,
 required prediction files that are missing or empty, or whose ids are not exactly those of their split (a run
 on a subset of the data, or another split's file under this name); a generated-sonnets file must complete
-every held-out sonnet. A zip already there that this project did not write (or one changed since) is never
-replaced without a word: one line, or with --backup it is kept as a dated backup (runs/outputs.py's rule)."""
+every held-out sonnet.
+
+Which run each file came from is judged by its bytes (runs/sources.py `origins`: the folder's record, or a
+run folder holding the same file) and said, one line per run. Files one model writes together (Part 2's six,
+a Part 1 model's dev and test file) that come from different runs, or partly from no run found, are a mix: it
+is refused, naming the files of each run and the command that copies one run's set back from its run folder
+(`--publish RUN_DIR`), unless --mixed asks for it. A zip already there that this project did not write (or one
+changed since) is never replaced without a word: one line, or with --backup it is kept as a dated backup
+(runs/outputs.py's rule)."""
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation import read_predictions
 from minbert.course_data import data_file, read_examples
-from minbert.files import read_text
-from minbert.runs.places import OUTPUT_FOLDERS, project_parts
-from minbert.runs.publishing import (backup_line, check_record, finish_publishing, keep_as_backup,
-                                     write_output, written_by)
+from minbert.files import read_text, special_file
+from minbert.places import OUTPUT_FOLDERS, check_output, project_parts
+from minbert.runs.lock import RUN_MARK
+from minbert.runs.outputs import check_outputs
+from minbert.runs.publishing import backup_line, finish_publishing, keep_as_backup, publish, write_output
+from minbert.runs.sources import check_record, origins, read_record, run_folders, written_by
 from utils import MinbertError
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
@@ -38,11 +48,15 @@ class Project:
     checks: dict = None
     checked: str = "the ids of its split"  # what the checks check, as the closing line says it
     references: tuple = ()  # data files beside the code that its own checks read (optimizer_test.npy)
+    # part -> the groups of its files one model writes together, which must come from one run
+    units: dict = None
+    script: str = "prepare_submit.py"  # its command, relative to the project folder
 
 
 MINBERT = Project("minBERT", "predictions", {"1": PART1, "2": PART2}, {"1": PART1_CODE}, ("minbert",),
                   "run classifier.py (Part 1) or multitask_classifier.py (Part 2) first",
-                  references=("optimizer_test.npy",))
+                  references=("optimizer_test.npy",),
+                  units={"1": [tuple(PART1[i:i + 2]) for i in range(0, len(PART1), 2)], "2": [tuple(PART2)]})
 
 
 def split_of(name):
@@ -84,7 +98,10 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None):
     bad = []
     for n in names:
         p = root / folder / n
-        if not p.is_file():
+        if p.is_symlink() or p.exists() and not p.is_file():
+            bad.append(f"{folder}/{n} ({'a link' if p.is_symlink() else special_file(p) or 'a folder'}, "
+                       "where the zip takes a regular file; put the file itself there)")
+        elif not p.is_file():
             bad.append(f"{folder}/{n} (missing)")
         elif (lines := _lines(p)) is None:
             bad.append(f"{folder}/{n} (not text: binary bytes where "
@@ -102,6 +119,7 @@ def check_zip(out, backup, by):
     --backup keeps it; `by` is who writes the new one."""
     if out.is_dir():
         raise MinbertError(f"{out}: is a folder, where the submission zip goes; move it")
+    check_output(out, str(out))
     check_record(out.parent)
     if not out.is_file():
         return
@@ -127,19 +145,85 @@ def left_out_line(predictions, zipped, chosen):
             f"{shown} (in {predictions})")
 
 
-def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backup=False):
+def shown(path):
+    """A path as a command line the user types gives it: relative to here when it lies below, else whole."""
+    path = Path(os.path.abspath(path))
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+
+def _unit_runs(names, found):
+    """The run folders every file of a unit (`names`) may come from (`found`: {name: origins})."""
+    dirs = [{o["dir"] for o in found[n]} for n in names]
+    return set.intersection(*dirs) if dirs else set()
+
+
+def provenance(predictions, names, units):
+    """([line per run: which files came from it], [line per unit whose files come from different runs, or
+    partly from none found], the newest run folder among the units' files or None), judged by content."""
+    entries = read_record(predictions)
+    runs = run_folders([e["dir"] for e in entries.values()] + [(e.get("was") or {}).get("dir") for e in
+                                                               entries.values()], predictions)
+    found = {n: origins(predictions / n, entries, runs) for n in names}
+    chosen, mixes = {}, []
+    for unit in units:
+        common = _unit_runs(unit, found)
+        for n in unit:
+            first = next((o for o in found[n] if o["dir"] in common), found[n][0] if found[n] else None)
+            chosen[n] = (first["run"], first["dir"]) if first else None
+        if not common and any(found[n] for n in unit):
+            parts = {}
+            for n in unit:
+                parts.setdefault(chosen[n], []).append(n)
+            mixes.append("; ".join(f"{', '.join(ns)} from " + (f"run {k[0]} ({k[1] or 'a tool'})" if k else
+                                                              "no run found (changed by hand?)")
+                                   for k, ns in parts.items()))
+    by_run = {}
+    for n in names:
+        by_run.setdefault(chosen[n], []).append(n)
+    nowhere = ("from no run this project can find (its folder gone, or the file written elsewhere or changed "
+               "by hand)")
+    lines = [(f"from run {k[0]} ({k[1]})" if k else nowhere) + f": {', '.join(ns)}"
+             for k, ns in by_run.items()]
+    dirs = [Path(k[1]) for k in by_run if k and (Path(k[1]) / RUN_MARK).is_file()]
+    newest = max(dirs, key=lambda d: (d / RUN_MARK).stat().st_mtime, default=None)
+    return lines, mixes, newest
+
+
+def publish_runs(folders, root, project, chosen, backup=False):
+    """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
+    to the handout's paths, as the run did when it finished."""
+    predictions = Path(root) / project.predictions
+    for folder in map(Path, folders):
+        if not (folder / RUN_MARK).is_file():
+            raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
+                               "of a finished run, e.g. runs/NAME")
+        names = [n for k in chosen for n in project.parts[k] if (folder / n).is_file()]
+        if not names:
+            raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
+                               f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
+        pairs = [(folder / n, predictions / n) for n in names]
+        check_outputs(files=[("--publish", d) for _, d in pairs], backup=backup)
+        publish(pairs, folder.name, folder)
+
+
+def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backup=False, mixed=False,
+          runs=()):
     root = Path(root)
     data_dir = Path(data_dir) if data_dir else root / "data"
     predictions = root / project.predictions
     out = Path(out) if out else root / ZIP_NAME
     by = f"prepare_submit.py ({project.name})"
     check_zip(out, backup, by)
+    if runs:
+        publish_runs(runs, root, project, list(project.parts) if part == "auto" else [part], backup)
     if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
+        check_record(predictions)
         finish_publishing([predictions])
     if part == "auto":
         chosen = [k for k, names in project.parts.items() if any((predictions / n).exists() for n in names)]
         if not chosen:
-            raise MinbertError(f"no prediction files in {predictions}: {project.first}")
+            needs = "; ".join(f"Part {k} needs {', '.join(names)}" for k, names in project.parts.items())
+            raise MinbertError(f"no prediction files in {predictions} ({needs}): {project.first}")
     else:
         chosen = [part]
     bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions,
@@ -148,10 +232,19 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     if bad:
         raise MinbertError(f"not zipping, {project.name} Part "
                            f"{' and '.join(chosen)} needs: " + ", ".join(bad))
+    listed = [predictions / n for k in chosen for n in project.parts[k]]
+    units = [u for k in chosen for u in (project.units or {}).get(k, [tuple(project.parts[k])])]
+    lines, mixes, newest = provenance(predictions, [p.name for p in listed], units)
+    if mixes and not mixed:
+        fix = (f"python {shown(root / project.script)} --part {'/'.join(chosen)} --publish {shown(newest)}"
+               if newest else "no run folder holds them any more: train or rescore a run again, and its set "
+               "is published whole")
+        raise MinbertError(f"not zipping a mix of runs in {predictions}: " + " | ".join(mixes) + ". To "
+                           f"submit one run's files, copy its set back from its run folder ({fix}); to zip "
+                           "the files as they are, add --mixed")
     # not gpt2/runs/__init__.py's guard
     code = [p for pkg in project.packages for p in (root / pkg).rglob("*.py")
             if project_parts(p.relative_to(root).parts)[0] not in OUTPUT_FOLDERS]
-    listed = [predictions / n for k in chosen for n in project.parts[k]]
     # the project's own references go with the code, so that optimizer_test.py runs where the zip is unpacked
     references = [root / n for n in project.references if (root / n).is_file()]
     files = sorted(root.glob("*.py")) + sorted(code) + references + listed
@@ -163,6 +256,10 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     write_output(out, write, by)
     print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}: the code and the {len(listed)} "
           f"prediction files the handout lists, each checked against {data_dir}: {project.checked})")
+    for line in lines:
+        print(line)
+    if mixes:
+        print("zipped as they are (--mixed): " + " | ".join(mixes))
     line = left_out_line(predictions, set(listed), chosen)
     if line:
         print(line)

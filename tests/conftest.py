@@ -64,6 +64,33 @@ def unwritable(tmp_path):
         folder.chmod(0o755)
 
 
+@pytest.fixture
+def unwritable_file(tmp_path):
+    """A function making the file at a path (in a writable folder) one that cannot be written, by root too:
+    immutable (chattr +i) where allowed, else mode 444 (which stops every user but root); the test is skipped
+    where neither stops a write. Every file it locked is unlocked at the end."""
+    import shutil
+    import subprocess
+    locked = []
+
+    def lock(path):
+        immutable = shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)],
+                                                              capture_output=True).returncode == 0
+        locked.append((path, immutable))
+        if not immutable:
+            path.chmod(0o444)
+        try:
+            open(path, "a").close()
+        except OSError:
+            return path
+        pytest.skip("no file here refuses a write (root, without chattr +i)")
+    yield lock
+    for path, immutable in locked:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+        path.chmod(0o644)
+
+
 # ----------------------------------------------------------------------------- a PostgreSQL server of the test's own
 
 @pytest.fixture

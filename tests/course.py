@@ -1,5 +1,5 @@
 """Course data in the course's layouts, the pipelines' command lines over it, and what a run leaves: its
-output files, a finished Part 2 run folder, a figure's size."""
+output files, a finished Part 2 run folder, two finished runs' files published, a figure's size."""
 import hashlib
 import json
 import struct
@@ -9,10 +9,15 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from evaluation import write_dev_scores
+from evaluation import write_dev_scores, write_predictions
+from minbert.course_data import data_file, read_examples
+from minbert.runs.lock import RUN_MARK
+from minbert.runs.publishing import publish
+from minbert.submit import split_of
 
 
 ROOT = Path(__file__).resolve().parent.parent
+PART2_FILES = [f"{t}-{s}-output.csv" for t in ("sst", "para", "sts") for s in ("dev", "test")]
 
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -238,3 +243,25 @@ def make_part2_run(folder, skill, seed, flags=None, tasks=("sst", "quora", "sts"
             pred = np.where(rng.random(COMPARED_N) < skill, gold, (gold + 1) % (5 if task == "sst" else 2))
         outputs[task] = (COMPARED_IDS, gold, pred)
     return make_compared_run(folder, outputs, {"lr": 1e-4, "rdrop_weight": 2.0, "seed": seed, **(flags or {})})
+
+
+def two_runs_published(root):
+    """A project folder: code, the course's layout of tiny data, two finished Part 2 run folders, runs/a (every
+    prediction 0) and runs/b (every prediction 1), a's six files published in predictions/ beside a file of the
+    user's. Returns the pairs b publishes."""
+    write_course_data(root / "data")
+    for f in ("bert.py", "classifier.py", "optimizer.py", "utils.py"):
+        (root / f).write_text("# code\n")
+    for run, label in (("a", 0), ("b", 1)):
+        folder = root / "runs" / run
+        folder.mkdir(parents=True)
+        (folder / RUN_MARK).write_text("{}\n")
+        for n in PART2_FILES:
+            task, split = split_of(n)
+            ids = [e.id for e in read_examples(data_file(root / "data", task, split), task, split)]
+            write_predictions(folder / n, task, ids, [label] * len(ids))
+    (root / "predictions").mkdir()
+    (root / "predictions" / "mynotes.txt").write_text("my notes\n")
+    publish([(root / "runs" / "a" / n, root / "predictions" / n) for n in PART2_FILES], "a", root / "runs" / "a",
+            log=lambda *_: None)
+    return [(root / "runs" / "b" / n, root / "predictions" / n) for n in PART2_FILES]

@@ -71,7 +71,7 @@ def test_json_never_replaces_a_file_it_did_not_write(tmp_path, course_data, tiny
                               "--data_dir", str(course_data), "--steps", "1", "--json", str(victim)],
                              cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-2000:]
-        why = "is a course data file" if victim.parent == course_data else "holds a file this project did not write"
+        why = "is named like a course data file" if victim.parent == course_data else "holds a file this project did not write"
         assert f"--json {victim}: {why}" in out.stderr
         assert victim.read_bytes() == before
     out = subprocess.run([sys.executable, "bench.py", "--json", "README.md"], cwd=ROOT, capture_output=True, text=True)
@@ -91,3 +91,6 @@ def test_flags_that_cannot_act_are_one_line_before_any_timing(tiny_model):
     with pytest.raises(MinbertError, match=r"^--config is the shape of the random model, which --pretrained replaces "
                                            r"with the checkpoint's: as given it would change nothing"):
         bench.main(["--pretrained", str(tiny_model), "--config", "base"])
+    with pytest.raises(MinbertError, match=r"^--data_dir is the folder of the course CSVs, which --data synthetic does "
+                                           r"not read \(random token ids\): as given it would change nothing"):
+        bench.main(["--data", "synthetic", "--data_dir", "MISSING"])

@@ -121,8 +121,19 @@ def test_our_adamw_passes_the_courses_own_reference():
 def test_a_damaged_reference_is_one_line(tmp_path):
     bad = tmp_path / "optimizer_test.npy"
     bad.write_bytes(b"not numpy")
-    with pytest.raises(MinbertError, match=r"optimizer_test.npy: cannot read the reference weights .*--fetch"):
+    with pytest.raises(MinbertError, match=r"optimizer_test.npy: cannot read the reference weights \(damaged, or not "
+                                           r"a NumPy .npy file\); move it away: the project's own reference is then "
+                                           r"used, and python datasets.py --fetch puts the course's there"):
+        optimizer_test.read_reference(bad)  # (--fetch alone never replaces a file that differs)
+    bad.write_text("hello, a text file\n")  # numpy would advise loading it with allow_pickle (running code)
+    with pytest.raises(MinbertError, match=r"\(damaged, or not a NumPy .npy file\)") as e:
         optimizer_test.read_reference(bad)
+    assert "allow_pickle" not in str(e.value)
+    np.save(bad, np.array([{"a": 1}], dtype=object))
+    with pytest.raises(MinbertError, match=r"cannot read the reference weights \(it holds Python objects, which are "
+                                           r"never loaded\)") as e:
+        optimizer_test.read_reference(bad)
+    assert "allow_pickle" not in str(e.value)
     np.save(bad, np.zeros(3))
     with pytest.raises(MinbertError, match=r"not the optimizer test's reference \(a \[2, 3\] array"):
         optimizer_test.read_reference(bad)

@@ -82,10 +82,12 @@ def test_the_zip_holds_only_the_files_the_handout_lists_and_names_the_rest(tmp_p
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("(Part 2: the code and the 6 prediction files the handout lists, each checked against "
                              f"{root / 'data'}: the ids of its split)")
-    assert lines[1] == ("left out of the zip, as not among the files the handout lists for Part 2: "
+    assert lines[1] == ("from no run this project can find (its folder gone, or the file written elsewhere or changed "
+                        "by hand): " + ", ".join(prepare_submit.PART2))
+    assert lines[2] == ("left out of the zip, as not among the files the handout lists for Part 2: "
                         f"{prepare_submit.PART1[0]}, {prepare_submit.PART1[1]}, my-model.pt, notes.txt, "
                         f"sst-dev-output.csv.20260101-000000.bak, sst-dev-scores.npz (in {root / 'predictions'})")
-    assert len(lines) == 2
+    assert len(lines) == 3
 
 
 def test_a_zip_the_project_did_not_write_is_never_replaced_without_a_word(tmp_path, capsys):
@@ -105,14 +107,16 @@ def test_a_zip_the_project_did_not_write_is_never_replaced_without_a_word(tmp_pa
 
 
 def test_a_publishing_cut_short_is_finished_before_zipping(tmp_path, monkeypatch):
-    """Killed among the renames, a run left predictions/ half its own: the zip holds all of the run's files."""
+    """Stopped among the renames, a run left predictions/ half its own: the rest is copied from its run folder
+    before zipping, and the zip holds all of the run's files."""
     import types
-    from minbert.runs import publishing
+    from minbert.runs import publishing, sources
     root = _project(tmp_path, prepare_submit.PART2)
     run = tmp_path / "run"
     run.mkdir()
+    (run / ".minbert-run").write_text("{}\n")
     for n in prepare_submit.PART2:
-        publishing.record([root / "predictions" / n], "old", tmp_path / "old")
+        sources.record([root / "predictions" / n], "old", tmp_path / "old")
         lines = (root / "predictions" / n).read_text().splitlines()
         (run / n).write_text("\n".join(lines[:1] + [l.replace(" , 1", " , 0") for l in lines[1:]]) + "\n")
     proxy = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})

@@ -10,6 +10,7 @@ from pathlib import Path
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.runs.checkpoint import VERSION, load_checkpoint, save_checkpoint  # noqa: E402
+from minbert.runs.outputs import check_file  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
@@ -24,9 +25,10 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     src, dest = args.convert
-    state = load_checkpoint(src)
-    if Path(dest).exists():
+    if Path(dest).exists() or Path(dest).is_symlink():
         raise MinbertError(f"{dest}: exists; the converter does not overwrite files")
+    check_file(dest, "--convert NEW.pt", inputs=[("OLD.pt", src)])  # not in a run's folder, nor in minbert/
+    state = load_checkpoint(src)
     state.pop("converted_from", None)
     save_checkpoint(dest, state)
     print(f"{dest}: {state['pipeline']} checkpoint (epoch {state['epoch']}) in format version {VERSION}")

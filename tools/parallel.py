@@ -19,7 +19,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.flags.types import positive_float, positive_int  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
-from minbert.runs.publishing import record  # noqa: E402
+from minbert.runs.sources import record  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 

@@ -32,7 +32,10 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 from bert import BertModel  # noqa: E402
 from config import BertConfig  # noqa: E402
 from minbert.hub import resolve_pretrained  # noqa: E402
+from minbert.runs.outputs import check_file  # noqa: E402
+from minbert.runs.publishing import write_output  # noqa: E402
 from optimizer import AdamW  # noqa: E402
+from utils import main_guard  # noqa: E402
 
 SHAPES = {"base": {}, "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                                      intermediate_size=1536),
@@ -179,8 +182,8 @@ def main(argv=None):
     if bad:
         ap.error(f"--rows {','.join(bad)}: not a row this device runs "
                  "(ours, hf; on a GPU also ours-graph, hf-compiled)")
-    if args.json and Path(args.json).is_dir():
-        ap.error(f"--json {args.json}: a folder; give a file name")
+    if args.json:
+        check_file(args.json, "--json")  # before the minutes of timing, not after them
     name = (torch.cuda.get_device_name() if device.type == "cuda"
             else f"CPU {torch.backends.cpu.get_cpu_capability()}")
     results = {"device": name, "torch": torch.__version__, "threads": torch.get_num_threads(), "amp": amp,
@@ -194,10 +197,11 @@ def main(argv=None):
               f"{r['first_steps_s']:.2f}s [{name}, {'bf16' if amp else 'fp32'}, "
               f"batch {args.batch_size} x {args.seq_len}]", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_output(args.json, lambda fp: fp.write(json.dumps(results, indent=2)), "tools/step_timing.py",
+                     mode="w")
         print(f"results written to {args.json}")
     return results
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

@@ -6,6 +6,7 @@ from pathlib import Path
 from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float,
                                  nonneg_int, positive_float, positive_int, probability)
 from minbert.precision import AMP_CHOICES
+from minbert.runs.folders import check_path_name
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
 
@@ -197,6 +198,17 @@ def add_run_flags(ap, prefix, checkpoint_alias):
     return g
 
 
+def add_zip_flags(ap):
+    """prepare_submit.py's (minBERT's and Build GPT-2's): which runs' files go in, a mix allowed, --backup."""
+    ap.add_argument("--publish", nargs="+", default=(), metavar="RUN_DIR",
+                    help="first copy these run folders' prediction files to the handout's paths (a finished "
+                         "run's set, put back as the run published it)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="zip even when files one model writes together come from different runs (or partly "
+                         "from no run found); without it such a mix is refused, naming each file's run")
+    add_backup_flag(ap)
+
+
 def add_backup_flag(ap):
     ap.add_argument("--backup", action="store_true",
                     help="where an output would replace a file no run wrote (or one changed since), keep "
@@ -217,6 +229,7 @@ class RunFolder(argparse.Action):
     command that may name it already)."""
 
     def __call__(self, parser, namespace, value, option_string=None):
+        check_path_name(value, option_string)  # '' would fall back on a new timestamped folder without a word
         name = value if option_string == "--run_name" else ""
         folder, stem = (str(Path(value).parent), Path(value).stem) if option_string == "--checkpoint" else (
             None if name else value, None)

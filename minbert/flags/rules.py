@@ -63,6 +63,8 @@ PRETRAIN_IDLE = {
 BENCH_IDLE = {
     "config": (lambda v, t: v["pretrained"] is None,
                "is the shape of the random model, which --pretrained replaces with the checkpoint's"),
+    "data_dir": (lambda v, t: v["data"] != "synthetic",
+                 "is the folder of the course CSVs, which --data synthetic does not read (random token ids)"),
 }
 
 

@@ -12,7 +12,8 @@ from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import run_folder_of
 from minbert.runs.outputs import check_replace
-from minbert.runs.publishing import backup_line, check_record, copier, finish_publishing, place
+from minbert.runs.publishing import backup_line, copier, finish_publishing, place
+from minbert.runs.sources import check_record
 from utils import MinbertError
 
 def _md_escape(text, limit=160):

@@ -3,44 +3,68 @@
 Every training run writes its checkpoints, per-epoch log and prediction files into `runs/NAME/` (NAME:
 `--run_name`, by default the script and a timestamp; `--run_dir DIR` anywhere). The folder is the run's alone:
   - `.minbert-run` in it marks it as a run folder, and the process writing into it holds a lock on that file
-    (flock, released by the kernel when the process ends, so a killed run leaves no stale lock; where the
-    file system has no flock, the process id written in the file is checked instead). A second process
-    asking for the folder is refused in one line naming the first.
+    (runs/lock.py); a second process asking for the folder is refused in one line naming the first. The file
+    also records what the run published when it finished, which its --resume publishes again.
   - A folder holding files that no run wrote is refused (`--run_dir data` would mix run files among the CSVs);
     `--run_name` stays under runs/.
 What a run may write outside its folder, and how it publishes its predictions: runs/outputs.py.
 """
-import json
 import os
-import socket
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from minbert.files import check_writable
-from minbert.runs.places import among_sources
-from utils import MinbertError, is_main, process_alive
+from minbert.files import check_writable, file_digest, remove_temporaries
+from minbert.places import among_sources, too_long
+from minbert.runs.lock import RUN_MARK, RunLock, holder
+from minbert.specs import plain
+from utils import MinbertError, is_main
 
 RUNS_ROOT = Path("runs")
-RUN_MARK = ".minbert-run"
-SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
-           "ensemble": "ensemble.py", "eval": "multitask_classifier.py --eval_only",
-           "gpt2-classifier": "gpt2/classifier.py", "gpt2-paraphrase": "gpt2/paraphrase_detection.py",
-           "gpt2-sonnet": "gpt2/sonnet_generation.py"}
 
 
 def new_run_name(prefix):
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def published_where(settings):
+    """The settings that say where a run publishes its files, as one string (a finished run's record)."""
+    return repr([(f, str(getattr(settings, f))) for f in ("published", "predictions_dir", "out")
+                 if hasattr(settings, f)])
+
+
+MAX_NAME = 100  # characters in a run's name: printed in every line about it, and a folder's name on any disk
+
+
+def check_path_name(path, flag):
+    """One line when a folder name a flag gives cannot be one: empty, a part longer than a file system takes
+    (255 bytes), or holding a control character (a newline would split every line that names it)."""
+    text = str(path)
+    if not text.strip():
+        raise MinbertError(f"{flag} {text!r}: empty; name a folder, or leave the flag out")
+    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise MinbertError(f"{flag} {text!r}: holds the control character {bad!r}, which would split or "
+                           "garble every line that names the run: pick a name of letters, digits, '-', '_' "
+                           "and '.'")
+    try:
+        too_long(text)
+    except MinbertError as e:
+        raise MinbertError(f"{flag} {e}") from None
+
+
 def check_run_name(name, flag="--run_name", root=RUNS_ROOT):
-    """`name` as a folder under `root`: relative, no '..', not empty. Returns it."""
+    """`name` as a folder under `root`: relative, no '..', not empty, no control characters, at most MAX_NAME
+    characters. Returns it."""
+    check_path_name(name, flag)
     pure = PurePath(name)
-    if not name.strip() or pure.is_absolute() or not pure.parts or ".." in pure.parts or name != name.strip():
+    if pure.is_absolute() or not pure.parts or ".." in pure.parts or name != name.strip():
         raise MinbertError(f"{flag} {name!r}: names a folder under {root}/ (e.g. {flag} my-run, or "
                            "exp/run-1), never one outside it"
                            + ("; for a folder elsewhere give --run_dir DIR" if flag == "--run_name" else ""))
+    if len(name) > MAX_NAME:
+        raise MinbertError(f"{flag} {name[:40]}...: {len(name)} characters; a name is at most {MAX_NAME} "
+                           "(every line about the run prints it): pick a shorter one")
     return name
 
 
@@ -64,102 +88,6 @@ class RunFiles:
 
     def exist(self):
         return [p for p in (self.log, self.best, self.last) if p.exists()]
-
-
-# ----------------------------------------------------------------------------- one process per run folder
-
-def _holder(fd):
-    """What the lock file says about the process that holds (or last held) it."""
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        info = json.loads(os.read(fd, 1 << 16).decode() or "{}")
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _alive(info):
-    """Whether the process named in a lock file may still be running: a dead process on this machine is
-    recognised; one on another machine cannot be checked from here, so it counts as running."""
-    pid, host = info.get("pid"), info.get("host")
-    if not isinstance(pid, int):
-        return False
-    return host != socket.gethostname() or process_alive(pid)
-
-
-def _try_lock(fd):
-    """True when this process now holds the lock on `fd`, False when another process does."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: a byte-range lock on the file's first byte
-        import msvcrt
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    except OSError:  # a file system without flock (some network mounts): the process id written in the file
-        return not _alive(_holder(fd))
-
-
-class RunLock:
-    """The lock a run holds on its folder's `.minbert-run` for as long as it writes there."""
-
-    def __init__(self, folder):
-        self.path, self.fd, self.pipeline, self.claimed = Path(folder) / RUN_MARK, None, None, False
-
-    def acquire(self, flag, pipeline):
-        """Hold the lock for a `pipeline` ('classifier', 'multitask', 'pretrain', 'ensemble') run, refusing a
-        folder another process holds or one a run of another pipeline wrote."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not _try_lock(fd):
-            info = _holder(fd)
-            os.close(fd)
-            who = (f"process {info.get('pid')} on {info.get('host')}, since {info.get('since')}: "
-                   f"{str(info.get('command', ''))[:160]}") if info else "another process"
-            raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes "
-                               "writing one run folder would mix their checkpoints "
-                               "and logs: wait for it to end, or pick another name")
-        self.fd = fd
-        before = _holder(fd).get("pipeline")
-        if before and before != pipeline:
-            self.release()
-            raise MinbertError(f"{flag} {self.path.parent}: the run folder of a "
-                               f"{SCRIPTS.get(before, before)} run; a {SCRIPTS.get(pipeline, pipeline)} run "
-                               "writes into a folder of its own: pick another")
-        self.pipeline = pipeline
-        return self
-
-    def claim(self):
-        """Write who holds the lock into the file (once the run's other checks have passed, so that a refused
-        run leaves the folder byte for byte as it was)."""
-        self._write({"pipeline": self.pipeline, "pid": os.getpid(), "host": socket.gethostname(),
-                     "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-                     "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
-        self.claimed = True
-        return self
-
-    def _write(self, info):
-        os.ftruncate(self.fd, 0)
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        os.write(self.fd, (json.dumps(info) + "\n").encode())
-
-    def release(self):
-        if self.fd is None:
-            return
-        if self.claimed:
-            try:
-                self._write({**_holder(self.fd), "pid": None, "ended": time.strftime("%Y-%m-%d %H:%M:%S")})
-            except OSError:
-                pass
-        os.close(self.fd)  # closing the file releases the lock
-        self.fd, self.claimed = None, False
 
 
 def is_run_folder(folder):
@@ -207,6 +135,48 @@ class Run:
 
     def files(self, stem):
         return RunFiles(self.folder, stem)
+
+    def note_outputs(self, stem, result, published, settings):
+        """Record, in the folder's mark, the files model `stem` wrote for publishing (their sha256, the paths
+        they went to as the flags gave them, and the flags saying where: `published_where`) and the pipeline's
+        result: what a --resume of the finished run publishes again instead of scoring the model anew. Nothing
+        for a model that publishes nothing."""
+        if self.lock is None or not published:
+            return
+        outputs = holder(self.lock.fd).get("outputs")
+        outputs = outputs if isinstance(outputs, dict) else {}
+        outputs[stem] = {"result": plain(result), "where": published_where(settings),
+                         "published": [[Path(s).name, str(d)] for s, d in published],
+                         "files": {Path(s).name: file_digest(s) for s, _ in published}}
+        self.lock.note("outputs", outputs)
+
+    def finished(self, stem, settings):
+        """What model `stem` recorded when it finished (note_outputs): {result, published: [(file, path)]}, or
+        None when it recorded nothing, or a file it wrote is missing or changed since (a line says which):
+        then its outputs are written again. Refused in one line when the flags now send its files elsewhere:
+        --resume neither scores a finished run again nor publishes it under other paths."""
+        info = holder(self.lock.fd) if self.lock is not None else {}
+        done = (info.get("outputs") or {}).get(stem) if isinstance(info.get("outputs"), dict) else None
+        if not isinstance(done, dict) or not isinstance(done.get("files"), dict):
+            return None
+        for name, digest in done["files"].items():
+            path = self.folder / name
+            if not path.is_file() or path.is_symlink() or file_digest(path) != digest:
+                print(f"{path}: {'changed since' if path.exists() else 'missing, though'} the run wrote it; "
+                      f"{stem}'s outputs are written again from its best checkpoint")
+                return None
+        if done.get("where") != published_where(settings):
+            raise MinbertError(f"{self.how}: the run had finished, and --resume neither scores it again nor "
+                               "publishes it under other paths than its own (--*_out, --predictions_dir or "
+                               f"--sonnet_out differ): its files are in {self.folder}; copy them where you "
+                               f"want them (prepare_submit.py --publish {self.folder} puts them at the "
+                               "handout's paths)")
+        anew = (" (multitask_classifier.py --eval_only FILE scores it anew, in a run folder of its own)"
+                if hasattr(settings, "eval_only") else "")
+        print(f"{stem}: the run had finished, nothing is left to train; its files in {self.folder} stay as "
+              f"they were, not scored again{anew}")
+        return {"result": done.get("result"), "published": [(self.folder / s, Path(d)) for s, d in
+                                                            done.get("published", [])]}
 
     def close(self):
         if self.lock is not None:
@@ -257,9 +227,11 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         while (Path(root) / name).exists():  # two runs started in the same second
             name, n = f"{new_run_name(prefix)}-{n}", n + 1
         folder = Path(root) / name
-    if folder.exists() and not folder.is_dir():
-        raise MinbertError(f"{flag} {folder}: is a file, but a run folder "
-                           "goes there; move it or pick another name")
+    check_path_name(folder, flag)
+    if folder.is_symlink() and not folder.exists() or folder.exists() and not folder.is_dir():
+        what = "a link to a missing folder" if folder.is_symlink() else "a file"
+        raise MinbertError(f"{flag} {folder}: is {what}, but a run folder goes there; "
+                           "move it or pick another name")
     check_run_place(folder, flag)
     check_writable(folder, f"{flag} {folder}")
     if folder.is_dir() and any(folder.iterdir()) and not is_run_folder(folder):
@@ -283,4 +255,5 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         raise
     if run.lock is not None:
         run.lock.claim()
+        remove_temporaries(folder)  # what a killed run of this folder was writing (a checkpoint, say)
     return run

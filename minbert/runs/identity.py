@@ -68,7 +68,12 @@ def check_same_run(saved, now, source, log=print):
             return (f"{flag_spelling(k)} {'not given' if saved.get(k) else 'given'} in the checkpoint's run, "
                     f"{'not given' if now.get(k) else 'given'} now")
         return f"{flag_spelling(k)} {saved.get(k)!r} in the checkpoint, {now.get(k)!r} given"
-    diff = [differs(k) for k in sorted(keys) if saved.get(k) != now.get(k)]
+    foreign = sorted(k for k in keys if k not in now)  # flags this command does not take at all
+    diff = [differs(k) for k in sorted(keys) if k not in foreign and saved.get(k) != now.get(k)]
+    if foreign:
+        diff.append("the checkpoint's run was started by a command with flags this one does not take ("
+                    + ", ".join(flag_spelling(k) for k in foreign[:4]) + (", ..." if len(foreign) > 4 else "")
+                    + "): another script's, or an earlier minbert's")
     was, new = saved.get("inputs") or {}, now.get("inputs") or {}
     if was:  # an earlier minbert recorded no inputs
         diff += [f"the run read {what} ({was[what]['path']}), this one does not"

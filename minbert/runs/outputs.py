@@ -1,29 +1,31 @@
 """The one rule for every file the project writes outside a run's own folder (every script and tool calls it
-before it writes: predictions, --*_out, --results, --json, --out, --dest, reports, ensembles):
+before it writes: predictions, --*_out, --results, --json, --out, reports, ensembles, the zip):
 
+  - an output is a regular file or nothing: a link, a folder, a device or a named pipe is refused, and so is
+    an existing file that cannot be written (immutable, write-protected), before any work (places.py);
   - a new file may be created;
-  - an existing file is replaced only if this project wrote it and no one has changed it since: each folder's
-    `.sources.json` records who wrote each file there, with its sha256 (runs/publishing.py);
-  - never a file of the project itself (its code, docs, data/), a course data file wherever it is (by its
-    name:
-    course_data.COURSE_FILES), an input of the run, or a file inside another run's folder (whose files belong
-    to that run's checkpoint and log);
+  - an existing file is replaced only if this project wrote it and no one has changed it since: its bytes are
+    those its folder's `.sources.json` records, or those of a run folder's file (runs/sources.py);
+  - never a file of the project itself (its code, docs, data/) or a file named like a course data file
+    wherever it is (course_files.COURSE_FILES), an input of the run, or a file inside another run's folder
+    (whose files belong to that run's checkpoint and log);
   - otherwise one line says what is there and how to proceed; where it makes sense `--backup` lets the file
     be kept as a dated backup (NAME.YYYYmmdd-HHMMSS.bak) instead.
 `check_outputs` applies it before training, not after; `check_file` is the same for a tool's single output.
 The handout's paths (`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the
-run just finished, all or nothing, and one line says which run's files they replaced; those stay in that run's
-folder (`publish`, runs/publishing.py, which also finishes a publishing an interruption cut short).
+run just finished, in one ordered pass, and one line says which run's files they replaced; those stay in that
+run's folder (`publish`, runs/publishing.py, which also finishes a publishing an interruption cut short).
 """
 import csv
 import os
 from pathlib import Path
 
 from minbert.course_files import COURSE_FILES
-from minbert.files import check_writable, deferred_interrupt
+from minbert.files import check_writable, deferred_interrupt, special_file
+from minbert.places import among_sources, check_output, in_project, too_long
 from minbert.runs.folders import run_folder_of
-from minbert.runs.places import among_sources, in_project
-from minbert.runs.publishing import INTENT, SOURCES, check_record, finish_publishing, same_file, written_by
+from minbert.runs.publishing import finish_publishing, same_file
+from minbert.runs.sources import SOURCES, check_record, written_by
 from utils import MinbertError
 
 
@@ -61,9 +63,10 @@ def check_replace(name, path, backup=None):
     when this project wrote it and it is unchanged; a project file never; anything else only with --backup
     (`backup` True; None where the command offers no --backup)."""
     path = Path(path)
-    if path.is_file() and path.name in COURSE_FILES:  # even one a run wrote by mistake before this rule
-        raise MinbertError(f"{name}: is a course data file, which no command replaces, --backup or not: name "
-                           f"another file (predictions go under predictions/)")
+    if path.name in COURSE_FILES:  # data wherever it lies: the next run would take the output for an input
+        raise MinbertError(f"{name}: is named like a course data file ({path.name}), which no command "
+                           "writes, --backup or not: name another file (predictions go under predictions/)")
+    check_output(path, name)
     if not path.is_file() or written_by(path) is not None:
         return
     if in_project(path):
@@ -100,14 +103,17 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
     appended = {str(t[1]) for t in _named(tables)}
     for (flag, path), want_dir in named:
         name = f"{flag} {path}" if flag else str(path)
-        if path.exists() and path.is_dir() != want_dir:
-            raise MinbertError(f"{name}: is a {'file' if want_dir else 'folder'}, but the run writes a "
-                               f"{'folder' if want_dir else 'file'} there; move it or pick another path")
+        too_long(path)
+        if path.exists() and path.is_dir() != want_dir or want_dir and path.is_symlink() and not path.exists():
+            what = ("a link to a missing folder" if path.is_symlink() and not path.exists() else
+                    special_file(path) or ("a folder" if path.is_dir() else "a file"))
+            raise MinbertError(f"{name}: is {what}, but the run writes a {'folder' if want_dir else 'file'} "
+                               "there; move it or pick another path")
         for parent in path.parents:
             if parent.exists() and not parent.is_dir():
                 raise MinbertError(f"{parent}: is a file, but the run writes {path} inside it; "
                                    f"move it or pick another path")
-        if among_sources(path if want_dir else path.parent, root=want_dir):
+        if want_dir and among_sources(path):
             raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: "
                                "name a path under predictions/ or outside the project")
         where = path if want_dir else path.parent
@@ -117,7 +123,8 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
             finish_publishing([where])
         if want_dir:
             continue
-        if path.name in (SOURCES, INTENT):
+        check_output(path, name, append=str(path) in appended)
+        if path.name == SOURCES:
             raise MinbertError(f"{name}: the name of the record the project keeps in each folder it writes "
                                "into (which files it wrote there): name another file")
         for what, other in inputs:
@@ -132,8 +139,17 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         if folder is not None and folder != own:
             raise MinbertError(f"{name}: inside {folder}, the folder of another run, whose files belong to "
                                "its checkpoint and log: name a path outside it")
-        if (folder is None or folder != own) and str(path) not in appended:
+        if str(path) in appended:
+            check_table_name(name, path)
+        elif folder is None or folder != own:
             check_replace(name, path, backup)
+
+
+def check_table_name(name, path):
+    """A table rows are appended to is never named like a course data file."""
+    if Path(path).name in COURSE_FILES:
+        raise MinbertError(f"{name}: is named like a course data file ({Path(path).name}), which no command "
+                           "writes: name another file")
 
 
 def check_table(path, fields, flag):

@@ -1,109 +1,37 @@
-"""Who wrote each file of an output folder, and putting files there all or nothing.
+"""Copying a run's files to their destinations (publishing), and a tool's files to theirs.
 
-Each folder the project writes into outside a run's own (predictions/, --out, --json's folder) holds
-`.sources.json`: for each file a run or a tool wrote there, which one, from which folder, and the file's
-sha256 (`record`, `written_by`), so that the next command replaces what the project wrote and nothing
-else (runs/outputs.py's rule).
-
-`publish` (a run's files copied to the handout's paths) and `write_output` (a tool's file) put their files in
-place as one unit, so that a Ctrl-C, a killed process or a full disk never leaves a folder holding some files
-of this run and some of the one before, with a record that matches neither:
-  1. each file is written whole beside its destination under a hidden name of its own (staged); an interrupt
-     or
-     an error here removes them, and nothing else has changed;
-  2. `.publishing.json`, the record of intent, says in each folder which staged file becomes which file, with
-     its sha256, and which file there is kept as a dated backup instead of replaced (--backup);
-  3. the staged files are renamed into place, `.sources.json` records them, and the intent is removed.
-Steps 2 and 3 run with Ctrl-C deferred (files.deferred_interrupt) and the folder locked against a second
-publishing process; one killed among them leaves the intent, which the next command writing into that folder
-(a new run, the run's --resume, prepare_submit.py) carries out before anything else (`finish_publishing`).
+A run's folder is the source of truth: its files are what the run wrote, and each output folder's record says
+which run's files it holds (runs/sources.py). `publish` copies a run's files in one ordered pass, with Ctrl-C
+(and SIGTERM) held back until it is done and the folders locked against a second publishing process:
+  1. each file is copied beside its destination, under a hidden temporary name;
+  2. each folder's record is rewritten: every destination is the run's now, with the bytes it will hold and,
+     marked pending, the bytes it holds until step 3 reaches it (`was`);
+  3. the temporary files are renamed into place, in order, and the record's pending marks are removed.
+A process killed in step 1 leaves temporary files and nothing else changed; killed after it, destinations
+that still hold the bytes recorded as `was`. The next command that writes into the folder (a new run, the
+run's --resume, prepare_submit.py: `finish_publishing`) removes the temporary files and copies each pending
+file again from the run folder, once it has checked that the run's file holds the recorded bytes, in one
+line. A file that neither matches (edited by hand, or its run folder gone) is left alone: prepare_submit.py
+names it, and zips no mix of runs unless told to (--mixed).
 """
 import contextlib
-import json
 import os
 import shutil
 import time
 from pathlib import Path
 
-from minbert.files import atomic_write, deferred_interrupt, file_digest, write_beside
-from utils import MinbertError
-
-SOURCES = ".sources.json"
-INTENT = ".publishing.json"
-
-
-def _read_json(path):
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
+from minbert.files import (atomic_write, deferred_interrupt, file_digest, interrupt_pending,
+                           remove_temporaries, write_beside)
+from minbert.runs.sources import holds, origins, read_record, run_folders, write_record, written_by
+from utils import interrupt_retry, set_interrupt_hint
 
 
-def _read_sources(path):
-    data = _read_json(path)
-    return data if isinstance(data, dict) else {}
-
-
-def _is_plain_name(name):
-    return isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name
-
-
-def check_record(folder):
-    """One line when `folder` holds a `.sources.json` or `.publishing.json` this project did not write (a file
-    of the user's under that name), which recording or publishing there would replace."""
-    folder = Path(folder)
-    sources = _read_json(folder / SOURCES) if (folder / SOURCES).exists() else {}
-    if not (isinstance(sources, dict) and all(isinstance(v, dict) and "run" in v for v in sources.values())):
-        raise MinbertError(f"{folder / SOURCES}: not the record of written files this project keeps there "
-                           "(the project writes that name in every folder "
-                           "it writes into): move it, or name another folder")
-    if (folder / INTENT).exists():
-        _read_intent(folder / INTENT)
-
-
-def _intent_entry(f):
-    return (isinstance(f, dict) and _is_plain_name(f.get("name")) and isinstance(f.get("sha256"), str)
-            and all(f.get(k) is None or _is_plain_name(f[k]) for k in ("stage", "backup")))
-
-
-def _read_intent(path):
-    intent = _read_json(path)
-    files = intent.get("files") if isinstance(intent, dict) else None
-    if not (isinstance(files, list) and all(map(_intent_entry, files))
-            and isinstance(intent.get("run"), str) and isinstance(intent.get("dir"), str)):
-        raise MinbertError(f"{path}: not a record of publishing this project wrote (the project writes that "
-                           "name while it copies files into "
-                           f"{Path(path).parent}): move it, or name another folder")
-    return intent
-
-
-def written_by(dest):
-    """The record of the run that wrote the file at `dest` (from its folder's .sources.json), or None when no
-    run did or the file changed since."""
-    rec = _read_sources(Path(dest).parent / SOURCES).get(Path(dest).name)
-    if not isinstance(rec, dict):
-        return None
-    if "sha256" in rec and Path(dest).is_file() and file_digest(dest) != rec["sha256"]:
-        return None
-    return rec
-
-
-def record(dests, run_name, run_dir):
-    """Note in each destination folder's .sources.json which run wrote `dests`, with their sha256."""
-    by_folder = {}
-    for dest in map(Path, dests):
-        by_folder.setdefault(dest.parent, []).append(dest)
-    for folder, files in by_folder.items():
-        sources = _read_sources(folder / SOURCES)
-        for dest in files:
-            sources[dest.name] = {"run": run_name, "dir": str(run_dir), "sha256": file_digest(dest)}
-        atomic_write(folder / SOURCES, lambda fp: json.dump(sources, fp, indent=1, sort_keys=True), mode="w")
-
+# ----------------------------------------------------------------------------- backups
 
 def _backup_name(dest):
     stamp = time.strftime("%Y%m%d-%H%M%S")
     backup, n = dest.with_name(f"{dest.name}.{stamp}.bak"), 2
-    while backup.exists():
+    while backup.exists() or backup.is_symlink():
         backup, n = dest.with_name(f"{dest.name}.{stamp}-{n}.bak"), n + 1
     return backup
 
@@ -129,13 +57,13 @@ def backup_line(kept):
             + ", ".join(f"{d} -> {b.name}" for d, b in kept))
 
 
-# ----------------------------------------------------------------------------- all or nothing
+# ----------------------------------------------------------------------------- the ordered copy
 
 @contextlib.contextmanager
 def _locked(folders):
     """Hold an exclusive flock on each folder itself (no file is added), so that a second process publishing
-    into one of them waits instead of carrying out an intent still being carried out. Where a file system has
-    no flock, nothing is held."""
+    into one of them waits instead of interleaving its copies, its record and its tidying with this one's.
+    Where a file system has no flock, nothing is held."""
     with contextlib.ExitStack() as stack:
         for folder in sorted(set(folders)):
             try:
@@ -151,97 +79,101 @@ def _locked(folders):
         yield
 
 
-def _carry_out(folder, intent):
-    """Step 3 for one folder: each staged file still there renamed into place (the file it replaces kept as a
-    backup when the intent says so, or when it is not the file the intent saw there), what holds the intended
-    bytes recorded, the intent removed. Running it again after an interruption finishes what is left. Returns
-    the [(file, backup)] it kept."""
-    kept, done = [], []
-    for f in intent["files"]:
-        dest = folder / f["name"]
-        stage = folder / f["stage"] if f.get("stage") else None
-        if stage is not None and stage.is_file():
-            if dest.is_file() and (f.get("backup") or file_digest(dest) != f.get("was")):
-                named = folder / f["backup"] if f.get("backup") else None
-                backup = named if named is not None and not named.exists() else _backup_name(dest)
-                os.replace(dest, backup)
-                kept.append((dest, backup))
-            os.replace(stage, dest)
-        if dest.is_file() and file_digest(dest) == f["sha256"]:
-            done.append(dest)
-    if done:
-        record(done, intent["run"], intent["dir"])
-    os.remove(folder / INTENT)
-    return kept
-
-
-def finish_publishing(folders, log=print):
-    """Carry out the intent a publishing process killed in step 3 left in any of `folders`, so that each holds
-    all of its files and a record that matches them; one line says so."""
-    folders = [Path(f) for f in folders if (Path(f) / INTENT).exists()]
-    if not folders:
-        return
-    with deferred_interrupt(), _locked(folders):
-        for folder in folders:
-            if not (folder / INTENT).exists():  # another process finished it while this one waited
-                continue
-            intent = _read_intent(folder / INTENT)
-            kept = _carry_out(folder, intent)
-            log(f"{folder}: finished putting run {intent['run']}'s files in place ("
-                + ", ".join(f["name"] for f in intent["files"]) + "), which an interruption had cut short")
-            if kept:
-                log(backup_line(kept))
-
-
-def _commit(staged, run_name, run_dir):
-    """Steps 2 and 3 for `staged` ([(destination, staged file or None when the file there already holds these
-    bytes, sha256)]). Returns the [(file, backup)] kept."""
-    intents = {}
-    for dest, stage, sha in staged:
-        backup = dest.is_file() and written_by(dest) is None  # allowed by --backup: check_outputs ran before
-        intents.setdefault(dest.parent, {"run": run_name, "dir": str(run_dir), "files": []})["files"].append(
-            {"name": dest.name, "stage": stage.name if stage else None, "sha256": sha,
-             "was": file_digest(dest) if dest.is_file() else None,
-             "backup": _backup_name(dest).name if backup and stage else None})
-    with deferred_interrupt(), _locked(intents):
-        written = []
-        try:
-            for folder, intent in intents.items():
-                written.append(atomic_write(folder / INTENT, lambda fp: json.dump(intent, fp, indent=1),
-                                            mode="w"))
-        except BaseException:  # nothing has moved yet: every folder stays as it was
-            for path in written + [stage for _, stage, _ in staged if stage is not None]:
-                path.unlink(missing_ok=True)
-            raise
-        return [k for folder, intent in intents.items() for k in _carry_out(folder, intent)]
-
-
-def _stage(items, mode="wb"):
-    """Step 1: [(destination, write_fn(fp))] -> [(destination, staged file or None, sha256)]. The staged files
-    are removed again when any write fails or is interrupted."""
-    staged = []
-    try:
-        for dest, write_fn in items:
-            stage = write_beside(dest, write_fn, mode, suffix=".publish")
-            sha = file_digest(stage)
-            if dest.is_file() and file_digest(dest) == sha:  # already there: recorded, not replaced
-                stage.unlink()
-                stage = None
-            staged.append((dest, stage, sha))
-    except BaseException:
-        for _, stage, _ in staged:
-            if stage is not None:
-                stage.unlink(missing_ok=True)
-        raise
-    return staged
-
-
 def copier(src):
     """write_fn for `place`: the bytes of the file `src`."""
     def write(fp):
         with open(src, "rb") as f:
             shutil.copyfileobj(f, fp)
     return write
+
+
+def _settle(folder, log):
+    """The tidying of one folder, with the folder locked: temporary files a killed process left removed, and
+    each file a publishing cut short did not put in place copied again from its run's folder."""
+    remove_temporaries(folder)
+    entries, restored, kept, changed = read_record(folder), {}, [], False
+    for name, e in entries.items():
+        if "was" not in e:
+            continue
+        dest = folder / name
+        now = file_digest(dest) if dest.is_file() and not dest.is_symlink() else None
+        was = e["was"]
+        stale = not dest.exists() and not dest.is_symlink() or was is not None and now == was["sha256"]
+        if now != e["sha256"] and stale and holds(e["dir"], e["file"], e["sha256"]):
+            if dest.exists() and was["run"] is None:  # the user's file, allowed with --backup
+                kept += keep_as_backup(dest)
+            atomic_write(dest, copier(Path(e["dir"]) / e["file"]))
+            restored.setdefault((e["run"], e["dir"]), []).append(name)
+            now = e["sha256"]
+        if now == e["sha256"] or not stale:  # in place, or changed by hand since: no longer pending
+            del e["was"]
+            changed = True
+    if changed:
+        write_record(folder, entries)
+    for (run, where), names in restored.items():
+        log(f"{folder}: copied run {run}'s {', '.join(names)} again from {where}, which an interruption had "
+            "stopped before they were all in place")
+    if kept:
+        log(backup_line(kept))
+
+
+@contextlib.contextmanager
+def _settled(folders, log):
+    """`folders` made, locked and tidied (_settle), with Ctrl-C held back, for as long as the block runs."""
+    folders = sorted(set(folders))
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    with deferred_interrupt(), _locked(folders):
+        for folder in folders:
+            _settle(folder, log)
+        yield
+
+
+def finish_publishing(folders, log=print):
+    """Tidy each of `folders` before a command writes or reads there: what a killed publishing left is
+    removed, and the files it had not yet put in place are copied from the run folder it was publishing; one
+    line says so. Nothing else changes."""
+    with _settled([Path(f) for f in folders if Path(f).is_dir()], log):
+        pass
+
+
+def _place(items, by, run_dir, mode):
+    """Steps 1-3 for `items` ([(destination, write_fn(fp), its file's name in run_dir or None)]), with the
+    folders locked and settled. Returns the [(file, backup)] kept (a file no run wrote, allowed by --backup:
+    check_outputs ran before). A step that fails (a full disk) removes the temporary files not yet renamed;
+    the record then says what is pending, for the next command."""
+    staged, kept, done = [], [], 0
+    try:
+        for dest, write_fn, name in items:
+            tmp = write_beside(dest, write_fn, mode)
+            staged.append((dest, tmp, name, file_digest(tmp)))
+        by_folder = {dest.parent: read_record(dest.parent) for dest, _, _, _ in staged}
+        runs = run_folders([e["dir"] for entries in by_folder.values() for e in entries.values()],
+                           next(iter(by_folder)))
+        for dest, tmp, name, sha in staged:
+            entries = by_folder[dest.parent]
+            before = next(iter(origins(dest, entries, runs)), None)
+            if before is None and dest.is_file():  # a file no run wrote, allowed by --backup
+                before = {"run": None, "dir": "", "file": None, "sha256": file_digest(dest)}
+            entries[dest.name] = {"run": by, "dir": str(run_dir), "file": name, "sha256": sha, "was": before}
+        for folder, entries in by_folder.items():
+            write_record(folder, entries)
+        for dest, tmp, _, sha in staged:
+            was = by_folder[dest.parent][dest.name]["was"]
+            if was is not None and was["run"] is None and was["sha256"] != sha:
+                kept += keep_as_backup(dest)
+            os.replace(tmp, dest)
+            done += 1
+    except BaseException:
+        for _, tmp, _, _ in staged[done:]:
+            tmp.unlink(missing_ok=True)
+        raise
+    for folder, entries in by_folder.items():  # every file in place: nothing is pending any more
+        for dest, _, _, _ in staged:
+            if dest.parent == folder:
+                entries[dest.name].pop("was", None)
+        write_record(folder, entries)
+    return kept
 
 
 def same_file(a, b):
@@ -256,38 +188,57 @@ def same_file(a, b):
 
 
 def place(items, by, run_dir="", mode="wb", log=print):
-    """Write each (destination, write_fn(fp)) all or nothing, recorded as written by `by` (from the folder
-    `run_dir`), after finishing any publishing cut short in those folders. Returns the [(file, backup)] kept
-    (the destinations check_outputs allowed with --backup)."""
+    """Write each (destination, write_fn(fp)) in one ordered pass, recorded as written by `by` (from the
+    folder `run_dir`), after tidying those folders. Returns the [(file, backup)] kept."""
     items = [(Path(d), w) for d, w in items]
-    finish_publishing({d.parent for d, _ in items if d.parent.is_dir()}, log)
-    return _commit(_stage(items, mode), by, run_dir) if items else []
+    if not items:
+        return []
+    with _settled([d.parent for d, _ in items], log):
+        return _place([(d, w, None) for d, w in items], by, run_dir, mode)
+
+
+def _replaced(pairs, run_dir):
+    """'run NAME (still in DIR)' for each other run whose files the destinations hold now."""
+    runs = {}
+    for src, dest in pairs:
+        before = next(iter(origins(dest)), None)
+        other = before and before["run"] and before["dir"] != str(run_dir)
+        if other and before["sha256"] != file_digest(src):
+            runs.setdefault((before["run"], before["dir"]), []).append(before)
+    out = []
+    for (run, where), files in sorted(runs.items()):
+        if all(holds(where, f["file"], f["sha256"]) for f in files):
+            out.append(f"run {run} (still in {where})")
+        else:
+            gone = f"its folder {where} is gone" if not Path(where).is_dir() else f"no longer all in {where}"
+            out.append(f"run {run} ({gone})")
+    return out
 
 
 def publish(pairs, run_name, run_dir, log=print, what="predictions"):
-    """Copy each (run file, published path) pair, all or nothing (`place`). The line it prints names the run
-    whose published files were replaced and the folder where they still are; a file there that no run wrote
-    (--backup) is kept as a dated backup, and a line says so."""
+    """Copy each (run file, published path) pair in one ordered pass. The line it prints names the run whose
+    published files were replaced and the folder where they still are; a file there that no run wrote
+    (--backup) is kept as a dated backup, and a line says so. A Ctrl-C meanwhile waits for the copy, and the
+    line then printed on the way out says what was copied."""
     pairs = [(Path(s), Path(d)) for s, d in pairs]
     if not pairs:
         return ""
-    replaced, items = set(), []
-    for src, dest in pairs:
-        if same_file(src, dest):  # published where the run wrote it: nothing to copy
-            continue
-        old = written_by(dest) if dest.is_file() else None
-        if old is not None and old.get("sha256") != file_digest(src):
-            gone = not Path(old["dir"]).is_dir()
-            where = f"its folder {old['dir']} is gone" if gone else f"still in {old['dir']}"
-            replaced.add(f"run {old['run']} ({where})")
-        items.append((dest, copier(src)))
-    kept = place(items, run_name, run_dir, log=log)
-    line = f"run {run_name}'s {what} copied to " + ", ".join(str(d) for _, d in pairs)
-    if replaced:
-        line += f", replacing those of {'; '.join(sorted(replaced))}"
-    log(line)
-    if kept:
-        log(backup_line(kept))
+    todo = [(s, d) for s, d in pairs if not same_file(s, d)]  # published where the run wrote it: no copy
+    with _settled([d.parent for _, d in todo], log):
+        replaced = _replaced(todo, run_dir)  # read with the folders locked: a concurrent run is done by now
+        kept = _place([(d, copier(s), s.name) for s, d in todo], run_name, run_dir, "wb") if todo else []
+        dests = ", ".join(str(d) for _, d in pairs)
+        line = f"run {run_name}'s {what} copied to {dests}"
+        if replaced:
+            line += f", replacing those of {'; '.join(replaced)}"
+        log(line)
+        if kept:
+            log(backup_line(kept))
+        if interrupt_pending():
+            retry = interrupt_retry()
+            more = f" ({retry} goes on with anything left)" if retry else ""
+            set_interrupt_hint(f"run {run_name}'s {what} were all copied to {dests} before the interrupt "
+                               f"took effect; its files are in {run_dir}{more}", retry=retry)
     return line
 
 

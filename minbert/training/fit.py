@@ -220,6 +220,10 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         monitor.close()
     if not is_main():
         return None
+    done = run.finished(files.stem, settings) if resume and start >= epochs else None
+    if done is not None:  # finished before: its files are published again as they are, never scored again
+        publish(done["published"], run_name, files.folder)
+        return done["result"]
     if not files.best.exists():
         if stopper.best_epoch >= 0:
             raise MinbertError(f"{files.best}: the checkpoint of the best epoch ({stopper.best_epoch}) is "
@@ -232,6 +236,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     if pipeline.merge:
         merge_for_inference(model.backbone, True, pipeline.spec.fine_tune_mode, main_print)
     result, published = pipeline.write_outputs(files, best)
+    run.note_outputs(files.stem, result, published, settings)
     publish(published, run_name, files.folder)
     set_interrupt_hint(f"{files.stem} is complete in {files.folder}", retry=continue_hint)
     return result

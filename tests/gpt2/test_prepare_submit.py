@@ -4,12 +4,16 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from evaluation import write_predictions
+from gpt2 import prepare_submit as gpt2_prepare_submit
 from gpt2.sonnets import write_sonnets
 from gpt2.submission import CODE, PART1, PART2
 from minbert.course_data import data_file, read_examples
 from minbert.submit import split_of
 from tests.course import ROOT, write_course_data
+from utils import MinbertError
 
 
 def _gpt2_project(tmp_path):
@@ -55,6 +59,14 @@ def test_a_short_sonnet_or_a_missing_file_is_named(tmp_path):
     assert "gpt2/predictions/para-test-output.csv (missing)" in out.stderr
     assert "gpt2/predictions/generated_sonnets.txt (sonnet 7 is not 14 lines)" in out.stderr
     assert not (root / "cs224n_default_final_project_submission.zip").exists()
+    for p in (root / "gpt2" / "predictions").iterdir():  # none at all: what each part needs, by name
+        p.unlink()
+    with pytest.raises(MinbertError, match=r"no prediction files in .*gpt2/predictions \(Part 1 needs "
+                                           r"finetune-sst-dev-out.csv, finetune-sst-test-out.csv, "
+                                           r"finetune-cfimdb-dev-out.csv, finetune-cfimdb-test-out.csv; Part 2 needs "
+                                           r"para-dev-output.csv, para-test-output.csv, generated_sonnets.txt\): run "
+                                           r"gpt2/classifier.py \(Part 1\)"):
+        gpt2_prepare_submit.main(["--root", str(root)])
 
 
 def test_binary_bytes_in_a_prediction_or_sonnets_file_are_named(tmp_path):

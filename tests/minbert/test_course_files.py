@@ -123,6 +123,30 @@ def test_the_reference_files_come_from_the_course_repositorys_root_checked(cours
     assert ", not the course's optimizer_test.npy (git blob " in words
 
 
+def test_fetch_writes_regular_files_and_never_into_the_package(course):
+    """A named pipe or a dangling link where a course file goes is one line before anything is copied (it stays
+    what it was); --dest minbert (or the project folder) too: the course files go into data/ or outside."""
+    import os
+    _, tmp = course
+    dest = tmp / "dest"
+    dest.mkdir()
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this system")
+    os.mkfifo(dest / "b.csv")
+    with pytest.raises(MinbertError, match=r"--dest .*dest/b.csv: is a named pipe, not a regular file"):
+        fetch_data(dest, tmp / "local", log=lambda *_: None)
+    assert (dest / "b.csv").is_fifo() and not (dest / "a.csv").exists()
+    (dest / "b.csv").unlink()
+    os.symlink(tmp / "nowhere.csv", dest / "b.csv")
+    with pytest.raises(MinbertError, match=r"--dest .*dest/b.csv: is a link to .*nowhere.csv \(which does not exist"):
+        fetch_data(dest, tmp / "local", log=lambda *_: None)
+    assert (dest / "b.csv").is_symlink() and not (dest / "a.csv").exists()
+    for where in (course_files.PROJECT / "minbert", course_files.PROJECT):
+        with pytest.raises(MinbertError, match=r"among the project's code, docs or data.*give data/ or a folder "):
+            fetch_data(where, tmp / "local", log=lambda *_: None)
+    assert not (course_files.PROJECT / "minbert" / "a.csv").exists() and not (course_files.PROJECT / "a.csv").exists()
+
+
 def test_datasets_fetch_brings_the_reference_files_and_a_missing_one_stops_nothing(tmp_path, course_data):
     """`python datasets.py --fetch --from DIR` (setup.sh's step): the CSVs copied, and for each reference file
     DIR does not hold, one line; the set-up goes on."""

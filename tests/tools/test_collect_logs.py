@@ -2,6 +2,7 @@
 metrics, every epoch's dev score, the training minutes and the last loss terms."""
 import csv
 import json
+import os
 
 import pytest
 
@@ -41,12 +42,19 @@ def test_out_replaces_only_its_own_table(tmp_path):
     collect_logs.main([str(run), "--out", str(out)])
     collect_logs.main([str(run), "--out", str(out)])  # its own table, unchanged since: replaced
     assert len(list(csv.DictReader(out.open()))) == 1
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this system")
+    os.mkfifo(tmp_path / "pipe")
+    os.symlink(tmp_path / "nowhere.csv", tmp_path / "link.csv")
+    for special, what in ((tmp_path / "pipe", "is a named pipe"), (tmp_path / "link.csv", "is a link to")):
+        with pytest.raises(MinbertError, match=rf"--out .*: {what}"):
+            collect_logs.main([str(run), "--out", str(special)])
+    assert (tmp_path / "pipe").is_fifo() and (tmp_path / "link.csv").is_symlink()
 
 
 def test_ctrl_c_while_writing_out_leaves_nothing_the_next_run_refuses(tmp_path, monkeypatch):
     """The table and its record go in together: interrupted at its first rename, the folder is as it was, and the
     same command then writes the table (before, the table was there unrecorded, and refused as the user's)."""
-    import os
     run = tmp_path / "r"
     run.mkdir()
     (run / "multitask-log.jsonl").write_text(json.dumps({"run": "r", "pipeline": "multitask", "model": "multitask",

@@ -1,12 +1,10 @@
-"""runs.py: a run folder is one process's and one pipeline's; a folder no run wrote is refused; --run_name and
---study stay under runs/; no output names an input, another output or a file in another run's folder; a file
+"""runs/folders.py: a run folder is one pipeline's; a folder no run wrote is refused; --run_name and
+--study stay under runs/, and a name is not empty, short enough and printable; no output names an input, another output or a file in another run's folder; a file
 no run wrote is never replaced without a dated backup and a line saying so."""
 import json
 import os
+import re
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,6 @@ import pytest
 import classifier
 import multitask_classifier as mt
 import pretrain
-from minbert.runs.folders import RUN_MARK, RunLock
 from tests.course import ROOT, part1_args, part2_args, snapshot
 from tests.processes import interrupt_second_epoch
 from utils import MinbertError
@@ -23,84 +20,6 @@ from utils import MinbertError
 def _quick(tmp_path, data, model, *extra):
     """A two-step multitask run (the shared argument builder, shortened)."""
     return part2_args(tmp_path, data, model, "--epochs", "1", "--steps_per_epoch", "2", *extra)
-
-
-# ----------------------------------------------------------------------------- one process per run folder
-
-_HOLD = """
-import sys, time
-sys.path.insert(0, {root!r})
-from minbert.runs.folders import open_run
-run = open_run("multitask", ["multitask"], run_dir={folder!r})
-print("locked", flush=True)
-time.sleep(600)
-"""
-
-
-def _holder(folder):
-    """A process holding `folder`'s lock, started and waited for by what it prints (not by a clock)."""
-    proc = subprocess.Popen([sys.executable, "-c", _HOLD.format(root=str(ROOT), folder=str(folder))],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
-
-
-def test_a_second_process_on_one_run_folder_is_refused_naming_the_first(tmp_path, course_data, tiny_model):
-    folder = tmp_path / "ck"
-    holder = _holder(folder)
-    try:
-        with pytest.raises(MinbertError, match=rf"in use by another run \(process {holder.pid} on .*wait for it to end"):
-            mt.main(_quick(tmp_path, course_data, tiny_model))
-        assert sorted(p.name for p in folder.iterdir()) == [RUN_MARK]  # the refused run wrote nothing
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_a_lock_left_by_a_killed_process_is_recognised_as_stale(tmp_path, course_data, tiny_model):
-    folder = tmp_path / "ck"
-    holder = _holder(folder)
-    holder.send_signal(signal.SIGKILL)  # kill -9: no chance to release anything
-    holder.wait()
-    mt.main(_quick(tmp_path, course_data, tiny_model))
-    assert (folder / "mt.pt").is_file()
-    info = json.loads((folder / RUN_MARK).read_text())
-    assert info["pipeline"] == "multitask" and info["pid"] is None  # released at the end
-
-
-def test_two_runs_started_at_once_with_one_name_one_is_refused(tmp_path, course_data, tiny_model):
-    """The race of two identical commands: whichever takes the lock second is refused before writing anything,
-    and the folder holds one configuration's log."""
-    cmd = [sys.executable, str(ROOT / "multitask_classifier.py"), *_quick(tmp_path, course_data, tiny_model)]
-    procs = [subprocess.Popen(cmd + ["--lr", lr], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for lr in ("1e-3", "5e-4")]
-    outs = [p.communicate(timeout=600) for p in procs]
-    codes = sorted(p.returncode for p in procs)
-    assert codes == [0, 2], outs
-    err = next(e for p, (_, e) in zip(procs, outs) if p.returncode == 2).strip().splitlines()
-    assert len(err) == 1 and ("in use by another run" in err[0] or "already holds a run" in err[0]), err
-    log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
-    assert len(log) == 1
-
-
-def test_without_flock_the_process_id_in_the_lock_file_decides(tmp_path, monkeypatch):
-    """Some network file systems have no flock: there the lock file's process id is checked instead."""
-    import fcntl
-
-    def no_flock(fd, op):
-        raise OSError(38, "Function not implemented")
-    monkeypatch.setattr(fcntl, "flock", no_flock)
-    folder = tmp_path / "run"
-    folder.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    import socket
-    for pid, refused in ((int(dead.stdout), False), (os.getppid(), True)):
-        (folder / RUN_MARK).write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "pipeline": "multitask"}))
-        if refused:
-            with pytest.raises(MinbertError, match=f"in use by another run \\(process {pid}"):
-                RunLock(folder).acquire("--run_dir", "multitask")
-        else:
-            RunLock(folder).acquire("--run_dir", "multitask").release()
 
 
 def test_a_run_folder_belongs_to_one_pipeline(tmp_path, course_data, tiny_model):
@@ -142,6 +61,20 @@ def test_run_name_stays_under_runs(tmp_path, course_data, tiny_model, monkeypatc
         mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_name", name])
     assert existed or not target.exists()
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing created anywhere here
+
+
+@pytest.mark.parametrize("name,why", [("", "empty"), ("a\nb", "holds the control character '\\n'"),
+                                      ("x" * 300, "a name of 300 bytes, longer than a file system takes"),
+                                      ("x" * 120, "120 characters; a name is at most 100")])
+def test_a_run_name_is_not_empty_short_enough_and_printable(tmp_path, course_data, tiny_model, monkeypatch, name, why):
+    """'' would fall back on a timestamp without a word, a newline would split every line naming the run, and a
+    name longer than a folder's name may be would end in an OSError: each is one line, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MinbertError, match=rf"^--run_name .*: {re.escape(why)}"):
+        mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_name", name])
+    with pytest.raises(MinbertError, match="--run_dir '': empty"):
+        mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_dir", ""])
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_nested_run_name_is_a_folder_under_runs(tmp_path, course_data, tiny_model, monkeypatch):

@@ -17,6 +17,16 @@ def test_a_no_switch_is_named_as_typed():
         check_same_run({"bucket": False}, {"bucket": True}, "ck.pt")
 
 
+def test_flags_the_resuming_command_does_not_take_are_not_asked_for():
+    """A checkpoint recording flags this script has not (BERT's SMART flags in a GPT-2 run of an earlier minbert):
+    one line saying so, not "--smart_weight 0.0 in the checkpoint, None given", which no GPT-2 command can give."""
+    with pytest.raises(MinbertError) as e:
+        check_same_run({"lr": 1e-3, "smart_weight": 0.0, "smart_step": 1e-3}, {"lr": 1e-3}, "para-last.pt")
+    assert "None given" not in str(e.value) and "smart" in str(e.value)
+    assert str(e.value).endswith("the checkpoint's run was started by a command with flags this one does not take "
+                                 "(--smart_step, --smart_weight): another script's, or an earlier minbert's")
+
+
 def test_resuming_with_the_data_moved_elsewhere_works_and_other_data_is_refused(tmp_path, course_data, tiny_model,
                                                                                monkeypatch, capsys):
     """The run records its inputs' sha256: the same bytes in another folder resume (one line says so); a file

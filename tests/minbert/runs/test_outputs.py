@@ -152,12 +152,53 @@ def test_a_course_data_file_is_never_an_output_backup_or_not(tmp_path, course_da
     a sonnet file of Build GPT-2 likewise."""
     data = snapshot(course_data)
     for extra in ([], ["--backup"]):
-        with pytest.raises(MinbertError, match=r"--para_test_out .*ids-cfimdb-dev.csv: is a course data file, which no "
-                                               r"command replaces, --backup or not"):
+        with pytest.raises(MinbertError, match=r"--para_test_out .*ids-cfimdb-dev.csv: is named like a course data "
+                                               r"file \(ids-cfimdb-dev.csv\), which no command writes, --backup or not"):
             mt.main(_quick(tmp_path, course_data, tiny_model, "--para_test_out", str(course_data / "ids-cfimdb-dev.csv"),
                            *extra))
     (course_data / "sonnets.txt").write_text("From fairest creatures we desire increase,\n")
-    with pytest.raises(MinbertError, match=r"--out .*sonnets.txt: is a course data file"):
+    with pytest.raises(MinbertError, match=r"--out .*sonnets.txt: is named like a course data file"):
         outputs.check_outputs(files=[("--out", course_data / "sonnets.txt")], backup=True)
     assert snapshot(course_data) == {**data, "sonnets.txt": snapshot(course_data)["sonnets.txt"]}
-    assert not (tmp_path / "ck").exists()
+    (tmp_path / "x").mkdir()  # a new file of that name, on the first run already (the next would read it as data)
+    with pytest.raises(MinbertError, match=r"--para_test_out .*x/quora-dev.csv: is named like a course data file"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--para_test_out", str(tmp_path / "x" / "quora-dev.csv")))
+    assert not (tmp_path / "ck").exists() and not list((tmp_path / "x").iterdir())
+
+
+def test_special_files_and_files_that_cannot_be_replaced_stop_the_run_before_training(tmp_path, course_data,
+                                                                                      tiny_model, unwritable_file):
+    """A named pipe as --sst_dev_out, a link in predictions/, an immutable published file or results table: one
+    line before anything trains (not a PermissionError after it), and each stays what it was."""
+    import os
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this system")
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(MinbertError, match=r"--sst_dev_out .*pipe: is a named pipe, not a regular file"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", str(tmp_path / "pipe")))
+    os.symlink(tmp_path / "nowhere.csv", pred / "sts-dev-output.csv")
+    with pytest.raises(MinbertError, match=r"--sts_dev_out .*sts-dev-output.csv: is a link to .*nowhere.csv \(which "
+                                           r"does not exist\)"):
+        mt.main(_quick(tmp_path, course_data, tiny_model))
+    (pred / "sts-dev-output.csv").unlink()
+    assert (tmp_path / "pipe").is_fifo() and not (tmp_path / "ck").exists()
+    mt.main(_quick(tmp_path / "a", course_data, tiny_model, *_in(pred)))
+    unwritable_file(pred / "sts-test-output.csv")
+    with pytest.raises(MinbertError, match=r"--sts_test_out .*sts-test-output.csv: cannot be replaced"):
+        mt.main(_quick(tmp_path / "b", course_data, tiny_model, *_in(pred)))
+    assert not (tmp_path / "b" / "ck").exists()
+    unwritable_file(pred / "results.csv")
+    with pytest.raises(MinbertError, match=r"--results .*results.csv: cannot be appended to"):
+        mt.main(_quick(tmp_path / "c", course_data, tiny_model, *_in(pred, outputs=False)))
+    assert not (tmp_path / "c" / "ck").exists()
+
+
+def _in(pred, outputs=True):
+    """The flags putting a Part 2 run's six files (or only its results table) into `pred`."""
+    flags = ["--results", str(pred / "results.csv")]
+    if outputs:
+        flags += [x for t in ("sst", "para", "sts") for s in ("dev", "test")
+                  for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]
+    return flags

@@ -1,189 +1,272 @@
-"""runs/publishing.py: a run's files reach their folders all or nothing, with a record that matches them; an
-interruption at any point of publishing leaves either the files before it, or an intent that the next command
-carries out."""
+"""runs/publishing.py: a run's files reach their folders in one ordered pass whose record says what is pending; a
+process killed at any step of it, then the hidden files it leaves deleted or edited by hand, leaves either one run's
+set (put back from its run folder by the next command) or a mix that prepare_submit.py names and refuses; nothing
+of the user's is lost and no hidden file stays behind."""
+import json
 import os
+import shutil
 import signal
 import types
+import zipfile
 
 import pytest
 
-from minbert.runs import outputs, publishing
+import prepare_submit
+from minbert.files import file_digest
+from minbert.runs import outputs, publishing, sources
+from minbert.runs.lock import RUN_MARK
+from tests.course import two_runs_published
 from utils import MinbertError
+
+P2 = prepare_submit.PART2
 
 
 class Interrupted(BaseException):
-    """The process going away at one point of publishing (Ctrl-C, or a kill: the files on disk are the same)."""
+    """An error at one point of publishing (a failed write): the process goes on to its one-line message."""
 
 
-def _setting(tmp_path):
-    """Two destination folders holding what run 'old' published (one file there is a user's, kept with --backup),
-    and run 'new''s files for both."""
-    a, b, src = tmp_path / "a", tmp_path / "b", tmp_path / "new-run"
-    for folder in (a, b, src):
-        folder.mkdir()
-    pairs = []
-    for folder, names in ((a, ["x.csv", "y.csv", "z.csv"]), (b, ["u.csv", "v.csv"])):
-        for n in names:
-            (src / n).write_text(f"new {n}\n")
-            pairs.append((src / n, folder / n))
-            if n != "v.csv":
-                (folder / n).write_text(f"old {n}\n")
-                publishing.record([folder / n], "old", tmp_path / "old-run")
-    (b / "v.csv").write_text("the user's own v\n")
-    return pairs
-
-
-def _state(pairs):
-    """'old' or 'new': which run's files every destination holds, each matching the record (or the test fails)."""
-    seen = set()
-    for _, dest in pairs:
-        rec = publishing.written_by(dest)
-        if dest.name == "v.csv" and dest.read_text() == "the user's own v\n":
-            seen.add("old")
-            continue
-        assert rec is not None, f"{dest} holds {dest.read_text()!r}, which its folder's record does not match"
-        seen.add(rec["run"])
-        assert dest.read_text().startswith(rec["run"])
-    assert len(seen) == 1, f"a mix of runs' files: {seen}"
-    return seen.pop()
-
-
-def _interrupt_at(monkeypatch, k):
-    """Make publishing's k-th step (a file staged, a record written, a rename, the intent removed) never happen:
-    the process stops just before it. Returns the list of the steps it took."""
+def _steps(patch, on_step):
+    """Patch publishing's steps (a file staged, a record written or a file copied back, a rename) through `patch`
+    (monkeypatch.setattr, or setattr in a child process) so that on_step(name) runs before each; returns the list
+    of the steps taken."""
     steps = []
 
     def step(name, real):
         def wrapped(*a, **kw):
             steps.append(name)
-            if len(steps) == k:
-                raise Interrupted
+            on_step(len(steps))
             return real(*a, **kw)
         return wrapped
-    monkeypatch.setattr(publishing, "write_beside", step("stage", publishing.write_beside))
-    monkeypatch.setattr(publishing, "atomic_write", step("record", publishing.atomic_write))
+    patch(publishing, "write_beside", step("stage", publishing.write_beside))
+    patch(sources, "atomic_write", step("record", sources.atomic_write))
+    patch(publishing, "atomic_write", step("record", publishing.atomic_write))  # a file copied back
     proxy = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
-    proxy.replace, proxy.remove = step("rename", os.replace), step("remove intent", os.remove)
-    monkeypatch.setattr(publishing, "os", proxy)
+    proxy.replace = step("rename", os.replace)
+    patch(publishing, "os", proxy)
     return steps
 
 
-def test_publishing_interrupted_at_each_step_is_all_or_nothing(tmp_path, monkeypatch):
-    """Interrupt publishing before each of its steps in turn: right after, the folders hold the files before it
-    (nothing left behind) or an intent; the next command finishes that intent, and then every file is the new
-    run's and matches the record; the user's file is kept as a backup, never lost."""
-    total = None
-    for k in range(1, 100):
-        case = tmp_path / str(k)
-        case.mkdir()
-        pairs = _setting(case)
-        folders = sorted({d.parent for _, d in pairs})
-        with monkeypatch.context() as m:
-            steps = _interrupt_at(m, k)
-            try:
-                publishing.publish(pairs, "new", case / "new-run", log=lambda *_: None)
-                total = len(steps)
-            except Interrupted:
-                pass
-        if total is not None:
-            assert _state(pairs) == "new"
+def _interrupt_at(monkeypatch, k):
+    """Make publishing's k-th step fail (Interrupted raised just before it)."""
+    def fail(n):
+        if n == k:
+            raise Interrupted
+    return _steps(monkeypatch.setattr, fail)
+
+
+def _killed_at(k, publish, sig=signal.SIGKILL):
+    """Run publish() in a child process sent `sig` just before publishing's k-th step (SIGKILL: nothing cleaned
+    up, as `kill -9` or a machine going away). Returns True when the signal ended it, False when it finished."""
+    if not hasattr(os, "fork"):
+        pytest.skip("needs fork")
+    pid = os.fork()
+    if pid == 0:  # the child: publish, signalled at step k
+        try:
+            _steps(setattr, lambda n: n == k and os.kill(os.getpid(), sig))
+            publish()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == sig
+
+
+# ----------------------------------------------------------------------------- a project with two finished runs
+
+def _holder(root, data, name):
+    """Which run folders hold `data` under `name`."""
+    return {r for r in ("a", "b") if (root / "runs" / r / name).read_bytes() == data}
+
+
+def _one_run(root, read):
+    """The run whose six files `read(name)` returns, or None for a mix."""
+    common = set.intersection(*(_holder(root, read(n), n) for n in P2))
+    return sorted(common)[0] if common else None
+
+
+def _hidden(root):
+    return sorted(p.name for p in (root / "predictions").iterdir() if p.name.startswith(".") and
+                  p.name != sources.SOURCES)
+
+
+def _tampered(root, how):
+    """What a student does to the hidden files a kill left: nothing, delete them, or edit the record."""
+    pred, record = root / "predictions", root / "predictions" / sources.SOURCES
+    if how == "delete the temporary files":
+        for p in pred.iterdir():
+            if p.name.startswith(".") and p.name != sources.SOURCES:
+                p.unlink()
+    elif how == "delete the record":
+        record.unlink(missing_ok=True)
+    elif record.exists() and how != "nothing":
+        entries = json.loads(record.read_text())
+        name = sorted(entries)[0]
+        if how == "garble the record":
+            record.write_text("{ edited by hand")
+            return
+        if how == "point an entry at another run":
+            entries[name]["dir"] = str(root / "runs" / ("a" if entries[name]["dir"].endswith("b") else "b"))
+        elif how == "point an entry at a note":
+            entries[name].update(dir=str(pred), file="mynotes.txt")
+        elif how == "name the record in an entry":
+            entries[sources.SOURCES] = entries.pop(name)
+        elif how == "change an entry's sha256":
+            entries[name]["sha256"] = "0" * 64
+        record.write_text(json.dumps(entries))
+
+
+TAMPERING = ["nothing", "delete the temporary files", "delete the record", "garble the record",
+             "point an entry at another run", "point an entry at a note", "name the record in an entry",
+             "change an entry's sha256"]
+
+
+def _submit(root, **kw):
+    """prepare_submit.py --part 2 in `root`: (the run the zip holds, None) or (None, the one-line refusal)."""
+    try:
+        out = prepare_submit.build(root, part="2", **kw)
+    except MinbertError as e:
+        return None, str(e)
+    z = zipfile.ZipFile(out)
+    run = _one_run(root, lambda n: z.read(f"predictions/{n}"))
+    assert run is not None, "a zip of two runs' files"
+    return run, None
+
+
+def test_a_kill_at_each_step_then_hidden_files_deleted_or_edited_then_prepare_submit(tmp_path, capsys):
+    """Kill run b's publishing before each of its steps; delete or edit by hand what it leaves; then
+    prepare_submit.py: it zips one run's six files (put back from the run folder where the record allows), or
+    refuses in one line naming the mix (and, for a garbled record, that file), with the command that fixes it,
+    which then works. Nothing of the user's is lost, no hidden file stays behind, the run folders are untouched."""
+    base = tmp_path / "base"
+    pairs = two_runs_published(base)
+    snapshot = {p.relative_to(base): p.read_bytes() for p in (base / "runs").rglob("*") if p.is_file()}
+    outcomes = set()
+    for k in range(1, 40):
+        finished = False
+        for how in TAMPERING:
+            root = tmp_path / f"{k}-{TAMPERING.index(how)}"
+            shutil.copytree(base, root)
+            moved = [(root / s.relative_to(base), root / d.relative_to(base)) for s, d in pairs]
+            killed = _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b",
+                                                              log=lambda *_: None))
+            finished |= not killed
+            _tampered(root, how)
+            run, refused = _submit(root)
+            if refused and ".sources.json: not the record" in refused:
+                assert how == "garble the record" and "move it away" in refused
+                (root / "predictions" / sources.SOURCES).unlink()  # what the line says to do
+                run, refused = _submit(root)
+            if refused:  # a mix, named with the command that puts one run's set back
+                assert "not zipping a mix of runs" in refused and "--mixed" in refused, (k, how, refused)
+                assert _one_run(root, lambda n: (root / "predictions" / n).read_bytes()) is None, (k, how)
+                fix = refused.split("--publish ")[1].split(")")[0]
+                run, refused = _submit(root, runs=[fix])
+                assert refused is None, (k, how, refused)
+                outcomes.add("refused, then fixed")
+            else:
+                outcomes.add(f"zipped run {run}")
+            assert (root / "predictions" / "mynotes.txt").read_text() == "my notes\n"
+            assert _hidden(root) == [], (k, how, _hidden(root))
+            assert {p.relative_to(root): p.read_bytes() for p in (root / "runs").rglob("*") if p.is_file()} == \
+                snapshot
+            if how == "nothing":  # the record as the kill left it: one run's set, b's once the record said so
+                assert refused is None and run in ("a", "b"), (k, refused)
+        capsys.readouterr()
+        if finished:
             break
-        left = sorted(p.name for f in folders for p in f.iterdir() if p.name.endswith(".publish"))
-        if not any((f / publishing.INTENT).exists() for f in folders):
-            assert _state(pairs) == "old" and left == [], (k, steps)  # stopped while staging: nothing changed
-        else:
-            lines = []
-            publishing.finish_publishing(folders, log=lines.append)  # what the next run's check_outputs calls
-            assert _state(pairs) == "new", (k, steps)
-            assert lines and all("finished putting run new's files in place" in line or line.startswith("kept files")
-                                 for line in lines)
-            outputs.check_outputs(files=[d for _, d in pairs])  # and the next run may replace them
-        assert not [p for f in folders for p in f.iterdir() if p.name.endswith(".publish")
-                    or p.name == publishing.INTENT]
-        assert [p.read_text() for p in (case / "b").glob("v.csv.*.bak")] in ([], ["the user's own v\n"])
-        if _state(pairs) == "new":
-            assert [p.read_text() for p in (case / "b").glob("v.csv.*.bak")] == ["the user's own v\n"]
-    assert total is not None and total >= 5 + 2 + 6  # staged files, intents, renames (a backup among them), ...
+    assert finished and k > 6 + 1 + 6  # staged files, the record, the renames: each step was a kill point
+    assert outcomes == {"zipped run a", "zipped run b", "refused, then fixed"}
 
 
-def test_the_next_run_and_resume_finish_a_publishing_a_kill_cut_short(tmp_path, monkeypatch):
-    """The intent is carried out by whichever comes first: check_outputs (a new run, or the run's --resume) or
-    publish itself; a line says so."""
-    pairs = _setting(tmp_path)
+def test_the_next_command_puts_the_rest_in_place_from_the_run_folder(tmp_path, monkeypatch):
+    """A publishing that failed half way (three files renamed): check_outputs (a new run, or the run's --resume)
+    copies the other three from run b's folder, in one line; the record then matches every file."""
+    pairs = two_runs_published(tmp_path)
     with monkeypatch.context() as m:
-        steps = _interrupt_at(m, 5 + 2 + 3)  # the staged files and intents written, two renames done
+        steps = _interrupt_at(m, 6 + 1 + 4)  # the staged files and the record written, three renames done
         with pytest.raises(Interrupted):
-            publishing.publish(pairs, "new", tmp_path / "new-run", log=lambda *_: None)
-        assert steps.count("rename") == 3
+            publishing.publish(pairs, "b", tmp_path / "runs" / "b", log=lambda *_: None)
+        assert steps.count("rename") == 4
+    assert _one_run(tmp_path, lambda n: (tmp_path / "predictions" / n).read_bytes()) is None
+    assert _hidden(tmp_path) == []  # the failed pass removed its temporary files
     lines = []
-    publishing.publish(pairs[:1], "new", tmp_path / "new-run", log=lines.append)
-    assert lines[0].startswith(f"{tmp_path / 'a'}: finished putting run new's files in place (x.csv, y.csv, z.csv)")
-    assert lines[-1].startswith("kept files") is False and _state(pairs[:3]) == "new"
-    assert (tmp_path / "b" / publishing.INTENT).exists()  # b's part waits for the next command that writes there
-    outputs.check_outputs(files=[d for _, d in pairs], backup=True)
-    assert _state(pairs) == "new" and not (tmp_path / "b" / publishing.INTENT).exists()
+    publishing.finish_publishing([tmp_path / "predictions"], log=lines.append)
+    assert lines == [f"{tmp_path / 'predictions'}: copied run b's para-test-output.csv, sts-dev-output.csv, "
+                     f"sts-test-output.csv again from {tmp_path / 'runs' / 'b'}, which an interruption had "
+                     "stopped before they were all in place"]
+    assert _one_run(tmp_path, lambda n: (tmp_path / "predictions" / n).read_bytes()) == "b"
+    assert all(sources.written_by(d)["run"] == "b" for _, d in pairs)
+    assert "was" not in json.dumps(json.loads((tmp_path / "predictions" / sources.SOURCES).read_text()))
+    outputs.check_outputs(files=[d for _, d in pairs])  # and the next run may replace them
 
 
-def test_ctrl_c_during_the_renames_waits_for_them(tmp_path, monkeypatch):
-    """A real SIGINT arriving while the files are put in place: publishing completes (files and record), then the
-    KeyboardInterrupt is raised."""
-    pairs = _setting(tmp_path)
-    proxy = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
-    sent = []
+def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_path, capsys):
+    pairs = two_runs_published(tmp_path)
+    for src, dest in pairs[:2]:  # sst's two files from run b, the rest from a: a mix
+        shutil.copyfile(src, dest)
+    with pytest.raises(MinbertError, match=r"not zipping a mix of runs in .*predictions: sst-dev-output.csv, "
+                                           r"sst-test-output.csv from run b \(.*runs/b\); para-dev-output.csv, .* "
+                                           r"from run a \(.*runs/a\)\. To submit one run's files, copy its set back "
+                                           r"from its run folder \(python .*prepare_submit.py --part 2 --publish "):
+        prepare_submit.build(tmp_path, part="2")
+    capsys.readouterr()
+    prepare_submit.build(tmp_path, part="2", mixed=True)
+    out = capsys.readouterr().out.splitlines()
+    assert f"from run b ({tmp_path / 'runs' / 'b'}): sst-dev-output.csv, sst-test-output.csv" in out
+    assert f"from run a ({tmp_path / 'runs' / 'a'}): para-dev-output.csv, para-test-output.csv, " \
+           "sts-dev-output.csv, sts-test-output.csv" in out
+    assert any(line.startswith("zipped as they are (--mixed): ") for line in out)
+    prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
+    out = capsys.readouterr().out
+    assert "run b's predictions copied to" in out and "replacing those of run a (still in" in out
+    assert f"from run b ({tmp_path / 'runs' / 'b'}): {', '.join(P2)}" in out
 
-    def replace(a, b):
-        if not sent:
-            sent.append(1)
-            os.kill(os.getpid(), signal.SIGINT)
-        return os.replace(a, b)
-    proxy.replace = replace
-    monkeypatch.setattr(publishing, "os", proxy)
+
+def test_ctrl_c_while_publishing_waits_and_says_what_was_copied(tmp_path, monkeypatch):
+    """A real SIGINT arriving among the renames: every file is put in place and recorded, the line saying so is
+    printed, and the interrupt's own line (main_guard) says the files were copied, before KeyboardInterrupt."""
+    import utils
+    pairs = two_runs_published(tmp_path)
+    utils.set_interrupt_hint("multitask epoch 0 is saved in runs/b/multitask-last.pt; the same command plus "
+                             "--resume continues", retry="the same command plus --resume")
+    _steps(monkeypatch.setattr, lambda n: n == 9 and os.kill(os.getpid(), signal.SIGINT))
+    lines = []
     with pytest.raises(KeyboardInterrupt):
-        publishing.publish(pairs, "new", tmp_path / "new-run", log=lambda *_: None)
-    assert sent and _state(pairs) == "new"
-    assert not [p for f in (tmp_path / "a", tmp_path / "b") for p in f.iterdir()
-                if p.name.endswith(".publish") or p.name == publishing.INTENT]
+        publishing.publish(pairs, "b", tmp_path / "runs" / "b", log=lines.append)
+    assert _one_run(tmp_path, lambda n: (tmp_path / "predictions" / n).read_bytes()) == "b" and _hidden(tmp_path) == []
+    assert lines[-1].startswith("run b's predictions copied to ") and "replacing those of run a" in lines[-1]
+    assert utils._INTERRUPT_HINT["text"].startswith("run b's predictions were all copied to ")
+    utils.set_interrupt_hint(None)
 
 
-def test_ctrl_c_while_staging_leaves_the_folders_as_they_were(tmp_path, monkeypatch):
-    pairs = _setting(tmp_path)
-    before = {d: d.read_bytes() for _, d in pairs}
-    real, calls = publishing.copier, []
+def test_the_run_replaced_is_the_one_there_once_the_folder_is_locked(tmp_path, monkeypatch):
+    """Two runs publishing at once: the later one waits for the folder's lock, and names the run whose files it
+    found then (here b, which published while c waited), not the one there when it started."""
+    pairs = two_runs_published(tmp_path)
+    c = tmp_path / "runs" / "c"
+    shutil.copytree(tmp_path / "runs" / "a", c)
+    real, waited = publishing._locked, []
 
-    def copier(src):
-        write = real(src)
-
-        def interrupted(fp):
-            calls.append(src)
-            write(fp)
-            if len(calls) == 3:
-                os.kill(os.getpid(), signal.SIGINT)  # lands inside the third file's write
-        return interrupted
-    monkeypatch.setattr(publishing, "copier", copier)
-    with pytest.raises(KeyboardInterrupt):
-        publishing.publish(pairs, "new", tmp_path / "new-run", log=lambda *_: None)
-    assert {d: d.read_bytes() for _, d in pairs} == before and _state(pairs) == "old"
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [".sources.json", "x.csv", "y.csv", "z.csv"]
+    def locked(folders):
+        if not waited:  # the other process holds the lock until it has published
+            waited.append(1)
+            publishing.publish(pairs, "b", tmp_path / "runs" / "b", log=lambda *_: None)
+        return real(folders)
+    monkeypatch.setattr(publishing, "_locked", locked)
+    line = publishing.publish([(c / n, d) for (_, d), n in zip(pairs, P2)], "c", c, log=lambda *_: None)
+    assert "replacing those of run b (still in" in line and "run a" not in line
 
 
-def test_a_record_or_intent_the_project_did_not_write_is_refused(tmp_path):
-    """A user's own .sources.json (or .publishing.json) in an output folder would be replaced by the project's
-    record: one line, nothing written."""
-    folder = tmp_path / "out"
-    folder.mkdir()
-    (folder / ".sources.json").write_text("my own notes, not JSON\n")
-    with pytest.raises(MinbertError, match=r"out/.sources.json: not the record of written files this project keeps"):
-        outputs.check_outputs(files=[folder / "sst-dev-output.csv"])
-    (folder / ".sources.json").write_text('{"editor": "vim"}')
-    with pytest.raises(MinbertError, match=r"not the record of written files"):
-        outputs.check_file(folder / "x.json", "--json")
-    (folder / ".sources.json").unlink()
-    (folder / ".publishing.json").write_text('{"files": [{"name": "../../etc/passwd", "sha256": "0"}]}')
-    with pytest.raises(MinbertError, match=r"out/.publishing.json: not a record of publishing this project wrote"):
-        outputs.check_outputs(files=[folder / "sst-dev-output.csv"])
-    with pytest.raises(MinbertError, match=r"--json .*/.sources.json: the name of the record the project keeps"):
-        outputs.check_file(tmp_path / ".sources.json", "--json")
-    assert sorted(p.name for p in folder.iterdir()) == [".publishing.json"]
+def test_a_file_of_the_users_allowed_by_backup_is_kept_however_publishing_ends(tmp_path):
+    """--backup: the user's file at a destination is renamed to a dated backup, also when the publishing is killed
+    between the record and that rename and the next command finishes it."""
+    pairs = two_runs_published(tmp_path)
+    dest = pairs[-1][1]
+    dest.write_text("the user's own file\n")
+    assert _killed_at(6 + 1 + 5, lambda: publishing.publish(pairs, "b", tmp_path / "runs" / "b", log=print))
+    assert dest.read_text() == "the user's own file\n"
+    publishing.finish_publishing([dest.parent], log=lambda *_: None)
+    assert [p.read_text() for p in dest.parent.glob(f"{dest.name}.*.bak")] == ["the user's own file\n"]
+    assert _one_run(tmp_path, lambda n: (tmp_path / "predictions" / n).read_bytes()) == "b"
 
 
 def test_a_temporary_file_never_replaces_a_file_beside_the_output(tmp_path):
@@ -202,7 +285,19 @@ def _umask():
     return mask
 
 
-# ----------------------------------------------------------------------------- end to end: Part 2 and Part 1
+def test_protect_and_record_unit(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text("user\n")
+    kept = publishing.protect([a, tmp_path / "absent.csv"])
+    assert len(kept) == 1 and not a.exists() and kept[0][1].read_text() == "user\n"
+    a.write_text("run\n")
+    sources.record([a], "r1", tmp_path)
+    assert sources.written_by(a)["run"] == "r1" and publishing.protect([a]) == []
+    a.write_text("changed\n")
+    assert sources.written_by(a) is None and len(publishing.protect([a])) == 1
+
+
+# ----------------------------------------------------------------------------- end to end: Part 2, Part 1, GPT-2
 
 def _part2(tmp_path, run, data, model, *extra):
     """A two-step Part 2 run in tmp_path/run/ck publishing into tmp_path/pred, shared by every run."""
@@ -217,34 +312,62 @@ def _consistent(folder, run_folder):
     assert len(files) == 6
     for f in files:
         assert f.read_bytes() == (run_folder / f.name).read_bytes(), f
-        assert publishing.written_by(f) is not None and publishing.written_by(f)["dir"] == str(run_folder)
-    assert not [p for p in folder.iterdir() if p.name.endswith(".publish") or p.name == publishing.INTENT]
+        assert sources.written_by(f) is not None and sources.written_by(f)["dir"] == str(run_folder)
+    assert not [p for p in folder.iterdir() if p.name.startswith(".") and p.name != sources.SOURCES]
 
 
 def test_part2_killed_while_publishing_resumes_and_the_next_run_goes_on(tmp_path, course_data, tiny_model,
                                                                        monkeypatch, capsys):
-    """Run b dies half way through putting its files in predictions/ over run a's: its --resume (even with
-    --backup) finishes the job, and a new run c then publishes over it; interrupted while staging, c's --resume
-    finds predictions/ as b left them."""
+    """Run b fails half way through putting its files in predictions/ over run a's: its --resume (even with
+    --backup) puts the rest back from its run folder without scoring anything again, and a new run c then
+    publishes over it; failing while staging, c leaves predictions/ as b left it, and c's --resume publishes."""
     import multitask_classifier as mt
     mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7"))
     with monkeypatch.context() as m:
-        steps = _interrupt_at(m, 6 + 1 + 3)  # six files staged, the intent written, two renames done
+        steps = _interrupt_at(m, 6 + 1 + 3)  # six files staged, the record written, two renames done
         with pytest.raises(Interrupted):
             mt.main(_part2(tmp_path, "b", course_data, tiny_model))
         assert steps.count("rename") == 3
     capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in (tmp_path / "b" / "ck").glob("*-output.csv")}
     mt.main(_part2(tmp_path, "b", course_data, tiny_model, "--resume", "--backup"))
-    assert "finished putting run ck's files in place" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "copied run ck's" in out and "again from" in out and "the run had finished" in out
+    assert {p.name: p.read_bytes() for p in (tmp_path / "b" / "ck").glob("*-output.csv")} == before
     _consistent(tmp_path / "pred", tmp_path / "b" / "ck")
     assert not list((tmp_path / "pred").glob("*.bak"))  # nothing of the user's was there to keep
     with monkeypatch.context() as m:
-        _interrupt_at(m, 4)  # Ctrl-C while the fourth file is staged
+        _interrupt_at(m, 4)  # fails while the fourth file is staged
         with pytest.raises(Interrupted):
             mt.main(_part2(tmp_path, "c", course_data, tiny_model, "--seed", "3"))
     _consistent(tmp_path / "pred", tmp_path / "b" / "ck")
     mt.main(_part2(tmp_path, "c", course_data, tiny_model, "--seed", "3", "--resume"))
     _consistent(tmp_path / "pred", tmp_path / "c" / "ck")
+
+
+def test_resuming_a_finished_run_never_rewrites_its_predictions(tmp_path, course_data, tiny_model, capsys):
+    """--resume of a run that finished (here with --amp none, which would score differently): nothing is trained
+    or scored again, the run folder's files stay byte for byte, the results table keeps one row, and the run's
+    files are published again (put back over another run's), each said in a line."""
+    import multitask_classifier as mt
+    mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7"))
+    folder, results = tmp_path / "a" / "ck", tmp_path / "pred" / "results.csv"
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".csv", ".npz")}
+    mt.main(_part2(tmp_path, "b", course_data, tiny_model, "--seed", "3"))
+    rows = results.read_text()
+    capsys.readouterr()
+    mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--amp", "none"))
+    out = capsys.readouterr().out
+    assert "the run had finished, nothing is left to train" in out and "not scored again" in out
+    assert "replacing those of run ck (still in" in out
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".csv", ".npz")} == before
+    _consistent(tmp_path / "pred", folder)
+    assert results.read_text() == rows
+    with pytest.raises(MinbertError, match=r"the run had finished, and --resume neither scores it again nor publishes "
+                                           r"it under other paths than its own"):
+        mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--sst_dev_out",
+                       str(tmp_path / "elsewhere.csv")))
+    assert not (tmp_path / "elsewhere.csv").exists()
 
 
 def test_part1_killed_while_publishing_resumes(tmp_path, course_data, tiny_model, monkeypatch):
@@ -255,45 +378,45 @@ def test_part1_killed_while_publishing_resumes(tmp_path, course_data, tiny_model
     classifier.main(args + ["--seed", "7"])
     before = {p.name: p.read_bytes() for p in (tmp_path / "pred").glob("*.csv")}
     with monkeypatch.context() as m:
-        _interrupt_at(m, 2 + 1 + 1)  # the dev and test files staged, the intent written, one rename done
+        _interrupt_at(m, 2 + 1 + 1)  # the dev and test files staged, the record written, one rename done
         with pytest.raises(Interrupted):
             classifier.main(part1_args(tmp_path / "b", course_data, tiny_model, "--datasets", "sst", "--epochs", "1",
                                        "--predictions_dir", str(tmp_path / "pred")))
-    assert (tmp_path / "pred" / publishing.INTENT).exists()
     classifier.main(part1_args(tmp_path / "b", course_data, tiny_model, "--datasets", "sst", "--epochs", "1",
                                "--predictions_dir", str(tmp_path / "pred"), "--resume"))
     after = {p.name: p.read_bytes() for p in (tmp_path / "pred").glob("*.csv")}
     assert sorted(after) == sorted(before) and after != before
     for name, data in after.items():
-        assert data == (tmp_path / "b" / "ck" / name).read_bytes() and publishing.written_by(tmp_path / "pred" / name)
+        assert data == (tmp_path / "b" / "ck" / name).read_bytes() and sources.written_by(tmp_path / "pred" / name)
 
 
 def test_gpt2_killed_while_publishing_resumes(tmp_path, course_data, tiny_gpt2, monkeypatch):
-    """Build GPT-2's scripts publish through the same code: paraphrase_detection.py killed among its renames, its
+    """Build GPT-2's scripts publish through the same code: paraphrase_detection.py failing among its renames, its
     --resume completes predictions/."""
     from gpt2 import paraphrase_detection
     args = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "1", "--lr", "1e-3",
             "--run_dir", str(tmp_path / "run"), "--predictions_dir", str(tmp_path / "pred")]
     with monkeypatch.context() as m:
-        _interrupt_at(m, 2 + 1 + 1)  # both files staged, the intent written, one rename done
+        _interrupt_at(m, 2 + 1 + 1)  # both files staged, the record written, one rename done
         with pytest.raises(Interrupted):
             paraphrase_detection.main(args)
-    assert (tmp_path / "pred" / publishing.INTENT).exists()
     paraphrase_detection.main(args + ["--resume"])
     for split in ("dev", "test"):
         name = f"para-{split}-output.csv"
         assert (tmp_path / "pred" / name).read_bytes() == (tmp_path / "run" / name).read_bytes()
-        assert publishing.written_by(tmp_path / "pred" / name)["dir"] == str(tmp_path / "run")
-    assert not (tmp_path / "pred" / publishing.INTENT).exists()
+        assert sources.written_by(tmp_path / "pred" / name)["dir"] == str(tmp_path / "run")
+    assert "was" not in (tmp_path / "pred" / sources.SOURCES).read_text()
 
 
-def test_protect_and_record_unit(tmp_path):
-    a = tmp_path / "a.csv"
-    a.write_text("user\n")
-    kept = publishing.protect([a, tmp_path / "absent.csv"])
-    assert len(kept) == 1 and not a.exists() and kept[0][1].read_text() == "user\n"
-    a.write_text("run\n")
-    publishing.record([a], "r1", tmp_path)
-    assert publishing.written_by(a)["run"] == "r1" and publishing.protect([a]) == []
-    a.write_text("changed\n")
-    assert publishing.written_by(a) is None and len(publishing.protect([a])) == 1
+def test_sigterm_while_publishing_waits_until_every_file_is_in_place(tmp_path):
+    """`kill PID` (SIGTERM) at any step of publishing: the process finishes the copy, then ends as SIGTERM ends it;
+    predictions/ holds run b's six files and no temporary file, before any other command runs."""
+    base = tmp_path / "base"
+    pairs = two_runs_published(base)
+    for k in (1, 6, 7, 8, 13):
+        root = tmp_path / str(k)
+        shutil.copytree(base, root)
+        moved = [(root / s.relative_to(base), root / d.relative_to(base)) for s, d in pairs]
+        assert _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b", log=lambda *_: None),
+                          signal.SIGTERM), k
+        assert _one_run(root, lambda n: (root / "predictions" / n).read_bytes()) == "b" and _hidden(root) == [], k

@@ -17,6 +17,9 @@ from utils import MinbertError
 def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_model):
     monkeypatch.chdir(tmp_path)
     base = ["classifier", "--space", "lr=1e-3", "--"] + sweep_base(course_data, tiny_model)
+    with pytest.raises(MinbertError, match=r"--storage sqlite:///.*minbert/sweep.db: among the project's code"):
+        sweep.main(base[:3] + ["--storage", f"sqlite:///{ROOT / 'minbert' / 'sweep.db'}"] + base[3:])
+    assert not (ROOT / "minbert" / "sweep.db").exists()
     junk = tmp_path / "junk.db"
     junk.write_text("not a database")
     with pytest.raises(MinbertError, match="is not an SQLite database"):

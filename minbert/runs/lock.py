@@ -1,0 +1,118 @@
+"""One process per run folder: the lock a run holds on its folder's `.minbert-run` for as long as it writes
+there (flock, released by the kernel when the process ends, so a killed run leaves no stale lock; where the
+file system has no flock, the process id written in the file is checked instead), and what the file says:
+which pipeline's run the folder holds, which process holds it now, what a finished run wrote (folders.py)."""
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from utils import MinbertError, process_alive
+
+RUN_MARK = ".minbert-run"
+SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
+           "ensemble": "ensemble.py", "eval": "multitask_classifier.py --eval_only",
+           "gpt2-classifier": "gpt2/classifier.py", "gpt2-paraphrase": "gpt2/paraphrase_detection.py",
+           "gpt2-sonnet": "gpt2/sonnet_generation.py"}
+
+
+def holder(fd):
+    """What the lock file says about the process that holds (or last held) it."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        info = json.loads(os.read(fd, 1 << 16).decode() or "{}")
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(info):
+    """Whether the process named in a lock file may still be running: a dead process on this machine is
+    recognised; one on another machine cannot be checked from here, so it counts as running."""
+    pid, host = info.get("pid"), info.get("host")
+    if not isinstance(pid, int):
+        return False
+    return host != socket.gethostname() or process_alive(pid)
+
+
+def _try_lock(fd):
+    """True when this process now holds the lock on `fd`, False when another process does."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: a byte-range lock on the file's first byte
+        import msvcrt
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without flock (some network mounts): the process id written in the file
+        return not _alive(holder(fd))
+
+
+class RunLock:
+    """The lock a run holds on its folder's `.minbert-run` for as long as it writes there."""
+
+    def __init__(self, folder):
+        self.path, self.fd, self.pipeline, self.claimed = Path(folder) / RUN_MARK, None, None, False
+
+    def acquire(self, flag, pipeline):
+        """Hold the lock for a `pipeline` ('classifier', 'multitask', 'pretrain', 'ensemble') run, refusing a
+        folder another process holds or one a run of another pipeline wrote."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _try_lock(fd):
+            info = holder(fd)
+            os.close(fd)
+            who = (f"process {info.get('pid')} on {info.get('host')}, since {info.get('since')}: "
+                   f"{str(info.get('command', ''))[:160]}") if info else "another process"
+            raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes "
+                               "writing one run folder would mix their checkpoints "
+                               "and logs: wait for it to end, or pick another name")
+        self.fd = fd
+        before = holder(fd).get("pipeline")
+        if before and before != pipeline:
+            self.release()
+            raise MinbertError(f"{flag} {self.path.parent}: the run folder of a "
+                               f"{SCRIPTS.get(before, before)} run; a {SCRIPTS.get(pipeline, pipeline)} run "
+                               "writes into a folder of its own: pick another")
+        self.pipeline = pipeline
+        return self
+
+    def claim(self):
+        """Write who holds the lock into the file (once the run's other checks have passed, so that a refused
+        run leaves the folder byte for byte as it was), keeping the record of the outputs written so far."""
+        outputs = holder(self.fd).get("outputs")
+        self._write({"pipeline": self.pipeline, "pid": os.getpid(), "host": socket.gethostname(),
+                     "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+                     "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+                    | ({"outputs": outputs} if isinstance(outputs, dict) else {}))
+        self.claimed = True
+        return self
+
+    def note(self, key, value):
+        """Add {key: value} to what the file says, keeping the rest."""
+        self._write({**holder(self.fd), key: value})
+
+    def _write(self, info):
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        os.write(self.fd, (json.dumps(info) + "\n").encode())
+
+    def release(self):
+        if self.fd is None:
+            return
+        if self.claimed:
+            try:
+                self._write({**holder(self.fd), "pid": None, "ended": time.strftime("%Y-%m-%d %H:%M:%S")})
+            except OSError:
+                pass
+        os.close(self.fd)  # closing the file releases the lock
+        self.fd, self.claimed = None, False

@@ -1,0 +1,95 @@
+"""runs/lock.py: a run folder is one process's: a second process is refused naming the first, a lock left by a
+killed process is stale, two runs started at once leave one run, and without flock the process id decides."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import multitask_classifier as mt
+from minbert.runs.lock import RUN_MARK, RunLock
+from tests.course import ROOT, part2_args
+from utils import MinbertError
+
+
+def _quick(tmp_path, data, model, *extra):
+    """A two-step multitask run (the shared argument builder, shortened)."""
+    return part2_args(tmp_path, data, model, "--epochs", "1", "--steps_per_epoch", "2", *extra)
+
+
+_HOLD = """
+import sys, time
+sys.path.insert(0, {root!r})
+from minbert.runs.folders import open_run
+run = open_run("multitask", ["multitask"], run_dir={folder!r})
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def _holder(folder):
+    """A process holding `folder`'s lock, started and waited for by what it prints (not by a clock)."""
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD.format(root=str(ROOT), folder=str(folder))],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_second_process_on_one_run_folder_is_refused_naming_the_first(tmp_path, course_data, tiny_model):
+    folder = tmp_path / "ck"
+    holder = _holder(folder)
+    try:
+        with pytest.raises(MinbertError, match=rf"in use by another run \(process {holder.pid} on .*wait for it to end"):
+            mt.main(_quick(tmp_path, course_data, tiny_model))
+        assert sorted(p.name for p in folder.iterdir()) == [RUN_MARK]  # the refused run wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_left_by_a_killed_process_is_recognised_as_stale(tmp_path, course_data, tiny_model):
+    folder = tmp_path / "ck"
+    holder = _holder(folder)
+    holder.send_signal(signal.SIGKILL)  # kill -9: no chance to release anything
+    holder.wait()
+    mt.main(_quick(tmp_path, course_data, tiny_model))
+    assert (folder / "mt.pt").is_file()
+    info = json.loads((folder / RUN_MARK).read_text())
+    assert info["pipeline"] == "multitask" and info["pid"] is None  # released at the end
+
+
+def test_two_runs_started_at_once_with_one_name_one_is_refused(tmp_path, course_data, tiny_model):
+    """The race of two identical commands: whichever takes the lock second is refused before writing anything,
+    and the folder holds one configuration's log."""
+    cmd = [sys.executable, str(ROOT / "multitask_classifier.py"), *_quick(tmp_path, course_data, tiny_model)]
+    procs = [subprocess.Popen(cmd + ["--lr", lr], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for lr in ("1e-3", "5e-4")]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    err = next(e for p, (_, e) in zip(procs, outs) if p.returncode == 2).strip().splitlines()
+    assert len(err) == 1 and ("in use by another run" in err[0] or "already holds a run" in err[0]), err
+    log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
+    assert len(log) == 1
+
+
+def test_without_flock_the_process_id_in_the_lock_file_decides(tmp_path, monkeypatch):
+    """Some network file systems have no flock: there the lock file's process id is checked instead."""
+    import fcntl
+
+    def no_flock(fd, op):
+        raise OSError(38, "Function not implemented")
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+    for pid, refused in ((int(dead.stdout), False), (os.getppid(), True)):
+        (folder / RUN_MARK).write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "pipeline": "multitask"}))
+        if refused:
+            with pytest.raises(MinbertError, match=f"in use by another run \\(process {pid}"):
+                RunLock(folder).acquire("--run_dir", "multitask")
+        else:
+            RunLock(folder).acquire("--run_dir", "multitask").release()
