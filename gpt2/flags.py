@@ -27,7 +27,7 @@ ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lo
 # Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have
 # GPT-2's own checks in classifier_settings). BERT's own levers are not declared here at all
 # (groups.BERT_ONLY says why).
-GPT2_IDLE = {f: IDLE_FLAGS[f] for f in ("foreach", "fused")}
+GPT2_IDLE = {f: IDLE_FLAGS[f] for f in ("foreach", "fused", "record_step")}
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
                 "compiles GPT-2's forward, which --fine-tune-mode "

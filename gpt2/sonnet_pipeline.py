@@ -36,7 +36,7 @@ class SonnetPipeline(Pipeline):
         self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
         set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
-        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
             set_fixed_shapes(self.train, s.batch_size)
         self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
         limit = self.model.gpt.config.max_position_embeddings
@@ -95,7 +95,7 @@ def run_sonnets(settings, on_epoch=None):
                       backup=s.run.backup)
         seed_everything(s.recipe.seed)
         pipeline = SonnetPipeline(s)
-        trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
+        trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps)
         main_print(f"sonnets: {len(pipeline.train)} for training, "
                    f"{len(pipeline.dev)} true dev sonnets; run folder {run.folder}")
         return fit(pipeline, trainer, run, s, on_epoch)

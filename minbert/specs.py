@@ -153,8 +153,8 @@ class Runtime:
     compile: bool = False
     fast_dropout: bool = True            # dropout's masks drawn in bulk on the CPU (minbert/dropout.py)
     tensorboard: bool = True
-    # every training step one CUDA graph per batch shape (training/graphs.py)
-    graphs: bool = False
+    # the training step recorded as one CUDA graph per batch shape and replayed (training/recorded.py)
+    record_step: bool = False
 
 
 @dataclass(frozen=True)

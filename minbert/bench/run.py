@@ -14,18 +14,18 @@ from tokenizer import BertTokenizer
 
 def rows(settings):
     """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers
-    and the plain step, each as the pipelines run it on this device (recorded as CUDA graphs on a GPU unless
-    --no_cuda_graphs, and then `eager` beside them, the plain step as --no_cuda_graphs runs it); with
+    and the plain step, each as the pipelines run it on this device (with --record_step on a GPU recorded as
+    CUDA graphs, and then `eager` beside them, the plain step as it runs without the flag); with
     --compare every switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches
     (its Trainer's group_by_length), on random ones (its default) and in our reduced precision (its
     --bf16/--fp16), and on a GPU `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the
-    captured path's fixed shapes."""
-    s, amp, graphs = settings, settings.runtime.amp, settings.runtime.graphs
+    recorded step's fixed shapes."""
+    s, amp, recorded = settings, settings.runtime.amp, settings.runtime.record_step
     reg = s.regularizers
-    out = ([("recipe", dict(recipe=True, graphs=graphs))] if reg.rdrop_weight or reg.smart_weight
+    out = ([("recipe", dict(recipe=True, record_step=recorded))] if reg.rdrop_weight or reg.smart_weight
            or reg.smart_bregman_weight else [])
-    out.append(("plain", dict(graphs=graphs)))
-    if graphs:
+    out.append(("plain", dict(record_step=recorded)))
+    if recorded:
         out.append(("eager", {}))
     if s.compare:
         out.append(("baseline", dict(fast=False)))
@@ -75,7 +75,7 @@ def benchmark(settings, why=""):
                   f"({m['padded_tokens_per_s']:.0f} padded, {m['padding_fraction']:.0%} padding), "
                   f"{m['ms_per_step']:7.1f} ms/step, {m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
                   f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW "
-                  f"{r['adamw']}, compile {r['compile']}, CUDA graphs {r['graphs']}]; first {s.warmup} steps "
+                  f"{r['adamw']}, compile {r['compile']}, recorded {r['recorded']}]; first {s.warmup} steps "
                   f"{m['first_s']:.2f}s (compiling and recording included)")
         if r["regularizers"]:
             print(f"{r['label']:>11} "
@@ -95,7 +95,7 @@ def benchmark(settings, why=""):
         print(f"the recipe's training step costs {cost:.2f}x a plain one "
               f"({by['recipe']['train']['ms_per_step']:.0f} against "
               f"{by['plain']['train']['ms_per_step']:.0f} ms)")
-    for other, what in (("eager", "the step recorded as CUDA graphs vs eager"),
+    for other, what in (("eager", "the recorded step vs the eager one"),
                         ("hf-compiled", "ours vs HF transformers under "
                                         "torch.compile(mode='reduce-overhead'), "
                                         "same precision and fixed shapes"),

@@ -57,10 +57,10 @@ def add_speed_flags(ap, training=True, bert=True):
                        help="torch's dropout, one random draw per element (default: masks drawn in bulk on "
                             "the CPU, minbert/dropout.py; a GPU always uses torch's)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_false",
-                   help="run the training step eagerly on a GPU (default: with --use_gpu, the whole step, "
-                        "forward to optimizer, recorded once per batch shape as "
-                        "a CUDA graph and replayed; minbert/training/graphs.py)")
+    g.add_argument("--record_step", action="store_true",
+                   help="with --use_gpu, record the whole training step, forward to optimizer, once per "
+                        "batch shape as a CUDA graph and replay it (default: the eager step, until a GPU "
+                        "measurement shows the recorded one faster; minbert/training/recorded.py)")
     g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients "
                                                                       "over this many batches")
     return g

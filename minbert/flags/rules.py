@@ -8,6 +8,8 @@ from minbert.tasks.extra import parse_extra
 from utils import MinbertError
 
 # Flags that act only in some configurations: {flag: (acts(values, typed), what it does and when)}.
+RECORD_STEP_IDLE = (lambda v, t: v["use_gpu"],
+                    "records the training step on a GPU, which only --use_gpu uses")
 IDLE_FLAGS = {
     **{f: (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
            "sets the adapters, which only --fine-tune-mode lora or dora adds")
@@ -34,6 +36,7 @@ IDLE_FLAGS = {
     **{f: (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
            "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
        for f in ("freeze_layers", "gradual_unfreeze")},
+    "record_step": RECORD_STEP_IDLE,
 }
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
@@ -55,11 +58,13 @@ MULTITASK_IDLE = {
 }
 
 PRETRAIN_IDLE = {
+    "record_step": RECORD_STEP_IDLE,
     "data_dir": (lambda v, t: v["texts"] is None,
                  "is where the course CSVs' training sentences are read, which --texts replaces as the text"),
 }
 
 BENCH_IDLE = {
+    "record_step": RECORD_STEP_IDLE,
     "config": (lambda v, t: v["pretrained"] is None,
                "is the shape of the random model, which --pretrained replaces with the checkpoint's"),
 }

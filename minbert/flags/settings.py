@@ -16,7 +16,7 @@ from config import BertConfig
 from minbert.bench.candidate import CONFIGS
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
-                                    REGULARIZER_WEIGHTS, resolve_graphs, resolve_lr)
+                                    REGULARIZER_WEIGHTS, resolve_lr, resolve_record_step)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags,
                                    multitask_parser, pretrain_parser)
 from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
@@ -76,25 +76,25 @@ def recipe(v, lr, lr_why):
 
 
 def runtime(v, log=main_print, eager=None, training=True):
-    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step's
-    path (CUDA graphs or eager; `eager` a pipeline's own reason for the eager step) resolved
-    for it, a line saying each."""
+    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step (eager, or
+    recorded with --record_step; `eager` a pipeline's own reason for the eager step) resolved for it, a line
+    saying each."""
     device = get_device(v["use_gpu"])
     amp, why = resolve_amp(v["amp"], device)
     log(f"precision: {why}")
-    graphs = False
+    record_step = False
     if training:
-        graphs, path = resolve_graphs(v, device, amp, distributed()[1], eager)
+        record_step, path = resolve_record_step(v, device, amp, distributed()[1], eager)
         log(f"training step: {path}")
     pad = resolve_pad_multiple(v["pad_multiple"], device)
-    if graphs:
+    if record_step:
         log(f"fixed shapes: every training batch {v['batch_size']} rows (a short one filled with rows of "
             "loss weight 0), its width the smallest of a few chosen from the data (minbert/shapes.py)")
     elif pad:
         log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
     return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
                    fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False),
-                   graphs=graphs)
+                   record_step=record_step)
 
 
 def _lr(v):

@@ -48,9 +48,9 @@ class TermLoss(nn.Module):
     def track(self, name, value):
         """Add `value` to its term's running sum for the log; returns `value` itself (with its gradient).
 
-        The sum and the count are tensors where the loss is, added to in place: no host sync, and a CUDA graph
-        that recorded the additions makes them again at every replay (training/graphs.py; its warm-up creates
-        them, silently, before anything is recorded)."""
+        The sum and the count are tensors where the loss is, added to in place: no host sync, and a recorded
+        step makes the additions again at every replay (training/recorded.py; its warm-up creates the
+        tensors, silently, before anything is recorded)."""
         v = value.detach().float()
         if name not in self.sums:
             self.sums[name] = torch.zeros((), device=v.device)

@@ -196,7 +196,7 @@ def pretrain(settings, run):
     files = run.files("pretrain")
     seed_everything(s.recipe.seed)
     pipeline = PretrainPipeline(s)
-    trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.total, epochs=1)
+    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.total, epochs=1)
     print(f"pretrain: {len(pipeline.train)} sentences ({len(pipeline.dev)} held out), {pipeline.per_epoch} "
           f"batches an epoch, {pipeline.total} steps; MLM head "
           f"{'from the checkpoint' if pipeline.had_head else 'fresh (the checkpoint has none)'}; "

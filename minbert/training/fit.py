@@ -163,7 +163,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         if not steps:
             break
         try:
-            stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}",
+            stats = trainer.run_epoch(batches, steps, desc=f"{files.stem} epoch {epoch}",
                                       on_step=monitor.step if monitor is not None else None)
         except Diverged as e:
             raise diverged(e, pipeline, files, run_name, epoch, stopper) from None
