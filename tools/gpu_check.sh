@@ -6,8 +6,8 @@
 #   bash tools/gpu_check.sh              # every stage below
 #   STAGES="tests bench" bash tools/gpu_check.sh
 # Stages: tests (the CUDA tests of the recorded step and the device paths), bench (bench.py --record_step and
-# tools/step_timing.py on MiniLM/SST and the bert-base shape), part2 (Part 2's default recipe, 3 epochs, recorded and
-# eager, one seed). What they must show before --use_gpu records by default: docs/hardware.md.
+# tools/step_timing.py on MiniLM/SST and the bert-base shape), part2 (Part 2's default recipe, 3 epochs, recorded
+# and eager, one seed). What they must show before --use_gpu records by default: docs/hardware.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-check}"
@@ -30,15 +30,14 @@ for stage in $STAGES; do
       run tests python -m pytest -q -x -p no:cacheprovider tests/minbert/training/test_recorded.py \
         tests/minbert/objectives/test_rows.py -k "cuda or recorded or replays" ;;
     bench)
-      run bench-minilm python bench.py --use_gpu --record_step --pretrained "$MODEL" --data sst --batch_size 32 --hf \
-        --json "$OUT/bench-minilm-sst-b32.json"
+      run bench-minilm python bench.py --use_gpu --record_step --pretrained "$MODEL" --data sst --batch_size 32 \
+        --hf --json "$OUT/bench-minilm-sst-b32.json"
       run bench-base python bench.py --use_gpu --record_step --config base --data synthetic --seq_len 128 \
-        --batch_size 32 --hf \
-        --json "$OUT/bench-base-synthetic-b32.json"
+        --batch_size 32 --hf --json "$OUT/bench-base-synthetic-b32.json"
       run timing-minilm python tools/step_timing.py --use_gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
         --json "$OUT/timing-minilm-64.json"
-      run bench-minilm-64 python bench.py --use_gpu --record_step --pretrained "$MODEL" --data synthetic --seq_len 64 \
-        --batch_size 32 --hf --json "$OUT/bench-minilm-synthetic-64.json"
+      run bench-minilm-64 python bench.py --use_gpu --record_step --pretrained "$MODEL" --data synthetic \
+        --seq_len 64 --batch_size 32 --hf --json "$OUT/bench-minilm-synthetic-64.json"
       run timing-base python tools/step_timing.py --use_gpu --config base --seq_len 128 --batch_size 32 \
         --json "$OUT/timing-base-128.json" ;;
     part2)

@@ -13,6 +13,7 @@ from minbert.course_data import data_file, read_examples
 from minbert.finetuning.pals import PALs
 from minbert.hub import resolve_pretrained
 from minbert.objectives.losses import ClassificationLoss, TermLoss
+from minbert.objectives.regularizers import build_regularizers, regularizer_weights
 from minbert.precision import autocast
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
@@ -166,7 +167,7 @@ class Candidate:
                      for b in self.batches]
         self.padded = [b["x"]["input_ids"].numel() for b in self.batches]
         self.flops = [flops_per_batch(cfg, b) for b in self.batches]
-        regs = (TermLoss.regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
+        regs = (build_regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
                 if recipe and not hf else {})
         # The pipelines' one training step: Part 1's loss (with the recipe's regularisers when asked), or HF's
         # model and head on cross entropy; no clipping, a constant learning rate.
@@ -204,8 +205,7 @@ class Candidate:
                     "bucket": bucket, "pad_multiple": rt.pad_multiple if bucket else 0,
                     "adamw": adamw, "recorded": record_step,
                     "compile": "reduce-overhead" if compiled else bool(fast and rt.compile),
-                    "regularizers": {name: float(module.weight) for name, module in regs.items()
-                                     if module is not None}}
+                    "regularizers": regularizer_weights(s.regularizers) if recipe and not hf else {}}
 
     def train(self, on):
         self.model.train(on)

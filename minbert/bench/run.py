@@ -8,6 +8,7 @@ from minbert.bench.floor import step_floor
 from minbert.bench.profile import profile_steps
 from minbert.bench.timing import matmul_peak, mfu, time_rows
 from minbert.hub import resolve_pretrained
+from minbert.objectives.regularizers import regularizer_weights
 from minbert.precision import cpu_capability, device_kind, native_precisions
 from tokenizer import BertTokenizer
 
@@ -21,9 +22,7 @@ def rows(settings):
     --bf16/--fp16), and on a GPU `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the
     recorded step's fixed shapes."""
     s, amp, recorded = settings, settings.runtime.amp, settings.runtime.record_step
-    reg = s.regularizers
-    out = ([("recipe", dict(recipe=True, record_step=recorded))] if reg.rdrop_weight or reg.smart_weight
-           or reg.smart_bregman_weight else [])
+    out = [("recipe", dict(recipe=True, record_step=recorded))] if regularizer_weights(s.regularizers) else []
     out.append(("plain", dict(record_step=recorded)))
     if recorded:
         out.append(("eager", {}))

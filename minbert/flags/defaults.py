@@ -2,25 +2,25 @@
 plain values, and the learning-rate default, which depends on what trains, how wide the checkpoint
 is and which optimizer steps."""
 from minbert.finetuning.modes import ADAPTER_LR, MODES
+from minbert.objectives.regularizers import REGULARIZERS
 from minbert.training.recorded import cannot_record
 from optimizer import LR_FACTOR
 
+# The regularisers' weights (objectives/regularizers.py), each the flag that switches one on.
+REGULARIZER_WEIGHTS = tuple(r.weight for r in REGULARIZERS.values())
 # The handout's plain training: a constant learning rate, no warm-up, no clipping, no regulariser.
-HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0,
-                  "rdrop_weight": 0.0, "smart_bregman_weight": 0.0}
+HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0,
+                  **{weight: 0.0 for weight in REGULARIZER_WEIGHTS}}
 # Part 2's handout defaults, for --recipe handout (ours are the recipe measured
 # best on MiniLM, see RESULTS.md).
 MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hidden_dropout_prob": 0.3,
                      "lr": 1e-5}
 
 # The regularisers of the default recipe, per pipeline: the rows measured best in RESULTS.md ("The
-# regularisers: which mechanism helps"). Part 1 applies them to full-model only: they need BERT in the graph,
-# and last-linear-layer trains on cached features.
-DEFAULT_REGULARIZERS = {
-    "classifier": {"rdrop_weight": 0.0, "smart_weight": 0.0},
-    "multitask": {"rdrop_weight": 2.0, "smart_weight": 0.0},
-}
-REGULARIZER_WEIGHTS = ("rdrop_weight", "smart_weight")
+# regularisers: which mechanism helps"), each regulariser's row saying its own. Part 1 applies them to
+# full-model only: they need BERT in the graph, and last-linear-layer trains on cached features.
+DEFAULT_REGULARIZERS = {pipeline: {r.weight: r.defaults[pipeline] for r in REGULARIZERS.values()}
+                        for pipeline in ("classifier", "multitask")}
 
 # full-model's default learning rate: the best measured on MiniLM (RESULTS.md), and the handout's.
 FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}

@@ -25,9 +25,10 @@ from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.shapes import resolve_pad_multiple
 from minbert.runs.identity import defining_flags, flag_spelling
+from minbert.objectives.regularizers import Regularizers
 from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
-                           MultitaskSettings, PretrainSettings, Recipe, Regularizers, RunSpec, Runtime,
-                           SweepSettings, TaskLosses)
+                           MultitaskSettings, PretrainSettings, Recipe, RunSpec, Runtime, SweepSettings,
+                           TaskLosses)
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError, distributed, get_device, main_print
 
@@ -103,7 +104,9 @@ def _lr(v):
                       checkpoint_config(v["pretrained"]).hidden_size)
 
 
-def _run(v, lr, stem=None):
+def run_spec(v, lr, stem=None):
+    """RunSpec of the parsed flags: the run folder, --resume, --backup, and the run-defining flags with the
+    learning rate resolved."""
     return RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"], stem=stem,
                    flags=defining_flags({**v, "lr": lr}))
 
@@ -139,7 +142,7 @@ def classifier_settings(args, log=main_print):
     model = from_flags(ModelSpec, v, pipeline="classifier", dropout=[v["hidden_dropout_prob"]])
     return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, lr, why),
                       regularizers=regularizers(v),
-                      runtime=run_time, run=_run(v, lr), datasets=tuple(v["datasets"]))
+                      runtime=run_time, run=run_spec(v, lr), datasets=tuple(v["datasets"]))
 
 
 # ---------------------------------------------------------------------------- Part 2: multitask_classifier.py
@@ -202,7 +205,7 @@ def multitask_settings(args, log=main_print):
     lr, why = _lr(v)
     losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
     return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses,
-                      regularizers=regularizers(v), run=_run(v, lr, v["checkpoint_name"]), **common)
+                      regularizers=regularizers(v), run=run_spec(v, lr, v["checkpoint_name"]), **common)
 
 
 # ----------------------------------------------------------------------------- pretrain.py

@@ -1,7 +1,8 @@
 """bench/run.py: the rows bench.py times follow its flags (the recipe's row only with a regulariser, every switch off
 with --compare, HF's rows with --hf, HF in our reduced precision only where there is one)."""
 from minbert.bench.run import rows
-from minbert.specs import BenchSettings, Regularizers, Runtime
+from minbert.objectives.regularizers import Regularizers
+from minbert.specs import BenchSettings, Runtime
 
 
 def test_the_rows_follow_the_flags():

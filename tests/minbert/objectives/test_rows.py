@@ -15,9 +15,10 @@ from minbert.course_data import MULTITASK, TASKS
 from minbert.objectives.embedding import STS_LOSSES, MultipleNegativesRankingLoss
 from minbert.objectives.losses import ClassificationLoss, MultitaskLoss, TermLoss
 from minbert.objectives.rdrop import RDrop
+from minbert.objectives.regularizers import Regularizers
 from minbert.objectives.rows import row_mean
 from minbert.objectives.smart import SmartRegularizer
-from minbert.specs import Regularizers, TaskLosses
+from minbert.specs import TaskLosses
 from minbert.tasks.extra import EXTRA_TASKS
 from minbert.tasks.multitask import MultitaskBERT
 from tests.checkpoints import multitask_spec, sentiment_model

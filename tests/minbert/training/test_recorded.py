@@ -14,7 +14,8 @@ from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.losses import ClassificationLoss, MultitaskLoss
 from minbert.objectives.rdrop import RDrop
 from minbert.objectives.smart import BregmanProximal
-from minbert.specs import Recipe, Regularizers, Runtime, TaskLosses
+from minbert.objectives.regularizers import Regularizers
+from minbert.specs import Recipe, Runtime, TaskLosses
 from minbert.tasks.multitask import MultitaskBERT
 from minbert.training import recorded as recorded_module
 from minbert.training import trainer as trainer_module
