@@ -18,6 +18,7 @@ its default, so that row's ratio includes bucketing's gain), in our reduced prec
 GPU, under torch.compile(mode="reduce-overhead") on our fixed shapes (`hf-compiled`, the one line its
 documentation gives for speed). Each row also reports how long its first --warmup steps took (compiling and
 recording happen there).
+
 Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak measured on
 the same device, with the same thread count, in the same run (the best of several timed matmuls after a
 warm-up, with its spread; only for precisions the hardware runs natively, since an emulated bf16 peak is
@@ -31,7 +32,7 @@ import json
 
 import torch
 
-from minbert.bench.candidate import CONFIGS
+from config import SHAPES
 from minbert.bench.run import benchmark
 from minbert.flags.defaults import DEFAULT_REGULARIZERS
 from minbert.flags.groups import add_regularizer_flags
@@ -47,7 +48,7 @@ from utils import Parser, main_guard
 def build_parser():
     ap = Parser(prog="bench.py", description=__doc__)
     ap.add_argument("--pretrained", default=None, help="a checkpoint (default: random weights of --config)")
-    ap.add_argument("--config", choices=sorted(CONFIGS), default="minilm",
+    ap.add_argument("--config", choices=sorted(SHAPES), default="minilm",
                     help="the shape of the random model when no --pretrained is given")
     ap.add_argument("--data", choices=["sst", "quora", "synthetic"], default="sst",
                     help="real training batches of a task, or random token ids of --seq_len")

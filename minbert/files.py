@@ -1,14 +1,12 @@
 """Files on disk: written whole or not at all, read without running code.
 
-  - `atomic_write` and `append_jsonl`: a write that Ctrl-C cannot cut in half (deferred_interrupt), and a
-    failed
-    write (a full disk) that is one line naming the file and the command that continues the run;
-  - `safe_load`: torch.load with weights_only=True, so a checkpoint from a teammate or the internet holds
-    weights
-    and plain values and nothing that executes; `refuse_code` is the one line for a file that would;
+  - `atomic_write` and `append_jsonl`: a write that Ctrl-C cannot cut in half (deferred_interrupt), and
+    a failed write (a full disk) that is one line naming the file and the command that continues the run;
+  - `safe_load`: torch.load with weights_only=True, so that a checkpoint from a teammate or the internet
+    holds weights and plain values and nothing that executes; `refuse_code` is the one line for a file that
+    would;
   - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one) and
-    `text_lines`
-    (its lines, broken where a CSV file breaks them and nowhere else).
+    `text_lines` (its lines, broken where a CSV file breaks them and nowhere else).
 """
 import contextlib
 import errno

@@ -1,13 +1,13 @@
 """The settings the library receives: frozen dataclasses, built once from the flags
 (minbert/flags/settings.py) and passed down, each holding what its consumer needs.
 
-    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so a saved model can be
-                  rebuilt
+    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so that a saved model
+                  can be rebuilt from the file alone
     Recipe        the optimisation: optimizer, learning rates, schedule, clipping, freezing, gradient surgery
     Flag          a flag a library module declares beside what it configures (objectives/regularizers.py)
     TaskLosses    Part 2's task weights, similarity and embedding losses, distillation
-    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes (never the
-                  result)
+    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes, the
+                  training step eager or recorded (never what is computed)
     RunSpec       where a run writes, whether it resumes, and the flags that define it
 and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings). The
 regularisers' settings are objectives/regularizers.py's Regularizers, one field per flag of its table, so that

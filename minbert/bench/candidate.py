@@ -23,13 +23,6 @@ from minbert.training.step import TrainingStep
 from optimizer import AdamW
 from utils import MinbertError, to_device
 
-CONFIGS = {
-    "base": {},
-    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-}
-
-
 def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches
     are padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes

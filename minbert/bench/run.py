@@ -2,8 +2,8 @@
 between rows (bench.py's docstring says what each row is)."""
 import torch
 
-from config import BertConfig
-from minbert.bench.candidate import CONFIGS, Candidate
+from config import SHAPES, BertConfig
+from minbert.bench.candidate import Candidate
 from minbert.bench.floor import step_floor
 from minbert.bench.profile import profile_steps
 from minbert.bench.timing import matmul_peak, mfu, time_rows
@@ -47,7 +47,7 @@ def benchmark(settings, why=""):
     vocab = resolve_pretrained(s.pretrained or "all-minilm-l6-v2").require("vocab").vocab
     tokenizer = BertTokenizer(vocab)
     cfg = (BertConfig.from_json_file(resolve_pretrained(s.pretrained).config) if s.pretrained
-           else BertConfig(**CONFIGS[s.config]))
+           else BertConfig(**SHAPES[s.config]))
     # The peak for fp32 and for each precision the hardware runs natively: an emulated one means nothing.
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     # A GPU reaches its peak only on large products (8192^3; 1024 and 2048 read about half of it on an H100)

@@ -12,8 +12,7 @@ import argparse
 import dataclasses
 import sys
 
-from config import BertConfig
-from minbert.bench.candidate import CONFIGS
+from config import SHAPES, BertConfig
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
                                     REGULARIZER_WEIGHTS, resolve_lr, resolve_record_step)
@@ -248,7 +247,7 @@ def sweep_settings(args, base, command):
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
     v = vars(args)
-    config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**CONFIGS[v["config"]])
+    config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**SHAPES[v["config"]])
     limit = config.max_position_embeddings
     if v["seq_len"] > limit:
         raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "

@@ -8,9 +8,8 @@ else (runs/outputs.py's rule).
 `publish` (a run's files copied to the handout's paths) and `write_output` (a tool's file) put their files in
 place as one unit, so that a Ctrl-C, a killed process or a full disk never leaves a folder holding some files
 of this run and some of the one before, with a record that matches neither:
-  1. each file is written whole beside its destination under a hidden name of its own (staged); an interrupt
-     or
-     an error here removes them, and nothing else has changed;
+  1. each file is written whole beside its destination under a hidden name of its own (staged); an
+     interrupt or an error here removes them, and nothing else has changed;
   2. `.publishing.json`, the record of intent, says in each folder which staged file becomes which file, with
      its sha256, and which file there is kept as a dated backup instead of replaced (--backup);
   3. the staged files are renamed into place, `.sources.json` records them, and the intent is removed.

@@ -90,3 +90,14 @@ def test_a_flag_and_the_settings_field_it_fills_default_alike():
             if dest in fields and dest not in RESOLVED and dest not in own and not same(action.default, fields[dest]):
                 wrong.append(f"{name} --{dest}: flag {action.default!r}, settings {fields[dest]!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_parsing_a_scripts_flags_loads_no_benchmark():
+    """The model shapes bench.py's --config names live in config.py: the flags' module does not import bench/."""
+    import subprocess
+    import sys
+    from tests.course import ROOT
+    out = subprocess.run([sys.executable, "-c", "import sys, minbert.flags.settings; "
+                          "print(sorted(m for m in sys.modules if m.startswith('minbert.bench')))"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
