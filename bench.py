@@ -8,8 +8,9 @@ backward, AdamW step) and inference.
 
 Rows: `recipe` trains Part 1's classifier with the regularisers the flags ask for, taken as the pipelines
 take them (default: Part 2's default recipe, R-Drop on the full model); `plain` is the same step without
-them. On a GPU both are recorded as CUDA graphs, as the pipelines run them there (minbert/training/graphs.py),
-on the fixed shapes of that path, and `eager` is the plain step as --no_cuda_graphs runs it. `baseline`
+them. Both are the pipelines' own training step (minbert/training/step.py); with --record_step on a GPU both
+are recorded as CUDA graphs, as the pipelines run them with that flag (minbert/training/recorded.py), on the
+fixed shapes of that path, and `eager` is the plain step as it runs without the flag. `baseline`
 (--compare) has every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop); with
 --hf, HF transformers' BertModel with SDPA attention on the same weights, on the same length-bucketed batches
 as ours (`hf-bucketed`, what its Trainer's group_by_length gives), on batches in random order (`hf-random`,
@@ -17,6 +18,7 @@ its default, so that row's ratio includes bucketing's gain), in our reduced prec
 GPU, under torch.compile(mode="reduce-overhead") on our fixed shapes (`hf-compiled`, the one line its
 documentation gives for speed). Each row also reports how long its first --warmup steps took (compiling and
 recording happen there).
+
 Reports non-pad and padded tokens/s, ms per step, achieved FLOP/s and MFU against the matmul peak measured on
 the same device, with the same thread count, in the same run (the best of several timed matmuls after a
 warm-up, with its spread; only for precisions the hardware runs natively, since an emulated bf16 peak is
@@ -30,7 +32,7 @@ import json
 
 import torch
 
-from minbert.bench.candidate import CONFIGS
+from config import SHAPES
 from minbert.bench.run import benchmark
 from minbert.flags.defaults import DEFAULT_REGULARIZERS
 from minbert.flags.groups import add_regularizer_flags
@@ -46,7 +48,7 @@ from utils import Parser, main_guard
 def build_parser():
     ap = Parser(prog="bench.py", description=__doc__)
     ap.add_argument("--pretrained", default=None, help="a checkpoint (default: random weights of --config)")
-    ap.add_argument("--config", choices=sorted(CONFIGS), default="minilm",
+    ap.add_argument("--config", choices=sorted(SHAPES), default="minilm",
                     help="the shape of the random model when no --pretrained is given")
     ap.add_argument("--data", choices=["sst", "quora", "synthetic"], default="sst",
                     help="real training batches of a task, or random token ids of --seq_len")
@@ -60,9 +62,9 @@ def build_parser():
     ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path "
                                                                                  "of the fast runs")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model in the fast runs")
-    ap.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_false",
-                    help="on a GPU, time our steps eagerly only (default: as the pipelines run them there, "
-                         "recorded as CUDA graphs, with the eager step beside them)")
+    ap.add_argument("--record_step", action="store_true",
+                    help="with --use_gpu, time our steps recorded as CUDA graphs, as the pipelines run them "
+                         "with --record_step, with the eager step beside them (default: eager only)")
     ap.add_argument("--no_fused", dest="fused", action="store_false",
                     help="AdamW's multi-tensor kernels in the fast runs instead of its fused pass")
     ap.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",

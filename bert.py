@@ -128,7 +128,16 @@ class BertModel(BertPreTrainedModel):
 
     # The backbone contract every pretrained network here keeps (GPT-2's too): its transformer
     # layers, bottom first, and its embedding modules; freezing, layer-wise rates, adapters and
-    # compile read them, never a name.
+    # compile read them, never a name. Inside a layer, the parts the adapters wrap or hook into, by
+    # role: LoRA (finetuning/lora.py) the linears, Houlsby (houlsby.py) the two output linears and
+    # the LayerNorms, prefix tuning (prefix.py) the attention's prefix hook, PALs (pals.py) the
+    # layer's parallel branch. A backbone without a part leaves its role out.
+    LAYER_PARTS = {"query": "self_attention.query", "key": "self_attention.key",
+                   "value": "self_attention.value", "attention_dense": "attention_dense",
+                   "interm_dense": "interm_dense", "out_dense": "out_dense",
+                   "attention_layer_norm": "attention_layer_norm", "out_layer_norm": "out_layer_norm",
+                   "prefix": "self_attention.prefix", "parallel": "parallel"}
+
     @property
     def layers(self):
         return self.bert_layers

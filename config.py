@@ -104,3 +104,12 @@ class BertConfig(ConfigFile):
         with open(path, "w") as fp:
             json.dump(self.to_dict(), fp, indent=2, sort_keys=True)
             fp.write("\n")
+
+
+# BERT shapes by name, for a model of random weights (bench.py --config): bert-base's (BertConfig's defaults),
+# all-MiniLM-L6-v2's, and a tiny one.
+SHAPES = {
+    "base": {},
+    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+}

@@ -13,11 +13,11 @@ from gpt2.sonnets import SonnetSettings
 from minbert.flags.groups import (BERT_ONLY, add_adapter_flags, add_recipe_flags, add_run_flags,
                                   add_speed_flags)
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
-from minbert.flags.settings import parse_flags, recipe, regularizers, runtime
+from minbert.flags.settings import from_flags, parse_flags, recipe, regularizers, run_spec, runtime
 from minbert.flags.types import nonneg_int, positive_float, positive_int, probability, seed, share
 from minbert.hub import resolve_pretrained
-from minbert.runs.identity import defining_flags
-from minbert.specs import ClassifierSettings, ModelSpec, RunSpec
+from minbert.objectives.regularizers import REGULARIZERS, regularizer_weights
+from minbert.specs import MAX_LENGTH, ClassifierSettings, ModelSpec
 from utils import MinbertError, Parser
 
 # The handout's rates: the head alone learns fast; the whole model needs a small step.
@@ -27,7 +27,7 @@ ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lo
 # Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have
 # GPT-2's own checks in classifier_settings). BERT's own levers are not declared here at all
 # (groups.BERT_ONLY says why).
-GPT2_IDLE = {f: IDLE_FLAGS[f] for f in ("foreach", "fused")}
+GPT2_IDLE = {f: IDLE_FLAGS[f] for f in ("foreach", "fused", "record_step")}
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
                 "compiles GPT-2's forward, which --fine-tune-mode "
@@ -73,7 +73,7 @@ def _parser(prog, kind, description, modes):
                                                           "CSVs (the project's data/)")
     ap.add_argument("--predictions_dir", default="predictions",
                     help="where the leaderboard files of this run are copied (the run folder keeps its own)")
-    return _shared(ap, kind, "examples", 512)
+    return _shared(ap, kind, "examples", MAX_LENGTH["gpt2-classifier"])
 
 
 def _shared(ap, kind, what, max_length):
@@ -89,7 +89,7 @@ def _shared(ap, kind, what, max_length):
     ap.add_argument("--max_length", type=positive_int, default=max_length,
                     help="tokens per input, at most the model's positions")
     add_speed_flags(ap, bert=False)
-    add_recipe_flags(ap, {"rdrop_weight": 0.0}, bert=False)
+    add_recipe_flags(ap, {}, bert=False)  # the regularisers GPT-2 takes, each off by default
     add_run_flags(ap, kind, "--checkpoint_dir")
     return ap
 
@@ -174,22 +174,13 @@ def classifier_settings(args):
         raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
                            f"is {v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     v["lr"] = v["lr"] or DEFAULT_LR[v["fine_tune_mode"]]
-    model = ModelSpec(pipeline=f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}",
-                      pretrained=v["pretrained"], fine_tune_mode=v["fine_tune_mode"],
-                      dropout=[v["hidden_dropout_prob"]],
-                      max_length=v["max_length"], lora_rank=v["lora_rank"], lora_alpha=v["lora_alpha"],
-                      lora_dropout=v["lora_dropout"], lora_targets=v["lora_targets"],
-                      adapter_dim=v["adapter_dim"])
-    return ClassifierSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
-                              regularizers=regularizers(v),
-                              runtime=runtime(v),
-                              run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
-                                          backup=v["backup"], flags=defining_flags(v)),
-                              datasets=tuple(v["datasets"]), data_dir=v["data_dir"],
-                              batch_size=v["batch_size"],
-                              bucket=v["bucket"], predictions_dir=v["predictions_dir"], merge=v["merge"],
-                              published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
-                                         if v.get(f"para_{split}_out")})
+    pipeline = f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}"
+    model = from_flags(ModelSpec, v, pipeline=pipeline, dropout=[v["hidden_dropout_prob"]])
+    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
+                      regularizers=regularizers(v), runtime=runtime(v), run=run_spec(v, v["lr"]),
+                      datasets=tuple(v["datasets"]),
+                      published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
+                                 if v.get(f"para_{split}_out")})
 
 
 def sonnet_parser():
@@ -219,24 +210,17 @@ def sonnet_parser():
     ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here "
                                                                              "if no newline came")
     ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")
-    return _shared(ap, "gpt2-sonnet", "sonnets", 1024)
+    return _shared(ap, "gpt2-sonnet", "sonnets", MAX_LENGTH["gpt2-sonnet"])
 
 
 def sonnet_settings(args):
     """SonnetSettings of the parsed flags (gpt2/sonnets.py)."""
     v = _gpt2_values(args)
-    if v["rdrop_weight"]:
-        raise MinbertError(f"--rdrop_weight {v['rdrop_weight']}: R-Drop compares two passes' predictions of "
-                           "a label; the sonnets have none")
-    model = ModelSpec(pipeline="gpt2-sonnet", pretrained=v["pretrained"], max_length=v["max_length"])
-    return SonnetSettings(model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=runtime(v),
-                          run=RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"],
-                                      backup=v["backup"], flags=defining_flags(v)),
-                          sonnets=v["sonnet_path"], held_out=v["held_out_sonnet_path"],
-                          held_out_dev=v["held_out_dev_path"],
-                          true_dev=v["true_dev_path"], out=v["sonnet_out"], batch_size=v["batch_size"],
-                          bucket=v["bucket"],
-                          temperature=v["temperature"], top_p=v["top_p"],
-                          max_line_tokens=v["max_line_tokens"], decoding=v["decoding"],
-                          num_beams=v["num_beams"], length_penalty=v["length_penalty"],
-                          no_repeat_ngram_size=v["no_repeat_ngram_size"])
+    on = regularizer_weights(regularizers(v))
+    if on:  # the language-model loss (gpt2/sonnets.py lm_loss) adds no regulariser
+        r = REGULARIZERS[next(iter(on))]
+        raise MinbertError(f"--{r.weight} {on[r.name]:g}: {r.label} regularises a prediction of a label, and "
+                           "the sonnets have none (their loss is the language model's alone): drop it")
+    model = from_flags(ModelSpec, v, pipeline="gpt2-sonnet")
+    return from_flags(SonnetSettings, v, model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
+                      runtime=runtime(v), run=run_spec(v, v["lr"]))

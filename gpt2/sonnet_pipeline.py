@@ -22,8 +22,8 @@ from utils import main_print, maybe_compile, seed_everything
 def sonnet_inputs(settings):
     """{what: path} of the four sonnet files a run reads."""
     s = settings
-    return {"sonnets": s.sonnets, "held-out sonnets": s.held_out, "held-out dev sonnets": s.held_out_dev,
-            "true dev sonnets": s.true_dev}
+    return {"sonnets": s.sonnet_path, "held-out sonnets": s.held_out_sonnet_path,
+            "held-out dev sonnets": s.held_out_dev_path, "true dev sonnets": s.true_dev_path}
 
 
 class SonnetPipeline(Pipeline):
@@ -33,15 +33,16 @@ class SonnetPipeline(Pipeline):
         s, rt = settings, settings.runtime
         self.settings, self.device, self.amp = s, rt.device, rt.amp
         self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained, log=main_print)
-        self.train = as_data([t for _, t in read_sonnets(s.sonnets)], self.tokenizer, s.model.max_length)
-        self.dev = as_data([t for _, t in read_sonnets(s.true_dev)], self.tokenizer, s.model.max_length)
+        self.train = as_data([t for _, t in read_sonnets(s.sonnet_path)], self.tokenizer, s.model.max_length)
+        self.dev = as_data([t for _, t in read_sonnets(s.true_dev_path)], self.tokenizer, s.model.max_length)
         set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
-        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
             set_fixed_shapes(self.train, s.batch_size)
         self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
         limit = self.model.gpt.config.max_position_embeddings
-        both = [(n, text, f"{flag} {path}") for flag, path in (("--held_out_sonnet_path", s.held_out),
-                                                                ("--held_out_dev_path", s.held_out_dev))
+        both = [(n, text, f"{flag} {path}")
+                for flag, path in (("--held_out_sonnet_path", s.held_out_sonnet_path),
+                                   ("--held_out_dev_path", s.held_out_dev_path))
                 for n, text in read_sonnets(path)]
         check_prompts(both, None, self.tokenizer, limit, s.max_line_tokens)
         self.spec, self.loss = s.model, LanguageModelLoss()
@@ -72,18 +73,19 @@ class SonnetPipeline(Pipeline):
 
     def write_outputs(self, files, best):
         s = self.settings
-        dev = self.completions(s.held_out_dev, s.recipe.seed)
-        true = dict(read_sonnets(s.true_dev))
+        dev = self.completions(s.held_out_dev_path, s.recipe.seed)
+        true = dict(read_sonnets(s.true_dev_path))
         missing = [n for n, _ in dev if n not in true]
         chrf = dev_chrf(dev, true)
         write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
-        held_out = self.completions(s.held_out, s.recipe.seed + 1)
+        held_out = self.completions(s.held_out_sonnet_path, s.recipe.seed + 1)
         test = write_sonnets(files.folder / "generated_sonnets.txt", held_out)
         ppl = best["scores"]["perplexity"]  # the reloaded best epoch's, as evaluate() measured it
         print(f"sonnets: best epoch {best['epoch']}, dev perplexity {ppl:.2f}, dev chrF {chrf:.2f} "
               f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +
               f"); run folder {files.folder}")
-        return {"dev_perplexity": ppl, "dev_chrf": chrf, "best_epoch": best["epoch"]}, [(test, Path(s.out))]
+        result = {"dev_perplexity": ppl, "dev_chrf": chrf, "best_epoch": best["epoch"]}
+        return result, [(test, Path(s.sonnet_out))]
 
 
 def dev_chrf(completions, true):
@@ -96,16 +98,16 @@ def dev_chrf(completions, true):
 def run_sonnets(settings, on_epoch=None):
     """sonnet_generation.py: a run folder, the inputs checked, training, then the completions."""
     s = settings
-    for flag, path in (("--sonnet_path", s.sonnets), ("--held_out_sonnet_path", s.held_out),
-                       ("--held_out_dev_path", s.held_out_dev), ("--true_dev_path", s.true_dev)):
+    for flag, path in (("--sonnet_path", s.sonnet_path), ("--held_out_sonnet_path", s.held_out_sonnet_path),
+                       ("--held_out_dev_path", s.held_out_dev_path), ("--true_dev_path", s.true_dev_path)):
         require_file(path, f"{flag} {path}", "sonnets file")
     with open_run("gpt2-sonnet", ["sonnet"], s.run.name, s.run.dir, s.run.resume) as run:
-        check_outputs(files=[("--sonnet_out", s.out)],
+        check_outputs(files=[("--sonnet_out", s.sonnet_out)],
                       inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(s).items()], own=run.folder,
                       backup=s.run.backup)
         seed_everything(s.recipe.seed)
         pipeline = SonnetPipeline(s)
-        trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
+        trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps)
         main_print(f"sonnets: {len(pipeline.train)} for training, "
                    f"{len(pipeline.dev)} true dev sonnets; run folder {run.folder}")
         return fit(pipeline, trainer, run, s, on_epoch)

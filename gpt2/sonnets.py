@@ -194,11 +194,12 @@ class SonnetSettings:
     recipe: object
     runtime: object
     run: object
-    sonnets: str = "../data/sonnets.txt"
-    held_out: str = "../data/sonnets_held_out.txt"
-    held_out_dev: str = "../data/sonnets_held_out_dev.txt"
-    true_dev: str = "../data/TRUE_sonnets_held_out_dev.txt"
-    out: str = "predictions/generated_sonnets.txt"
+    # the files, each field named as its flag (--sonnet_path, ...)
+    sonnet_path: str = "../data/sonnets.txt"
+    held_out_sonnet_path: str = "../data/sonnets_held_out.txt"
+    held_out_dev_path: str = "../data/sonnets_held_out_dev.txt"
+    true_dev_path: str = "../data/TRUE_sonnets_held_out_dev.txt"
+    sonnet_out: str = "predictions/generated_sonnets.txt"
     batch_size: int = 8
     bucket: bool = True  # length-bucketed batches (--no_bucket: plain shuffled order)
     decoding: str = "sample"  # sample (temperature, top-p), greedy, or beam

@@ -3,11 +3,13 @@
     specs.py files.py hub.py course_data.py precision.py
                   settings, files, downloads, precision (the lowest layer)
     finetuning/   what --fine-tune-mode trains (LoRA, DoRA, Houlsby adapters, prefix tuning), PALs, freezing
-    runs/         run folders and their lock, outputs and publishing, logs, checkpoints, which flags
-                  define a run
+    runs/         run folders and their lock, outputs and publishing, logs, checkpoints, and which
+                  flags define a run
     tasks/        the Part 1 and Part 2 models, task samplers and streams, extra data sets, masked LM
-    objectives/   the training losses, sentence-embedding losses, R-Drop, SMART, distillation, PCGrad, GradVac
-    training/     one training step, the epoch protocol (fit), schedules, the TensorBoard monitor
+    objectives/   the training losses, sentence-embedding losses, the regularisers' table (R-Drop, SMART),
+                  distillation, PCGrad, GradVac
+    training/     the one training step, eager or recorded; the epoch protocol (fit), schedules, the
+                  TensorBoard monitor
     flags/        flag types and groups, the rules that refuse conflicting flags, building the settings
     pipelines/    what classifier.py, multitask_classifier.py, pretrain.py and ensemble.py run
     sweeps/ reports/ bench/   sweep.py, report.py and bench.py

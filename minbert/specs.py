@@ -1,15 +1,17 @@
 """The settings the library receives: frozen dataclasses, built once from the flags
 (minbert/flags/settings.py) and passed down, each holding what its consumer needs.
 
-    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so a saved model can be
-                  rebuilt
+    ModelSpec     a pipeline model's architecture; every checkpoint carries it, so that a saved model
+                  can be rebuilt from the file alone
     Recipe        the optimisation: optimizer, learning rates, schedule, clipping, freezing, gradient surgery
-    Regularizers  R-Drop and SMART's two terms, both pipelines
+    Flag          a flag a library module declares beside what it configures (objectives/regularizers.py)
     TaskLosses    Part 2's task weights, similarity and embedding losses, distillation
-    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes (never the
-                  result)
+    Runtime       where and how fast: the device, the precision, the attention path, fixed shapes, the
+                  training step eager or recorded (never what is computed)
     RunSpec       where a run writes, whether it resumes, and the flags that define it
-and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings).
+and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings). The
+regularisers' settings are objectives/regularizers.py's Regularizers, one field per flag of its table, so that
+a new regulariser is its module and one row there.
 
 A test builds `Recipe(lr=1e-3)` in one line; a pipeline without gradient surgery keeps Recipe's default.
 """
@@ -40,6 +42,13 @@ def plain(value):
     raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
 
 
+# Tokens per input by default, per pipeline (ModelSpec.pipeline): Part 1 takes whole reviews (CFIMDB's are
+# long), Part 2 and pretrain.py's sentences 128, GPT-2's scripts up to their model's positions. The scripts'
+# --max_length defaults are these, and a ModelSpec built without one takes its pipeline's.
+MAX_LENGTH = {"classifier": 512, "multitask": 128, "pretrain": 128, "gpt2-classifier": 512,
+              "gpt2-paraphrase": 512, "gpt2-sonnet": 1024}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A pipeline model's architecture: the values that decide its parameters and what its forward does.
@@ -52,7 +61,7 @@ class ModelSpec:
     lora_dropout: float = 0.0
     lora_targets: tuple = None           # default: ("query", "value")
     dropout: tuple = None                # head dropout: one value (Part 1), or SST, Quora, STS (Part 2)
-    max_length: int = 128                # how inputs were tokenized
+    max_length: int = None               # how inputs were tokenized (default: MAX_LENGTH[pipeline])
     num_labels: int = 5                  # Part 1: 5 (SST) or 2 (CFIMDB)
     pair_encoding: str = "cross"         # Part 2 from here on
     pooling: str = "mean"
@@ -69,6 +78,8 @@ class ModelSpec:
         set_("lora_targets", tuple(self.lora_targets or ("query", "value")))
         set_("extra_tasks", tuple(self.extra_tasks or ()))
         set_("dropout", tuple(float(d) for d in (self.dropout if self.dropout is not None else [0.1])))
+        if self.max_length is None:
+            set_("max_length", MAX_LENGTH[self.pipeline])
 
     def to_dict(self):
         return plain(asdict(self))
@@ -88,19 +99,19 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class Regularizers:
-    """--rdrop_weight and SMART's --smart_* (objectives/rdrop.py,
-    objectives/smart.py); a weight of 0 is off."""
-    rdrop_weight: float = 0.0
-    smart_weight: float = 0.0
-    smart_step: float = 1e-3
-    smart_steps: int = 1
-    smart_noise: float = 1e-5
-    smart_projection: str = "reference"
-    smart_eps: float = 1e-5
-    smart_dropout: bool = False
-    smart_bregman_weight: float = 0.0
-    smart_momentum: Optional[float] = None
+class Flag:
+    """A flag declared beside what it configures (each regulariser's FLAGS: objectives/regularizers.py), which
+    minbert/flags/groups.py adds to the parsers: its destination and default (one place for both, the settings
+    field takes them too), its checked type (a name in minbert/flags/types.py; "switch" for a flag that turns
+    something on; a tuple of choices), its help, and for the messages what it does ("shapes <the term>" unless
+    said) and, when it acts only under another flag's value too, that condition: (its words, a test of the
+    parsed flags)."""
+    dest: str
+    default: object
+    kind: object
+    help: str
+    what: Optional[str] = None
+    when: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
@@ -153,8 +164,8 @@ class Runtime:
     compile: bool = False
     fast_dropout: bool = True            # dropout's masks drawn in bulk on the CPU (minbert/dropout.py)
     tensorboard: bool = True
-    # every training step one CUDA graph per batch shape (training/graphs.py)
-    graphs: bool = False
+    # the training step recorded as one CUDA graph per batch shape and replayed (training/recorded.py)
+    record_step: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,7 +187,7 @@ class ClassifierSettings:
     """Part 1 (classifier.py): one model per --datasets entry; `model.num_labels` is set per dataset."""
     model: ModelSpec
     recipe: Recipe
-    regularizers: Regularizers = Regularizers()
+    regularizers: object = None          # objectives/regularizers.Regularizers (None: none)
     runtime: Runtime = Runtime()
     run: RunSpec = RunSpec()
     datasets: tuple = ("sst", "cfimdb")
@@ -209,7 +220,7 @@ class MultitaskSettings:
     recipe: Recipe
     data: MultitaskData
     losses: TaskLosses = TaskLosses()
-    regularizers: Regularizers = Regularizers()
+    regularizers: object = None          # objectives/regularizers.Regularizers (None: none)
     runtime: Runtime = Runtime()
     run: RunSpec = RunSpec()
     published: Mapping = field(default_factory=dict)  # {(task, split): the leaderboard path it is copied to}
@@ -233,7 +244,7 @@ class PretrainSettings:
     run: RunSpec = RunSpec()
     data_dir: str = "data"
     texts: Optional[str] = None
-    max_length: int = 128
+    max_length: int = MAX_LENGTH["pretrain"]
     batch_size: int = 32
     mask_prob: float = 0.15
     max_steps: int = 0                   # 0: no limit
@@ -279,7 +290,7 @@ class BenchSettings:
     """bench.py: what is timed (the model, the batches, what trains, the recipe's
     regularisers) and against what."""
     runtime: Runtime
-    regularizers: Regularizers = Regularizers()
+    regularizers: object = None          # objectives/regularizers.Regularizers (None: none)
     pretrained: Optional[str] = None     # a checkpoint, or None for random weights of `config`
     config: str = "minilm"
     data: str = "sst"                    # sst, quora (real training batches) or synthetic

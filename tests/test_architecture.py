@@ -27,7 +27,8 @@ LAYERS = [
     {"minbert.training"},
     {"minbert.flags", "minbert.pipelines", "minbert.sweeps", "minbert.reports", "minbert.bench"},
 ]
-MAX_LINES = 300
+# A module's size follows its concern, never a count; one grown past this holds more than one concern.
+MAX_LINES = 500
 
 
 def _modules():

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GPU checks of the CUDA-graphs training step, in one call on a machine with an NVIDIA GPU; everything it
+# The GPU checks of the recorded training step, in one call on a machine with an NVIDIA GPU; everything it
 # measures goes under $OUT (default ./gpu-check). Run from the project folder, with MiniLM's weights at
 # pretrained/all-minilm-l6-v2 (a folder in HF's layout; fp16-rounded weights are upcast to fp32 on loading) and the
 # course CSVs in data/.
 #   bash tools/gpu_check.sh              # every stage below
 #   STAGES="tests bench" bash tools/gpu_check.sh
-# Stages: tests (the CUDA tests of the graphs path and the device paths), bench (bench.py and tools/step_timing.py
-# on MiniLM/SST and the bert-base shape), part2 (Part 2's default recipe, 3 epochs, recorded and eager, one seed).
+# Stages: tests (the CUDA tests of the recorded step and the device paths), bench (bench.py --record_step and
+# tools/step_timing.py on MiniLM/SST and the bert-base shape), part2 (Part 2's default recipe, 3 epochs, recorded
+# and eager, one seed). What they must show before --use_gpu records by default: docs/hardware.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-check}"
@@ -26,22 +27,22 @@ run() {  # run NAME CMD...: its output in $OUT/NAME.log, its wall time and exit 
 for stage in $STAGES; do
   case $stage in
     tests)
-      run tests python -m pytest -q -x -p no:cacheprovider tests/minbert/training/test_graphs.py \
+      run tests python -m pytest -q -x -p no:cacheprovider tests/minbert/training/test_recorded.py \
         tests/minbert/objectives/test_rows.py -k "cuda or recorded or replays" ;;
     bench)
-      run bench-minilm python bench.py --use_gpu --pretrained "$MODEL" --data sst --batch_size 32 --hf \
-        --json "$OUT/bench-minilm-sst-b32.json"
-      run bench-base python bench.py --use_gpu --config base --data synthetic --seq_len 128 --batch_size 32 --hf \
-        --json "$OUT/bench-base-synthetic-b32.json"
+      run bench-minilm python bench.py --use_gpu --record_step --pretrained "$MODEL" --data sst --batch_size 32 \
+        --hf --json "$OUT/bench-minilm-sst-b32.json"
+      run bench-base python bench.py --use_gpu --record_step --config base --data synthetic --seq_len 128 \
+        --batch_size 32 --hf --json "$OUT/bench-base-synthetic-b32.json"
       run timing-minilm python tools/step_timing.py --use_gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
         --json "$OUT/timing-minilm-64.json"
-      run bench-minilm-64 python bench.py --use_gpu --pretrained "$MODEL" --data synthetic --seq_len 64 \
-        --batch_size 32 --hf --json "$OUT/bench-minilm-synthetic-64.json"
+      run bench-minilm-64 python bench.py --use_gpu --record_step --pretrained "$MODEL" --data synthetic \
+        --seq_len 64 --batch_size 32 --hf --json "$OUT/bench-minilm-synthetic-64.json"
       run timing-base python tools/step_timing.py --use_gpu --config base --seq_len 128 --batch_size 32 \
         --json "$OUT/timing-base-128.json" ;;
     part2)
-      for path in graphs eager; do
-        flag=""; [ $path = eager ] && flag="--no_cuda_graphs"
+      for path in recorded eager; do
+        flag=""; [ $path = recorded ] && flag="--record_step"
         outs=""
         for t in sst para sts; do for s in dev test; do outs="$outs --${t}_${s}_out $OUT/part2-$path-out/$t-$s-output.csv"; done; done
         mkdir -p "$OUT/part2-$path-out"

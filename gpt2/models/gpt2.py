@@ -40,7 +40,13 @@ class GPT2Model(GPTPreTrainedModel):
         return self.final_layer_norm(hidden), presents
 
     # The backbone contract BERT's model keeps too (bert.py): the transformer layers, bottom
-    # first, and the embedding modules.
+    # first, the embedding modules, and the parts of a layer the adapters use, by role (no prefix
+    # hook and no parallel branch: prefix tuning and PALs are BERT's).
+    LAYER_PARTS = {"query": "self_attention.query", "key": "self_attention.key",
+                   "value": "self_attention.value", "attention_dense": "attention_dense",
+                   "interm_dense": "interm_dense", "out_dense": "out_dense",
+                   "attention_layer_norm": "attention_layer_norm", "out_layer_norm": "out_layer_norm"}
+
     @property
     def layers(self):
         return self.gpt_layers

@@ -1,10 +1,10 @@
 """One row of bench.py made ready to time (a Candidate): the model as a pipeline trains it (ours with the
 recipe's regularisers, ours plain, every switch off) or HF transformers' on the same weights, its optimizer,
-the batches as the pipelines build them, and its training and inference steps."""
+the batches as the pipelines build them, and its training and inference steps (the training step is the
+pipelines' own, training/step.py, whichever model it trains)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.profiler import record_function
 
 from bert import BertModel
 from config import BertConfig
@@ -13,25 +13,20 @@ from minbert.course_data import data_file, read_examples
 from minbert.finetuning.pals import PALs
 from minbert.hub import resolve_pretrained
 from minbert.objectives.losses import ClassificationLoss, TermLoss
+from minbert.objectives.regularizers import build_regularizers, regularizer_weights
 from minbert.precision import autocast
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
-from minbert.training.graphs import CapturedTraining, Graphs, shape_key
+from minbert.training.recorded import Recorded, RecordedStep, cannot_record, shape_key
 from minbert.training.schedule import DeviceSchedule
+from minbert.training.step import TrainingStep
 from optimizer import AdamW
 from utils import MinbertError, to_device
-
-CONFIGS = {
-    "base": {},
-    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-}
-
 
 def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches
     are padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes
-    of the CUDA graphs path (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
+    of the recorded step (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
     if settings.data == "synthetic":
         rng = np.random.default_rng(seed)
         out = []
@@ -87,18 +82,30 @@ def hf_optimizer(params, lr):
     return torch.optim.AdamW(params, lr=lr, fused=fused), "torch-fused" if fused else "torch"
 
 
-class Candidate:
-    """One set of switches made ready to time: the model (ours as the pipelines build it, or
-    HF's), its optimizer, the batches on the device, the training step and the inference
-    step, and what describes the row.
+class HFLoss(TermLoss):
+    """HF's BertModel with a linear head, trained on cross entropy: its pooled output as the handout's Part 1
+    pools it, as the training step takes a loss."""
 
-    `graphs`: our steps recorded as CUDA graphs, as the pipelines run them on a GPU
-    (training/graphs.py); `compiled`: the model under torch.compile(mode="reduce-overhead"), the one
-    line HF documents for speed (CUDA graphs of the compiled model, the optimizer eager). Both take the
-    fixed shapes of the captured path."""
+    def __init__(self, forward, head):
+        super().__init__()
+        self.hf_forward, self.head = forward, head
+
+    def forward(self, model, batch):
+        return F.cross_entropy(self.head(self.hf_forward(**batch["x"])["pooler_output"]), batch["labels"])
+
+
+class Candidate:
+    """One set of switches made ready to time: the model (ours as the pipelines build it, or HF's), its
+    optimizer, the batches on the device, the training step (training/step.py's, the pipelines' own) and the
+    inference step, and what describes the row.
+
+    `record_step`: our steps recorded as CUDA graphs, as the pipelines run them with --record_step
+    (training/recorded.py); `compiled`: the model under torch.compile(mode="reduce-overhead"), the one line HF
+    documents for speed (CUDA graphs of the compiled model, the optimizer eager). Both take the fixed shapes
+    of the recorded step."""
 
     def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None,
-                 recipe=False, graphs=False, compiled=False):
+                 recipe=False, record_step=False, compiled=False):
         s, rt = settings, settings.runtime
         self.device = device = rt.device
         amp = amp or (rt.amp if fast else "none")
@@ -147,28 +154,25 @@ class Candidate:
             hf_forward = fwd
             fwd = lambda **x: {"pooler_output": hf_forward(**x).pooler_output}  # noqa: E731
         self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket,
-                                                                   fixed=graphs or compiled)]
+                                                                   fixed=record_step or compiled)]
         # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
         self.real = [int(b["x"]["attention_mask"][b["weight"] > 0 if "weight" in b else slice(None)].sum())
                      for b in self.batches]
         self.padded = [b["x"]["input_ids"].numel() for b in self.batches]
         self.flops = [flops_per_batch(cfg, b) for b in self.batches]
-        regs = (TermLoss.regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
+        regs = (build_regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
                 if recipe and not hf else {})
-        loss_fn = ClassificationLoss(**regs)
+        # The pipelines' one training step: Part 1's loss (with the recipe's regularisers when asked), or HF's
+        # model and head on cross entropy; no clipping, a constant learning rate.
+        trained = torch.nn.ModuleList([model, head]) if hf else torch.nn.ModuleList([classifier, extra])
+        loss_fn = HFLoss(fwd, head) if hf else ClassificationLoss(**regs)
+        schedule = DeviceSchedule(opt, "constant", 0.0, 1, device) if record_step else None
+        step = TrainingStep(trained, loss_fn, opt, schedule, device, amp,
+                            forward=None if hf else lambda fn, b: fn(classifier, b))
 
         def train_step(b):
-            with record_function("forward"), autocast(device, amp):
-                if hf:
-                    loss = F.cross_entropy(head(fwd(**b["x"])["pooler_output"]), b["labels"])
-                else:  # Part 1's training loss, with the recipe's regularisers when asked
-                    loss = loss_fn(classifier, b)
-            with record_function("backward"):
-                loss.backward()
-            with record_function("optimizer"):
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                loss_fn.after_step()
+            step(b)
+            step.zero_grad()
 
         def infer_step(b):
             with torch.inference_mode(), autocast(device, amp):
@@ -181,25 +185,20 @@ class Candidate:
                     return step(b)
                 return run
             train_step, infer_step = begin(train_step), begin(infer_step)
-        self.graphs = None
-        if graphs:  # the whole step, as the pipelines record it on a GPU
-            schedule = DeviceSchedule(opt, "constant", 0.0, 1, device)
-            self.graphs = CapturedTraining(torch.nn.ModuleList([classifier, extra]),
-                                           lambda fn, b: fn(classifier, b), loss_fn, opt, schedule, device,
-                                           amp)
-            train_step, eager_infer = self.graphs, infer_step
+        if record_step:  # the whole step, as the pipelines record it on a GPU
+            why = cannot_record(amp=amp, compiled=fast and rt.compile)
+            if why:
+                raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; drop --record_step")
+            train_step, eager_infer = RecordedStep(step), infer_step
             warm = lambda b: [eager_infer(b) for _ in range(2)]  # noqa: E731
-            infer_step = self.infer_graphs = Graphs(eager_infer, warm, device)
+            infer_step = Recorded(eager_infer, warm, device)
         self.train_step, self.infer_step = train_step, infer_step
-        reg = s.regularizers
-        terms = {k: v for k, v in (("rdrop", reg.rdrop_weight), ("smart", reg.smart_weight),
-                                   ("bregman", reg.smart_bregman_weight)) if v and recipe}
         self.row = {"label": label, "fine_tune_mode": "full-model" if hf else s.fine_tune_mode,
                     "pals": bool(s.pals and not hf), "amp": amp, "attn": "sdpa (HF)" if hf else cfg.attn_impl,
                     "bucket": bucket, "pad_multiple": rt.pad_multiple if bucket else 0,
-                    "adamw": adamw, "graphs": graphs,
+                    "adamw": adamw, "recorded": record_step,
                     "compile": "reduce-overhead" if compiled else bool(fast and rt.compile),
-                    "regularizers": terms}
+                    "regularizers": regularizer_weights(s.regularizers) if recipe and not hf else {}}
 
     def train(self, on):
         self.model.train(on)
@@ -207,10 +206,10 @@ class Candidate:
 
     def warmup(self, n):
         """The untimed batches: the first `n`, and for a row that records or compiles per shape one batch of
-        every shape its batches have, so that no recording is timed: once more for our graphs (Graphs record
-        at a shape's first call), twice for torch.compile(mode="reduce-overhead") (its CUDA graph trees run a
-        shape's first call eagerly and record at the second)."""
-        times = 1 if self.row["graphs"] else 2 if self.row["compile"] == "reduce-overhead" else 0
+        every shape its batches have, so that no recording is timed: once more for our recorded step (it
+        records a shape at its first call), twice for torch.compile(mode="reduce-overhead") (its CUDA graph
+        trees run a shape's first call eagerly and record at the second)."""
+        times = 1 if self.row["recorded"] else 2 if self.row["compile"] == "reduce-overhead" else 0
         shapes = {}
         for b in self.batches:
             shapes.setdefault(shape_key(b), b)

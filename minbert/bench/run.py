@@ -2,30 +2,29 @@
 between rows (bench.py's docstring says what each row is)."""
 import torch
 
-from config import BertConfig
-from minbert.bench.candidate import CONFIGS, Candidate
+from config import SHAPES, BertConfig
+from minbert.bench.candidate import Candidate
 from minbert.bench.floor import step_floor
 from minbert.bench.profile import profile_steps
 from minbert.bench.timing import matmul_peak, mfu, time_rows
 from minbert.hub import resolve_pretrained
+from minbert.objectives.regularizers import regularizer_weights
 from minbert.precision import cpu_capability, device_kind, native_precisions
 from tokenizer import BertTokenizer
 
 
 def rows(settings):
     """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers
-    and the plain step, each as the pipelines run it on this device (recorded as CUDA graphs on a GPU unless
-    --no_cuda_graphs, and then `eager` beside them, the plain step as --no_cuda_graphs runs it); with
+    and the plain step, each as the pipelines run it on this device (with --record_step on a GPU recorded as
+    CUDA graphs, and then `eager` beside them, the plain step as it runs without the flag); with
     --compare every switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches
     (its Trainer's group_by_length), on random ones (its default) and in our reduced precision (its
     --bf16/--fp16), and on a GPU `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the
-    captured path's fixed shapes."""
-    s, amp, graphs = settings, settings.runtime.amp, settings.runtime.graphs
-    reg = s.regularizers
-    out = ([("recipe", dict(recipe=True, graphs=graphs))] if reg.rdrop_weight or reg.smart_weight
-           or reg.smart_bregman_weight else [])
-    out.append(("plain", dict(graphs=graphs)))
-    if graphs:
+    recorded step's fixed shapes."""
+    s, amp, recorded = settings, settings.runtime.amp, settings.runtime.record_step
+    out = [("recipe", dict(recipe=True, record_step=recorded))] if regularizer_weights(s.regularizers) else []
+    out.append(("plain", dict(record_step=recorded)))
+    if recorded:
         out.append(("eager", {}))
     if s.compare:
         out.append(("baseline", dict(fast=False)))
@@ -48,7 +47,7 @@ def benchmark(settings, why=""):
     vocab = resolve_pretrained(s.pretrained or "all-minilm-l6-v2").require("vocab").vocab
     tokenizer = BertTokenizer(vocab)
     cfg = (BertConfig.from_json_file(resolve_pretrained(s.pretrained).config) if s.pretrained
-           else BertConfig(**CONFIGS[s.config]))
+           else BertConfig(**SHAPES[s.config]))
     # The peak for fp32 and for each precision the hardware runs natively: an emulated one means nothing.
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     # A GPU reaches its peak only on large products (8192^3; 1024 and 2048 read about half of it on an H100)
@@ -75,7 +74,7 @@ def benchmark(settings, why=""):
                   f"({m['padded_tokens_per_s']:.0f} padded, {m['padding_fraction']:.0%} padding), "
                   f"{m['ms_per_step']:7.1f} ms/step, {m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
                   f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW "
-                  f"{r['adamw']}, compile {r['compile']}, CUDA graphs {r['graphs']}]; first {s.warmup} steps "
+                  f"{r['adamw']}, compile {r['compile']}, recorded {r['recorded']}]; first {s.warmup} steps "
                   f"{m['first_s']:.2f}s (compiling and recording included)")
         if r["regularizers"]:
             print(f"{r['label']:>11} "
@@ -95,7 +94,7 @@ def benchmark(settings, why=""):
         print(f"the recipe's training step costs {cost:.2f}x a plain one "
               f"({by['recipe']['train']['ms_per_step']:.0f} against "
               f"{by['plain']['train']['ms_per_step']:.0f} ms)")
-    for other, what in (("eager", "the step recorded as CUDA graphs vs eager"),
+    for other, what in (("eager", "the recorded step vs the eager one"),
                         ("hf-compiled", "ours vs HF transformers under "
                                         "torch.compile(mode='reduce-overhead'), "
                                         "same precision and fixed shapes"),

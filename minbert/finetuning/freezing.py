@@ -16,6 +16,7 @@ the pretrained layers ("catastrophic forgetting"). ULMFiT unfreezes one group pe
 steps. With both flags, the K lowest layers are never unfrozen. The state follows from the number of optimizer
 steps taken, so a resumed run freezes what the uninterrupted one did.
 """
+from minbert.finetuning.lora import layer_part
 from utils import MinbertError
 
 class GradualUnfreezing:
@@ -47,7 +48,9 @@ def setup_freezing(bert, freeze_layers=0, gradual_unfreeze=0, log=print):
     layers = bert.config.num_hidden_layers
     if freeze_layers > layers:
         raise MinbertError(f"--freeze_layers {freeze_layers}: the model has {layers} layers")
-    if freeze_layers == layers and bert.layers[0].self_attention.prefix is not None:
+    prefixed = ("prefix" in bert.LAYER_PARTS
+                and getattr(*layer_part(bert, bert.layers[0], "prefix")) is not None)
+    if freeze_layers == layers and prefixed:
         # A frozen layer runs without a graph, so no gradient reaches the prefix it reads: with every layer
         # frozen the prefix would not train at all, although it is counted as trainable.
         raise MinbertError(f"--freeze_layers {freeze_layers} with --fine-tune-mode prefix: every layer "

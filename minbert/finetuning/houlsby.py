@@ -18,6 +18,8 @@ are (2 extra small matmuls a layer).
 """
 import torch.nn as nn
 
+from minbert.finetuning.lora import layer_part
+
 
 INIT_STD = 1e-2
 DEFAULT_DIM = 64
@@ -50,11 +52,13 @@ def add_houlsby_adapters(bert, dim=DEFAULT_DIM):
         p.requires_grad = False
     adapters = []
     for layer in bert.layers:
-        for name in ("attention_dense", "out_dense"):
-            adapter = HoulsbyAdapter(getattr(layer, name), dim)
-            setattr(layer, name, adapter)
+        for role in ("attention_dense", "out_dense"):
+            parent, attr = layer_part(bert, layer, role)
+            adapter = HoulsbyAdapter(getattr(parent, attr), dim)
+            setattr(parent, attr, adapter)
             adapters.append(adapter)
-        for ln in (layer.attention_layer_norm, layer.out_layer_norm):
-            for p in ln.parameters():
+        for role in ("attention_layer_norm", "out_layer_norm"):
+            parent, attr = layer_part(bert, layer, role)
+            for p in getattr(parent, attr).parameters():
                 p.requires_grad = True
     return adapters

@@ -58,9 +58,18 @@ class LoRALinear(nn.Module):
         return lin
 
 
-# Where each --lora_targets name lives inside a BertLayer.
-TARGETS = {"query": "self_attention.query", "key": "self_attention.key", "value": "self_attention.value",
-           "attention_dense": "attention_dense", "interm_dense": "interm_dense", "out_dense": "out_dense"}
+# The linears --lora_targets may name: roles of the backbone contract's LAYER_PARTS (bert.py).
+TARGETS = ("query", "key", "value", "attention_dense", "interm_dense", "out_dense")
+
+
+def layer_part(backbone, layer, role):
+    """(the module holding `role` in `layer`, its attribute name there), by the backbone's table of its
+    layers' parts (LAYER_PARTS: the backbone contract, bert.py)."""
+    path = backbone.LAYER_PARTS.get(role)
+    if path is None:
+        raise ValueError(f"{type(backbone).__name__}'s layers have no {role} (its LAYER_PARTS)")
+    parent, _, attr = path.rpartition(".")
+    return (layer.get_submodule(parent) if parent else layer), attr
 
 
 def add_adapters(bert, targets=("query", "value"), rank=8, alpha=16.0, dropout=0.0, dora=False):
@@ -73,8 +82,7 @@ def add_adapters(bert, targets=("query", "value"), rank=8, alpha=16.0, dropout=0
     wrapped = []
     for layer in bert.layers:
         for t in targets:
-            parent_path, _, attr = TARGETS[t].rpartition(".")
-            parent = layer.get_submodule(parent_path) if parent_path else layer
+            parent, attr = layer_part(bert, layer, t)
             adapter = LoRALinear(getattr(parent, attr), rank, alpha, dropout, dora)
             setattr(parent, attr, adapter)
             wrapped.append(adapter)

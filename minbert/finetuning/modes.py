@@ -4,8 +4,8 @@ per mode, the flag's choices read from it.
     last-linear-layer  BERT frozen; the task heads train (the handout's default for Part 1)
     full-model         every parameter trains
     lora, dora         low-rank adapters on a frozen BERT (lora.py; Hu et al. 2022, Liu et al. 2024)
-    adapter            bottleneck adapters after each sub-layer, and the LayerNorms (houlsby.py; Houlsby et
-                       al. 2019)
+    adapter            bottleneck adapters after each sub-layer, and the LayerNorms (houlsby.py;
+                       Houlsby et al. 2019)
     prefix             trainable keys and values prepended in every layer (prefix.py; Li and Liang 2021)
 
 `--merge` makes inference cost what the plain model costs where the mode allows it: LoRA and DoRA fold into

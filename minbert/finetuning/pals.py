@@ -18,6 +18,8 @@ import functools
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minbert.finetuning.lora import layer_part
+
 
 def default_dim(hidden_size, heads):
     """204 at BERT-base's 768, scaled to `hidden_size` and rounded to a multiple of
@@ -61,7 +63,8 @@ class PALs(nn.Module):
     def attach(self, bert):
         """Hook one branch into each of `bert`'s layers (BertLayer.parallel); the weights stay here."""
         for i, layer in enumerate(bert.layers):
-            layer.parallel = functools.partial(self.branch, i)
+            parent, attr = layer_part(bert, layer, "parallel")
+            setattr(parent, attr, functools.partial(self.branch, i))
 
     def branch(self, layer, hidden_states, attention_mask):
         if self.task is None:

@@ -21,6 +21,8 @@ import functools
 import torch
 import torch.nn as nn
 
+from minbert.finetuning.lora import layer_part
+
 DEFAULT_LENGTH, MLP_HIDDEN = 10, 512
 
 
@@ -49,7 +51,8 @@ class PrefixTuning(nn.Module):
     def attach(self, bert):
         """Hand each layer's self-attention its prefix (BertSelfAttention.prefix); the weights stay here."""
         for i, layer in enumerate(bert.layers):
-            layer.self_attention.prefix = functools.partial(self.layer_prefix, i)
+            parent, attr = layer_part(bert, layer, "prefix")
+            setattr(parent, attr, functools.partial(self.layer_prefix, i))
 
     @torch.no_grad()
     def fold(self):

@@ -2,24 +2,25 @@
 plain values, and the learning-rate default, which depends on what trains, how wide the checkpoint
 is and which optimizer steps."""
 from minbert.finetuning.modes import ADAPTER_LR, MODES
+from minbert.objectives.regularizers import REGULARIZERS
+from minbert.training.recorded import cannot_record
 from optimizer import LR_FACTOR
 
+# The regularisers' weights (objectives/regularizers.py), each the flag that switches one on.
+REGULARIZER_WEIGHTS = tuple(r.weight for r in REGULARIZERS.values())
 # The handout's plain training: a constant learning rate, no warm-up, no clipping, no regulariser.
-HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0, "smart_weight": 0.0,
-                  "rdrop_weight": 0.0, "smart_bregman_weight": 0.0}
+HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0,
+                  **{weight: 0.0 for weight in REGULARIZER_WEIGHTS}}
 # Part 2's handout defaults, for --recipe handout (ours are the recipe measured
 # best on MiniLM, see RESULTS.md).
 MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hidden_dropout_prob": 0.3,
                      "lr": 1e-5}
 
 # The regularisers of the default recipe, per pipeline: the rows measured best in RESULTS.md ("The
-# regularisers: which mechanism helps"). Part 1 applies them to full-model only: they need BERT in the graph,
-# and last-linear-layer trains on cached features.
-DEFAULT_REGULARIZERS = {
-    "classifier": {"rdrop_weight": 0.0, "smart_weight": 0.0},
-    "multitask": {"rdrop_weight": 2.0, "smart_weight": 0.0},
-}
-REGULARIZER_WEIGHTS = ("rdrop_weight", "smart_weight")
+# regularisers: which mechanism helps"), each regulariser's row saying its own. Part 1 applies them to
+# full-model only: they need BERT in the graph, and last-linear-layer trains on cached features.
+DEFAULT_REGULARIZERS = {pipeline: {r.weight: r.defaults[pipeline] for r in REGULARIZERS.values()}
+                        for pipeline in ("classifier", "multitask")}
 
 # full-model's default learning rate: the best measured on MiniLM (RESULTS.md), and the handout's.
 FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
@@ -52,41 +53,27 @@ def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size):
     return lr, why
 
 
-def eager_reasons(v, amp, world):
-    """Why a run's training step cannot be recorded as CUDA graphs (training/graphs.py), from its parsed flags
-    `v`, its resolved precision and its number of processes: [] when it can."""
-    why = []
-    if world > 1:
-        why.append(f"{world} processes: DistributedDataParallel reduces the gradients outside the step")
-    if amp == "fp16":
-        why.append("fp16's loss scaler reads every step's gradients back to skip the steps that overflow")
-    if v.get("grad_accum", 1) > 1:
-        why.append("--grad_accum steps the optimizer every few batches")
-    if v.get("pcgrad") or v.get("gradvac"):
-        why.append("--pcgrad and --gradvac combine the task gradients on the host")
-    if v.get("sampler") == "all":
-        why.append("--sampler all puts a batch of every task in each step")
-    if v.get("gradual_unfreeze"):
-        why.append("--gradual_unfreeze changes which parameters train during the run")
-    if v.get("compile"):
-        why.append("--compile compiles the forward on its own (the recorded step is not measured with a "
-                   "compiled forward inside it)")
-    if v.get("optimizer", "adamw") != "adamw":
-        why.append(f"--optimizer {v['optimizer']} reads its learning rate "
-                   "as a number (only AdamW's step takes it from the device)")
-    return why
+def resolve_record_step(v, device, amp, world, eager=None):
+    """(whether the training step is recorded as CUDA graphs, the start line's reason), from the parsed flags
+    `v`, the resolved precision and the number of processes: recorded only with --record_step on a CUDA GPU,
+    and only when nothing in the run needs the eager step (training/recorded.py CANNOT_RECORD, or the
+    pipeline's own reason `eager`).
 
-
-def resolve_graphs(v, device, amp, world, eager=None):
-    """(whether the training step is recorded as CUDA graphs, the start line's reason): with
-    --use_gpu on a GPU unless --no_cuda_graphs or the run needs the eager step (eager_reasons, or
-    the pipeline's own `eager`)."""
+    The eager step is the default on a GPU until a GPU run of tools/gpu_check.sh shows the recorded one
+    correct (50 bf16 steps equal to eager, new dropout masks at every replay, an exact resume) and faster than
+    the eager step on the same card (docs/hardware.md)."""
     if device.type != "cuda":
-        return False, f"eager (CUDA graphs need a GPU; {device.type} runs the step as it comes)"
-    if not v.get("cuda_graphs", True):
-        return False, "eager (--no_cuda_graphs)"
-    why = eager_reasons(v, amp, world) + ([eager] if eager else [])
+        return False, (f"eager (recording the step as CUDA graphs needs a CUDA GPU; {device.type} runs it "
+                       "as it comes)")
+    if not v.get("record_step"):
+        return False, ("eager (the default on a GPU until the recorded step is measured faster there; "
+                       "--record_step records it as one CUDA graph per batch shape)")
+    why = cannot_record(processes=world, amp=amp, grad_accum=v.get("grad_accum", 1),
+                        surgery="pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None,
+                        every_task=v.get("sampler") == "all", unfreezing=bool(v.get("gradual_unfreeze")),
+                        compiled=bool(v.get("compile")), optimizer=v.get("optimizer", "adamw"))
+    why += [eager] if eager else []
     if why:
-        return False, "eager (" + "; ".join(why) + ")"
-    return True, ("one CUDA graph per batch shape, recorded once and replayed (forward, backward, clipping, "
-                  "AdamW and the schedule; --no_cuda_graphs runs it eagerly)")
+        return False, "eager (--record_step cannot record it: " + "; ".join(why) + ")"
+    return True, ("recorded (--record_step: one CUDA graph per batch shape, recorded once and replayed: "
+                  "forward, backward, clipping, AdamW and the schedule)")

@@ -3,8 +3,10 @@ and its regularisers, the run folder. Defaults that are decisions live in defaul
 import argparse
 from pathlib import Path
 
-from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, momentum, nonneg_float,
-                                 nonneg_int, positive_float, positive_int, probability)
+from minbert.flags import types
+from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets, nonneg_float, nonneg_int,
+                                 positive_float, positive_int, probability)
+from minbert.objectives.regularizers import REGULARIZERS
 from minbert.precision import AMP_CHOICES
 from minbert.runs.folders import check_path_name
 from minbert.training.schedule import SCHEDULES
@@ -15,15 +17,13 @@ from optimizer import OPTIMIZERS
 # (GPT-2's) leaves out (bert=False), and why: typed there, each is this one line (utils.Parser's
 # `absent`), not "unrecognized".
 NOT_GPT2 = "not available for GPT-2; drop it"
-SMART_SHAPES = ("shapes SMART's adversarial term, which GPT-2 does not have (it perturbs BERT's own "
-                "embeddings): " + NOT_GPT2)
 BERT_ONLY = {
     "--no_fast_dropout": "switches off minBERT's bulk dropout masks, which "
                          "GPT-2 does not use (its dropout is torch's): " + NOT_GPT2,
-    "--smart_weight": "(SMART perturbs BERT's own embedding output): " + NOT_GPT2,
-    "--smart_bregman_weight": "(SMART's Bregman step, BERT's recipe): " + NOT_GPT2,
-    **{f"--{f}": SMART_SHAPES for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection",
-                                        "smart_eps", "smart_dropout", "smart_momentum")},
+    # the regularisers GPT-2 does not take (their rows say why): the weight, and each flag shaping the term
+    **{f"--{f.dest}": (f"({r.gpt2}): " if f is r.flags[0] else
+                       f"{f.what or 'shapes ' + r.label}, which GPT-2 does not have ({r.gpt2}): ") + NOT_GPT2
+       for r in REGULARIZERS.values() if r.gpt2 for f in r.flags},
     "--freeze_layers": "(freezing runs BERT's lower layers without a graph): " + NOT_GPT2,
     "--gradual_unfreeze": "(freezing runs BERT's lower layers without a graph): " + NOT_GPT2,
     "--llrd": "(layer-wise rates as measured for BERT): " + NOT_GPT2,
@@ -58,10 +58,10 @@ def add_speed_flags(ap, training=True, bert=True):
                        help="torch's dropout, one random draw per element (default: masks drawn in bulk on "
                             "the CPU, minbert/dropout.py; a GPU always uses torch's)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--no_cuda_graphs", dest="cuda_graphs", action="store_false",
-                   help="run the training step eagerly on a GPU (default: with --use_gpu, the whole step, "
-                        "forward to optimizer, recorded once per batch shape as "
-                        "a CUDA graph and replayed; minbert/training/graphs.py)")
+    g.add_argument("--record_step", action="store_true",
+                   help="with --use_gpu, record the whole training step, forward to optimizer, once per "
+                        "batch shape as a CUDA graph and replay it (default: the eager step, until a GPU "
+                        "measurement shows the recorded one faster; minbert/training/recorded.py)")
     g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients "
                                                                       "over this many batches")
     return g
@@ -126,7 +126,7 @@ def add_recipe_flags(ap, regularizers, full_model_only=False, bert=True):
                        help="gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then "
                             "unfreeze one more layer from the top every STEPS optimizer steps, the "
                             "embeddings last (0: off; minbert/finetuning/freezing.py)")
-    add_regularizer_flags(g, regularizers, full_model_only, smart=bert)
+    add_regularizer_flags(g, regularizers, full_model_only, bert)
     return g
 
 
@@ -136,43 +136,26 @@ def _weight_default(weight, full_model_only):
     return f"{weight:g}"
 
 
-def add_regularizer_flags(g, defaults, full_model_only=False, smart=True):
-    """R-Drop and SMART (minbert/objectives/rdrop.py, smart.py): the pipelines' recipe, and bench.py,
-    which times their step. `defaults` gives the weights (DEFAULT_REGULARIZERS); with full_model_only
-    they default to None here and the parser resolves them once the fine-tune mode is known; smart=False
-    leaves SMART out (BERT_ONLY)."""
-    def default(name):
-        return None if full_model_only else defaults[name]
-    g.add_argument("--rdrop_weight", type=nonneg_float, default=default("rdrop_weight"),
-                   help="R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over "
-                        "both passes plus this weight times their symmetric "
-                        "KL (squared error for STS) (0: off; default "
-                        + _weight_default(defaults["rdrop_weight"], full_model_only) + ")")
-    if not smart:
-        return g
-    g.add_argument("--smart_weight", type=nonneg_float, default=default("smart_weight"),
-                   help="SMART's adversarial smoothness term lambda_s "
-                        "(minbert/objectives/smart.py) (0: off; default "
-                        + _weight_default(defaults["smart_weight"], full_model_only) + ")")
-    g.add_argument("--smart_step", type=nonneg_float, default=1e-3, help="SMART's ascent step size eta")
-    g.add_argument("--smart_steps", type=positive_int, default=1, help="SMART's ascent steps")
-    g.add_argument("--smart_noise", type=nonneg_float, default=1e-5, help="sigma of SMART's initial "
-                                                                          "Gaussian perturbation")
-    g.add_argument("--smart_projection", choices=["reference", "ball"], default="reference",
-                   help="reference: as the authors' code, each token's perturbation scaled to infinity norm "
-                        "~1 after the step; ball: the paper's Algorithm "
-                        "1, projected onto the --smart_eps ball")
-    g.add_argument("--smart_eps", type=nonneg_float, default=1e-5,
-                   help="the infinity-norm radius of --smart_projection ball")
-    g.add_argument("--smart_dropout", action="store_true",
-                   help="keep dropout on in SMART's perturbed passes (default off: the term then measures "
-                        "smoothness only, not the difference between two dropout masks)")
-    g.add_argument("--smart_bregman_weight", type=nonneg_float, default=0.0,
-                   help="mu of SMART's Bregman proximal point step: a symmetric-KL trust region around a "
-                        "momentum teacher (0: off; the paper's mu is 1)")
-    g.add_argument("--smart_momentum", type=momentum, default=None,
-                   help="the teacher's EMA momentum beta (default: the paper's "
-                        "0.99 for the first 10%% of the updates, 0.999 after)")
+def add_regularizer_flags(g, defaults, full_model_only=False, bert=True):
+    """Every regulariser's flags, one row of objectives/regularizers.py's REGULARIZERS each: the pipelines'
+    recipe, and bench.py, which times their step. `defaults` gives the weights ({flag: value},
+    DEFAULT_REGULARIZERS's; a weight it leaves out defaults as its settings field does, to 0); with
+    full_model_only they default to None here and the parser resolves them once the fine-tune mode is known;
+    bert=False leaves out the rows GPT-2 does not take (BERT_ONLY)."""
+    for r in REGULARIZERS.values():
+        if r.gpt2 and not bert:
+            continue
+        for f in r.flags:
+            kind = ({"action": "store_true"} if f.kind == "switch" else {"choices": list(f.kind)}
+                    if isinstance(f.kind, tuple) else {"type": getattr(types, f.kind), "default": f.default})
+            text = f.help
+            if f is r.flags[0]:  # the weight: 0 is off
+                weight = defaults.get(f.dest, f.default)
+                kind["default"] = None if full_model_only else weight
+                text += f" (0: off; default {_weight_default(weight, full_model_only)})"
+            elif "choices" in kind:
+                kind["default"] = f.default
+            g.add_argument(f"--{f.dest}", help=text, **kind)
     return g
 
 

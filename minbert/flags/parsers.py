@@ -12,6 +12,7 @@ from minbert.flags.groups import (add_adapter_flags, add_recipe_flags, add_run_f
 from minbert.flags.types import (fold_spec, fraction, nonneg_float, nonneg_int, positive_float, positive_int,
                                  probability, seed)
 from minbert.objectives.embedding import STS_LOSSES
+from minbert.specs import MAX_LENGTH
 from utils import Parser
 
 
@@ -57,7 +58,7 @@ def classifier_parser():
     ap.add_argument("--data_dir", default="data", help="the folder of the course CSVs")
     ap.add_argument("--datasets", nargs="+", choices=["sst", "cfimdb"], default=["sst", "cfimdb"],
                     help="which datasets to train on, one after the other")
-    ap.add_argument("--max_length", type=positive_int, default=512,
+    ap.add_argument("--max_length", type=positive_int, default=MAX_LENGTH["classifier"],
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
     add_adapter_flags(ap)
@@ -107,7 +108,7 @@ def multitask_parser():
                          "(packaged), a hub id, or a local folder")
     ap.add_argument("--data_dir", default="data", help="the folder of the course CSVs (each "
                                                        "--*_train/dev/test overrides one)")
-    ap.add_argument("--max_length", type=positive_int, default=128,
+    ap.add_argument("--max_length", type=positive_int, default=MAX_LENGTH["multitask"],
                     help="tokens per input, at most the checkpoint's max_position_embeddings")
     add_speed_flags(ap)
     add_adapter_flags(ap)
@@ -218,7 +219,8 @@ def pretrain_parser():
                                                                     "warm-up, then decay)")
     ap.add_argument("--batch_size", type=positive_int, default=32,
                     help="sentences (with --nsp: pairs) per step")
-    ap.add_argument("--max_length", type=positive_int, default=128, help="tokens per sentence (or pair)")
+    ap.add_argument("--max_length", type=positive_int, default=MAX_LENGTH["pretrain"],
+                    help="tokens per sentence (or pair)")
     ap.add_argument("--mask_prob", type=fraction, default=0.15, help="share of tokens chosen for prediction")
     ap.add_argument("--weight_decay", type=nonneg_float, default=0.01, help="AdamW's decoupled weight decay")
     ap.add_argument("--warmup_ratio", type=fraction, default=0.06, help="share of the steps spent warming up")

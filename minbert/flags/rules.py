@@ -3,25 +3,33 @@ typed where it would change nothing (a flag silently ignored makes a run the use
 flags that cannot work together. Every rule reads the parsed flags as a dict, {destination: value}, and
 `typed`, the destinations given on the command line (not left at their defaults)."""
 from minbert.finetuning.modes import ADAPTER_MODES, check_merge
+from minbert.objectives.regularizers import REGULARIZERS
 from minbert.runs.identity import flag_spelling
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError
 
+def _shaping_rule(regularizer, flag):
+    """The rule of a flag shaping a regulariser's term (objectives/regularizers.py): it acts only when the
+    term's weight is above 0, and flag.when holds."""
+    weight, what = regularizer.weight, flag.what or f"shapes {regularizer.label}"
+    if flag.when is None:
+        return lambda v, t: v[weight] > 0, f"{what}, which is off without --{weight} above 0"
+    words, holds = flag.when
+    return lambda v, t: v[weight] > 0 and holds(v), f"{what}, used only with --{weight} above 0 and {words}"
+
+
 # Flags that act only in some configurations: {flag: (acts(values, typed), what it does and when)}.
+RECORD_STEP_IDLE = (lambda v, t: v["use_gpu"],
+                    "records the training step on a GPU, which only --use_gpu uses")
 IDLE_FLAGS = {
     **{f: (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
            "sets the adapters, which only --fine-tune-mode lora or dora adds")
        for f in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")},
     "llrd": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
              "scales the learning rates of BERT's layers, which --fine-tune-mode last-linear-layer freezes"),
-    **{f: (lambda v, t: v["smart_weight"] > 0,
-           "shapes SMART's adversarial term, which is off without --smart_weight above 0")
-       for f in ("smart_step", "smart_steps", "smart_noise", "smart_projection", "smart_dropout")},
-    "smart_eps": (lambda v, t: v["smart_weight"] > 0 and v["smart_projection"] == "ball",
-                  "is the radius of --smart_projection ball, used only with --smart_weight above 0"),
-    "smart_momentum": (lambda v, t: v["smart_bregman_weight"] > 0,
-                       "is the momentum of SMART's Bregman teacher, which is off without "
-                       "--smart_bregman_weight above 0"),
+    # every flag shaping a regulariser acts only when its weight is above 0 (and, for some, another flag's
+    # value: specs.Flag's `when`)
+    **{f.dest: _shaping_rule(r, f) for r in REGULARIZERS.values() for f in r.flags[1:]},
     "adapter_dim": (lambda v, t: v["fine_tune_mode"] == "adapter", "sets the width of "
                                                                    "--fine-tune-mode adapter's adapters"),
     "prefix_length": (lambda v, t: v["fine_tune_mode"] == "prefix", "sets the length of "
@@ -34,6 +42,7 @@ IDLE_FLAGS = {
     **{f: (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
            "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
        for f in ("freeze_layers", "gradual_unfreeze")},
+    "record_step": RECORD_STEP_IDLE,
 }
 CLASSIFIER_IDLE = {
     "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
@@ -55,12 +64,14 @@ MULTITASK_IDLE = {
 }
 
 PRETRAIN_IDLE = {
+    "record_step": RECORD_STEP_IDLE,
     "data_dir": (lambda v, t: v["texts"] is None,
                  "is where the course CSVs' training sentences are read, which --texts replaces as the text"),
     "corpus": (lambda v, t: v["texts"] is None, "picks the text, which --texts replaces"),
 }
 
 BENCH_IDLE = {
+    "record_step": RECORD_STEP_IDLE,
     "config": (lambda v, t: v["pretrained"] is None,
                "is the shape of the random model, which --pretrained replaces with the checkpoint's"),
     "data_dir": (lambda v, t: v["data"] != "synthetic",
@@ -78,9 +89,10 @@ def check_idle_flags(values, typed, rules):
 
 def check_recipe_combination(v):
     """Recipe flags that cannot work together in either pipeline, refused in one line."""
-    if v["smart_weight"] and (v["freeze_layers"] or v["gradual_unfreeze"]):
-        raise MinbertError("--smart_weight needs the gradient at BERT's embeddings, which frozen layers do "
-                           "not pass on (--freeze_layers, --gradual_unfreeze): drop one of them")
+    for r in REGULARIZERS.values():
+        if r.embedding_gradient and v[r.weight] and (v["freeze_layers"] or v["gradual_unfreeze"]):
+            raise MinbertError(f"--{r.weight} needs the gradient at BERT's embeddings, which frozen layers "
+                               "do not pass on (--freeze_layers, --gradual_unfreeze): drop one of them")
 
 
 def check_classifier_combination(v):
@@ -89,9 +101,10 @@ def check_classifier_combination(v):
     if twice:
         raise MinbertError(f"--datasets {' '.join(v['datasets'])}: "
                            f"{twice[0]} given twice; each dataset trains once")
-    if v["smart_weight"] and v["fine_tune_mode"] == "last-linear-layer":
-        raise MinbertError("--smart_weight perturbs BERT's embeddings, but last-linear-layer trains on "
-                           "cached features of a frozen BERT: use --fine-tune-mode full-model")
+    for r in REGULARIZERS.values():
+        if r.embedding_gradient and v[r.weight] and v["fine_tune_mode"] == "last-linear-layer":
+            raise MinbertError(f"--{r.weight} needs the gradient at BERT's embeddings, but last-linear-layer "
+                               "trains on cached features of a frozen BERT: use --fine-tune-mode full-model")
     check_recipe_combination(v)
     if v["merge"]:
         check_merge(v["fine_tune_mode"])

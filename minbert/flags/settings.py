@@ -12,11 +12,10 @@ import argparse
 import dataclasses
 import sys
 
-from config import BertConfig
-from minbert.bench.candidate import CONFIGS
+from config import SHAPES, BertConfig
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
-                                    REGULARIZER_WEIGHTS, resolve_graphs, resolve_lr)
+                                    REGULARIZER_WEIGHTS, resolve_lr, resolve_record_step)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags,
                                    multitask_parser, pretrain_parser)
 from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
@@ -25,9 +24,10 @@ from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.shapes import resolve_pad_multiple
 from minbert.runs.identity import defining_flags, flag_spelling
+from minbert.objectives.regularizers import Regularizers
 from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
-                           MultitaskSettings, PretrainSettings, Recipe, Regularizers, RunSpec, Runtime,
-                           SweepSettings, TaskLosses)
+                           MultitaskSettings, PretrainSettings, Recipe, RunSpec, Runtime, SweepSettings,
+                           TaskLosses)
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError, distributed, get_device, main_print
 
@@ -76,25 +76,25 @@ def recipe(v, lr, lr_why):
 
 
 def runtime(v, log=main_print, eager=None, training=True):
-    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step's
-    path (CUDA graphs or eager; `eager` a pipeline's own reason for the eager step) resolved
-    for it, a line saying each."""
+    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step (eager, or
+    recorded with --record_step; `eager` a pipeline's own reason for the eager step) resolved for it, a line
+    saying each."""
     device = get_device(v["use_gpu"])
     amp, why = resolve_amp(v["amp"], device)
     log(f"precision: {why}")
-    graphs = False
+    record_step = False
     if training:
-        graphs, path = resolve_graphs(v, device, amp, distributed()[1], eager)
+        record_step, path = resolve_record_step(v, device, amp, distributed()[1], eager)
         log(f"training step: {path}")
     pad = resolve_pad_multiple(v["pad_multiple"], device)
-    if graphs:
+    if record_step:
         log(f"fixed shapes: every training batch {v['batch_size']} rows (a short one filled with rows of "
             "loss weight 0), its width the smallest of a few chosen from the data (minbert/shapes.py)")
     elif pad:
         log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
     return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
                    fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False),
-                   graphs=graphs)
+                   record_step=record_step)
 
 
 def _lr(v):
@@ -103,7 +103,9 @@ def _lr(v):
                       checkpoint_config(v["pretrained"]).hidden_size)
 
 
-def _run(v, lr, stem=None):
+def run_spec(v, lr, stem=None):
+    """RunSpec of the parsed flags: the run folder, --resume, --backup, and the run-defining flags with the
+    learning rate resolved."""
     return RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"], stem=stem,
                    flags=defining_flags({**v, "lr": lr}))
 
@@ -139,7 +141,7 @@ def classifier_settings(args, log=main_print):
     model = from_flags(ModelSpec, v, pipeline="classifier", dropout=[v["hidden_dropout_prob"]])
     return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, lr, why),
                       regularizers=regularizers(v),
-                      runtime=run_time, run=_run(v, lr), datasets=tuple(v["datasets"]))
+                      runtime=run_time, run=run_spec(v, lr), datasets=tuple(v["datasets"]))
 
 
 # ---------------------------------------------------------------------------- Part 2: multitask_classifier.py
@@ -202,7 +204,7 @@ def multitask_settings(args, log=main_print):
     lr, why = _lr(v)
     losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
     return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses,
-                      regularizers=regularizers(v), run=_run(v, lr, v["checkpoint_name"]), **common)
+                      regularizers=regularizers(v), run=run_spec(v, lr, v["checkpoint_name"]), **common)
 
 
 # ----------------------------------------------------------------------------- pretrain.py
@@ -249,7 +251,7 @@ def sweep_settings(args, base, command):
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
     v = vars(args)
-    config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**CONFIGS[v["config"]])
+    config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**SHAPES[v["config"]])
     limit = config.max_position_embeddings
     if v["seq_len"] > limit:
         raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "

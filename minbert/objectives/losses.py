@@ -1,7 +1,7 @@
 """The two pipelines' whole training losses (handout 4 and 5): ClassificationLoss for Part 1, MultitaskLoss
 for Part 2. Each adds to every task's own loss what the settings ask for: the sentence-embedding losses
-(embedding.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, R-Drop
-(rdrop.py) and SMART's two terms (smart.py). Each term's mean over an epoch goes into the log.
+(embedding.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, each a
+row of regularizers.py's table. Each term's mean over an epoch goes into the log.
 """
 import contextlib
 
@@ -11,8 +11,7 @@ import torch.nn as nn
 from minbert.objectives import rows
 from minbert.objectives.distill import DistillationLoss
 from minbert.objectives.embedding import STS_LOSSES, MultipleNegativesRankingLoss, SimCSELoss
-from minbert.objectives.rdrop import RDrop
-from minbert.objectives.smart import BregmanProximal, SmartRegularizer
+from minbert.objectives.regularizers import REGULARIZERS, Pass, build_regularizers
 from minbert.tasks.extra import EXTRA_TASKS
 
 
@@ -24,33 +23,35 @@ OUTPUT_KIND = {"sst": "multiclass", "cfimdb": "multiclass", "quora": "binary", "
 
 class TermLoss(nn.Module):
     """A training loss made of named terms, each one's mean over the epoch kept for the log (`pop_terms`),
-    with the regularisers both pipelines share added by `regularized`: R-Drop (rdrop.py), SMART's
-    adversarial term and its Bregman proximal point step (smart.py)."""
+    with the regularisers both pipelines share added by `regularized` (regularizers.py's table, by name:
+    `rdrop=RDrop(1.0)`; None is off)."""
 
-    def __init__(self, rdrop=None, smart=None, bregman=None):
+    def __init__(self, **regularizers):
         super().__init__()
-        self.rdrop, self.smart, self.bregman = rdrop, smart, bregman
+        unknown = sorted(set(regularizers) - set(REGULARIZERS))
+        if unknown:
+            raise TypeError(f"unknown regulariser(s) {', '.join(unknown)}; "
+                            f"objectives/regularizers.py has {', '.join(REGULARIZERS)}")
+        # each one an attribute named as its term, so the loss's state_dict (saved for --resume) says whose
+        # state it is ("bregman.teacher_0")
+        for name in REGULARIZERS:
+            setattr(self, name, regularizers.get(name))
+        self.on = [name for name in REGULARIZERS if regularizers.get(name) is not None]  # the table's order
         self.sums, self.counts = {}, {}  # {term: 0-d tensor on the device}, added to in place
         self.silent = False
 
     @staticmethod
     def regularizers(spec, model, total_steps):
-        """The regularisers `spec` (a specs.Regularizers) asks for: --rdrop_weight, --smart_weight (and its
-        --smart_* settings), --smart_bregman_weight over a run of `total_steps` optimizer steps."""
-        return {"rdrop": RDrop(spec.rdrop_weight) if spec.rdrop_weight else None,
-                "smart": SmartRegularizer(spec.smart_weight, spec.smart_step, spec.smart_steps,
-                                          spec.smart_noise, spec.smart_projection, spec.smart_eps,
-                                          spec.smart_dropout)
-                if spec.smart_weight else None,
-                "bregman": BregmanProximal(model, spec.smart_bregman_weight, spec.smart_momentum, total_steps)
-                if spec.smart_bregman_weight else None}
+        """{name: module or None} of the regularisers `spec` (a regularizers.Regularizers, or None) switches
+        on, for a run of `total_steps` optimizer steps of `model`."""
+        return build_regularizers(spec, model, total_steps)
 
     def track(self, name, value):
         """Add `value` to its term's running sum for the log; returns `value` itself (with its gradient).
 
-        The sum and the count are tensors where the loss is, added to in place: no host sync, and a CUDA graph
-        that recorded the additions makes them again at every replay (training/graphs.py; its warm-up creates
-        them, silently, before anything is recorded)."""
+        The sum and the count are tensors where the loss is, added to in place: no host sync, and a recorded
+        step makes the additions again at every replay (training/recorded.py; its warm-up creates the
+        tensors, silently, before anything is recorded)."""
         v = value.detach().float()
         if name not in self.sums:
             self.sums[name] = torch.zeros((), device=v.device)
@@ -82,26 +83,24 @@ class TermLoss(nn.Module):
         return out
 
     def regularized(self, model, forward, first, task_loss, output, kind, weight=None):
-        """The task loss of the pass `first` with the regularisers added. `forward()` runs the batch through
-        the model again; `task_loss(result)` and `output(result)` read a pass's loss and its output; `weight`
-        leaves a fixed-shape batch's filler rows out (rows.py)."""
+        """The task loss of the pass `first` with the regularisers added, in the table's order, each term
+        logged under its name. `forward()` runs the batch through the model again; `task_loss(result)` and
+        `output(result)` read a pass's loss and its output; `weight` leaves a fixed-shape batch's filler rows
+        out (rows.py)."""
+        p = Pass(model, forward, first, task_loss, output, kind, weight)
         loss = task_loss(first)
-        if self.rdrop is not None:  # a second pass: the same batch, other dropout masks
-            second = forward()
-            loss = 0.5 * (loss + task_loss(second))
-            loss = loss + self.track("rdrop", self.rdrop(output(first), output(second), kind, weight))
-        rerun = lambda: output(forward())  # noqa: E731
-        if self.smart is not None:
-            loss = loss + self.track("smart", self.smart(model, model.backbone, rerun, output(first), kind,
-                                                         weight))
-        if self.bregman is not None:
-            loss = loss + self.track("bregman", self.bregman(model, rerun, output(first), kind, weight))
+        for name in self.on:
+            loss, term = getattr(self, name).regularize(loss, p)
+            loss = loss + self.track(name, term)
         return loss
 
     def after_step(self):
-        """After each optimizer step: the Bregman teacher follows the model."""
-        if self.bregman is not None:
-            self.bregman.update()
+        """After each optimizer step, each regulariser's own after-step (the Bregman teacher follows the
+        model)."""
+        for name in self.on:
+            after = getattr(getattr(self, name), "after_step", None)
+            if after is not None:
+                after()
 
 
 class ClassificationLoss(TermLoss):
@@ -135,7 +134,7 @@ class MultitaskLoss(TermLoss):
     @classmethod
     def from_spec(cls, losses, regularizers=None, model=None, total_steps=1, teacher=None):
         """The loss `losses` (a specs.TaskLosses) asks for, with the `teacher` targets of --distill, and the
-        `regularizers` (a specs.Regularizers) when a model is given."""
+        `regularizers` (a regularizers.Regularizers) when a model is given."""
         regs = cls.regularizers(regularizers, model,
                                 total_steps) if model is not None and regularizers else {}
         return cls(losses.weights, losses.sts_loss, losses.mnrl_weight, losses.mnrl_scale,

@@ -13,6 +13,11 @@ learning rate means what it means without R-Drop). Classifiers compare their sof
 import torch.nn as nn
 
 from minbert.objectives.smart import divergence
+from minbert.specs import Flag
+
+FLAGS = (Flag("rdrop_weight", 0.0, "nonneg_float",
+              "R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over both "
+              "passes plus this weight times their symmetric KL (squared error for STS)"),)
 
 
 class RDrop(nn.Module):
@@ -20,7 +25,18 @@ class RDrop(nn.Module):
         super().__init__()
         self.weight = weight
 
+    @classmethod
+    def build(cls, spec, model, total_steps):
+        return cls(spec.rdrop_weight)
+
     def forward(self, first, second, kind, weight=None):
         """alpha times the disagreement of two dropout passes' outputs of one batch (`weight`: rows.py)."""
         d = divergence(first, second, kind, weight)
         return self.weight * (0.5 * d if kind != "regression" else d)
+
+    def regularize(self, loss, p):
+        """A second pass of the batch `p` (the same batch, other dropout masks): the task loss averaged over
+        both passes, and the term (objectives/regularizers.py's protocol)."""
+        second = p.forward()
+        loss = 0.5 * (loss + p.task_loss(second))
+        return loss, self(p.output(p.first), p.output(second), p.kind, p.weight)

@@ -1,13 +1,24 @@
 """The mean over a batch's rows that every loss takes, with filler rows left out.
 
-A CUDA graph replays one shape, so on the captured path every batch has the same number of rows: a short batch
-(the last of a pass) is filled up with copies of its first example whose weight is 0
-(datasets.set_fixed_shapes, batch["weight"]). Each loss is then the weighted mean of its per-row values,
+A recorded training step (training/recorded.py) replays one shape, so there every batch has the same
+number of rows: a short batch (the last of a pass) is filled up with copies of its first example whose
+weight is 0 (datasets.set_fixed_shapes, batch["weight"]). Each loss is then the weighted mean of its
+per-row values,
 
     L = sum_i w_i l_i / sum_i w_i,   w_i in {0, 1},
 
-which is the plain mean over the real rows, so its gradient is the unfilled batch's. Without weights (every
-other path) a loss is the plain mean, computed exactly as before.
+which is the plain mean over the real rows, so its gradient is the unfilled batch's. Without weights (the
+eager step) a loss is the plain mean, computed exactly as it always was.
+
+Why weights rather than dropping a pass's short batch on both paths: dropping would change every eager run
+whose training set is not a multiple of the batch size (up to batch_size - 1 examples unseen per pass, and
+other batches after them), so results would no longer be those of RESULTS.md; the weights change nothing on
+the eager path. What they cost is that every loss must pass its `weight` on, and a loss that forgot it would
+be wrong only on a GPU, only on a pass's last batch. tests/minbert/objectives/test_rows.py guards that once
+for all: it builds every loss and term the project registers (each task of course_data.MULTITASK and
+tasks/extra.EXTRA_TASKS, each --sts_loss, each regulariser, every weight of specs.TaskLosses, GPT-2's
+language-model loss) and checks that filler rows change neither the loss nor its gradient, so a new loss is
+covered without a new test.
 """
 import torch.nn.functional as F
 

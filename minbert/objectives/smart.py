@@ -38,6 +38,32 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from minbert.objectives.rows import mse_loss, row_mean
+from minbert.specs import Flag
+
+SMART_FLAGS = (
+    Flag("smart_weight", 0.0, "nonneg_float",
+         "SMART's adversarial smoothness term lambda_s (minbert/objectives/smart.py)"),
+    Flag("smart_step", 1e-3, "nonneg_float", "SMART's ascent step size eta"),
+    Flag("smart_steps", 1, "positive_int", "SMART's ascent steps"),
+    Flag("smart_noise", 1e-5, "nonneg_float", "sigma of SMART's initial Gaussian perturbation"),
+    Flag("smart_projection", "reference", ("reference", "ball"),
+         "reference: as the authors' code, each token's perturbation scaled to infinity norm ~1 after the "
+         "step; ball: the paper's Algorithm 1, projected onto the --smart_eps ball"),
+    Flag("smart_eps", 1e-5, "nonneg_float", "the infinity-norm radius of --smart_projection ball",
+         what="is the radius of --smart_projection ball",
+         when=("--smart_projection ball", lambda v: v["smart_projection"] == "ball")),
+    Flag("smart_dropout", False, "switch",
+         "keep dropout on in SMART's perturbed passes (default off: the term then measures smoothness only, "
+         "not the difference between two dropout masks)"),
+)
+BREGMAN_FLAGS = (
+    Flag("smart_bregman_weight", 0.0, "nonneg_float",
+         "mu of SMART's Bregman proximal point step, a symmetric-KL trust region around a momentum teacher; "
+         "the paper's mu is 1"),
+    Flag("smart_momentum", None, "momentum",
+         "the teacher's EMA momentum beta (default: the paper's 0.99 for the first 10%% of the updates, "
+         "0.999 after)", what="is the momentum of SMART's Bregman teacher"),
+)
 
 
 def symmetric_kl(p_logits, q_logits, weight=None):
@@ -101,6 +127,16 @@ class SmartRegularizer(nn.Module):
         self.weight, self.step_size, self.steps, self.noise_std = weight, step_size, steps, noise_std
         self.projection, self.eps, self.keep_dropout = projection, eps, keep_dropout
 
+    @classmethod
+    def build(cls, spec, model, total_steps):
+        return cls(spec.smart_weight, spec.smart_step, spec.smart_steps, spec.smart_noise,
+                   spec.smart_projection, spec.smart_eps, spec.smart_dropout)
+
+    def regularize(self, loss, p):
+        """The term of the pass `p`, perturbing the model's backbone (objectives/regularizers.py's
+        protocol)."""
+        return loss, self(p.model, p.model.backbone, p.rerun, p.output(p.first), p.kind, p.weight)
+
     def ascend(self, delta, grad):
         """One ascent step on the perturbation of one BERT call."""
         if self.projection == "reference":  # mt-dnn: step, then scale each token to infinity norm ~1
@@ -132,7 +168,7 @@ class SmartRegularizer(nn.Module):
 
 class BregmanProximal(nn.Module):
     """mu D_Breg(theta, theta~) for one batch, and the momentum teacher theta~ (buffers, so that the loss
-    module's state_dict, saved by --resume, holds it). `update()` follows each optimizer step."""
+    module's state_dict, saved by --resume, holds it). `after_step()` follows each optimizer step."""
 
     def __init__(self, model, weight=1.0, momentum=None, total_steps=1):
         super().__init__()
@@ -143,6 +179,14 @@ class BregmanProximal(nn.Module):
         # the update count where the teacher is: read and counted on the device, so that a recorded step (CUDA
         # graphs) counts every replay and no step reads it back
         self.register_buffer("updates", torch.zeros((), dtype=torch.long, device=self.params[0].device))
+
+    @classmethod
+    def build(cls, spec, model, total_steps):
+        return cls(model, spec.smart_bregman_weight, spec.smart_momentum, total_steps)
+
+    def regularize(self, loss, p):
+        """The term of the pass `p` (objectives/regularizers.py's protocol)."""
+        return loss, self(p.model, p.rerun, p.output(p.first), p.kind, p.weight)
 
     def teacher(self):
         return [getattr(self, f"teacher_{i}") for i in range(len(self.params))]
@@ -156,7 +200,7 @@ class BregmanProximal(nn.Module):
         return torch.where(self.updates < 0.1 * self.total_steps, 0.99, 0.999)
 
     @torch.no_grad()
-    def update(self):
+    def after_step(self):
         """theta~ <- beta theta~ + (1 - beta) theta, after an optimizer step."""
         beta, teacher, params = self.beta(), self.teacher(), [p.detach() for p in self.params]
         # theta~ + (1 - beta)(theta - theta~), each line one kernel; lerp would read beta back

@@ -96,7 +96,7 @@ class SentimentPipeline(Pipeline):
         tokenizer = self.load_tokenizer(s.model.pretrained)
         self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
-        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
             set_fixed_shapes(self.data["train"], s.batch_size)
         self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
         self.model = self.build_model(self.spec, rt).to(self.device)
@@ -148,7 +148,7 @@ def train_dataset(settings, name, run, on_epoch=None, pipeline_class=SentimentPi
     s = settings
     seed_everything(s.recipe.seed)
     pipeline = pipeline_class(s, name)
-    trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.steps)
+    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps)
     main_print(pipeline.data["train"].describe_batches(s.batch_size, s.bucket))
     return fit(pipeline, trainer, run, s, on_epoch)
 

@@ -87,7 +87,7 @@ class MultitaskPipeline(Pipeline):
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer,
                                                 self.spec.max_length)
         set_pad_multiple(self.data, rt.pad_multiple)
-        if rt.graphs:  # a few fixed shapes, so a few CUDA graphs
+        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
             set_fixed_shapes(self.data["train"], d.batch_size)
         self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device),
                                    rt.compile)
@@ -138,8 +138,8 @@ def train_part2(settings, run, on_epoch=None):
     s = settings
     seed_everything(s.recipe.seed)
     pipeline = MultitaskPipeline(s)
-    trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.stream.steps_per_epoch,
-                            tasks=pipeline.stream.sizes)
+    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime,
+                            pipeline.stream.steps_per_epoch, tasks=pipeline.stream.sizes)
     world, m = distributed()[1], s.model
     main_print(f"multitask: {pipeline.mode} training, {m.pair_encoding} pairs, {m.pooling} pooling, "
                f"{m.fine_tune_mode}{' + PALs' if m.pals else ''}, {s.recipe.lr_why}, {m.pretrained} on "

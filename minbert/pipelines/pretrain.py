@@ -266,7 +266,7 @@ def pretrain(settings, run):
     files = run.files("pretrain")
     seed_everything(s.recipe.seed)
     pipeline = PretrainPipeline(s)
-    trainer = build_trainer(pipeline.model, s.recipe, s.runtime, pipeline.total, epochs=1)
+    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.total, epochs=1)
     heads = [f"{HEAD_WORDS[name]} head " + ("from the checkpoint" if name in pipeline.loaded
                                              else "fresh (the checkpoint has none)")
              for name in pipeline.model.heads()]

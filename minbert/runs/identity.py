@@ -14,7 +14,7 @@ from utils import MinbertError
 
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.
-RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "cuda_graphs", "foreach", "fused",
+RUN_FREE = {"use_gpu", "amp", "attn", "pad_multiple", "compile", "record_step", "foreach", "fused",
             "fast_dropout", "resume", "run_name", "run_dir", "checkpoint",
             "checkpoint_name", "predictions_dir", "results", "eval_only", "merge", "tensorboard", "backup",
             "datasets", "out", "sonnet_out"} | {f"{p}_{s}_out" for p in ("sst", "para",

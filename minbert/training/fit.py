@@ -1,7 +1,8 @@
 """The epoch protocol every pipeline shares (classifier.py, multitask_classifier.py, pretrain.py): `fit`
 trains a Pipeline epoch by epoch and, after each one, scores it on dev, keeps the best checkpoint and a
-resumable one, writes the log line and applies early stopping; `--resume` continues exactly where the last
-epoch ended. At the end the best epoch is reloaded and the pipeline writes its outputs."""
+resumable one, writes the log line and applies early stopping (`save_epoch`); `--resume` continues exactly
+where the last epoch ended (`resume`). At the end the best epoch is reloaded and the pipeline writes its
+outputs (`finish`)."""
 import math
 
 import torch
@@ -121,49 +122,26 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     """Train `pipeline` with `trainer` in the open run folder `run` (runs/folders.Run) for
     settings.recipe.epochs, keep its best dev epoch, and write its outputs from that epoch.
 
-    After every epoch (rank 0 evaluates and writes; other ranks wait for it): the dev score, early stopping
-    (settings.recipe.patience), the best checkpoint (files.best) and the resumable one (files.last: model,
-    optimizer, schedule, grad scaler, random states, the pipeline's data order, early stopping), a line in the
-    log (files.log, one schema for every pipeline), the interrupt hint and `on_epoch(epoch, dev score)`
-    (sweep.py's pruner may raise there). settings.run.resume continues from files.last when there is one; the
-    run-defining flags (settings.run.flags, with the bytes of pipeline.inputs) must agree with the
-    checkpoint's. With settings.runtime.tensorboard, rank 0 also writes event files into the run folder
-    (monitor.py). At the end: the best epoch reloaded, adapters merged (--merge), outputs written and
-    published. Returns the pipeline's result (rank 0) or None (other ranks)."""
+    settings.run.resume continues from the last completed epoch (`resume`). After every epoch (rank 0
+    evaluates and writes; other ranks wait for it): the dev score, early stopping (settings.recipe.patience),
+    the epoch's checkpoints and log line (`save_epoch`), the interrupt hint and `on_epoch(epoch, dev score)`
+    (sweep.py's pruner may raise there). With settings.runtime.tensorboard, rank 0 also writes event files
+    into the run folder (monitor.py). At the end (`finish`): the best epoch reloaded, adapters merged
+    (--merge), outputs written and published. Returns the pipeline's result (rank 0) or None (other ranks)."""
     files, run_name, epochs = run.files(pipeline.file_stem), run.name, settings.recipe.epochs
     flags = run_defining(settings.run.flags, pipeline.inputs)
-    continue_hint = f"the same command plus --resume {run.how}".rstrip()
-    model, stopper, start = pipeline.model, EarlyStopping(settings.recipe.patience), 0
-    resume, tensorboard = settings.run.resume, settings.runtime.tensorboard
-    if resume and files.last.exists():
-        state = load_checkpoint(files.last)
-        if "trainer" not in state:
-            raise MinbertError(f"{files.last}: not a resumable checkpoint (no optimizer state in it)")
-        check_same_run(state["flags"], flags, files.last, log=main_print)
-        load_trainable_state(model, state["model"], files.last)
-        trainer.load_state_dict(state["trainer"])
-        pipeline.load_state_dict(state["pipeline_state"])
-        pipeline.loss.load_state_dict(state["loss_state"])  # e.g. the Bregman step's teacher
-        stopper.load_state_dict(state["stopper"])
-        set_rng_state(state["rng"])
-        start = state["epoch"] + 1
-        main_print(f"resumed {files.stem} from {files.last} after epoch {state['epoch']}")
-        if stopper.should_stop:
-            start = epochs  # the run had stopped early: nothing left to train
-    elif resume:
-        main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
-    set_interrupt_hint(f"{files.stem} epoch {start - 1} is saved in "
-                       f"{files.last}; {continue_hint} continues from there"
-                       if start else f"{files.stem}: no epoch had finished, so nothing was saved; "
-                                     f"{continue_hint} starts it again", retry=continue_hint)
-    monitor = (TensorBoard(files.folder / f"tb-{files.stem}") if tensorboard and is_main() and start < epochs
-               else None)
+    retry = f"the same command plus --resume {run.how}".rstrip()
+    stopper = EarlyStopping(settings.recipe.patience)
+    start = resume(pipeline, trainer, stopper, files, flags, epochs) if settings.run.resume else 0
+    interrupt_hint(files, start - 1, retry)
+    monitor = (TensorBoard(files.folder / f"tb-{files.stem}")
+               if settings.runtime.tensorboard and is_main() and start < epochs else None)
     for epoch in range(start, epochs):
         batches, steps, info = pipeline.batches(epoch)
         if not steps:
             break
         try:
-            stats = trainer.run_epoch(batches, pipeline.loss, steps, desc=f"{files.stem} epoch {epoch}",
+            stats = trainer.run_epoch(batches, steps, desc=f"{files.stem} epoch {epoch}",
                                       on_step=monitor.step if monitor is not None else None)
         except Diverged as e:
             raise diverged(e, pipeline, files, run_name, epoch, stopper) from None
@@ -180,27 +158,11 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
                                     "lower --lr, or add --max_grad_norm 1.0"),
                            pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
-        # The epoch's files as one unit: Ctrl-C waits until both checkpoints and the log line are
-        # written and the interrupt hint names this epoch, so an interrupted run is never
-        # half-saved nor told the wrong epoch.
-        with deferred_interrupt():
-            record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, metrics)
-            if best:
-                save_checkpoint(files.best, record)
-            save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
-                                         "stopper": stopper.state_dict(),
-                                         "pipeline_state": pipeline.state_dict(),
-                                         "loss_state": loss_state(pipeline.loss)})
-            entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch,
-                     "train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics,
-                     "dev_score": score,
-                     "score_name": pipeline.score_name, "best": best, "seconds": stats["seconds"],
-                     "tokens_per_s": stats["tokens_per_s"], "lr": stats["lr"], "steps": stats["steps"],
-                     **stats["surgery"], **info}
-            append_jsonl(files.log, plain(entry))
-            set_interrupt_hint(f"{files.stem} epoch {epoch} is saved in "
-                               f"{files.last}; {continue_hint} continues from there",
-                               retry=continue_hint)
+        entry = save_epoch(pipeline, trainer, stopper, files, run_name, flags, epoch, retry,
+                           {"train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics,
+                            "dev_score": score, "score_name": pipeline.score_name, "best": best,
+                            "seconds": stats["seconds"], "tokens_per_s": stats["tokens_per_s"],
+                            "lr": stats["lr"], "steps": stats["steps"], **stats["surgery"], **info})
         if monitor is not None:
             monitor.epoch(trainer.batches, entry)
         speed = (f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"]
@@ -220,10 +182,69 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         monitor.close()
     if not is_main():
         return None
-    done = run.finished(files.stem, settings) if resume and start >= epochs else None
+    done = run.finished(files.stem, settings) if settings.run.resume and start >= epochs else None
     if done is not None:  # finished before: its files are published again as they are, never scored again
         publish(done["published"], run_name, files.folder)
         return done["result"]
+    return finish(pipeline, run, settings, files, stopper, retry)
+
+
+def resume(pipeline, trainer, stopper, files, flags, epochs):
+    """--resume: everything the last completed epoch saved (files.last: the model's trainable weights, the
+    trainer's optimizer, schedule and counts, the pipeline's data order, the loss's own state such as the
+    Bregman teacher, early stopping, the random states) put back, after the run-defining flags `flags` are
+    checked against the checkpoint's. Returns the epoch to start from (`epochs` when the run had stopped
+    early; 0 when no epoch had finished)."""
+    if not files.last.exists():
+        main_print(f"--resume: no completed epoch of {files.stem} in {files.folder}; starting at epoch 0")
+        return 0
+    state = load_checkpoint(files.last)
+    if "trainer" not in state:
+        raise MinbertError(f"{files.last}: not a resumable checkpoint (no optimizer state in it)")
+    check_same_run(state["flags"], flags, files.last, log=main_print)
+    load_trainable_state(pipeline.model, state["model"], files.last)
+    trainer.load_state_dict(state["trainer"])
+    pipeline.load_state_dict(state["pipeline_state"])
+    pipeline.loss.load_state_dict(state["loss_state"])  # e.g. the Bregman step's teacher
+    stopper.load_state_dict(state["stopper"])
+    set_rng_state(state["rng"])
+    main_print(f"resumed {files.stem} from {files.last} after epoch {state['epoch']}")
+    return epochs if stopper.should_stop else state["epoch"] + 1  # a run stopped early trains no more
+
+
+def interrupt_hint(files, epoch, retry):
+    """What an interrupted run is told (utils.main_guard): where epoch `epoch`, the last completed (-1:
+    none), is saved, and `retry`, the command that continues the run."""
+    if epoch >= 0:
+        text = f"{files.stem} epoch {epoch} is saved in {files.last}; {retry} continues from there"
+    else:
+        text = f"{files.stem}: no epoch had finished, so nothing was saved; {retry} starts it again"
+    set_interrupt_hint(text, retry=retry)
+
+
+def save_epoch(pipeline, trainer, stopper, files, run_name, flags, epoch, retry, fields):
+    """An epoch's files as one unit: the best checkpoint when the epoch is the best so far, the resumable
+    one (files.last: the model, trainer.state_dict(), the random states, early stopping, the pipeline's data
+    order, the loss's state), the log line (`fields` with the run's names, one schema for every pipeline) and
+    the interrupt hint naming this epoch. Ctrl-C waits until all are written, so an interrupted run is never
+    half-saved nor told the wrong epoch. Returns the log line."""
+    with deferred_interrupt():
+        record = checkpoint_record(pipeline, files, run_name, flags or {}, epoch, fields["dev"])
+        if fields["best"]:
+            save_checkpoint(files.best, record)
+        save_checkpoint(files.last, {**record, "trainer": trainer.state_dict(), "rng": rng_state(),
+                                     "stopper": stopper.state_dict(),
+                                     "pipeline_state": pipeline.state_dict(),
+                                     "loss_state": loss_state(pipeline.loss)})
+        entry = {"run": run_name, "pipeline": pipeline.kind, "model": files.stem, "epoch": epoch, **fields}
+        append_jsonl(files.log, plain(entry))
+        interrupt_hint(files, epoch, retry)
+    return entry
+
+
+def finish(pipeline, run, settings, files, stopper, retry):
+    """After the last epoch (rank 0): the best epoch reloaded, adapters merged (--merge), the pipeline's
+    outputs written and published; returns its result. A best checkpoint that is missing is one line."""
     if not files.best.exists():
         if stopper.best_epoch >= 0:
             raise MinbertError(f"{files.best}: the checkpoint of the best epoch ({stopper.best_epoch}) is "
@@ -232,11 +253,11 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         raise MinbertError(f"{files.best}: no epoch was trained, so "
                            "there is no best model to write outputs from")
     best = load_checkpoint(files.best)
-    load_trainable_state(model, best["model"], files.best)
+    load_trainable_state(pipeline.model, best["model"], files.best)
     if pipeline.merge:
-        merge_for_inference(model.backbone, True, pipeline.spec.fine_tune_mode, main_print)
+        merge_for_inference(pipeline.model.backbone, True, pipeline.spec.fine_tune_mode, main_print)
     result, published = pipeline.write_outputs(files, best)
     run.note_outputs(files.stem, result, published, settings)
-    publish(published, run_name, files.folder)
-    set_interrupt_hint(f"{files.stem} is complete in {files.folder}", retry=continue_hint)
+    publish(published, run.name, files.folder)
+    set_interrupt_hint(f"{files.stem} is complete in {files.folder}", retry=retry)
     return result

@@ -43,7 +43,7 @@ def test_recipe_handout_is_applied_and_a_typed_flag_wins(tiny_gpt2, course_data)
 @pytest.mark.parametrize("argv, message", [
     (["--smart_step", "0.01"], "--smart_step shapes SMART's adversarial term, which GPT-2 does not have"),
     (["--smart_dropout"], "--smart_dropout shapes SMART's adversarial term, which GPT-2 does not have"),
-    (["--smart_momentum", "0.9"], "--smart_momentum shapes SMART's adversarial term"),
+    (["--smart_momentum", "0.9"], "--smart_momentum is the momentum of SMART's Bregman teacher"),
     (["--compile"], "--compile compiles GPT-2's forward, which --fine-tune-mode last-linear-layer runs once"),
     (["--optimizer", "lion", "--no_foreach"], "--no_foreach switches off AdamW's multi-tensor kernels"),
 ])

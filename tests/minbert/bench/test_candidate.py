@@ -40,13 +40,13 @@ def test_each_row_is_built_as_its_switches_say_and_trains(tmp_path):
 
 
 def test_the_recorded_row_trains_on_fixed_shapes(tmp_path, course_data, tiny_model):
-    """The row of the steps as the pipelines record them on a GPU (run eagerly on the CPU): every batch --batch_size
-    rows, and a step moves the weights."""
+    """The row of the steps as the pipelines record them with --record_step on a GPU (run eagerly on the CPU): every
+    batch --batch_size rows, and a step moves the weights."""
     s = BenchSettings(runtime=Runtime(), pretrained=str(tiny_model), data="sst", data_dir=str(course_data), seq_len=64,
                       batch_size=5, steps=9, warmup=1, repeats=1)
     c = Candidate(s, BertTokenizer.from_pretrained(str(tiny_model)), BertConfig.from_json_file(
-        str(tiny_model / "config.json")), "plain", graphs=True)
-    assert c.row["graphs"] and {b["x"]["input_ids"].shape[0] for b in c.batches} == {5}
+        str(tiny_model / "config.json")), "plain", record_step=True)
+    assert c.row["recorded"] and {b["x"]["input_ids"].shape[0] for b in c.batches} == {5}
     assert any(b["weight"].sum() < 5 for b in c.batches)  # 48 examples: the last batch is filled
     assert sum(c.real) == sum(int(b["x"]["attention_mask"][b["weight"] > 0].sum()) for b in c.batches)
     before = [p.detach().clone() for p in c.params]

@@ -1,7 +1,8 @@
 """bench/run.py: the rows bench.py times follow its flags (the recipe's row only with a regulariser, every switch off
 with --compare, HF's rows with --hf, HF in our reduced precision only where there is one)."""
 from minbert.bench.run import rows
-from minbert.specs import BenchSettings, Regularizers, Runtime
+from minbert.objectives.regularizers import Regularizers
+from minbert.specs import BenchSettings, Runtime
 
 
 def test_the_rows_follow_the_flags():
@@ -16,11 +17,11 @@ def test_the_rows_follow_the_flags():
     assert dict(rows(BenchSettings(runtime=Runtime(amp="bf16"), hf=True)))["hf-amp"]["amp"] == "bf16"
 
 
-def test_on_a_gpu_the_rows_are_the_recorded_steps_with_the_eager_one_and_hf_compiled_beside_them():
+def test_with_record_step_on_a_gpu_the_rows_are_the_recorded_steps_with_the_eager_one_and_hf_compiled_beside_them():
     import torch
-    s = BenchSettings(runtime=Runtime(device=torch.device("cuda"), amp="bf16", graphs=True), hf=True,
+    s = BenchSettings(runtime=Runtime(device=torch.device("cuda"), amp="bf16", record_step=True), hf=True,
                       regularizers=Regularizers(rdrop_weight=2.0))
     got = dict(rows(s))
     assert list(got) == ["recipe", "plain", "eager", "hf-bucketed", "hf-random", "hf-amp", "hf-compiled"]
-    assert got["recipe"]["graphs"] and got["plain"]["graphs"] and not got["eager"]
+    assert got["recipe"]["record_step"] and got["plain"]["record_step"] and not got["eager"]
     assert got["hf-compiled"] == dict(fast=False, bucket=True, hf=True, amp="bf16", compiled=True)

@@ -89,3 +89,24 @@ def test_peft_oracle():
                 ours.magnitude.copy_(layer.lora_magnitude_vector["default"].weight)
         x = torch.randn(5, 6)
         torch.testing.assert_close(ours(x), theirs(x), rtol=1e-5, atol=1e-5)
+
+
+def test_each_backbone_names_the_layer_parts_the_adapters_use(tiny_model, tiny_gpt2):
+    """The backbone contract's table (LAYER_PARTS) finds every part a role names, in BERT's layers and GPT-2's:
+    LoRA's linears, Houlsby's linears and LayerNorms, BERT's prefix hook and parallel branch; a role a backbone
+    leaves out is one line."""
+    from bert import BertModel
+    from gpt2.models.gpt2 import GPT2Model
+    from minbert.finetuning.lora import TARGETS, layer_part
+    bert, gpt2 = BertModel.from_pretrained(str(tiny_model)), GPT2Model.from_pretrained(str(tiny_gpt2))
+    for backbone in (bert, gpt2):
+        layer = backbone.layers[0]
+        for role in TARGETS:
+            assert isinstance(getattr(*layer_part(backbone, layer, role)), torch.nn.Linear), role
+        for role in ("attention_layer_norm", "out_layer_norm"):
+            assert isinstance(getattr(*layer_part(backbone, layer, role)), torch.nn.LayerNorm), role
+    for role in ("prefix", "parallel"):  # hooks, empty until prefix tuning or PALs attach
+        parent, attr = layer_part(bert, bert.layers[0], role)
+        assert hasattr(parent, attr) and getattr(parent, attr) is None
+    with pytest.raises(ValueError, match="GPT2Model's layers have no prefix"):
+        layer_part(gpt2, gpt2.layers[0], "prefix")

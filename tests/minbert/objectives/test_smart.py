@@ -79,7 +79,7 @@ def test_bregman_is_zero_at_step_0_and_its_teacher_follows_the_ema_rule(tiny_mod
     with torch.no_grad():
         lin.weight.copy_(torch.tensor([[3.0, -2.0]]))
         lin.bias.fill_(1.0)
-    breg.update()  # theta~ = 0.9 theta~ + 0.1 theta
+    breg.after_step()  # theta~ = 0.9 theta~ + 0.1 theta
     teacher_w, teacher_b = breg.teacher()
     torch.testing.assert_close(teacher_w, torch.tensor([[1.2, 1.6]]))
     torch.testing.assert_close(teacher_b, torch.tensor([0.1]))
@@ -90,9 +90,28 @@ def test_bregman_is_zero_at_step_0_and_its_teacher_follows_the_ema_rule(tiny_mod
     betas = []
     for _ in range(12):
         betas.append(float(paper.beta()))
-        paper.update()
+        paper.after_step()
     assert betas == pytest.approx([0.99] * 10 + [0.999, 0.999])  # read on the device, in fp32
     assert set(paper.state_dict()) == {"teacher_0", "teacher_1", "updates"}  # saved with the loss for --resume
+
+
+def test_on_the_papers_schedule_the_teacher_moves_by_one_minus_beta():
+    """theta~ <- beta theta~ + (1 - beta) theta with beta 0.99 for the first 10% of the updates and 0.999 after:
+    the teacher moves a hundredth, then a thousandth, of the way to the model."""
+    lin = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1.0, 2.0]]))
+        lin.bias.fill_(0.0)
+    breg = BregmanProximal(lin, total_steps=10)  # beta 0.99 for the first update, 0.999 after
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[101.0, 2.0]]))
+        lin.bias.fill_(1000.0)
+    breg.after_step()
+    torch.testing.assert_close(breg.teacher()[0], torch.tensor([[2.0, 2.0]]))  # 1 + 0.01 (101 - 1)
+    torch.testing.assert_close(breg.teacher()[1], torch.tensor([10.0]))
+    breg.after_step()
+    torch.testing.assert_close(breg.teacher()[0], torch.tensor([[2.099, 2.0]]))  # 2 + 0.001 (101 - 2)
+    torch.testing.assert_close(breg.teacher()[1], torch.tensor([10.99]))
 
 
 def test_dropout_off_puts_each_modules_mode_back():

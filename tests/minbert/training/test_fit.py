@@ -133,6 +133,11 @@ def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_pat
     resumed = mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume"))
     assert resumed == pytest.approx(straight, abs=1e-6)
     assert output_files(tmp_path / "resumed" / "pred") == output_files(tmp_path / "straight" / "pred")
+    # the loss's own state came back too: the Bregman teacher and its update count are the straight run's
+    ends = [torch.load(tmp_path / run / "ck" / "mt-last.pt", weights_only=True) for run in ("straight", "resumed")]
+    assert ends[0]["loss_state"].keys() == ends[1]["loss_state"].keys()
+    for k, v in ends[0]["loss_state"].items():
+        torch.testing.assert_close(ends[1]["loss_state"][k], v, rtol=1e-5, atol=1e-7)
     log = [json.loads(l) for l in (tmp_path / "resumed" / "ck" / "mt-log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [0, 1, 2]  # no epoch twice
     with pytest.raises(MinbertError, match=r"cannot resume, the checkpoint comes from another configuration: --lr"):

@@ -14,7 +14,7 @@ import classifier
 from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.objectives.rdrop import RDrop
 from minbert.specs import Recipe, Runtime
-from minbert.training.trainer import Trainer, describe_trainable
+from minbert.training.trainer import Trainer, count_tokens, describe_trainable
 from optimizer import AdamW
 from tests.checkpoints import make_hf_checkpoint, sentiment_batch, sentiment_model, tiny_config
 from tests.course import ROOT, write_course_data
@@ -40,10 +40,10 @@ def test_under_fp16_a_non_finite_loss_is_left_to_the_grad_scaler():
     from optimizer import AdamW
     from minbert.training.trainer import Diverged, Trainer
     model = torch.nn.Linear(2, 2)
-    t = Trainer(model, AdamW(model.parameters(), lr=1e-3))
+    t = Trainer(model, TermLoss(), AdamW(model.parameters(), lr=1e-3))
     with pytest.raises(Diverged, match="became infinite by step 3 of 9"):
         t.check_finite(float("inf"), 3, 9)
-    t.scaler = torch.amp.GradScaler("cpu", enabled=True)
+    t.step.scaler = torch.amp.GradScaler("cpu", enabled=True)
     t.check_finite(float("nan"), 3, 9)
 
 
@@ -66,9 +66,9 @@ def test_grad_accum_equals_one_big_batch():
         torch.manual_seed(0)
         model = torch.nn.Linear(4, 3)
         from optimizer import AdamW
-        t = Trainer(model, AdamW(model.parameters(), lr=0.1), Recipe(lr=0.1, grad_accum=accum))
-        t.run_epoch(iter(batches), Loss(lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"])),
-                    total=len(batches))
+        loss = Loss(lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]))
+        t = Trainer(model, loss, AdamW(model.parameters(), lr=0.1), Recipe(lr=0.1, grad_accum=accum))
+        t.run_epoch(iter(batches), total=len(batches))
         return model.weight.detach()
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(8, 4, generator=g), torch.randint(0, 3, (8,), generator=g)
@@ -85,13 +85,26 @@ def test_grad_accum_with_a_partial_last_group(amp):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
     opt = AdamW(model.parameters(), lr=0.1)
-    t = Trainer(model, opt, Recipe(lr=0.1, grad_accum=2), Runtime(amp=amp))
+    loss = Loss(lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]))
+    t = Trainer(model, loss, opt, Recipe(lr=0.1, grad_accum=2), Runtime(amp=amp))
     g = torch.Generator().manual_seed(1)
     batches = [{"x": torch.randn(4, 4, generator=g), "labels": torch.randint(0, 3, (4,), generator=g),
                 "index": torch.arange(4)} for _ in range(3)]
-    t.run_epoch(iter(batches), Loss(lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"])), total=3)
+    t.run_epoch(iter(batches), total=3)
     assert opt.state[model.weight]["step"] == 2
 
+
+
+def test_count_tokens_counts_the_real_rows_of_every_part_only():
+    """tokens/s counts the non-pad tokens of the rows that train: a fixed-shape batch's filler rows (weight 0)
+    are computed, not counted; a batch holding every task counts each task's part."""
+    ids = torch.tensor([[2, 7, 3, 0], [2, 8, 9, 3], [2, 7, 3, 0]])
+    x = {"input_ids": ids, "attention_mask": (ids != 0).long()}
+    assert count_tokens({"x": x, "labels": torch.zeros(3)}) == 3 + 4 + 3
+    assert count_tokens({"x": x, "weight": torch.tensor([1.0, 1.0, 0.0])}) == 3 + 4
+    pair = {"a": x, "b": x, "weight": torch.tensor([1.0, 0.0, 0.0])}
+    assert count_tokens({"parts": {"sst": {"x": x, "weight": torch.tensor([0.0, 1.0, 1.0])}, "sts": pair}}) == (
+        (4 + 3) + 2 * 3)
 
 
 def test_trainable_line_counts_by_hand(capsys):
@@ -105,15 +118,15 @@ def test_trainable_line_counts_by_hand(capsys):
 
 def test_clipping_bounds_the_global_gradient_norm():
     model = torch.nn.Linear(4, 3)
-    t = Trainer(model, AdamW(model.parameters(), lr=0.0), Recipe(lr=0.0, max_grad_norm=0.5))
+    loss = Loss(lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]) * 100)
+    t = Trainer(model, loss, AdamW(model.parameters(), lr=0.0), Recipe(lr=0.0, max_grad_norm=0.5))
     seen = {}
 
     def spy(closure=None):
         seen["norm"] = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
     t.optimizer.step = spy
     batch = {"x": torch.randn(8, 4) * 100, "labels": torch.randint(0, 3, (8,)), "index": torch.arange(8)}
-    t.run_epoch(iter([batch]), Loss(lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"]) * 100),
-                total=1)
+    t.run_epoch(iter([batch]), total=1)
     assert seen["norm"] == pytest.approx(0.5, rel=1e-4)
 
 
@@ -206,10 +219,10 @@ def test_under_bf16_each_weight_is_cast_once_per_step_even_when_the_loss_runs_tw
             if func is torch.ops.aten._to_copy.default and args[0].data_ptr() in weights:
                 casts.append((weights[args[0].data_ptr()], (kwargs or {}).get("dtype")))
             return func(*args, **(kwargs or {}))
-    t = Trainer(model, AdamW(model.parameters(), lr=1e-3), runtime=Runtime(amp="bf16"))
+    t = Trainer(model, ClassificationLoss(rdrop=RDrop(1.0)), AdamW(model.parameters(), lr=1e-3),
+                runtime=Runtime(amp="bf16"))
     with CountCasts():
-        t.run_epoch(iter([{**sentiment_batch(), "index": torch.arange(2)}]), ClassificationLoss(rdrop=RDrop(1.0)),
-                    total=1)
+        t.run_epoch(iter([{**sentiment_batch(), "index": torch.arange(2)}]), total=1)
     assert sorted(n for n, dtype in casts) == sorted(weights.values())  # each matrix once, both passes included
     assert {dtype for _, dtype in casts} == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in model.parameters())
