@@ -36,6 +36,7 @@ RESOLVED = {
     "amp": "auto is resolved for the device (precision.py)",
     "pad_multiple": "resolved for the device (shapes.py)",
     "recipe": "--recipe names a set of defaults; the settings' recipe is the Recipe they make",
+    "corpus": "pretrain.py's text follows --nsp: the task sentences alone, CFIMDB's reviews (documents) with it",
     "fine_tune_mode": "Part 1's default is the handout's (last-linear-layer), the dataclass's Part 2's (full-model)",
     **{r.weight: "each pipeline's weight under --recipe best (objectives/regularizers.py)"
        for r in REGULARIZERS.values()},

@@ -64,7 +64,7 @@ def test_multitask_stops_early_and_keeps_the_best_epoch(tmp_path, course_data, t
         return {"sst": m, "quora": m, "sts": 2 * m - 1}, preds
     monkeypatch.setattr(part2, "model_eval_multitask", scripted)
     ck = tmp_path / "ck" / "mt.pt"
-    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
+    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}-output.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
     mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "6", "--batch_size", "8",
              "--patience", "2", "--checkpoint", str(ck), "--results", str(tmp_path / "r.csv"), *outs])
     out = capsys.readouterr().out
