@@ -54,7 +54,7 @@ def test_a_new_row_is_a_term_of_the_loss_logged_under_its_name(tiny_model, monke
 
 def test_the_terms_come_in_the_tables_order_each_only_when_its_weight_is_above_0(tiny_model):
     model = sentiment_model(tiny_model, 0.1)
-    assert list(REGULARIZERS) == ["rdrop", "smart", "bregman"]  # the order the loss adds them in
+    assert list(REGULARIZERS)[:3] == ["rdrop", "smart", "bregman"]  # the order the loss adds them in
     spec = Regularizers(smart_bregman_weight=0.5, rdrop_weight=1.0)
     assert regularizer_weights(spec) == {"rdrop": 1.0, "bregman": 0.5} and regularizer_weights(None) == {}
     loss = ClassificationLoss(**TermLoss.regularizers(spec, model, 10))
