@@ -29,7 +29,7 @@ def new_run_name(prefix):
 
 def published_where(settings):
     """The settings that say where a run publishes its files, as one string (a finished run's record)."""
-    return repr([(f, str(getattr(settings, f))) for f in ("published", "predictions_dir", "out")
+    return repr([(f, str(getattr(settings, f))) for f in ("published", "predictions_dir", "out", "sonnet_out")
                  if hasattr(settings, f)])
 
 

@@ -60,20 +60,23 @@ def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before
     assert not (tmp_path / "run" / "sonnet.pt").exists() and not (tmp_path / "pred").exists()
 
 
-def test_resuming_takes_another_sonnet_out_and_the_sonnet_files_moved(tmp_path):
-    """--sonnet_out says where a file goes and the sonnet paths where the inputs are: neither defines the run, so
-    --resume takes them changed (the inputs' bytes are what it compares)."""
+def test_a_finished_run_resumes_from_moved_sonnet_files_but_not_into_another_sonnet_out(tmp_path):
+    """The four sonnet paths (the inputs, compared by their bytes) do not define the run, so --resume takes them
+    moved; a finished run is neither completed again nor published under another --sonnet_out (one line)."""
     import shutil
     from gpt2 import sonnet_generation
     model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
     files = sonnet_files(tmp_path / "data")
     sonnet_generation.main(sonnet_argv(tmp_path, model, files))
+    written = (tmp_path / "pred" / "generated_sonnets.txt").read_bytes()
     moved = shutil.move(files, tmp_path / "moved")
+    sonnet_generation.main(sonnet_argv(tmp_path, model, moved, "--resume"))
+    assert (tmp_path / "pred" / "generated_sonnets.txt").read_bytes() == written
     argv = sonnet_argv(tmp_path, model, moved, "--resume")
     argv[argv.index("--sonnet_out") + 1] = str(tmp_path / "elsewhere" / "generated_sonnets.txt")
-    sonnet_generation.main(argv)
-    assert (tmp_path / "elsewhere" / "generated_sonnets.txt").read_bytes() == \
-        (tmp_path / "pred" / "generated_sonnets.txt").read_bytes()
+    with pytest.raises(MinbertError, match="nor publishes it under other paths"):
+        sonnet_generation.main(argv)
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_decoding_picks_how_the_completions_are_written(tmp_path):

@@ -24,7 +24,7 @@ def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny
     scores = mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1",
                       "--batch_size", "8", "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--para_dev_out", str(out),
                       "--results", str(tmp_path / "r.csv")] + [
-        f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "sts", "para") for s in ("dev", "test")
+        f"--{t}_{s}_out={tmp_path / f'{t}-{s}-output.csv'}" for t in ("sst", "sts", "para") for s in ("dev", "test")
         if (t, s) != ("para", "dev")])
     ids = [l.split(" , ")[0] for l in out.read_text().splitlines()[1:]]
     assert broken in ids and len(ids) == len(lines) - 2  # header and the trailing empty line
@@ -39,7 +39,7 @@ def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny
                                    ["--pair_encoding", "siamese", "--smart_weight", "1.0", "--rdrop_weight", "1.0"]])
 def test_multitask_runs_with_every_lever(tmp_path, course_data, tiny_model, extra):
     """Each lever alone (the others off), and each one shows that it acted."""
-    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
+    outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}-output.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
     scores = mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
                       "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--llrd", "0.8",
                       "--smart_weight", "0", "--rdrop_weight", "0", "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results",

@@ -37,5 +37,5 @@ def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, cours
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     failed = [l for l in done.stdout.splitlines() if " failed: " in l and l.startswith("trial")]
-    assert len(failed) == 1 and "--smart_weight perturbs BERT's embeddings" in failed[0]
+    assert len(failed) == 1 and "--smart_weight needs the gradient at BERT's embeddings" in failed[0]
     assert "1 complete, 0 pruned, 1 failed on their flags" in done.stdout
