@@ -47,6 +47,29 @@ def test_groups_that_mix_configurations_or_seeds_or_hold_one_run_each_are_refuse
         compare_groups(CompareSettings(baseline=base[:1], candidates=(twice[:1],), resamples=100))
 
 
+def test_a_group_may_pretrain_each_seed_afresh_but_not_with_another_configuration(tmp_path):
+    """Part 2 runs fine-tuned from checkpoints that pretrain.py wrote with one configuration, one per seed,
+    form one group; a checkpoint pretrained with another configuration does not."""
+    from minbert.runs.checkpoint import save_checkpoint
+
+    def pretrained(name, seed, **flags):
+        folder = tmp_path / name
+        folder.mkdir()
+        save_checkpoint(folder / "pretrain.pt", {"format": "minbert-checkpoint", "version": 2, "model": {},
+                                                 "flags": {"lr": 1e-4, "nsp": 0.0, "seed": seed, **flags}})
+        return {"--pretrained weights": {"path": str(folder / "model.safetensors"), "sha256": name}}
+
+    def run(name, seed, inputs):
+        return str(make_part2_run(tmp_path / name, 0.7, seed, {"inputs": inputs}))
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    afresh = tuple(run(f"p-{s}", s, pretrained(f"pre-{s}", s)) for s in (1, 2, 3))
+    rows = compare_groups(CompareSettings(baseline=base, candidates=(afresh,), resamples=100))
+    assert rows
+    other = (afresh[0], run("q-2", 2, pretrained("pre-nsp-2", 2, nsp=1.0)))
+    with pytest.raises(MinbertError, match=r"differ beyond the seed \(--pretrained weights: other contents\)"):
+        compare_groups(CompareSettings(baseline=base, candidates=(other,), resamples=100))
+
+
 def test_part1_groups_against_the_handouts_published_means(tmp_path, capsys):
     runs = []
     for s, acc in ((1, 0.52), (2, 0.53), (3, 0.51)):
