@@ -160,16 +160,35 @@ def _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t):
 
 
 def _step_capturable(group, params, grads, m, v, t):
-    """Algorithm 1 with the step count `t` and the learning rate as tensors on the device: the step size
-    alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t) is computed there, and applied with tensor multiplies where
-    the plain path passes Python floats to addcdiv."""
+    """Algorithm 1 with the step count `t` and the learning rate as tensors on the device, in as few passes
+    over the parameters as plain multi-tensor kernels allow (8; the step as first written took 10, and
+    torch's fused kernel, one, puts eps inside the bias correction, so it cannot run Algorithm 1 when the
+    step count is a device tensor). The step size alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t) rides in the
+    denominator, d = (sqrt(v_t) + eps) / -alpha, so that one addcdiv applies it:
+
+        m_t = lerp(m, g, 1 - beta1)  (= beta1 m + (1 - beta1) g)      one pass
+        v_t = beta2 v + (1 - beta2) g^2                                two
+        d = (sqrt(v_t) + eps) * (-1 / alpha)                           three
+        theta <- theta + m_t / d,  then theta <- (1 - lr wd) theta     two
+
+    Each line rounds as the plain path's up to fp32's last bits (tests/test_optimizer.py)."""
     beta1, beta2 = group["betas"]
     eps, wd = group["eps"], group["weight_decay"]
     lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=t.device)
-    alpha = lr * torch.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
-    update = torch._foreach_div(m, _moments_foreach(grads, m, v, beta1, beta2, eps))
-    torch._foreach_mul_(update, -alpha)
-    torch._foreach_add_(params, update)
+    if group["correct_bias"]:
+        # 1 - beta^t as -expm1(t ln beta): in fp32, 1 - 0.999^t would lose most of its digits to cancellation
+        correction1, correction2 = (torch.expm1(t * math.log(b)).neg() if b else torch.ones_like(t)
+                                    for b in (beta1, beta2))
+        neg_inv_alpha = (correction1 / (lr * correction2.sqrt())).neg()
+    else:
+        neg_inv_alpha = lr.reciprocal().neg()
+    torch._foreach_lerp_(m, grads, 1 - beta1)
+    torch._foreach_mul_(v, beta2)
+    torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+    denom = torch._foreach_sqrt(v)
+    torch._foreach_add_(denom, eps)
+    torch._foreach_mul_(denom, neg_inv_alpha)
+    torch._foreach_addcdiv_(params, m, denom)
     if wd:
         torch._foreach_mul_(params, 1 - lr * wd)
 

@@ -71,4 +71,5 @@ class Embedding(nn.Embedding):
             w.grad = self._buffer
         w.grad.index_add_(0, rows, flat)
         if w.grad is self._buffer:
-            self._written.append(rows)
+            # a copy: the ids may be a static input that the next batch overwrites before these rows are zeroed
+            self._written.append(rows.clone())

@@ -24,15 +24,16 @@ def _train(model, opt, steps, seed=1):
         opt.step()
 
 
-PATHS = {"foreach": dict(fused=False), "fused": dict(fused=True)}
+# capturable: the step count and the learning rate as device tensors (what the recorded step runs)
+PATHS = {"foreach": dict(fused=False), "fused": dict(fused=True), "capturable": dict(fused=False, capturable=True)}
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_each_fast_path_equals_the_reference_loop(path, device):
     """50 steps, two groups with their own rate and weight decay, the rates changing every step (as a schedule
-    changes them): the multi-tensor and the fused paths take the reference loop's steps, to fp32 rounding, on the
-    CPU and on a GPU (where torch's fused and foreach kernels are other code)."""
+    changes them): the multi-tensor, the fused and the capturable paths take the reference loop's steps, to fp32
+    rounding, on the CPU and on a GPU (where torch's fused and foreach kernels are other code)."""
     def train(**kw):
         model = _model().to(device)
         opt = AdamW([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 3e-2,
@@ -54,7 +55,7 @@ def test_each_fast_path_equals_the_reference_loop(path, device):
         assert not torch.equal(pa.cpu(), _model().state_dict()[[n for n, q in ref.named_parameters() if q is pa][0]])
 
 
-@pytest.mark.parametrize("path", [dict(foreach=False), *PATHS.values()], ids=["loop", "foreach", "fused"])
+@pytest.mark.parametrize("path", [dict(foreach=False), *PATHS.values()], ids=["loop", *PATHS])
 def test_matches_algorithm_1_by_hand(path, opt_class=AdamW):
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
     opt = opt_class([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.999), eps=1e-6, **path)

@@ -114,7 +114,7 @@ def test_the_course_reference_is_used_when_present_and_said(tmp_path, monkeypatc
 
 def test_our_adamw_passes_the_courses_own_reference():
     ref = optimizer_test.read_reference(_course_file())
-    for kernel in ({"foreach": False}, {"fused": False}, {}):
+    for kernel in ({"foreach": False}, {"fused": False}, {}, {"capturable": True}):
         assert np.allclose(ref, optimizer_test.test_optimizer(AdamW, **kernel).numpy(), atol=1e-6, rtol=1e-4)
 
 

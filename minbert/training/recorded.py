@@ -14,25 +14,27 @@ was recorded. So:
   - Every batch is copied into static input tensors of its shape. There is one graph per shape, and the
     batches come in a few fixed shapes (datasets.set_fixed_shapes): a short batch is filled up with rows
     whose loss weight is 0 (objectives/rows.py).
-  - Whatever outlives a step exists before it is recorded: the gradients (one buffer per parameter, shared
-    by every graph and zeroed inside the step), AdamW's moments and step counts (optimizer.AdamW.init_state,
-    capturable=True), the learning rate (schedule.DeviceSchedule: 0-d tensors rewritten in place from a
-    step-count tensor) and the sums of the loss terms (objectives/losses.py TermLoss.track).
-  - A graph's own parameters are those its batch shape and task give a gradient; the warm-up before
-    recording finds them. A Part 2 step of one task leaves the other heads without a gradient, so AdamW
-    skips them, as it does in the eager step.
+  - Whatever outlives a step exists before it is recorded: AdamW's moments and step counts
+    (optimizer.AdamW.init_state, capturable=True), the learning rate (schedule.DeviceSchedule: 0-d tensors
+    rewritten in place from a step-count tensor) and the sums of the loss terms (objectives/losses.py
+    TermLoss.track). The gradients do not outlive it: each step starts and ends with none, so the backward
+    pass creates them in the graphs' pool and AdamW reads them there. A Part 2 step of one task leaves the
+    other heads without a gradient, so AdamW skips them, as it does in the eager step.
   - Dropout draws from the CUDA generator's graph-safe state: each replay advances it as the eager step
     would, so the masks differ at every step and a saved random state resumes exactly.
   - Nothing in the step reads a value back to the host: the loss is summed on the device and read every
     N steps.
-All graphs share one memory pool; a step's temporaries are reused across graphs, which replay one at a time.
+All graphs share one memory pool and replay one at a time, in data order rather than the order they were
+recorded in: that is safe because a step's only output that lives on, its loss, is read before the next replay
+(the Trainer adds it to a sum that existed before recording), and everything else a graph writes in the pool is
+a temporary of its own step.
 
 What cannot be recorded is one list, CANNOT_RECORD below, which the flags' resolver (flags/defaults.py), the
 Trainer and bench.py all read. A recording that fails at run time raises RecordingFailed, and the Trainer goes
 on with the eager step (one line says so).
 
-Without a GPU, `record=False` runs the same path (static buffers, in-step zeroing, the capturable optimizer
-and the device schedule) eagerly at every "replay": the tests check on the CPU that it trains exactly as the
+Without a GPU, `record=False` runs the same path (static inputs, gradients from none to none, the capturable
+optimizer and the device schedule) eagerly at every "replay": the tests check on the CPU that it trains exactly as the
 eager step does, and on a GPU that the recorded graphs do too.
 """
 import contextlib
@@ -185,39 +187,33 @@ class RecordedStep:
                             f"schedule.DeviceSchedule), not a {type(step.schedule).__name__}, whose number a "
                             "graph would freeze")
         self.step, self.warmup = step, warmup
-        self.grads = {}  # parameter -> its gradient buffer, shared by every graph
-        self.used = {}  # shape key -> the parameters that get a gradient there
         step.optimizer.init_state(capturable=True)
         self.recorded = Recorded(self.run, self.prepare, step.device, record)
 
     def __call__(self, batch):
         return self.recorded(batch)
 
+    def drop_grads(self):
+        for p in self.step.params:
+            p.grad = None
+
     def prepare(self, static):
         """Before a shape is recorded: a few forward and backward passes on a side stream (kernels chosen,
-        lazy state created), the random states put back afterwards, and the gradients set up: this shape's
-        parameters get their shared buffer, the others none."""
+        lazy state created), the random states put back and the gradients dropped afterwards."""
         step = self.step
         devices = [step.device] if step.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), step.loss_fn.quiet(), side_stream(step.device):
-            for p in step.params:
-                p.grad = None
             for _ in range(self.warmup):
+                self.drop_grads()
                 step.backward(static)
-            used = [p for p in step.params if p.grad is not None]
-        for p in used:
-            if p not in self.grads:
-                self.grads[p] = torch.zeros_like(p)
-        self.used[shape_key(static)] = used
+        self.drop_grads()
 
     def run(self, static):
-        """The step on the static batch, its gradients zeroed in place first: what a graph records. This
-        shape's parameters hold their gradient buffers and the others none, so that AdamW skips them as an
-        eager step does."""
-        used = self.used[shape_key(static)]
-        for p in self.step.params:
-            p.grad = None
-        for p in used:
-            p.grad = self.grads[p]
-        torch._foreach_zero_([p.grad for p in used])
-        return self.step(static)
+        """The step on the static batch, from no gradients to none: what a graph records. The backward pass
+        creates the gradients of the parameters this batch reaches (AdamW skips the others, a Part 2 step's
+        other heads, as in the eager step) as temporaries of the graphs' pool, and they are dropped after the
+        update: no zeroing pass, no `+=` into kept buffers, nothing that outlives the step."""
+        self.drop_grads()
+        loss = self.step(static)
+        self.drop_grads()
+        return loss

@@ -83,7 +83,7 @@ class TrainingStep:
             self.loss_fn.after_step()
 
     def zero_grad(self):
-        """The eager step's gradients dropped after an update (the recorded step zeroes its buffers in place
-        instead: recorded.py)."""
+        """The eager step's gradients dropped after an update (the recorded step drops its own inside each
+        step: recorded.py)."""
         with record_function("optimizer"):
             self.optimizer.zero_grad(set_to_none=True)

@@ -96,7 +96,7 @@ class Trainer:
         self.model.train()
         for hook in self.step_hooks:  # e.g. gradual unfreezing, at the step count this epoch starts from
             hook(self.updates)
-        if self.recorded is None:  # the recorded step keeps its gradient buffers
+        if self.recorded is None:  # (the recorded step starts and ends with no gradients)
             self.step.zero_grad()
         shapes = self.recorded_shapes()
         loss_sum = torch.zeros((), device=self.device)
@@ -149,7 +149,7 @@ class Trainer:
             except RecordingFailed as e:
                 main_print(f"{desc}: {e}; the training step runs eagerly from here on")
                 self.recorded = None
-                self.step.zero_grad()  # the recorded step's gradient buffers let go
+                self.step.zero_grad()  # whatever the failed recording's warm-up left
         loss, n = self.step.backward(to_device(batch, self.device))
         if update:
             self.update()
