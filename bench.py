@@ -79,9 +79,10 @@ def build_parser():
     ap.add_argument("--peak_repeats", type=positive_int, default=10, help="timed matmuls per "
                                                                           "size for the peak")
     ap.add_argument("--compare", action="store_true", help="also run with every switch off and print ratios")
-    ap.add_argument("--hf", action="store_true",
-                    help="also time HF transformers' BertModel on the "
-                         "same weights (needs transformers installed)")
+    ap.add_argument("--hf", nargs="?", const="all", default="", choices=["all", "best"],
+                    help="also time HF transformers' BertModel on the same weights (needs transformers installed): "
+                         "every row below, or with `--hf best` only its best setting (on a GPU hf-compiled, "
+                         "else hf-amp in a reduced precision, else hf-bucketed)")
     ap.add_argument("--profile", type=nonneg_int, default=0, metavar="STEPS",
                     help="also profile this many plain training steps (with --hf and a reduced precision, "
                          "HF's too): the time by phase and by kind of operator; and the plain step's floor, "

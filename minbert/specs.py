@@ -309,5 +309,5 @@ class BenchSettings:
     compare: bool = False                # also every switch off
     # profile this many plain training steps (and HF's in the same precision)
     profile: int = 0
-    hf: bool = False                     # also HF transformers on the same batches
+    hf: str = ""                         # also HF transformers: "all" its rows, "best" its fastest setting only
 

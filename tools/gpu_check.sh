@@ -1,54 +1,87 @@
 #!/usr/bin/env bash
-# The GPU checks of the recorded training step, in one call on a machine with an NVIDIA GPU; everything it
-# measures goes under $OUT (default ./gpu-check). Run from the project folder, with MiniLM's weights at
-# pretrained/all-minilm-l6-v2 (a folder in HF's layout; fp16-rounded weights are upcast to fp32 on loading) and the
-# course CSVs in data/.
-#   bash tools/gpu_check.sh              # every stage below
-#   STAGES="tests bench" bash tools/gpu_check.sh
-# Stages: tests (the CUDA tests of the recorded step and the device paths), bench (bench.py --record_step and
-# tools/step_timing.py on MiniLM/SST and the bert-base shape), part2 (Part 2's default recipe, 3 epochs, recorded
-# and eager, one seed). What they must show before --use_gpu records by default: docs/hardware.md.
+# The GPU checks of the recorded training step, in one call of about 9 minutes on a machine with an NVIDIA GPU.
+# Everything it measures goes under $OUT (default ./gpu-check). Run from the project folder:
+#   MODEL=path/to/all-minilm-l6-v2 bash tools/gpu_check.sh
+#   STAGES="tests bench-minilm" BUDGET=300 bash tools/gpu_check.sh
+# MODEL: MiniLM's weights, a folder in HF's layout with its vocab.txt (fp16-rounded weights are upcast to fp32 on
+# loading); DATA: the folder of the course CSVs for bench.py (default data/; Part 2 reads data/, the handout's paths). Each stage runs under its own time limit, cut to what
+# is left of BUDGET seconds (default 540), so one stage that hangs costs its limit and the others still run; the
+# slowest stages come last. $OUT/summary.txt gets one line per stage (its exit status and seconds; 124: out of time).
+# Stages:
+#   tests           the CUDA tests of the recorded step, AdamW's paths and the fixed-shape rows
+#   bench-minilm    bench.py on MiniLM, SST batch 32: the recorded recipe and plain steps, the eager step, HF's best
+#   timing-minilm   bench.py and tools/step_timing.py (the independent timer) on MiniLM, 32 x 64 random ids
+#   bench-base      bench.py on the bert-base shape, 32 x 128: recorded, eager, HF's best
+#   timing-base     tools/step_timing.py on the same shape
+#   part2           Part 2's default recipe for 3 epochs, recorded and then eager, seed 11711
+#   inductor        tools/step_timing.py's step with our forward compiled by Inductor, then recorded (both shapes)
+# What they must show before --use_gpu records by default: docs/hardware.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-check}"
-mkdir -p "$OUT"
 MODEL="${MODEL:-pretrained/all-minilm-l6-v2}"
-STAGES="${STAGES:-tests bench part2}"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
-python -c "import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)" \
-  >> "$OUT/gpu.txt" 2>&1
-run() {  # run NAME CMD...: its output in $OUT/NAME.log, its wall time and exit status in $OUT/summary.txt
-  local name=$1; shift
+DATA="${DATA:-data}"
+BUDGET="${BUDGET:-540}"
+STAGES="${STAGES:-tests bench-minilm timing-minilm bench-base timing-base part2 inductor}"
+mkdir -p "$OUT"
+START=$SECONDS
+export PYTHONUNBUFFERED=1
+if [ ! -f "$MODEL/vocab.txt" ]; then
+  echo "MODEL=$MODEL: no vocab.txt there; give MiniLM's folder (HF's layout)" | tee -a "$OUT/summary.txt"
+  exit 2
+fi
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python -c "import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)"
+} > "$OUT/gpu.txt" 2>&1
+run() {  # run NAME LIMIT CMD...: output in $OUT/NAME.log; exit status and seconds in $OUT/summary.txt
+  local name=$1 limit=$2; shift 2
+  local left=$((BUDGET - (SECONDS - START)))
+  if [ "$left" -lt 15 ]; then
+    echo "$name skipped (budget spent)" | tee -a "$OUT/summary.txt"
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
-  "$@" > "$OUT/$name.log" 2>&1
+  timeout -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
+  echo "$name rc=$rc $((SECONDS - t0))s (limit ${limit}s)" | tee -a "$OUT/summary.txt"
 }
+gpu="--use_gpu"
 for stage in $STAGES; do
   case $stage in
     tests)
-      run tests python -m pytest -q -x -p no:cacheprovider tests/minbert/training/test_recorded.py \
-        tests/minbert/objectives/test_rows.py -k "cuda or recorded or replays" ;;
-    bench)
-      run bench-minilm python bench.py --use_gpu --record_step --pretrained "$MODEL" --data sst --batch_size 32 \
-        --hf --json "$OUT/bench-minilm-sst-b32.json"
-      run bench-base python bench.py --use_gpu --record_step --config base --data synthetic --seq_len 128 \
-        --batch_size 32 --hf --json "$OUT/bench-base-synthetic-b32.json"
-      run timing-minilm python tools/step_timing.py --use_gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
-        --json "$OUT/timing-minilm-64.json"
-      run bench-minilm-64 python bench.py --use_gpu --record_step --pretrained "$MODEL" --data synthetic \
-        --seq_len 64 --batch_size 32 --hf --json "$OUT/bench-minilm-synthetic-64.json"
-      run timing-base python tools/step_timing.py --use_gpu --config base --seq_len 128 --batch_size 32 \
-        --json "$OUT/timing-base-128.json" ;;
+      run tests 120 python -m pytest -q -p no:cacheprovider tests/minbert/training/test_recorded.py \
+        tests/test_optimizer.py tests/minbert/objectives/test_rows.py -k "cuda or bf16 or replays" ;;
+    bench-minilm)
+      run bench-minilm 120 python bench.py $gpu --record_step --pretrained "$MODEL" --data sst --data_dir "$DATA" \
+        --batch_size 32 --hf best --steps 100 --repeats 1 --json "$OUT/bench-minilm-sst-b32.json" ;;
+    timing-minilm)
+      run bench-minilm-64 45 python bench.py $gpu --record_step --pretrained "$MODEL" --data synthetic --seq_len 64 \
+        --batch_size 32 --rdrop_weight 0 --smart_weight 0 --steps 100 --json "$OUT/bench-minilm-synthetic-64.json"
+      run timing-minilm-64 45 python tools/step_timing.py $gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
+        --rows ours,ours-graph --steps 100 --json "$OUT/timing-minilm-64.json" ;;
+    bench-base)
+      run bench-base 120 python bench.py $gpu --record_step --config base --data synthetic --seq_len 128 \
+        --batch_size 32 --hf best --steps 50 --repeats 1 --json "$OUT/bench-base-synthetic-128.json" ;;
+    timing-base)
+      run timing-base-128 45 python tools/step_timing.py $gpu --config base --seq_len 128 --batch_size 32 \
+        --rows ours,ours-graph --steps 50 --json "$OUT/timing-base-128.json" ;;
     part2)
       for path in recorded eager; do
         flag=""; [ $path = recorded ] && flag="--record_step"
         outs=""
-        for t in sst para sts; do for s in dev test; do outs="$outs --${t}_${s}_out $OUT/part2-$path-out/$t-$s-output.csv"; done; done
-        mkdir -p "$OUT/part2-$path-out"
-        run "part2-$path" python multitask_classifier.py --use_gpu --pretrained "$MODEL" --epochs 3 --seed 11711 \
-          --run_dir "$OUT/part2-$path" --results "$OUT/part2-$path-out/results.csv" $outs $flag
+        for t in sst para sts; do for s in dev test; do
+          outs="$outs --${t}_${s}_out $OUT/part2-$path/$t-$s-output.csv"; done; done
+        mkdir -p "$OUT/part2-$path"
+        run "part2-$path" $([ $path = recorded ] && echo 100 || echo 150) python multitask_classifier.py $gpu \
+          --pretrained "$MODEL" --epochs 3 --seed 11711 --run_dir "$OUT/part2-$path/run" \
+          --results "$OUT/part2-$path/results.csv" $outs $flag
       done ;;
+    inductor)
+      run inductor-minilm-64 90 python tools/step_timing.py $gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
+        --rows ours-inductor-graph --steps 100 --json "$OUT/inductor-minilm-64.json"
+      run inductor-base-128 90 python tools/step_timing.py $gpu --config base --seq_len 128 --batch_size 32 \
+        --rows ours-inductor-graph --steps 50 --json "$OUT/inductor-base-128.json" ;;
     *) echo "unknown stage $stage" | tee -a "$OUT/summary.txt" ;;
   esac
 done

@@ -8,8 +8,11 @@ not an artefact of one harness.
 Rows (ms per training step: forward, cross-entropy on the pooled [CLS], backward, AdamW; every batch B x T
 random token ids, no padding, fixed like bench.py's --data synthetic):
   ours         our BertModel and our AdamW (its fused pass), eagerly
+  ours-inductor-graph  the same recorded step with our model's forward compiled by torch.compile's default mode
+               first (Inductor's fused kernels, no CUDA graphs of its own), then recorded (GPU only)
   ours-graph   the same step recorded once with torch.cuda.graph and replayed (GPU only): static inputs,
-               gradients zeroed inside the graph, AdamW capturable with its learning rate a device tensor
+               gradients created and dropped inside the graph (temporaries of its pool), AdamW capturable with its
+               learning rate a device tensor
   hf           HF transformers' BertModel with SDPA attention and torch's fused AdamW, eagerly
   hf-compiled  the same under torch.compile(mode="reduce-overhead") (GPU only)
 Timing: --warmup untimed steps, then --steps timed ones between two CUDA events (perf_counter on the CPU), the
@@ -40,6 +43,11 @@ from utils import main_guard  # noqa: E402
 SHAPES = {"base": {}, "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                                      intermediate_size=1536),
           "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512)}
+
+
+ROWS = ("ours", "ours-graph", "ours-inductor-graph", "hf", "hf-compiled")
+GRAPH_ROWS = ("ours-graph", "ours-inductor-graph")  # recorded by hand below
+GPU_ROWS = (*GRAPH_ROWS, "hf-compiled")
 
 
 def build(args, hf, device):
@@ -73,6 +81,8 @@ def step_function(args, row, device, amp):
     enc, head, params = build(args, hf, device)
     if row == "hf-compiled":
         enc = torch.compile(enc, mode="reduce-overhead")
+    elif row == "ours-inductor-graph":
+        enc = torch.compile(enc)  # fused kernels only: the recording below is the one CUDA graph
     fused = device.type in ("cuda", "cpu")
     opt = torch.optim.AdamW(params, lr=1e-5, fused=fused) if hf else AdamW(params, lr=1e-5)
 
@@ -87,10 +97,10 @@ def step_function(args, row, device, amp):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    if row != "ours-graph":
+    if row not in GRAPH_ROWS:
         return eager, 0.0
-    # torch.cuda.graph by hand: optimizer state and gradient buffers before
-    # recording, a warm-up on a side stream
+    # torch.cuda.graph by hand: optimizer state before recording, a warm-up on a side stream, every step from no
+    # gradients to none
     t0 = time.perf_counter()
     opt = AdamW(params, lr=torch.tensor(1e-5, device=device), capturable=True)
     opt.init_state(capturable=True)
@@ -103,11 +113,12 @@ def step_function(args, row, device, amp):
         for _ in range(3):
             loss_of(ids, mask, labels).backward()
     torch.cuda.current_stream().wait_stream(side)
+    opt.zero_grad(set_to_none=True)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        torch._foreach_zero_([p.grad for p in params])
         loss_of(ids, mask, labels).backward()
         opt.step()
+        opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
 
     def replay(new_ids, new_mask, new_labels):
@@ -174,14 +185,11 @@ def main(argv=None):
     if args.use_gpu and not torch.cuda.is_available():
         ap.error("--use_gpu: no GPU is visible to torch")
     amp = (args.amp or ("bf16" if device.type == "cuda" else "none")) == "bf16"
-    rows = args.rows.split(",") if args.rows else (["ours", "ours-graph", "hf",
-                                                    "hf-compiled"] if device.type == "cuda"
-                                                   else ["ours", "hf"])
-    bad = [r for r in rows if r not in ("ours", "ours-graph", "hf", "hf-compiled")
-           or (r in ("ours-graph", "hf-compiled") and device.type != "cuda")]
+    rows = args.rows.split(",") if args.rows else [r for r in ROWS if device.type == "cuda" or r not in GPU_ROWS]
+    bad = [r for r in rows if r not in ROWS or (r in GPU_ROWS and device.type != "cuda")]
     if bad:
         ap.error(f"--rows {','.join(bad)}: not a row this device runs "
-                 "(ours, hf; on a GPU also ours-graph, hf-compiled)")
+                 f"({', '.join(r for r in ROWS if r not in GPU_ROWS)}; on a GPU also {', '.join(GPU_ROWS)})")
     if args.json:
         check_file(args.json, "--json")  # before the minutes of timing, not after them
     name = (torch.cuda.get_device_name() if device.type == "cuda"

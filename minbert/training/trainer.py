@@ -134,8 +134,12 @@ class Trainer:
         if self.recorded_shapes() > shapes:
             r = self.recorded.recorded
             how = "recorded as CUDA graphs" if r.record else "prepared (run eagerly: no GPU)"
+            memory = ""
+            if self.device.type == "cuda":  # what the graphs' shared pool and the model hold at most
+                memory = (f"; GPU memory peak {torch.cuda.max_memory_allocated(self.device) / 2 ** 20:.0f} MiB "
+                          f"allocated, {torch.cuda.memory_reserved(self.device) / 2 ** 20:.0f} MiB reserved")
             main_print(f"{desc}: {len(r.entries) - shapes} new batch shapes {how}, {len(r.entries)} in "
-                       f"all, {r.seconds:.1f}s spent warming up and recording")
+                       f"all, {r.seconds:.1f}s spent warming up and recording{memory}")
             stats["recorded_shapes"], stats["recording_seconds"] = len(r.entries), r.seconds
         return stats
 
