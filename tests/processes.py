@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import optuna
 import pytest
 import torch
 
@@ -67,6 +66,7 @@ def sweep_base(course_data, tiny_model, epochs=1):
 
 def sweep_trials(tmp_path, study):
     """The Optuna trials of a study in the default SQLite storage under tmp_path."""
+    import optuna  # here, not at the top: the GPU checks run these tests where optuna is not installed
     return optuna.load_study(study_name=study, storage=f"sqlite:///{tmp_path / 'runs' / 'sweeps' / (study + '.db')}").trials
 
 
