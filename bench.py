@@ -8,9 +8,9 @@ backward, AdamW step) and inference.
 
 Rows: `recipe` trains Part 1's classifier with the regularisers the flags ask for, taken as the pipelines
 take them (default: Part 2's default recipe, R-Drop on the full model); `plain` is the same step without
-them. Both are the pipelines' own training step (minbert/training/step.py); with --record_step on a GPU both
-are recorded as CUDA graphs, as the pipelines run them with that flag (minbert/training/recorded.py), on the
-fixed shapes of that path, and `eager` is the plain step as it runs without the flag. `baseline`
+them. Both are the pipelines' own training step (minbert/training/step.py); on a GPU both are recorded as CUDA
+graphs, as the pipelines run them there by default (minbert/training/recorded.py), on the fixed shapes of that
+path, and `eager` is the plain step as --no_record_step runs it. `baseline`
 (--compare) has every switch off (fp32, explicit attention, no bucketing, the reference optimizer loop); with
 --hf, HF transformers' BertModel with SDPA attention on the same weights, on the same length-bucketed batches
 as ours (`hf-bucketed`, what its Trainer's group_by_length gives), on batches in random order (`hf-random`,
@@ -62,9 +62,9 @@ def build_parser():
     ap.add_argument("--attn", choices=["sdpa", "explicit"], default="sdpa", help="attention path "
                                                                                  "of the fast runs")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model in the fast runs")
-    ap.add_argument("--record_step", action="store_true",
-                    help="with --use_gpu, time our steps recorded as CUDA graphs, as the pipelines run them "
-                         "with --record_step, with the eager step beside them (default: eager only)")
+    ap.add_argument("--no_record_step", dest="record_step", action="store_false",
+                    help="with --use_gpu, time our steps eagerly only (default: recorded as CUDA graphs, as "
+                         "the pipelines run them on a GPU, with the eager step beside them)")
     ap.add_argument("--no_fused", dest="fused", action="store_false",
                     help="AdamW's multi-tensor kernels in the fast runs instead of its fused pass")
     ap.add_argument("--pad_multiple", type=nonneg_int, default=None, metavar="N",

@@ -99,7 +99,7 @@ class Candidate:
     optimizer, the batches on the device, the training step (training/step.py's, the pipelines' own) and the
     inference step, and what describes the row.
 
-    `record_step`: our steps recorded as CUDA graphs, as the pipelines run them with --record_step
+    `record_step`: our steps recorded as CUDA graphs, as the pipelines run them on a GPU
     (training/recorded.py); `compiled`: the model under torch.compile(mode="reduce-overhead"), the one line HF
     documents for speed (CUDA graphs of the compiled model, the optimizer eager). Both take the fixed shapes
     of the recorded step."""
@@ -188,7 +188,7 @@ class Candidate:
         if record_step:  # the whole step, as the pipelines record it on a GPU
             why = cannot_record(amp=amp, compiled=fast and rt.compile)
             if why:
-                raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; drop --record_step")
+                raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; add --no_record_step")
             train_step, eager_infer = RecordedStep(step), infer_step
             warm = lambda b: [eager_infer(b) for _ in range(2)]  # noqa: E731
             infer_step = Recorded(eager_infer, warm, device)

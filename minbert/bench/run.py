@@ -15,7 +15,7 @@ from tokenizer import BertTokenizer
 
 def rows(settings):
     """[(label, the Candidate's switches)] that settings ask for: the recipe's step when it has regularisers
-    and the plain step, each as the pipelines run it on this device (with --record_step on a GPU recorded as
+    and the plain step, each as the pipelines run it on this device (on a GPU recorded as
     CUDA graphs, and then `eager` beside them, the plain step as it runs without the flag); with
     --compare every switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches
     (its Trainer's group_by_length), on random ones (its default) and in our reduced precision (its

@@ -55,25 +55,24 @@ def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size):
 
 def resolve_record_step(v, device, amp, world, eager=None):
     """(whether the training step is recorded as CUDA graphs, the start line's reason), from the parsed flags
-    `v`, the resolved precision and the number of processes: recorded only with --record_step on a CUDA GPU,
+    `v`, the resolved precision and the number of processes: recorded on a CUDA GPU unless --no_record_step,
     and only when nothing in the run needs the eager step (training/recorded.py CANNOT_RECORD, or the
     pipeline's own reason `eager`).
 
-    The eager step is the default on a GPU until a GPU run of tools/gpu_check.sh shows the recorded one
-    correct (50 bf16 steps equal to eager, new dropout masks at every replay, an exact resume) and faster than
-    the eager step on the same card (docs/hardware.md)."""
+    Recorded is the GPU's default because tools/gpu_check.sh showed it correct there (50 bf16 steps equal to
+    eager, new dropout masks at every replay, an exact resume) and faster than the eager step on the same card,
+    for MiniLM and for the bert-base shape (RESULTS.md, "The recorded training step on an NVIDIA H100")."""
     if device.type != "cuda":
         return False, (f"eager (recording the step as CUDA graphs needs a CUDA GPU; {device.type} runs it "
                        "as it comes)")
-    if not v.get("record_step"):
-        return False, ("eager (the default on a GPU until the recorded step is measured faster there; "
-                       "--record_step records it as one CUDA graph per batch shape)")
+    if not v.get("record_step", True):
+        return False, "eager (--no_record_step)"
     why = cannot_record(processes=world, amp=amp, grad_accum=v.get("grad_accum", 1),
                         surgery="pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None,
                         every_task=v.get("sampler") == "all", unfreezing=bool(v.get("gradual_unfreeze")),
                         compiled=bool(v.get("compile")), optimizer=v.get("optimizer", "adamw"))
     why += [eager] if eager else []
     if why:
-        return False, "eager (--record_step cannot record it: " + "; ".join(why) + ")"
-    return True, ("recorded (--record_step: one CUDA graph per batch shape, recorded once and replayed: "
-                  "forward, backward, clipping, AdamW and the schedule)")
+        return False, "eager (the recorded step, a GPU's default, cannot take " + "; ".join(why) + ")"
+    return True, ("recorded (a GPU's default: one CUDA graph per batch shape, recorded once and replayed: "
+                  "forward, backward, clipping, AdamW and the schedule; --no_record_step runs it eagerly)")

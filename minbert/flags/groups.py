@@ -58,10 +58,10 @@ def add_speed_flags(ap, training=True, bert=True):
                        help="torch's dropout, one random draw per element (default: masks drawn in bulk on "
                             "the CPU, minbert/dropout.py; a GPU always uses torch's)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model")
-    g.add_argument("--record_step", action="store_true",
-                   help="with --use_gpu, record the whole training step, forward to optimizer, once per "
-                        "batch shape as a CUDA graph and replay it (default: the eager step, until a GPU "
-                        "measurement shows the recorded one faster; minbert/training/recorded.py)")
+    g.add_argument("--no_record_step", dest="record_step", action="store_false",
+                   help="with --use_gpu, run the training step eagerly, kernel by kernel (default on a GPU: "
+                        "the whole step, forward to optimizer, recorded once per batch shape as a CUDA graph "
+                        "and replayed, 3-7x faster on an H100; minbert/training/recorded.py)")
     g.add_argument("--grad_accum", type=positive_int, default=1, help="accumulate gradients "
                                                                       "over this many batches")
     return g

@@ -20,7 +20,7 @@ def _shaping_rule(regularizer, flag):
 
 # Flags that act only in some configurations: {flag: (acts(values, typed), what it does and when)}.
 RECORD_STEP_IDLE = (lambda v, t: v["use_gpu"],
-                    "records the training step on a GPU, which only --use_gpu uses")
+                    "runs the eager step instead of the recorded one, which only --use_gpu records")
 IDLE_FLAGS = {
     **{f: (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
            "sets the adapters, which only --fine-tune-mode lora or dora adds")

@@ -27,6 +27,7 @@ PATH_FLAGS = {"data_dir", "texts", "extra_task", "distill"} | {f"{p}_{s}" for p 
     "sonnet_path", "held_out_sonnet_path", "held_out_dev_path", "true_dev_path"}
 # Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
 SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused",
+           "record_step": "--no_record_step",
            "bucket": "--no_bucket", "fast_dropout": "--no_fast_dropout"}
 
 

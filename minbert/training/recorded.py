@@ -1,6 +1,6 @@
-"""The training step recorded: one CUDA graph per batch shape, replayed for every batch of that shape
-(`--record_step` with `--use_gpu`). The eager step stays the default until a GPU run of tools/gpu_check.sh
-shows the recorded one correct and faster on the same card (docs/hardware.md).
+"""The training step recorded: one CUDA graph per batch shape, replayed for every batch of that shape: the
+default under `--use_gpu` (`--no_record_step` runs the eager step), since tools/gpu_check.sh showed it correct
+on an NVIDIA H100 and 3-7x faster than the eager step there (docs/hardware.md, RESULTS.md).
 
 On a GPU a small model's step is hundreds of short kernels, each launched by the host, so MiniLM's step is
 bound by those launches: the GPU waits on Python. A CUDA graph records the kernels of one step once and

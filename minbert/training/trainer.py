@@ -81,8 +81,8 @@ class Trainer:
                                 unfreezing=bool(self.step_hooks), compiled=runtime.compile,
                                 optimizer=optimizer_name(optimizer))
             if why:
-                raise MinbertError(f"the recorded training step cannot take {why[0]}: run it without "
-                                   "--record_step")
+                raise MinbertError(f"the recorded training step cannot take {why[0]}: run it with "
+                                   "--no_record_step")
             self.recorded = RecordedStep(self.step)
 
     @property

@@ -40,7 +40,7 @@ def test_each_row_is_built_as_its_switches_say_and_trains(tmp_path):
 
 
 def test_the_recorded_row_trains_on_fixed_shapes(tmp_path, course_data, tiny_model):
-    """The row of the steps as the pipelines record them with --record_step on a GPU (run eagerly on the CPU): every
+    """The row of the steps as the pipelines record them on a GPU (run eagerly on the CPU): every
     batch --batch_size rows, and a step moves the weights."""
     s = BenchSettings(runtime=Runtime(), pretrained=str(tiny_model), data="sst", data_dir=str(course_data), seq_len=64,
                       batch_size=5, steps=9, warmup=1, repeats=1)

@@ -67,17 +67,17 @@ def test_lion_and_lamb_default_to_their_own_rates(tiny_model, name, lr, reason):
     assert recipe.lr == pytest.approx(lr) and recipe.lr_why.startswith(f"lr {recipe.lr:g} ({reason}, whose default")
 
 
-def test_the_training_step_is_eager_on_a_gpu_unless_record_step_and_nothing_needs_it_eager():
-    """--use_gpu runs the eager step until the recorded one is measured faster; --record_step records it, and the
-    start line names each reason it cannot."""
+def test_the_training_step_is_recorded_on_a_gpu_unless_no_record_step_or_something_needs_it_eager():
+    """--use_gpu records the step (measured correct and faster there); --no_record_step runs it eagerly, and the
+    start line names each reason it cannot be recorded."""
     from minbert.flags.defaults import resolve_record_step
     cuda, plain = torch.device("cuda"), {"record_step": True, "optimizer": "adamw", "grad_accum": 1}
     assert resolve_record_step(plain, torch.device("cpu"), "none", 1) == (
         False, "eager (recording the step as CUDA graphs needs a CUDA GPU; cpu runs it as it comes)")
     on, why = resolve_record_step(plain, cuda, "bf16", 1)
-    assert on and why.startswith("recorded (--record_step: one CUDA graph per batch shape")
-    on, why = resolve_record_step({**plain, "record_step": False}, cuda, "bf16", 1)
-    assert not on and why.startswith("eager (the default on a GPU until the recorded step is measured faster")
+    assert on and why.startswith("recorded (a GPU's default: one CUDA graph per batch shape")
+    assert resolve_record_step({"optimizer": "adamw"}, cuda, "bf16", 1)[0]  # the flag not given: recorded
+    assert resolve_record_step({**plain, "record_step": False}, cuda, "bf16", 1) == (False, "eager (--no_record_step)")
     for change, amp, world, reason in (({"grad_accum": 2}, "bf16", 1, "--grad_accum"), ({}, "fp16", 1, "fp16"),
                                        ({}, "bf16", 2, "2 processes"), ({"pcgrad": True}, "bf16", 1, "--pcgrad"),
                                        ({"gradvac": True}, "bf16", 1, "--gradvac"),
@@ -86,7 +86,7 @@ def test_the_training_step_is_eager_on_a_gpu_unless_record_step_and_nothing_need
                                        ({"compile": True}, "bf16", 1, "--compile"),
                                        ({"optimizer": "lion"}, "bf16", 1, "--optimizer lion")):
         on, why = resolve_record_step({**plain, **change}, cuda, amp, world)
-        assert not on and why.startswith("eager (--record_step cannot record it: ") and reason in why
+        assert not on and why.startswith("eager (the recorded step, a GPU's default, cannot take ") and reason in why
     on, why = resolve_record_step(plain, cuda, "bf16", 1, eager="the masked-LM head")
     assert not on and "the masked-LM head" in why
 
@@ -100,6 +100,6 @@ def test_the_trainer_refuses_in_one_line_what_it_cannot_record():
     model = torch.nn.Linear(2, 2)
     for recipe, amp, words in ((Recipe(lr=1e-3, grad_accum=2), "none", "--grad_accum 2"),
                                (Recipe(lr=1e-3), "fp16", "fp16")):
-        with pytest.raises(MinbertError, match=f"cannot take {words}.*: run it without --record_step"):
+        with pytest.raises(MinbertError, match=f"cannot take {words}.*: run it with --no_record_step"):
             Trainer(model, ClassificationLoss(), AdamW(model.parameters()), recipe,
                     Runtime(amp=amp, record_step=True))

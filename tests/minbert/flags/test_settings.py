@@ -35,6 +35,8 @@ RESOLVED = {
     "lr": "resolved from what trains, the checkpoint's width and the optimizer (flags/defaults.py resolve_lr)",
     "amp": "auto is resolved for the device (precision.py)",
     "pad_multiple": "resolved for the device (shapes.py)",
+    "record_step": "resolved for the device and the run: recorded on a GPU unless something needs the eager step "
+                   "(flags/defaults.py resolve_record_step)",
     "recipe": "--recipe names a set of defaults; the settings' recipe is the Recipe they make",
     "corpus": "pretrain.py's text follows --nsp: the task sentences alone, CFIMDB's reviews (documents) with it",
     "fine_tune_mode": "Part 1's default is the handout's (last-linear-layer), the dataclass's Part 2's (full-model)",

@@ -364,9 +364,9 @@ def test_what_cannot_be_recorded_is_one_list_read_by_the_resolver_the_trainer_an
     monkeypatch.setattr(recorded_module, "CANNOT_RECORD", recorded_module.CANNOT_RECORD + (
         ("amp", lambda amp: amp == "none", "a new reason, {}"),))
     on, why = resolve_record_step({"record_step": True}, torch.device("cuda"), "none", 1)
-    assert not on and why == "eager (--record_step cannot record it: a new reason, none)"
+    assert not on and why == "eager (the recorded step, a GPU's default, cannot take a new reason, none)"
     model = torch.nn.Linear(2, 2)
-    with pytest.raises(MinbertError, match="cannot take a new reason, none: run it without --record_step"):
+    with pytest.raises(MinbertError, match="cannot take a new reason, none: run it with --no_record_step"):
         Trainer(model, ClassificationLoss(), AdamW(model.parameters()), runtime=Runtime(record_step=True))
     settings = BenchSettings(runtime=Runtime(), data="synthetic", seq_len=8, batch_size=2, steps=1, warmup=0)
     with pytest.raises(MinbertError, match="the recorded step cannot take a new reason, none"):
