@@ -420,3 +420,22 @@ def test_sigterm_while_publishing_waits_until_every_file_is_in_place(tmp_path):
         assert _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b", log=lambda *_: None),
                           signal.SIGTERM), k
         assert _one_run(root, lambda n: (root / "predictions" / n).read_bytes()) == "b" and _hidden(root) == [], k
+
+
+def test_ctrl_c_while_a_tool_writes_its_file_says_it_was_written(tmp_path):
+    """A SIGINT in the middle of a tool's output (the submission zip, a --json): the file is written whole and
+    recorded, and the interrupt's line names it as written, not 'nothing was saved yet'."""
+    import utils
+
+    def write(fp):
+        fp.write(b"first half, ")
+        os.kill(os.getpid(), signal.SIGINT)
+        fp.write(b"second half")
+    utils.set_interrupt_hint(None)
+    with pytest.raises(KeyboardInterrupt):
+        publishing.write_output(tmp_path / "out.zip", write, "prepare_submit.py")
+    assert (tmp_path / "out.zip").read_bytes() == b"first half, second half"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [sources.SOURCES, "out.zip"]
+    assert sources.written_by(tmp_path / "out.zip")["run"] == "prepare_submit.py"
+    assert utils._INTERRUPT_HINT["text"] == f"{tmp_path / 'out.zip'} written whole before the interrupt took effect"
+    utils.set_interrupt_hint(None)
