@@ -348,7 +348,8 @@ def test_part2_killed_while_publishing_resumes_and_the_next_run_goes_on(tmp_path
 def test_resuming_a_finished_run_never_rewrites_its_predictions(tmp_path, course_data, tiny_model, capsys):
     """--resume of a run that finished (here with --amp none, which would score differently): nothing is trained
     or scored again, the run folder's files stay byte for byte, the results table keeps one row, and the run's
-    files are published again (put back over another run's), each said in a line."""
+    files are published again (put back over another run's), each said in a line; other output paths or another
+    --results table are refused in one line, not silently left unused."""
     import multitask_classifier as mt
     mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7"))
     folder, results = tmp_path / "a" / "ck", tmp_path / "pred" / "results.csv"
@@ -368,6 +369,11 @@ def test_resuming_a_finished_run_never_rewrites_its_predictions(tmp_path, course
         mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--sst_dev_out",
                        str(tmp_path / "elsewhere.csv")))
     assert not (tmp_path / "elsewhere.csv").exists()
+    with pytest.raises(MinbertError, match=r"the run had finished and its row is in .*results.csv; --resume scores "
+                                           r"nothing again, so it has no row for --results .*other.csv"):
+        mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--results",
+                       str(tmp_path / "other.csv")))
+    assert not (tmp_path / "other.csv").exists()
 
 
 def test_part1_killed_while_publishing_resumes(tmp_path, course_data, tiny_model, monkeypatch):
