@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from minbert.files import check_writable, file_digest, remove_temporaries
+from minbert.files import check_writable, file_digest, remove_temporaries, special_file
 from minbert.places import among_sources, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, holder
 from minbert.specs import plain
@@ -238,7 +238,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         folder = Path(root) / name
     check_path_name(folder, flag)
     if folder.is_symlink() and not folder.exists() or folder.exists() and not folder.is_dir():
-        what = "a link to a missing folder" if folder.is_symlink() else "a file"
+        what = "a link to a missing folder" if folder.is_symlink() else special_file(folder) or "a file"
         raise MinbertError(f"{flag} {folder}: is {what}, but a run folder goes there; "
                            "move it or pick another name")
     check_run_place(folder, flag)
