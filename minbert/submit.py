@@ -217,7 +217,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     if runs:
         publish_runs(runs, root, project, list(project.parts) if part == "auto" else [part], backup)
     if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
-        check_record(predictions)
+        check_record(predictions, replace=False)  # (written only where a publishing was cut short)
         finish_publishing([predictions])
     if part == "auto":
         chosen = [k for k, names in project.parts.items() if any((predictions / n).exists() for n in names)]

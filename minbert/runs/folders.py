@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from minbert.files import check_writable, file_digest, remove_temporaries
+from minbert.files import check_writable, file_digest, remove_temporaries, special_file
 from minbert.places import among_sources, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, holder
 from minbert.specs import plain
@@ -148,13 +148,16 @@ class Run:
         outputs[stem] = {"result": plain(result), "where": published_where(settings),
                          "published": [[Path(s).name, str(d)] for s, d in published],
                          "files": {Path(s).name: file_digest(s) for s, _ in published}}
+        if getattr(settings, "results", None) is not None:  # the table its row went to (Part 2's --results)
+            outputs[stem]["table"] = os.path.abspath(settings.results)
         self.lock.note("outputs", outputs)
 
     def finished(self, stem, settings):
         """What model `stem` recorded when it finished (note_outputs): {result, published: [(file, path)]}, or
         None when it recorded nothing, or a file it wrote is missing or changed since (a line says which):
-        then its outputs are written again. Refused in one line when the flags now send its files elsewhere:
-        --resume neither scores a finished run again nor publishes it under other paths."""
+        then its outputs are written again. Refused in one line when the flags now send its files, or its
+        results row, elsewhere: --resume neither scores a finished run again nor publishes it under other
+        paths."""
         info = holder(self.lock.fd) if self.lock is not None else {}
         done = (info.get("outputs") or {}).get(stem) if isinstance(info.get("outputs"), dict) else None
         if not isinstance(done, dict) or not isinstance(done.get("files"), dict):
@@ -171,6 +174,12 @@ class Run:
                                f"--sonnet_out differ): its files are in {self.folder}; copy them where you "
                                f"want them (prepare_submit.py --publish {self.folder} puts them at the "
                                "handout's paths)")
+        table = getattr(settings, "results", None)
+        table = os.path.abspath(table) if table is not None else None
+        if isinstance(done.get("table"), str) and table is not None and table != done["table"]:
+            raise MinbertError(f"{self.how}: the run had finished and its row is in {done['table']}; "
+                               f"--resume scores nothing again, so it has no row for --results {table}: "
+                               f"leave --results out (report.py {self.folder} shows the run's scores)")
         anew = (" (multitask_classifier.py --eval_only FILE scores it anew, in a run folder of its own)"
                 if hasattr(settings, "eval_only") else "")
         print(f"{stem}: the run had finished, nothing is left to train; its files in {self.folder} stay as "
@@ -229,7 +238,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         folder = Path(root) / name
     check_path_name(folder, flag)
     if folder.is_symlink() and not folder.exists() or folder.exists() and not folder.is_dir():
-        what = "a link to a missing folder" if folder.is_symlink() else "a file"
+        what = "a link to a missing folder" if folder.is_symlink() else special_file(folder) or "a file"
         raise MinbertError(f"{flag} {folder}: is {what}, but a run folder goes there; "
                            "move it or pick another name")
     check_run_place(folder, flag)

@@ -80,9 +80,14 @@ def check_replace(name, path, backup=None):
 
 
 def check_file(path, flag, inputs=()):
-    """A tool's single output file (--json, --out): one line when it may not be
-    written (check_outputs' rules)."""
+    """A tool's single output file (--json, --out): one line when it may not be written (check_outputs'
+    rules), or when it holds a run's file, copied from its run folder (a published prediction file): that is
+    replaced by a run's publishing only, never by a tool's table or timings."""
     check_outputs(files=[(flag, path)], inputs=inputs)
+    wrote = written_by(path) if Path(path).is_file() else None
+    if wrote is not None and wrote["file"]:
+        raise MinbertError(f"{flag} {path}: holds run {wrote['run']}'s {wrote['file']}, copied from "
+                           f"{wrote['dir']}, which only a run's publishing replaces: name another path")
 
 
 def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()):

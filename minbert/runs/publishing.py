@@ -189,12 +189,17 @@ def same_file(a, b):
 
 def place(items, by, run_dir="", mode="wb", log=print):
     """Write each (destination, write_fn(fp)) in one ordered pass, recorded as written by `by` (from the
-    folder `run_dir`), after tidying those folders. Returns the [(file, backup)] kept."""
+    folder `run_dir`), after tidying those folders. Returns the [(file, backup)] kept. A Ctrl-C meanwhile
+    waits for the files, and the line then printed on the way out names them as written."""
     items = [(Path(d), w) for d, w in items]
     if not items:
         return []
     with _settled([d.parent for d, _ in items], log):
-        return _place([(d, w, None) for d, w in items], by, run_dir, mode)
+        kept = _place([(d, w, None) for d, w in items], by, run_dir, mode)
+        if interrupt_pending():
+            set_interrupt_hint(f"{', '.join(str(d) for d, _ in items)} written whole before the interrupt "
+                               "took effect", retry=interrupt_retry())
+        return kept
 
 
 def _replaced(pairs, run_dir):

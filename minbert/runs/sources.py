@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from minbert.files import atomic_write, file_digest
-from minbert.places import PROJECT
+from minbert.places import PROJECT, output_problem
 from minbert.runs.lock import RUN_MARK
 from utils import MinbertError
 
@@ -46,12 +46,18 @@ def _record_file(folder):
     return path
 
 
-def check_record(folder):
+def check_record(folder, replace=True):
     """One line when `folder` holds a `.sources.json` this project did not write (a file of the user's under
-    that name, or one edited until it is no longer a record), which recording there would replace."""
+    that name, or one edited until it is no longer a record), which recording there would replace; with
+    `replace` (a command about to write there), also when the record cannot be replaced (immutable,
+    write-protected): every file written there updates it, so that would fail after the work, not before."""
     path = _record_file(folder)
     if not path.exists():
         return
+    problem = output_problem(path) if replace else None
+    if problem:
+        raise MinbertError(f"{path}: the record of which files the project wrote in that folder, updated by "
+                           f"every file written there, {problem}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

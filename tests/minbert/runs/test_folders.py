@@ -49,6 +49,16 @@ def test_a_folder_no_run_wrote_is_refused_and_left_as_it_was(tmp_path, course_da
     assert (empty / "mt.pt").is_file() or (empty / "multitask.pt").is_file()
 
 
+def test_a_run_dir_that_is_a_named_pipe_is_named_as_one(tmp_path, course_data, tiny_model):
+    """--run_dir naming a named pipe: one line saying what is there, and the pipe stays."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes on this system")
+    os.mkfifo(tmp_path / "rd")
+    with pytest.raises(MinbertError, match=r"--run_dir .*rd: is a named pipe, but a run folder goes there"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--run_dir", str(tmp_path / "rd")))
+    assert (tmp_path / "rd").is_fifo()
+
+
 @pytest.mark.parametrize("name", ["../../x", "../x", "/tmp/x", ".", "a/../../b", " x"])
 def test_run_name_stays_under_runs(tmp_path, course_data, tiny_model, monkeypatch, name):
     work = tmp_path / "work"  # the escapes land in tmp_path (../x), beside it (../../x) or at an absolute path

@@ -6,7 +6,7 @@ import ensemble
 import multitask_classifier as mt
 import report
 from minbert.runs import outputs
-from tests.course import ROOT, part1_args, part2_args, snapshot
+from tests.course import ROOT, part1_args, part2_args, snapshot, two_runs_published
 from tests.processes import cli, one_line_error
 from utils import MinbertError
 
@@ -202,3 +202,18 @@ def _in(pred, outputs=True):
         flags += [x for t in ("sst", "para", "sts") for s in ("dev", "test")
                   for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]
     return flags
+
+
+def test_a_tool_never_replaces_a_runs_published_file(tmp_path):
+    """A tool's --out or --json naming a prediction file a run published (a slip of the path) is one line and the
+    file stays the run's; a tool's own earlier output is replaced as before."""
+    from minbert.runs.publishing import write_output
+    two_runs_published(tmp_path)
+    published = tmp_path / "predictions" / "sst-dev-output.csv"
+    before = published.read_bytes()
+    with pytest.raises(MinbertError, match=r"--out .*sst-dev-output.csv: holds run a's sst-dev-output.csv, copied "
+                                           r"from .*runs/a, which only a run's publishing replaces"):
+        outputs.check_file(published, "--out")
+    assert published.read_bytes() == before
+    write_output(tmp_path / "predictions" / "timings.json", lambda fp: fp.write(b"{}"), "bench.py")
+    outputs.check_file(tmp_path / "predictions" / "timings.json", "--json")

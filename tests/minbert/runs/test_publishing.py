@@ -348,7 +348,8 @@ def test_part2_killed_while_publishing_resumes_and_the_next_run_goes_on(tmp_path
 def test_resuming_a_finished_run_never_rewrites_its_predictions(tmp_path, course_data, tiny_model, capsys):
     """--resume of a run that finished (here with --amp none, which would score differently): nothing is trained
     or scored again, the run folder's files stay byte for byte, the results table keeps one row, and the run's
-    files are published again (put back over another run's), each said in a line."""
+    files are published again (put back over another run's), each said in a line; other output paths or another
+    --results table are refused in one line, not silently left unused."""
     import multitask_classifier as mt
     mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7"))
     folder, results = tmp_path / "a" / "ck", tmp_path / "pred" / "results.csv"
@@ -368,6 +369,11 @@ def test_resuming_a_finished_run_never_rewrites_its_predictions(tmp_path, course
         mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--sst_dev_out",
                        str(tmp_path / "elsewhere.csv")))
     assert not (tmp_path / "elsewhere.csv").exists()
+    with pytest.raises(MinbertError, match=r"the run had finished and its row is in .*results.csv; --resume scores "
+                                           r"nothing again, so it has no row for --results .*other.csv"):
+        mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--results",
+                       str(tmp_path / "other.csv")))
+    assert not (tmp_path / "other.csv").exists()
 
 
 def test_part1_killed_while_publishing_resumes(tmp_path, course_data, tiny_model, monkeypatch):
@@ -420,3 +426,22 @@ def test_sigterm_while_publishing_waits_until_every_file_is_in_place(tmp_path):
         assert _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b", log=lambda *_: None),
                           signal.SIGTERM), k
         assert _one_run(root, lambda n: (root / "predictions" / n).read_bytes()) == "b" and _hidden(root) == [], k
+
+
+def test_ctrl_c_while_a_tool_writes_its_file_says_it_was_written(tmp_path):
+    """A SIGINT in the middle of a tool's output (the submission zip, a --json): the file is written whole and
+    recorded, and the interrupt's line names it as written, not 'nothing was saved yet'."""
+    import utils
+
+    def write(fp):
+        fp.write(b"first half, ")
+        os.kill(os.getpid(), signal.SIGINT)
+        fp.write(b"second half")
+    utils.set_interrupt_hint(None)
+    with pytest.raises(KeyboardInterrupt):
+        publishing.write_output(tmp_path / "out.zip", write, "prepare_submit.py")
+    assert (tmp_path / "out.zip").read_bytes() == b"first half, second half"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [sources.SOURCES, "out.zip"]
+    assert sources.written_by(tmp_path / "out.zip")["run"] == "prepare_submit.py"
+    assert utils._INTERRUPT_HINT["text"] == f"{tmp_path / 'out.zip'} written whole before the interrupt took effect"
+    utils.set_interrupt_hint(None)

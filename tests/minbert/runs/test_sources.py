@@ -46,3 +46,21 @@ def test_a_record_the_project_did_not_write_is_refused(tmp_path):
     with pytest.raises(MinbertError, match=r"--json .*/.sources.json: the name of the record the project keeps"):
         outputs.check_file(tmp_path / ".sources.json", "--json")
     assert sorted(p.name for p in folder.iterdir()) == [".sources.json"]
+
+
+def test_a_record_that_cannot_be_replaced_stops_a_run_before_training(tmp_path, course_data, tiny_model,
+                                                                      unwritable_file):
+    """An immutable .sources.json in the folder a run publishes into: one line naming it before anything trains
+    (every file written there updates it), not an error after the training; a zip still reads it."""
+    import multitask_classifier as mt
+    from tests.course import part2_args
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    (pred / "notes.csv").write_text("a tool's file\n")
+    sources.record([pred / "notes.csv"], "a tool")
+    unwritable_file(pred / sources.SOURCES)
+    with pytest.raises(MinbertError, match=r"pred/.sources.json: the record of which files the project wrote in "
+                                           r"that folder, .* cannot be replaced"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2"))
+    assert not (tmp_path / "ck").exists()
+    sources.check_record(pred, replace=False)
