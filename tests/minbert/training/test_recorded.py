@@ -194,6 +194,27 @@ def test_a_resumed_recorded_run_equals_a_straight_one(course_data, tiny_model, d
         torch.testing.assert_close(across[k], v, rtol=1e-4, atol=1e-5)
 
 
+def test_a_recorded_run_saves_the_eager_form_and_a_resumed_one_reads_the_schedules_device_tensors(course_data,
+                                                                                                 tiny_model):
+    """The optimizer state a recorded run saves is the eager step's form (learning rates and step counts as numbers,
+    no group capturable), so either step loads it; and a recorded trainer that loads a state has each group read its
+    learning rate from the schedule's device tensor again, at the saved step's value: a number left in a group by
+    the optimizer's load_state_dict would be frozen into the graphs recorded next."""
+    batches = sst_batches(course_data, tiny_model)[:3]
+    _, t = train(sentiment_model(tiny_model, 0.1), ClassificationLoss(), batches, True, "cpu", epochs=1, planned=2)
+    state = t.state_dict()
+    assert all(type(g["lr"]) is float and g["capturable"] is False for g in state["optimizer"]["param_groups"])
+    assert {type(s["step"]) for s in state["optimizer"]["state"].values()} == {int}
+    resumed = build_trainer(sentiment_model(tiny_model, 0.1), ClassificationLoss(), RECIPE, Runtime(record_step=True),
+                            len(batches), 2)
+    tensors = [g["lr"] for g in resumed.optimizer.param_groups]
+    assert all(torch.is_tensor(lr) for lr in tensors)
+    resumed.load_state_dict(state)
+    assert all(g["lr"] is lr for g, lr in zip(resumed.optimizer.param_groups, tensors))
+    assert [float(lr) for lr in tensors] == pytest.approx([float(g["lr"]) for g in t.optimizer.param_groups])
+    assert float(tensors[0]) != pytest.approx(RECIPE.lr)  # the schedule had moved: the value is the saved one
+
+
 SYNCS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::_unique2", "aten::masked_select", "aten::item"}
 
 

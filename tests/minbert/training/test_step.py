@@ -83,3 +83,26 @@ def test_the_training_path_clips_and_steps_an_optimizer_in_one_place():
             if re.search(r"clip_grad|\.step\(self\.optimizer\)|optimizer\.step\(|opt\.step\(", line):
                 found.append(f"{path.relative_to(ROOT)}:{n}")
     assert [f.split(":")[0] for f in found] == ["minbert/training/step.py"] * 2, found
+
+
+def test_with_fp16_loss_scaling_clipping_acts_on_the_true_gradients():
+    """fp16's scaler multiplies the loss (here by 16) and the step clips the gradients unscaled: a threshold above
+    their true norm leaves the step as it is without clipping, one below it shrinks it. Plain SGD, whose step is
+    proportional to the gradient (AdamW's first step hardly changes when its gradient is scaled)."""
+    def run(max_norm):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        start = [p.detach().clone() for p in model.parameters()]
+        s = TrainingStep(model, Spy([]), torch.optim.SGD(model.parameters(), lr=1e-3), amp="fp16",
+                         max_grad_norm=max_norm)
+        s.scaler = torch.amp.GradScaler("cpu", init_scale=16.0)  # no overflow in fp16 at this size
+        s({"x": b["x"] / 10, "labels": b["labels"]})
+        moved = [p.detach().clone() for p in model.parameters()]
+        assert not all(torch.equal(a, b) for a, b in zip(start, moved))  # the step was taken, not skipped
+        return torch.cat([(b - a).flatten() for a, b in zip(start, moved)])
+    b = batch()
+    unclipped = run(0.0)
+    true_norm = float(unclipped.norm()) / 1e-3  # SGD's step is lr times the gradient
+    torch.testing.assert_close(run(2 * true_norm), unclipped)
+    clipped = run(true_norm / 4)
+    torch.testing.assert_close(clipped.norm(), unclipped.norm() / 4, rtol=1e-2, atol=0)
