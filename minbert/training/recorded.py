@@ -33,9 +33,9 @@ What cannot be recorded is one list, CANNOT_RECORD below, which the flags' resol
 Trainer and bench.py all read. A recording that fails at run time raises RecordingFailed, and the Trainer goes
 on with the eager step (one line says so).
 
-Without a GPU, `record=False` runs the same path (static inputs, gradients from none to none, the capturable
-optimizer and the device schedule) eagerly at every "replay": the tests check on the CPU that it trains exactly as the
-eager step does, and on a GPU that the recorded graphs do too.
+Without a GPU, `record=False` runs the same path (static inputs, gradients from none to none, the
+capturable optimizer and the device schedule) eagerly at every "replay": the tests check on the CPU that it
+trains exactly as the eager step does, and on a GPU that the recorded graphs do too.
 """
 import contextlib
 import time
