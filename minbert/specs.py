@@ -225,6 +225,9 @@ class MultitaskSettings:
     run: RunSpec = RunSpec()
     published: Mapping = field(default_factory=dict)  # {(task, split): the leaderboard path it is copied to}
     results: str = "predictions/multitask-results.csv"
+    # --results typed: a --resume of a finished run whose row went to another table is refused (it adds no
+    # row there) only then; with the default, the project may have moved since the run finished
+    results_given: bool = False
     merge: bool = False
     eval_only: Optional[str] = None      # a checkpoint to re-score instead of training
     # --eval_only: architecture flags typed ({spec field: value})

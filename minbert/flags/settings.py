@@ -204,7 +204,8 @@ def multitask_settings(args, log=main_print):
     lr, why = _lr(v)
     losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
     return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses,
-                      regularizers=regularizers(v), run=run_spec(v, lr, v["checkpoint_name"]), **common)
+                      regularizers=regularizers(v), run=run_spec(v, lr, v["checkpoint_name"]),
+                      results_given="results" in typed, **common)
 
 
 # ----------------------------------------------------------------------------- pretrain.py

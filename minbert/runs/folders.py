@@ -155,9 +155,9 @@ class Run:
     def finished(self, stem, settings):
         """What model `stem` recorded when it finished (note_outputs): {result, published: [(file, path)]}, or
         None when it recorded nothing, or a file it wrote is missing or changed since (a line says which):
-        then its outputs are written again. Refused in one line when the flags now send its files, or its
-        results row, elsewhere: --resume neither scores a finished run again nor publishes it under other
-        paths."""
+        then its outputs are written again. Refused in one line when the flags now send its files, or a typed
+        --results its row, elsewhere: --resume neither scores a finished run again nor publishes it under other
+        paths. The default table elsewhere (the project moved since) gets a line saying where the row is."""
         info = holder(self.lock.fd) if self.lock is not None else {}
         done = (info.get("outputs") or {}).get(stem) if isinstance(info.get("outputs"), dict) else None
         if not isinstance(done, dict) or not isinstance(done.get("files"), dict):
@@ -176,7 +176,8 @@ class Run:
                                "handout's paths)")
         table = getattr(settings, "results", None)
         table = os.path.abspath(table) if table is not None else None
-        if isinstance(done.get("table"), str) and table is not None and table != done["table"]:
+        elsewhere = isinstance(done.get("table"), str) and table is not None and table != done["table"]
+        if elsewhere and getattr(settings, "results_given", False):
             raise MinbertError(f"{self.how}: the run had finished and its row is in {done['table']}; "
                                f"--resume scores nothing again, so it has no row for --results {table}: "
                                f"leave --results out (report.py {self.folder} shows the run's scores)")
@@ -184,6 +185,9 @@ class Run:
                 if hasattr(settings, "eval_only") else "")
         print(f"{stem}: the run had finished, nothing is left to train; its files in {self.folder} stay as "
               f"they were, not scored again{anew}")
+        if elsewhere:  # the default table, in a project moved or copied since (or the run gave --results)
+            print(f"{stem}: its results row went to {done['table']} when it finished; none is added to "
+                  f"{table} (report.py {self.folder} shows the run's scores)")
         return {"result": done.get("result"), "published": [(self.folder / s, Path(d)) for s, d in
                                                             done.get("published", [])]}
 

@@ -199,6 +199,33 @@ def test_a_run_is_one_row_of_the_results_table_whatever_was_interrupted(tmp_path
     assert (tmp_path / "pred" / "sst-dev-output.csv").read_bytes() == (tmp_path / "ck" / "sst-dev-output.csv").read_bytes()
 
 
+def test_a_finished_run_resumes_in_a_moved_project(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    """The project moved (or its run folder copied into another copy) after the run finished: the same command
+    with --resume and the default --results resumes it (the recorded table is the old project's), saying where
+    its row is and adding none; a --results typed for another table is still refused."""
+    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--batch_size", "8",
+              "--fine-tune-mode", "full-model", "--lr", "1e-3", "--steps_per_epoch", "2", "--run_name", "a"]
+    (tmp_path / "old").mkdir()
+    monkeypatch.chdir(tmp_path / "old")
+    mt.main(common)
+    shutil.move(tmp_path / "old", tmp_path / "new")
+    monkeypatch.chdir(tmp_path / "new")
+    rows = (tmp_path / "new" / "predictions" / "multitask-results.csv").read_text()
+    files = lambda: {k: v for k, v in snapshot(tmp_path / "new" / "runs" / "a").items() if k != ".minbert-run"}
+    before = files()  # (the folder's mark notes each process that holds it)
+    capsys.readouterr()
+    mt.main(common + ["--resume"])
+    out = capsys.readouterr().out
+    assert "not scored again" in out
+    assert f"its results row went to {tmp_path / 'old' / 'predictions' / 'multitask-results.csv'} when it " \
+           f"finished; none is added to {tmp_path / 'new' / 'predictions' / 'multitask-results.csv'}" in out
+    assert (tmp_path / "new" / "predictions" / "multitask-results.csv").read_text() == rows
+    assert files() == before
+    with pytest.raises(MinbertError, match="the run had finished and its row is in .*old.*; --resume scores nothing "
+                                           "again, so it has no row for --results .*other.csv: leave --results out"):
+        mt.main(common + ["--resume", "--results", str(tmp_path / "other.csv")])
+
+
 @pytest.mark.parametrize("where", ["inside", "predictions", "project"])
 def test_a_run_folder_never_nests_in_another_or_in_predictions(tmp_path, course_data, tiny_model, monkeypatch, where):
     monkeypatch.chdir(tmp_path)
