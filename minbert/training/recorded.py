@@ -193,10 +193,6 @@ class RecordedStep:
     def __call__(self, batch):
         return self.recorded(batch)
 
-    def drop_grads(self):
-        for p in self.step.params:
-            p.grad = None
-
     def prepare(self, static):
         """Before a shape is recorded: a few forward and backward passes on a side stream (kernels chosen,
         lazy state created), the random states put back and the gradients dropped afterwards."""
@@ -204,16 +200,16 @@ class RecordedStep:
         devices = [step.device] if step.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), step.loss_fn.quiet(), side_stream(step.device):
             for _ in range(self.warmup):
-                self.drop_grads()
+                self.step.zero_grad()
                 step.backward(static)
-        self.drop_grads()
+        self.step.zero_grad()
 
     def run(self, static):
         """The step on the static batch, from no gradients to none: what a graph records. The backward pass
         creates the gradients of the parameters this batch reaches (AdamW skips the others, a Part 2 step's
         other heads, as in the eager step) as temporaries of the graphs' pool, and they are dropped after the
         update: no zeroing pass, no `+=` into kept buffers, nothing that outlives the step."""
-        self.drop_grads()
+        self.step.zero_grad()
         loss = self.step(static)
-        self.drop_grads()
+        self.step.zero_grad()
         return loss
