@@ -38,13 +38,16 @@ class AdamW(Optimizer):
     `capturable=True` keeps everything a step reads on the parameters' device: the step count is a tensor
     there, and a group's "lr" may be a 0-d tensor too (training/schedule.py DeviceSchedule writes it in
     place), so a step runs no Python arithmetic on changing values and no host sync. That is what a CUDA graph
-    of the whole training step needs (it replays recorded kernels, with their Python scalars frozen)."""
+    of the whole training step needs (it replays recorded kernels, with their Python scalars frozen).
+    `compiled=True` (--compile) runs that capturable path compiled by Inductor into one pass over each
+    parameter (_step_compiled)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0,
-                 correct_bias=True, foreach=True, capturable=False, fused=True):
+                 correct_bias=True, foreach=True, capturable=False, fused=True, compiled=False):
         check_hyperparameters(lr, betas, eps)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, correct_bias=correct_bias,
                         foreach=foreach, capturable=capturable, fused=fused and foreach and FUSED_KERNEL)
+        self.compiled = compiled  # not a group's setting: a saved state loaded into this optimizer keeps it
         super().__init__(params, defaults)
 
     def _init(self, p, capturable):
@@ -82,15 +85,14 @@ class AdamW(Optimizer):
                 self._init(p, capturable)
             if capturable:  # every step count in one kernel
                 torch._foreach_add_([self.state[p]["step"] for p in params], 1.0)
-            else:
-                for p in params:
-                    self.state[p]["step"] += 1
+                update = _step_compiled() if self.compiled else _step_capturable
+                update(params, *self._capturable_args(group, params))
+                continue
+            for p in params:
+                self.state[p]["step"] += 1
             grads = [p.grad for p in params]
             m = [self.state[p]["exp_avg"] for p in params]
             v = [self.state[p]["exp_avg_sq"] for p in params]
-            if capturable:
-                _step_capturable(group, params, grads, m, v, self.state[params[0]]["step"])
-                continue
             # All tensors of a group share one step count (they are created and stepped together).
             t = self.state[params[0]]["step"]
             beta1, beta2 = group["betas"]
@@ -103,6 +105,31 @@ class AdamW(Optimizer):
             (_step_foreach if group["foreach"] else _step_loop)(params, grads, m, v, beta1, beta2, alpha, eps,
                                                                 lr * wd)
         return loss
+
+    def _capturable_args(self, group, params):
+        """_step_capturable's arguments for `params` of `group` (their state created)."""
+        t = self.state[params[0]]["step"]  # all tensors of a group share one step count
+        m, v = ([self.state[p][k] for p in params] for k in ("exp_avg", "exp_avg_sq"))
+        lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=t.device)
+        return ([p.grad for p in params], m, v, t, lr, *group["betas"], group["eps"], group["weight_decay"],
+                group["correct_bias"])
+
+    @torch.no_grad()
+    def compile_now(self):
+        """With `compiled`, compile the update of the parameters that have gradients now (one compilation per
+        list of them) and leave every tensor as it was: a recorded step (training/recorded.py) calls this in
+        its warm-up, so that no compilation happens inside a recording."""
+        for group in self.param_groups if self.compiled else ():
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params or not group.get("capturable"):
+                continue
+            for p in params:
+                self._init(p, True)
+            args = (params, *self._capturable_args(group, params))
+            changed = [*params, *args[2], *args[3]]  # the parameters and both moments
+            saved = [x.clone() for x in changed]
+            _step_compiled()(*args)
+            torch._foreach_copy_(changed, saved)
 
 
 def _step_loop(params, grads, m, v, beta1, beta2, alpha, eps, decay):
@@ -159,12 +186,12 @@ def _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t):
                         eps=eps / math.sqrt(1 - beta2 ** t))
 
 
-def _step_capturable(group, params, grads, m, v, t):
-    """Algorithm 1 with the step count `t` and the learning rate as tensors on the device, in as few passes
-    over the parameters as plain multi-tensor kernels allow (8; the step as first written took 10, and
-    torch's fused kernel, one, puts eps inside the bias correction, so it cannot run Algorithm 1 when the
-    step count is a device tensor). The step size alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t) rides in the
-    denominator, d = (sqrt(v_t) + eps) / -alpha, so that one addcdiv applies it:
+def _step_capturable(params, grads, m, v, t, lr, beta1, beta2, eps, wd, correct_bias):
+    """Algorithm 1 with the step count `t` and the learning rate `lr` as 0-d tensors on the device, in as few
+    passes over the parameters as plain multi-tensor kernels allow (8; torch's fused kernel, one, puts eps
+    inside the bias correction, so it cannot run Algorithm 1 when the step count is a device tensor). The
+    step size alpha = lr sqrt(1 - beta2^t) / (1 - beta1^t) rides in the denominator, d = (sqrt(v_t) + eps) /
+    -alpha, so that one addcdiv applies it:
 
         m_t = lerp(m, g, 1 - beta1)  (= beta1 m + (1 - beta1) g)      one pass
         v_t = beta2 v + (1 - beta2) g^2                                two
@@ -172,10 +199,7 @@ def _step_capturable(group, params, grads, m, v, t):
         theta <- theta + m_t / d,  then theta <- (1 - lr wd) theta     two
 
     Each line rounds as the plain path's up to fp32's last bits (tests/test_optimizer.py)."""
-    beta1, beta2 = group["betas"]
-    eps, wd = group["eps"], group["weight_decay"]
-    lr = torch.as_tensor(group["lr"], dtype=torch.float32, device=t.device)
-    if group["correct_bias"]:
+    if correct_bias:
         # 1 - beta^t as -expm1(t ln beta): in fp32, 1 - 0.999^t would lose most of its digits to cancellation
         correction1, correction2 = (torch.expm1(t * math.log(b)).neg() if b else torch.ones_like(t)
                                     for b in (beta1, beta2))
@@ -191,6 +215,22 @@ def _step_capturable(group, params, grads, m, v, t):
     torch._foreach_addcdiv_(params, m, denom)
     if wd:
         torch._foreach_mul_(params, 1 - lr * wd)
+
+
+_COMPILED = []
+
+
+def _step_compiled():
+    """_step_capturable compiled by Inductor (made at the first call, then kept): its eight multi-tensor lines
+    fused into kernels that read each parameter, gradient and moment once and write them once, as torch's
+    fused kernel does, while computing Algorithm 1 itself. What it costs: a compilation per list of parameters
+    with gradients (Part 2: one per task, as each task's step leaves the other heads without one), tens of
+    seconds; what it saves, about 6 of the 8 passes (RESULTS.md). A step recorded as a CUDA graph replays
+    the compiled kernels like any others (recorded.py: the warm-up compiles, before recording)."""
+    if not _COMPILED:
+        # dynamic=False: a new list (another task) is compiled for its own shapes, never made symbolic
+        _COMPILED.append(torch.compile(_step_capturable, fullgraph=True, dynamic=False))
+    return _COMPILED[0]
 
 
 class Lion(Optimizer):
@@ -296,11 +336,12 @@ LR_FACTOR = {"adamw": (1.0, ""), "lion": (1 / 3, "Lion: a third of AdamW's"),
              "lamb": (5.0, "LAMB: five times AdamW's")}
 
 
-def make_optimizer(name, groups, lr, weight_decay=0.0, foreach=True, fused=True):
+def make_optimizer(name, groups, lr, weight_decay=0.0, foreach=True, fused=True, compiled=False):
     """The optimizer `--optimizer NAME` asks for, over parameter `groups` (training/schedule.py param_groups);
-    `foreach` and `fused` pick AdamW's path (--no_foreach, --no_fused)."""
+    `foreach` and `fused` pick AdamW's path (--no_foreach, --no_fused), `compiled` its recorded step's
+    (--compile)."""
     if name == "adamw":
-        return AdamW(groups, lr=lr, weight_decay=weight_decay, foreach=foreach, fused=fused)
+        return AdamW(groups, lr=lr, weight_decay=weight_decay, foreach=foreach, fused=fused, compiled=compiled)
     if name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}")
     return OPTIMIZERS[name](groups, lr=lr, weight_decay=weight_decay)

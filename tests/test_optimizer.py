@@ -186,3 +186,36 @@ def test_capturable_adamw_with_the_device_schedule_takes_the_plain_steps():
     state = capt.state[b.weight]
     assert torch.is_tensor(state["step"]) and float(state["step"]) == 12
     assert all(torch.is_tensor(g["lr"]) and g["lr"].dim() == 0 for g in capt.param_groups)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_compiled_update_takes_the_capturable_steps_and_compiling_it_changes_nothing(device):
+    """--compile's AdamW update (Inductor's one pass, compiled in a recorded step's warm-up by compile_now)
+    gives the capturable path's parameters step for step, and compile_now leaves the parameters, moments and
+    step counts as they were."""
+    from torch._dynamo.utils import counters
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(5, 4).to(device), torch.nn.Linear(5, 4).to(device)
+    b.load_state_dict(a.state_dict())
+
+    def make(m, **kw):
+        lr = torch.tensor(1e-2, device=device)  # a device schedule's rate
+        return AdamW([{"params": [m.weight, m.bias], "lr": lr}], weight_decay=0.1, capturable=True, **kw)
+    plain, comp = make(a), make(b, compiled=True)
+    graphs = counters["stats"]["unique_graphs"]
+    for step in range(5):
+        x = torch.randn(6, 5, device=device)
+        for m, opt in ((a, plain), (b, comp)):
+            m.zero_grad()
+            m(x).pow(2).mean().backward()
+            if opt is comp and step == 0:
+                before = [t.clone() for t in (b.weight, b.bias)]
+                opt.compile_now()
+                assert counters["stats"]["unique_graphs"] > graphs  # compiled, before its first step
+                for t, was in zip((b.weight, b.bias), before):
+                    assert torch.equal(t, was)
+                assert all(float(s["step"]) == 0 and not s["exp_avg"].any() for s in comp.state.values())
+            opt.step()
+        for p, q in zip(a.parameters(), b.parameters()):
+            torch.testing.assert_close(q, p)
+    assert float(comp.state[b.weight]["step"]) == 5

@@ -140,8 +140,11 @@ class Candidate:
         if hf:
             opt, adamw = hf_optimizer(self.params, lr=1e-5)
         else:
-            opt = AdamW(self.params, lr=1e-5, foreach=fast, fused=fast and s.fused)
-            adamw = "fused" if opt.defaults["fused"] else "foreach" if fast else "loop"
+            opt = AdamW(self.params, lr=1e-5, foreach=fast, fused=fast and s.fused,
+                        compiled=fast and rt.compile and record_step)
+            # (a recorded step runs the capturable path: optimizer._step_capturable, or compiled)
+            adamw = ("capturable, compiled" if opt.compiled else "capturable" if record_step
+                     else "fused" if opt.defaults["fused"] else "foreach" if fast else "loop")
         self.opt = opt
         fwd = model
         if compiled:
@@ -186,7 +189,7 @@ class Candidate:
                 return run
             train_step, infer_step = begin(train_step), begin(infer_step)
         if record_step:  # the whole step, as the pipelines record it on a GPU
-            why = cannot_record(amp=amp, compiled=fast and rt.compile)
+            why = cannot_record(amp=amp)
             if why:
                 raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; add --no_record_step")
             train_step, eager_infer = RecordedStep(step), infer_step

@@ -70,7 +70,7 @@ def resolve_record_step(v, device, amp, world, eager=None):
     why = cannot_record(processes=world, amp=amp, grad_accum=v.get("grad_accum", 1),
                         surgery="pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None,
                         every_task=v.get("sampler") == "all", unfreezing=bool(v.get("gradual_unfreeze")),
-                        compiled=bool(v.get("compile")), optimizer=v.get("optimizer", "adamw"))
+                        optimizer=v.get("optimizer", "adamw"))
     why += [eager] if eager else []
     if why:
         return False, "eager (the recorded step, a GPU's default, cannot take " + "; ".join(why) + ")"

@@ -57,13 +57,11 @@ CANNOT_RECORD = (
     ("surgery", bool, "--{} combines the task gradients on the host"),
     ("every_task", bool, "--sampler all puts a batch of every task in each step"),
     ("unfreezing", bool, "--gradual_unfreeze changes which parameters train during the run"),
-    ("compiled", bool, "--compile compiles the forward on its own (the recorded step is not measured with a "
-                       "compiled forward inside it)"),
     ("optimizer", lambda name: name != "adamw",
      "--optimizer {} reads its learning rate as a number (only AdamW's step takes it from the device)"),
 )
 PLAIN_STEP = {"processes": 1, "amp": "none", "grad_accum": 1, "surgery": None, "every_task": False,
-              "unfreezing": False, "compiled": False, "optimizer": "adamw"}
+              "unfreezing": False, "optimizer": "adamw"}
 
 
 def cannot_record(**step):
@@ -195,13 +193,16 @@ class RecordedStep:
 
     def prepare(self, static):
         """Before a shape is recorded: a few forward and backward passes on a side stream (kernels chosen,
-        lazy state created), the random states put back and the gradients dropped afterwards."""
+        lazy state created, a --compile forward and backward compiled), AdamW's update compiled on their
+        gradients under --compile (optimizer.AdamW.compile_now, which leaves every tensor as it was), the
+        random states put back and the gradients dropped afterwards."""
         step = self.step
         devices = [step.device] if step.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), step.loss_fn.quiet(), side_stream(step.device):
             for _ in range(self.warmup):
                 self.step.zero_grad()
                 step.backward(static)
+            getattr(step.optimizer, "compile_now", lambda: None)()
         self.step.zero_grad()
 
     def run(self, static):

@@ -78,7 +78,7 @@ class Trainer:
         if runtime.record_step:
             why = cannot_record(processes=self.world_size, amp=runtime.amp, grad_accum=self.grad_accum,
                                 surgery=surgery.flag if surgery is not None else None,
-                                unfreezing=bool(self.step_hooks), compiled=runtime.compile,
+                                unfreezing=bool(self.step_hooks),
                                 optimizer=optimizer_name(optimizer))
             if why:
                 raise MinbertError(f"the recorded training step cannot take {why[0]}: run it with "
@@ -243,8 +243,10 @@ def build_trainer(model, loss_fn, recipe, runtime, steps_per_epoch, epochs=None,
     # schedule.param_groups through its module, so that a tool may swap it (tools/layernorm_rate.py)
     groups = schedule.param_groups(model, recipe.lr, recipe.llrd, recipe.head_lr, recipe.weight_decay)
     describe_trainable(model, recipe.optimizer, frozen_parameters(model.backbone, recipe.freeze_layers))
+    # --compile on a recorded step compiles AdamW's update too (optimizer._step_compiled); an eager step
+    # already takes torch's one-pass fused kernel
     optimizer = make_optimizer(recipe.optimizer, groups, recipe.lr, recipe.weight_decay, recipe.foreach,
-                               recipe.fused)
+                               recipe.fused, compiled=runtime.compile and runtime.record_step)
     total = (epochs or recipe.epochs) * -(-steps_per_epoch // recipe.grad_accum)
     if runtime.record_step:  # the schedule on the device, so that a recorded step can apply it
         scheduler = schedule.DeviceSchedule(optimizer, recipe.scheduler, recipe.warmup_ratio, total,

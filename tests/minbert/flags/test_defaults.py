@@ -77,13 +77,13 @@ def test_the_training_step_is_recorded_on_a_gpu_unless_no_record_step_or_somethi
     on, why = resolve_record_step(plain, cuda, "bf16", 1)
     assert on and why.startswith("recorded (a GPU's default: one CUDA graph per batch shape")
     assert resolve_record_step({"optimizer": "adamw"}, cuda, "bf16", 1)[0]  # the flag not given: recorded
+    assert resolve_record_step({**plain, "compile": True}, cuda, "bf16", 1)[0]  # Inductor's kernels, recorded
     assert resolve_record_step({**plain, "record_step": False}, cuda, "bf16", 1) == (False, "eager (--no_record_step)")
     for change, amp, world, reason in (({"grad_accum": 2}, "bf16", 1, "--grad_accum"), ({}, "fp16", 1, "fp16"),
                                        ({}, "bf16", 2, "2 processes"), ({"pcgrad": True}, "bf16", 1, "--pcgrad"),
                                        ({"gradvac": True}, "bf16", 1, "--gradvac"),
                                        ({"sampler": "all"}, "bf16", 1, "--sampler all"),
                                        ({"gradual_unfreeze": 2}, "bf16", 1, "--gradual_unfreeze"),
-                                       ({"compile": True}, "bf16", 1, "--compile"),
                                        ({"optimizer": "lion"}, "bf16", 1, "--optimizer lion")):
         on, why = resolve_record_step({**plain, **change}, cuda, amp, world)
         assert not on and why.startswith("eager (the recorded step, a GPU's default, cannot take ") and reason in why

@@ -293,6 +293,27 @@ def test_recorded_graphs_equal_the_eager_step_in_bf16_over_50_steps(course_data,
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_compiled_recorded_step_equals_the_compiled_eager_step_in_bf16(course_data, tiny_model):
+    """--compile with the recorded step: Inductor's forward and backward and AdamW's compiled update, compiled in
+    the warm-up and then recorded, give the compiled eager step's losses within bf16's tolerance over 20 steps, and
+    the recorded run's update was the compiled one."""
+    from utils import maybe_compile
+    batches = (sst_batches(course_data, tiny_model) * 3)[:20]
+    losses = {}
+    for record in (False, True):
+        torch.manual_seed(0)
+        model = maybe_compile(sentiment_model(tiny_model, 0.1).cuda(), True)
+        t = build_trainer(model, ClassificationLoss(), RECIPE,
+                          Runtime(device=torch.device("cuda"), amp="bf16", record_step=record, compile=True), 20, 1)
+        assert t.optimizer.compiled == record  # an eager step takes torch's one-pass fused kernel
+        seen = []
+        t.run_epoch(iter(batches), 20, on_step=lambda step, value, lr: seen.append(value), log_every=1)
+        losses[record] = seen
+    assert t.recorded is not None and t.recorded.recorded.record and t.recorded.recorded.entries
+    torch.testing.assert_close(torch.tensor(losses[True]), torch.tensor(losses[False]), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_replays_draw_new_dropout_masks(course_data, tiny_model):
     """The same batch replayed twice with the learning rate 0: dropout differs, so the losses do."""
     batch = sst_batches(course_data, tiny_model)[0]
