@@ -15,6 +15,12 @@
 #   timing-base     tools/step_timing.py on the same shape
 #   part2           Part 2's default recipe for 3 epochs, recorded and then eager, seed 11711
 #   inductor        tools/step_timing.py's step with our forward compiled by Inductor, then recorded (both shapes)
+#   compile-base    bench.py --compile on the bert-base shape: Inductor's forward, backward and AdamW update inside
+#                   the recorded step, the compiled eager step, HF's best
+#   compile-minilm  the same on MiniLM, SST batch 32 (the plain step: R-Drop off)
+#   profile-base    bench.py --profile on the bert-base shape: the eager step's kernel time by kind (the least a
+#                   recorded step of those kernels takes) and the floor (its matrix products and AdamW alone)
+#   part2-compile   Part 2's default recipe for 3 epochs with --compile, recorded, seed 11711
 # On an H100 the stages took (seconds) 20, 117, 57, 97, 30, 186 (44 recorded, 142 eager), and Inductor's compilation
 # alone outlasted the 34 s left of a 540 s budget: give `STAGES=inductor` a call of its own. What the recorded step
 # must keep showing to stay --use_gpu's default: docs/hardware.md.
@@ -84,6 +90,23 @@ for stage in $STAGES; do
         --rows ours-inductor-graph --steps 100 --json "$OUT/inductor-minilm-64.json"
       run inductor-base-128 90 python tools/step_timing.py $gpu --config base --seq_len 128 --batch_size 32 \
         --rows ours-inductor-graph --steps 50 --json "$OUT/inductor-base-128.json" ;;
+    compile-base)
+      run compile-base 240 python bench.py $gpu --compile --config base --data synthetic --seq_len 128 \
+        --batch_size 32 --hf best --steps 50 --repeats 1 --json "$OUT/compile-base-synthetic-128.json" ;;
+    compile-minilm)
+      run compile-minilm 200 python bench.py $gpu --compile --pretrained "$MODEL" --data sst --data_dir "$DATA" \
+        --batch_size 32 --rdrop_weight 0 --smart_weight 0 --hf best --steps 100 --repeats 1 \
+        --json "$OUT/compile-minilm-sst-b32.json" ;;
+    profile-base)
+      run profile-base 90 python bench.py $gpu --no_record_step --config base --data synthetic --seq_len 128 \
+        --batch_size 32 --steps 20 --repeats 1 --profile 5 --json "$OUT/profile-base-synthetic-128.json" ;;
+    part2-compile)
+      outs=""
+      for t in sst para sts; do for s in dev test; do
+        outs="$outs --${t}_${s}_out $OUT/part2-compile/$t-$s-output.csv"; done; done
+      mkdir -p "$OUT/part2-compile"
+      run part2-compile 200 python multitask_classifier.py $gpu --compile --pretrained "$MODEL" --epochs 3 \
+        --seed 11711 --run_dir "$OUT/part2-compile/run" --results "$OUT/part2-compile/results.csv" $outs ;;
     *) echo "unknown stage $stage" | tee -a "$OUT/summary.txt" ;;
   esac
 done

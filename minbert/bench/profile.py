@@ -2,9 +2,12 @@
 torch's profiler, after a warm-up, the time sorted by phase (forward, backward, the optimizer step with
 zero_grad) and by what the operators do. An operator's self time counts once, in the first category that names
 it; what no category names is "other" (mostly elementwise arithmetic, the autograd engine's own work and the
-phases' own Python time)."""
+phases' own Python time). On a GPU the times are those of the kernels each operator launched (CUDA's
+activity), so their sum is the time the GPU is busy in a step: what a step recorded as a CUDA graph, with no
+launch gaps, would still take."""
 import collections
 
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 PHASES = ("forward", "backward", "optimizer")
@@ -50,16 +53,20 @@ def profile_steps(candidate, steps, warmup=3):
     for b in batches[:warmup]:
         c.train_step(b)
     timed = [batches[warmup + i % max(1, len(batches) - warmup)] for i in range(steps)]
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    gpu = c.device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * gpu) as prof:
         for b in timed:
             c.train_step(b)
-    events = prof.key_averages()
-    phases = {e.key: e.cpu_time_total / 1000 / steps for e in events if e.key in PHASES}
+    # (an operator's events on the host; on a GPU, the time of the kernels it launched)
+    events = [e for e in prof.key_averages() if e.device_type == DeviceType.CPU]
+    total, own = (("device_time_total", "self_device_time_total") if gpu else
+                  ("cpu_time_total", "self_cpu_time_total"))
+    phases = {e.key: getattr(e, total) / 1000 / steps for e in events if e.key in PHASES}
     by_category, ops = collections.Counter(), collections.Counter()
     for e in events:
-        if e.key in PHASES or not e.self_cpu_time_total:
+        if e.key in PHASES or not getattr(e, own):
             continue
-        ms = e.self_cpu_time_total / 1000 / steps
+        ms = getattr(e, own) / 1000 / steps
         by_category[category(e.key)] += ms
         ops[e.key] += ms
     return {"ms_per_step": sum(by_category.values()), "phases": phases,

@@ -121,22 +121,23 @@ def benchmark(settings, why=""):
             size = (f"{p['padded_tokens_per_step']:.0f} padded tokens a step, the timed steps "
                     f"{by['plain']['padded_tokens_per_step']:.0f}")
             print(f"{label} training step under the profiler ({s.profile} steps, {size}), "
-                  f"{p['ms_per_step']:.0f} ms/step of operator time: "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in p["phases"].items()) + " ms; by kind: "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in p["categories"].items()) + " ms")
-            print(f"{label} top operators (ms/step): " + ", ".join(f"{k} {v:.1f}" for k, v in p["top"]))
+                  f"{p['ms_per_step']:.3g} ms/step of operator time"
+                  f"{' (the kernels they launched)' if device.type == 'cuda' else ''}: "
+                  + ", ".join(f"{k} {v:.3g}" for k, v in p["phases"].items()) + " ms; by kind: "
+                  + ", ".join(f"{k} {v:.3g}" for k, v in p["categories"].items()) + " ms")
+            print(f"{label} top operators (ms/step): " + ", ".join(f"{k} {v:.3g}" for k, v in p["top"]))
     if s.profile:
         out["floor"] = f = step_floor(Candidate(s, tokenizer, cfg, "plain"), cfg, rt.amp, s.warmup)
         plain = by["plain"]["train"]["ms_per_step"]
         print("floor of the plain step (its matrix products and optimizer step alone, same kernels and "
-              f"precision): {f['ms_per_step']:.0f} ms (forward {f['forward_ms']:.0f}, backward "
-              f"{f['backward_ms']:.0f}, optimizer {f['optimizer_ms']:.0f}), {f['ms_per_step'] / plain:.0%} "
-              f"of the plain step's {plain:.0f} ms")
+              f"precision): {f['ms_per_step']:.3g} ms (forward {f['forward_ms']:.3g}, backward "
+              f"{f['backward_ms']:.3g}, optimizer {f['optimizer_ms']:.3g}), {f['ms_per_step'] / plain:.0%} "
+              f"of the plain step's {plain:.3g} ms")
         for other in ("hf-amp", "hf-bucketed"):
             if other in by and by[other]["amp"] == by["plain"]["amp"]:
                 theirs = by[other]["train"]["ms_per_step"]
                 out["floor"]["max_speedup_vs_" + other] = theirs / f["ms_per_step"]
-                print(f"  {other} takes {theirs:.0f} ms on the same batches: no step on these kernels is "
+                print(f"  {other} takes {theirs:.3g} ms on the same batches: no step on these kernels is "
                       f"more than {theirs / f['ms_per_step']:.2f}x faster "
                       f"than it (the plain step is {theirs / plain:.2f}x)")
     return out
