@@ -29,6 +29,9 @@ recorded in: that is safe because a step's only output that lives on, its loss, 
 (the Trainer adds it to a sum that existed before recording), and everything else a graph writes in the pool is
 a temporary of its own step.
 
+Under --compile the step recorded is made of Inductor's kernels: the forward and backward compile in a shape's
+warm-up (prepare, below), and so does AdamW's update (optimizer.AdamW.compile_now), before the recording.
+
 What cannot be recorded is one list, CANNOT_RECORD below, which the flags' resolver (flags/defaults.py), the
 Trainer and bench.py all read. A recording that fails at run time raises RecordingFailed, and the Trainer goes
 on with the eager step (one line says so).
