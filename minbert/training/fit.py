@@ -3,7 +3,9 @@ trains a Pipeline epoch by epoch and, after each one, scores it on dev, keeps th
 resumable one, writes the log line and applies early stopping (`save_epoch`); `--resume` continues exactly
 where the last epoch ended (`resume`). At the end the best epoch is reloaded and the pipeline writes its
 outputs (`finish`)."""
+import contextlib
 import math
+import time
 
 import torch
 
@@ -136,6 +138,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     interrupt_hint(files, start - 1, retry)
     monitor = (TensorBoard(files.folder / f"tb-{files.stem}")
                if settings.runtime.tensorboard and is_main() and start < epochs else None)
+    spent = TimeSpent()
     for epoch in range(start, epochs):
         batches, steps, info = pipeline.batches(epoch)
         if not steps:
@@ -146,23 +149,29 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         except Diverged as e:
             raise diverged(e, pipeline, files, run_name, epoch, stopper) from None
         terms = pipeline.loss.pop_terms()
+        spent.add("training", stats["seconds"])
         if not is_main():  # rank 0 alone evaluates, saves and logs; the others wait for it
             barrier()
             if stop_signal(False):
                 break
             continue
+        t0 = time.perf_counter()
         metrics, score = pipeline.evaluate()
+        dev_seconds = time.perf_counter() - t0
+        spent.add("dev evaluation", dev_seconds)
         if score != score:
             raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not "
                                     "numbers): the weights diverged; "
                                     "lower --lr, or add --max_grad_norm 1.0"),
                            pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
-        entry = save_epoch(pipeline, trainer, stopper, files, run_name, flags, epoch, retry,
-                           {"train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics,
-                            "dev_score": score, "score_name": pipeline.score_name, "best": best,
-                            "seconds": stats["seconds"], "tokens_per_s": stats["tokens_per_s"],
-                            "lr": stats["lr"], "steps": stats["steps"], **stats["surgery"], **info})
+        with spent("checkpoints"):
+            entry = save_epoch(pipeline, trainer, stopper, files, run_name, flags, epoch, retry,
+                               {"train_loss": stats["train_loss"], "loss_terms": terms, "dev": metrics,
+                                "dev_score": score, "score_name": pipeline.score_name, "best": best,
+                                "seconds": stats["seconds"], "tokens_per_s": stats["tokens_per_s"],
+                                "lr": stats["lr"], "steps": stats["steps"], **stats["surgery"], **info,
+                                "dev_seconds": dev_seconds})
         if monitor is not None:
             monitor.epoch(trainer.batches, entry)
         speed = (f"{stats['tokens_per_s']:.0f} tokens/s" if stats["tokens_per_s"]
@@ -186,7 +195,34 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     if done is not None:  # finished before: its files are published again as they are, never scored again
         publish(done["published"], run_name, files.folder)
         return done["result"]
-    return finish(pipeline, run, settings, files, stopper, retry)
+    with spent("final outputs"):
+        result = finish(pipeline, run, settings, files, stopper, retry)
+    print(f"{files.stem}: where this run's {spent.total:.1f}s of epochs and outputs went: {spent}")
+    return result
+
+
+class TimeSpent:
+    """Seconds spent per part of a run (training, dev evaluation, checkpoints, final outputs), for the line at
+    its end that says where the time went: what to look at when a run takes longer than its steps do."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    def add(self, part, seconds):
+        self.seconds[part] = self.seconds.get(part, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def __call__(self, part):
+        t0 = time.perf_counter()
+        yield
+        self.add(part, time.perf_counter() - t0)
+
+    @property
+    def total(self):
+        return sum(self.seconds.values())
+
+    def __str__(self):
+        return ", ".join(f"{part} {s:.1f}s" for part, s in self.seconds.items())
 
 
 def resume(pipeline, trainer, stopper, files, flags, epochs):

@@ -1,6 +1,7 @@
 """training/fit.py, the epoch protocol: resumed runs equal uninterrupted ones, early stopping keeps the best
 epoch, every pipeline logs one schema, and a diverging run stops in one line."""
 import json
+import re
 
 import pytest
 import torch
@@ -144,11 +145,18 @@ def test_part2_resumed_after_an_interruption_equals_an_uninterrupted_run(tmp_pat
         mt.main(part2_args(tmp_path / "resumed", course_data, tiny_model, *common, "--resume", "--lr", "3e-3"))
 
 
-def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model):
+def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model, capsys):
     import classifier
     import pretrain
     classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--datasets", "sst", "--epochs", "1"))
+    capsys.readouterr()
     mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1"))
+    # the line that says where the run's time went, each part timed
+    line = next(l for l in capsys.readouterr().out.splitlines() if "of epochs and outputs went" in l)
+    parts = dict(re.findall(r"(training|dev evaluation|checkpoints|final outputs) ([0-9.]+)s", line))
+    assert line.startswith("mt: where this run's ") and set(parts) == {"training", "dev evaluation", "checkpoints",
+                                                                     "final outputs"}
+    assert float(line.split("run's ")[1].split("s ")[0]) == pytest.approx(sum(map(float, parts.values())), abs=0.15)
     texts = tmp_path / "texts.txt"
     texts.write_text("the movie was good\nthe film was bad\nit is a great plot\nthis acting is awful\n" * 5)
     pretrain.main(["--pretrained", str(tiny_model), "--texts", str(texts), "--out", str(tmp_path / "mlm"),
@@ -156,7 +164,7 @@ def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model):
     logs = {"classifier": tmp_path / "p1" / "ck" / "last-linear-layer-sst-log.jsonl",
             "multitask": tmp_path / "p2" / "ck" / "mt-log.jsonl", "pretrain": tmp_path / "mlm" / "pretrain-log.jsonl"}
     keys = {"run", "pipeline", "model", "epoch", "train_loss", "loss_terms", "dev", "dev_score", "score_name", "best",
-            "seconds", "tokens_per_s", "lr", "steps"}
+            "seconds", "tokens_per_s", "lr", "steps", "dev_seconds"}
     for pipeline, path in logs.items():
         record = [json.loads(l) for l in path.read_text().splitlines()][-1]
         assert keys <= set(record) and record["pipeline"] == pipeline, (pipeline, sorted(record))
