@@ -22,6 +22,10 @@
 #   profile-base    bench.py --profile on the bert-base shape: the eager step's kernel time by kind (the least a
 #                   recorded step of those kernels takes) and the floor (its matrix products and AdamW alone)
 #   part2-compile   Part 2's default recipe for 3 epochs with --compile, recorded, seed 11711
+#   sweep-part2     Part 2's recipe on the card, 3 epochs, seeds 11711, 42 and 7 per point, each point's three runs
+#                   before the next: the default, --lr 2e-4, --lr 5e-5, --rdrop_weight 0, --pooling cls (about
+#                   40 s a run: a call of its own). Judge on the CPU afterwards: python report.py --compare
+#                   --baseline $OUT/sweep/default-*/run --candidate $OUT/sweep/lr2e-4-*/run [...]
 # On an H100 the stages took (seconds) 20, 117, 57, 97, 30, 186 (44 recorded, 142 eager), and Inductor's compilation
 # alone outlasted the 34 s left of a 540 s budget: give `STAGES=inductor` a call of its own. The --compile stages
 # took 68 (tests, with the compiled ones), 198, 197, 22 and 149: run them as a set of their own. What the recorded step
@@ -109,6 +113,20 @@ for stage in $STAGES; do
       mkdir -p "$OUT/part2-compile"
       run part2-compile 200 python multitask_classifier.py $gpu --compile --pretrained "$MODEL" --epochs 3 \
         --seed 11711 --run_dir "$OUT/part2-compile/run" --results "$OUT/part2-compile/results.csv" $outs ;;
+    sweep-part2)
+      for point in "default:" "lr2e-4:--lr 2e-4" "lr5e-5:--lr 5e-5" "no-rdrop:--rdrop_weight 0" "cls:--pooling cls"
+      do
+        name=${point%%:*}
+        for seed in 11711 42 7; do
+          dir="$OUT/sweep/$name-$seed"
+          outs=""
+          for t in sst para sts; do for s in dev test; do outs="$outs --${t}_${s}_out $dir/$t-$s-output.csv"; done; done
+          mkdir -p "$dir"
+          # (word splitting of the point's flags is meant)
+          run "sweep-$name-$seed" 75 python multitask_classifier.py $gpu --pretrained "$MODEL" --epochs 3 \
+            --seed $seed --run_dir "$dir/run" --results "$OUT/sweep/results.csv" $outs ${point#*:}
+        done
+      done ;;
     *) echo "unknown stage $stage" | tee -a "$OUT/summary.txt" ;;
   esac
 done
