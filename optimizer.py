@@ -1,6 +1,7 @@
 """The optimizers, written from their papers' algorithms: AdamW as the handout's Algorithm 1 ("efficient" bias
 correction) with decoupled weight decay, and `--optimizer lion` and `--optimizer lamb` beside it (each class
 states its update). `make_optimizer` builds the one the flags name."""
+import functools
 import math
 
 import torch
@@ -125,10 +126,10 @@ class AdamW(Optimizer):
                 continue
             for p in params:
                 self._init(p, True)
-            args = (params, *self._capturable_args(group, params))
-            changed = [*params, *args[2], *args[3]]  # the parameters and both moments
+            grads, m, v, *rest = self._capturable_args(group, params)
+            changed = [*params, *m, *v]
             saved = [x.clone() for x in changed]
-            _step_compiled()(*args)
+            _step_compiled()(params, grads, m, v, *rest)
             torch._foreach_copy_(changed, saved)
 
 
@@ -217,20 +218,16 @@ def _step_capturable(params, grads, m, v, t, lr, beta1, beta2, eps, wd, correct_
         torch._foreach_mul_(params, 1 - lr * wd)
 
 
-_COMPILED = []
-
-
+@functools.cache
 def _step_compiled():
-    """_step_capturable compiled by Inductor (made at the first call, then kept): its eight multi-tensor lines
-    fused into kernels that read each parameter, gradient and moment once and write them once, as torch's
-    fused kernel does, while computing Algorithm 1 itself. What it costs: a compilation per list of parameters
-    with gradients (Part 2: one per task, as each task's step leaves the other heads without one), tens of
-    seconds; what it saves, about 6 of the 8 passes (RESULTS.md). A step recorded as a CUDA graph replays
+    """_step_capturable compiled by Inductor (made at the first call, then kept), which fuses its eight
+    multi-tensor lines: each parameter, gradient and moment is read once and written once, as in torch's fused
+    kernel, while the arithmetic stays Algorithm 1's (on the CPU its generated code, TORCH_LOGS=output_code, is
+    one kernel with one loop per tensor). It costs a compilation per list of parameters with gradients (Part 2:
+    one per task, as a task's step leaves the other heads without one). A step recorded as a CUDA graph replays
     the compiled kernels like any others (recorded.py: the warm-up compiles, before recording)."""
-    if not _COMPILED:
-        # dynamic=False: a new list (another task) is compiled for its own shapes, never made symbolic
-        _COMPILED.append(torch.compile(_step_capturable, fullgraph=True, dynamic=False))
-    return _COMPILED[0]
+    # dynamic=False: a new list (another task) is compiled for its own shapes, never made symbolic
+    return torch.compile(_step_capturable, fullgraph=True, dynamic=False)
 
 
 class Lion(Optimizer):
