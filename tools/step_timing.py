@@ -9,7 +9,8 @@ Rows (ms per training step: forward, cross-entropy on the pooled [CLS], backward
 random token ids, no padding, fixed like bench.py's --data synthetic):
   ours         our BertModel and our AdamW (its fused pass), eagerly
   ours-inductor-graph  the same recorded step with our model's forward compiled by torch.compile's default mode
-               first (Inductor's fused kernels, no CUDA graphs of its own), then recorded (GPU only)
+               first (Inductor's fused kernels, no CUDA graphs of its own) and AdamW's update compiled, then
+               recorded: bench.py --use_gpu --compile's step (GPU only)
   ours-graph   the same step recorded once with torch.cuda.graph and replayed (GPU only): static inputs,
                gradients created and dropped inside the graph (temporaries of its pool), AdamW capturable with its
                learning rate a device tensor
@@ -102,7 +103,8 @@ def step_function(args, row, device, amp):
     # torch.cuda.graph by hand: optimizer state before recording, a warm-up on a side stream, every step from no
     # gradients to none
     t0 = time.perf_counter()
-    opt = AdamW(params, lr=torch.tensor(1e-5, device=device), capturable=True)
+    opt = AdamW(params, lr=torch.tensor(1e-5, device=device), capturable=True,
+                compiled=row == "ours-inductor-graph")
     opt.init_state(capturable=True)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(1000, 20000, (args.batch_size, args.seq_len), generator=g).to(device)
@@ -112,6 +114,7 @@ def step_function(args, row, device, amp):
     with torch.cuda.stream(side):
         for _ in range(3):
             loss_of(ids, mask, labels).backward()
+        opt.compile_now()  # (with compiled=True: the update compiled on these gradients, every tensor kept)
     torch.cuda.current_stream().wait_stream(side)
     opt.zero_grad(set_to_none=True)
     graph = torch.cuda.CUDAGraph()
