@@ -15,7 +15,8 @@
 #   bench-base      bench.py on the bert-base shape, 32 x 128: recorded, eager, HF's best
 #   timing-base     tools/step_timing.py on the same shape
 #   part2           Part 2's default recipe for 3 epochs, recorded and then eager, seed 11711
-#   inductor        tools/step_timing.py's step with our forward compiled by Inductor, then recorded (both shapes)
+#   inductor        tools/step_timing.py's step with our forward and AdamW's update compiled by Inductor, then
+#                   recorded (both shapes): the independent timer of the compile-* stages' recorded step
 #   compile-base    bench.py --compile on the bert-base shape: Inductor's forward, backward and AdamW update inside
 #                   the recorded step, the compiled eager step, HF's best
 #   compile-minilm  the same on MiniLM, SST batch 32 (the plain step: R-Drop off)
@@ -92,9 +93,9 @@ for stage in $STAGES; do
           --results "$OUT/part2-$path/results.csv" $outs $flag
       done ;;
     inductor)
-      run inductor-minilm-64 90 python tools/step_timing.py $gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
+      run inductor-minilm-64 180 python tools/step_timing.py $gpu --pretrained "$MODEL" --seq_len 64 --batch_size 32 \
         --rows ours-inductor-graph --steps 100 --json "$OUT/inductor-minilm-64.json"
-      run inductor-base-128 90 python tools/step_timing.py $gpu --config base --seq_len 128 --batch_size 32 \
+      run inductor-base-128 180 python tools/step_timing.py $gpu --config base --seq_len 128 --batch_size 32 \
         --rows ours-inductor-graph --steps 50 --json "$OUT/inductor-base-128.json" ;;
     compile-base)
       run compile-base 260 python bench.py $gpu --compile --config base --data synthetic --seq_len 128 \
