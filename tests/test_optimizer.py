@@ -194,6 +194,7 @@ def test_the_compiled_update_takes_the_capturable_steps_and_compiling_it_changes
     gives the capturable path's parameters step for step, and compile_now leaves the parameters, moments and
     step counts as they were."""
     from torch._dynamo.utils import counters
+    torch._dynamo.reset()  # (nothing compiled before: compile_now must compile)
     torch.manual_seed(0)
     a, b = torch.nn.Linear(5, 4).to(device), torch.nn.Linear(5, 4).to(device)
     b.load_state_dict(a.state_dict())
