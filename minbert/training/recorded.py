@@ -203,10 +203,10 @@ class RecordedStep:
         devices = [step.device] if step.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), step.loss_fn.quiet(), side_stream(step.device):
             for _ in range(self.warmup):
-                self.step.zero_grad()
+                step.zero_grad()
                 step.backward(static)
-            getattr(step.optimizer, "compile_now", lambda: None)()
-        self.step.zero_grad()
+            step.optimizer.compile_now()  # (AdamW's, as init_state above: no other optimizer is recorded)
+        step.zero_grad()
 
     def run(self, static):
         """The step on the static batch, from no gradients to none: what a graph records. The backward pass

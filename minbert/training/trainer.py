@@ -92,7 +92,8 @@ class Trainer:
 
     def run_epoch(self, batches, total, desc="train", on_step=None, log_every=20):
         """One pass over `batches` (batch dicts on the host); returns its statistics. `on_step(batches, loss,
-        lr)` is called every `log_every` batches (TensorBoard)."""
+        lr)` gets the loss and learning rate of every `log_every`-th batch (TensorBoard), read back from the
+        device together with the mean loss every 50 steps and at the epoch's end, not one sync each."""
         self.model.train()
         for hook in self.step_hooks:  # e.g. gradual unfreezing, at the step count this epoch starts from
             hook(self.updates)
@@ -100,6 +101,7 @@ class Trainer:
             self.step.zero_grad()
         shapes = self.recorded_shapes()
         loss_sum = torch.zeros((), device=self.device)
+        logged = []  # (batch count, loss, lr) for on_step, each still on the device until read back
         tokens, steps, conflicts, t0 = 0, 0, 0, time.perf_counter()
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
         progress = Progress(desc, total, self.progress_every, terminal=not bar.disable)
@@ -113,13 +115,16 @@ class Trainer:
             loss_sum += loss.detach().float()
             steps += 1
             self.batches += 1
+            if on_step is not None and self.batches % log_every == 0:
+                # copies: a recorded step's loss and a device schedule's rate are rewritten by the next step
+                lr = self.optimizer.param_groups[0]["lr"]
+                logged.append((self.batches, loss.detach().float().clone(),
+                               lr.detach().clone() if torch.is_tensor(lr) else lr))
             if steps % 50 == 0:  # the mean loss read back: a host sync, so not every step
                 mean = loss_sum.item() / steps
                 self.check_finite(mean, steps, total)
                 bar.set_postfix(loss=f"{mean:.4f}")
-            if on_step is not None and self.batches % log_every == 0:
-                on_step(self.batches, loss.detach().float().item(),
-                        float(self.optimizer.param_groups[0]["lr"]))
+                deliver(logged, on_step)
             progress.update(steps, tokens, lambda: loss_sum.item() / steps)
         if steps % self.grad_accum:  # the epoch ended inside an accumulation group (eager only)
             self.update()
@@ -127,6 +132,7 @@ class Trainer:
         seconds = time.perf_counter() - t0
         mean = loss_sum.item() / max(steps, 1)  # the epoch's one closing read of the loss
         self.check_finite(mean, steps, total)
+        deliver(logged, on_step)
         stats = {"train_loss": mean, "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
                  "lr": float(self.optimizer.param_groups[0]["lr"]),
@@ -226,6 +232,19 @@ class _LossModule(torch.nn.Module):
 
     def forward(self, loss_fn, batch):
         return loss_fn(self.model, batch)
+
+
+def deliver(logged, on_step):
+    """Hand the batches' logged (count, loss, lr) to on_step, read back from the device in one copy, and
+    empty the list."""
+    if not logged:
+        return
+    counts, losses, lrs = zip(*logged)
+    read = torch.stack(losses + tuple(lr.float() for lr in lrs if torch.is_tensor(lr))).tolist()
+    device_lrs = iter(read[len(counts):])  # (a host schedule's rates are numbers already)
+    for count, loss, lr in zip(counts, read, lrs):
+        on_step(count, loss, next(device_lrs) if torch.is_tensor(lr) else lr)
+    logged.clear()
 
 
 SURGERIES = {"pcgrad": lambda tasks, recipe: PCGrad(),

@@ -237,7 +237,8 @@ class CountSyncs(TorchDispatchMode):
 @pytest.mark.parametrize("device", DEVICES)
 def test_no_training_step_reads_back_from_the_device(course_data, tiny_model, device, record, monkeypatch):
     """The host reads the device only at an epoch's end and every 50 steps: as many reads for 3 steps as for 9
-    (Part 2's losses with MNRL and SimCSE in-batch, R-Drop and SMART's Bregman teacher included). Counting the
+    (Part 2's losses with MNRL and SimCSE in-batch, R-Drop and SMART's Bregman teacher included), with every
+    step's loss and rate logged for TensorBoard too (read back with the mean). Counting the
     host batch's tokens is host work and left out here, since on the CPU the host batch is on the device."""
     monkeypatch.setattr(trainer_module, "count_tokens", lambda batch: 0)
     batches = part2_batches(course_data, tiny_model, quora="siamese")
@@ -251,9 +252,11 @@ def test_no_training_step_reads_back_from_the_device(course_data, tiny_model, de
         t = build_trainer(model, loss, RECIPE, Runtime(device=torch.device(device), record_step=record), n, 1)
         t.progress_every = 0  # the plain progress line reads the loss back: it comes by the clock, not per step
         t.run_epoch(iter(batches[:3]), 3)  # shapes recorded, lazy state created: not what is counted
+        logged = []
         with CountSyncs() as c:
-            t.run_epoch(iter(batches[:n]), n)
+            t.run_epoch(iter(batches[:n]), n, on_step=lambda *a: logged.append(a), log_every=1)
         counts.append(len(c.ops))
+        assert [a[0] for a in logged] == list(range(4, 4 + n))  # every step, in order, after the first epoch's 3
     assert counts[0] == counts[1], counts
 
 
