@@ -121,18 +121,16 @@ class Trainer:
                 logged.append((self.batches, loss.detach().float().clone(),
                                lr.detach().clone() if torch.is_tensor(lr) else lr))
             if steps % 50 == 0:  # the mean loss read back: a host sync, so not every step
-                mean = loss_sum.item() / steps
+                mean = read_back(loss_sum, logged, on_step) / steps
                 self.check_finite(mean, steps, total)
                 bar.set_postfix(loss=f"{mean:.4f}")
-                deliver(logged, on_step)
             progress.update(steps, tokens, lambda: loss_sum.item() / steps)
         if steps % self.grad_accum:  # the epoch ended inside an accumulation group (eager only)
             self.update()
             self.count_update()
         seconds = time.perf_counter() - t0
-        mean = loss_sum.item() / max(steps, 1)  # the epoch's one closing read of the loss
+        mean = read_back(loss_sum, logged, on_step) / max(steps, 1)  # the epoch's closing read
         self.check_finite(mean, steps, total)
-        deliver(logged, on_step)
         stats = {"train_loss": mean, "steps": steps, "seconds": seconds,
                  "tokens_per_s": tokens / seconds if seconds else 0.0,
                  "lr": float(self.optimizer.param_groups[0]["lr"]),
@@ -234,17 +232,17 @@ class _LossModule(torch.nn.Module):
         return loss_fn(self.model, batch)
 
 
-def deliver(logged, on_step):
-    """Hand the batches' logged (count, loss, lr) to on_step, read back from the device in one copy, and
-    empty the list."""
-    if not logged:
-        return
-    counts, losses, lrs = zip(*logged)
-    read = torch.stack(losses + tuple(lr.float() for lr in lrs if torch.is_tensor(lr))).tolist()
-    device_lrs = iter(read[len(counts):])  # (a host schedule's rates are numbers already)
-    for count, loss, lr in zip(counts, read, lrs):
-        on_step(count, loss, next(device_lrs) if torch.is_tensor(lr) else lr)
+def read_back(loss_sum, logged, on_step):
+    """The epoch's loss sum so far as a number, and the batches' logged (count, loss, lr) handed to
+    on_step: all read back from the device in one copy (one host sync). Empties `logged`."""
+    counts, losses, lrs = zip(*logged) if logged else ((), (), ())
+    device_lrs = tuple(lr.float() for lr in lrs if torch.is_tensor(lr))  # a host schedule's are numbers
+    read = torch.stack((loss_sum,) + losses + device_lrs).tolist()
+    read_lrs = iter(read[1 + len(counts):])
+    for count, loss, lr in zip(counts, read[1:], lrs):
+        on_step(count, loss, next(read_lrs) if torch.is_tensor(lr) else lr)
     logged.clear()
+    return read[0]
 
 
 SURGERIES = {"pcgrad": lambda tasks, recipe: PCGrad(),
