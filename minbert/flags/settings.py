@@ -77,8 +77,8 @@ def recipe(v, lr, lr_why):
 
 def runtime(v, log=main_print, eager=None, training=True):
     """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step (eager, or
-    recorded on a GPU unless --no_record_step; `eager` a pipeline's own reason for the eager step) resolved for it, a line
-    saying each."""
+    recorded on a GPU unless --no_record_step; `eager` a pipeline's own reason for the eager step) resolved
+    for it, a line saying each."""
     device = get_device(v["use_gpu"])
     amp, why = resolve_amp(v["amp"], device)
     log(f"precision: {why}")
