@@ -142,8 +142,32 @@ def stop_during_trial(proc, study_folder, number, sig):
 
 
 def cli(script, *args, cwd=ROOT):
-    """Run one of the project's commands (`script`, relative to the project folder) as a user would."""
+    """Run one of the project's commands (`script`, relative to the project folder) as a user would, in a process
+    of its own: for what only a process shows (exit codes of the interpreter, signals, imports, torchrun)."""
     return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def run_main(script, *args, cwd=ROOT):
+    """Run one of the project's commands in this process, as `python SCRIPT ARGS` would from `cwd`: its main()
+    under utils.main_guard (a MinbertError is one line on stderr and exit code 2, Ctrl-C 130), its output
+    captured. Returns what cli() returns (a CompletedProcess) without the 4-6 s of a new process importing torch;
+    an error main_guard lets through (a bug) is raised here, with its traceback."""
+    import contextlib
+    import importlib
+    import io
+    from utils import main_guard
+    name = str(Path(script).with_suffix("")).replace("/", ".")
+    module = importlib.import_module(name)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd):
+        try:
+            main_guard(lambda: module.main([str(a) for a in args]))
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=sys.stderr)  # sys.exit("message"): Python prints it
+    return subprocess.CompletedProcess([script, *args], code, out.getvalue(), err.getvalue())
 
 
 def one_line_error(out, pattern):

@@ -1,19 +1,16 @@
 """bench.py: every figure reported, for the full model and for adapters (with their optimizer state's size)."""
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.course import ROOT
+from tests.processes import run_main
 
 
 def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
-    out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
-                          "--data_dir", str(course_data), "--steps", "2", "--warmup", "1", "--repeats", "1",
-                          "--batch_size", "8", "--peak_repeats", "3", "--compare", "--json", str(tmp_path / "b.json")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = run_main("bench.py", "--pretrained", str(tiny_model), "--data", "sst", "--data_dir", str(course_data),
+                   "--steps", "2", "--warmup", "1", "--repeats", "1", "--batch_size", "8", "--peak_repeats", "3",
+                   "--compare", "--json", str(tmp_path / "b.json"))
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads((tmp_path / "b.json").read_text())
     # --amp auto: a reduced precision only where this machine runs it natively, and its peak only then
@@ -46,10 +43,9 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
 def test_bench_times_adapters_and_measures_their_optimizer_state(tmp_path, course_data, tiny_model):
     figures = {}
     for mode in ("full-model", "lora"):
-        out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
-                              "--data_dir", str(course_data), "--steps", "2", "--warmup", "1", "--repeats", "1",
-                              "--batch_size", "8", "--peak_repeats", "1", "--fine-tune-mode", mode, "--lora_rank", "2",
-                              "--json", str(tmp_path / f"{mode}.json")], cwd=ROOT, capture_output=True, text=True)
+        out = run_main("bench.py", "--pretrained", str(tiny_model), "--data", "sst", "--data_dir", str(course_data),
+                       "--steps", "2", "--warmup", "1", "--repeats", "1", "--batch_size", "8", "--peak_repeats",
+                       "1", "--fine-tune-mode", mode, "--lora_rank", "2", "--json", str(tmp_path / f"{mode}.json"))
         assert out.returncode == 0, out.stderr[-2000:]
         run = __import__("json").loads((tmp_path / f"{mode}.json").read_text())["runs"][0]
         assert run["fine_tune_mode"] == mode and f"{run['trainable_params']:,} trainable parameters" in out.stdout
@@ -67,14 +63,13 @@ def test_json_never_replaces_a_file_it_did_not_write(tmp_path, course_data, tiny
         if not victim.exists():
             victim.write_text("id,label\n1,2\n")
         before = victim.read_bytes()
-        out = subprocess.run([sys.executable, "bench.py", "--pretrained", str(tiny_model), "--data", "sst",
-                              "--data_dir", str(course_data), "--steps", "1", "--json", str(victim)],
-                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        out = run_main("bench.py", "--pretrained", str(tiny_model), "--data", "sst", "--data_dir", str(course_data),
+                       "--steps", "1", "--json", str(victim))
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-2000:]
         why = "is named like a course data file" if victim.parent == course_data else "holds a file this project did not write"
         assert f"--json {victim}: {why}" in out.stderr
         assert victim.read_bytes() == before
-    out = subprocess.run([sys.executable, "bench.py", "--json", "README.md"], cwd=ROOT, capture_output=True, text=True)
+    out = run_main("bench.py", "--json", "README.md")
     assert out.returncode == 2 and "--json README.md: is one of the project's own files" in out.stderr
 
 

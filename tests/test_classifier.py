@@ -1,16 +1,14 @@
 """classifier.py: bad input is one clear line that writes nothing; --use_gpu without a GPU and an unknown
 --pretrained name are one line each."""
-import subprocess
-import sys
-
 import pytest
 import torch
 
-from tests.course import ROOT, part1_args
+from tests.course import part1_args
+from tests.processes import run_main
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "classifier.py", *args], cwd=ROOT, capture_output=True, text=True)
+    return run_main("classifier.py", *args)
 
 
 @pytest.mark.parametrize("break_it, match", [

@@ -1,14 +1,12 @@
 """evaluation.py: --score counts and reports bad ids, names a non-numeric prediction's line, leaves unlabelled
 rows unscored, reads the course's header; Pearson of constant predictions is 0; a Quora logit above 0 (P > 0.5)
 is a paraphrase."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from evaluation import macro_f1, multitask_mean, pearson, score_file, to_predictions, write_predictions
-from tests.course import ROOT
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -25,8 +23,7 @@ def test_score_counts_and_reports_bad_ids(tmp_path):
     r = score_file(pred, gold)
     assert r["accuracy"] == pytest.approx(2 / 3) and r["n"] == 3
     assert r["missing"] == ["a4"] and r["duplicated"] == ["a2"] and r["unknown"] == ["zz"]
-    out = subprocess.run([sys.executable, "evaluation.py", "--score", str(pred), str(gold)], cwd=ROOT,
-                         capture_output=True, text=True)
+    out = run_main("evaluation.py", "--score", str(pred), str(gold))
     # no partial score printed: one line says what is wrong with the file
     assert out.returncode == 2 and "accuracy" not in out.stdout and len(out.stderr.strip().splitlines()) == 1
     assert "not scored" in out.stderr and "1 missing id(s) (a4)" in out.stderr and "1 unknown id(s) (zz)" in out.stderr
@@ -36,8 +33,7 @@ def test_score_names_the_line_and_id_of_a_non_numeric_prediction(tmp_path):
     gold = _gold(tmp_path)
     pred = tmp_path / "pred.csv"
     pred.write_text("id , Predicted_Sentiment\na1 , 1\na2 , two\n")
-    out = subprocess.run([sys.executable, "evaluation.py", "--score", str(pred), str(gold)], cwd=ROOT,
-                         capture_output=True, text=True)
+    out = run_main("evaluation.py", "--score", str(pred), str(gold))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "pred.csv: line 3 (id a2): prediction 'two' is not a number" in out.stderr
 
@@ -107,3 +103,13 @@ def test_predict_gives_the_outputs_back_in_the_datas_own_order(course_data, tiny
 def test_macro_f1_averages_the_classes_alike():
     gold, pred = [0, 0, 0, 1, 2], [0, 0, 0, 0, 0]  # accuracy 0.6; F1 0.75 for class 0, 0 for the two others
     assert macro_f1(pred, gold) == pytest.approx(0.25)
+
+
+def test_macro_f1_is_scikit_learns():
+    from sklearn.metrics import f1_score
+    rng = np.random.default_rng(0)
+    for n, k in [(1, 2), (5, 5), (40, 2), (300, 5), (17, 7)]:
+        gold, pred = rng.integers(0, k, n), rng.integers(0, k, n)
+        pred[: n // 3] = gold[: n // 3]
+        assert macro_f1(pred, gold) == pytest.approx(f1_score(gold, pred, average="macro"), abs=1e-12)
+    assert macro_f1([3, 3], [1, 1]) == pytest.approx(f1_score([1, 1], [3, 3], average="macro", zero_division=0))

@@ -1,7 +1,5 @@
 """optimizer_test.py: the handout's test passes on our AdamW and fails on the usual mistakes it can see, against
 the course's optimizer_test.npy where --fetch put it (said in one line) and the project's own otherwise."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,11 +11,12 @@ from minbert.files import git_blob_id
 from optimizer import AdamW
 from tests import test_optimizer as adamw_tests
 from tests.course import ROOT, real_data_folder
+from tests.processes import run_main
 from utils import MinbertError
 
 
 def test_handout_optimizer_test_script_passes():
-    out = subprocess.run([sys.executable, "optimizer_test.py"], cwd=ROOT, capture_output=True, text=True)
+    out = run_main("optimizer_test.py")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Optimizer test passed!" in out.stdout
 
@@ -85,10 +84,10 @@ def test_a_wrong_optimizer_fails_the_handout_test(reference):
 
 def test_help_prints_what_the_script_does_and_runs_nothing():
     """--help (and an unknown flag) exit before the test runs: no line of its outcome."""
-    out = subprocess.run([sys.executable, "optimizer_test.py", "--help"], cwd=ROOT, capture_output=True, text=True)
+    out = run_main("optimizer_test.py", "--help")
     assert out.returncode == 0 and "usage: optimizer_test.py" in out.stdout and "1000 AdamW steps" in out.stdout
     assert "Optimizer test" not in out.stdout + out.stderr
-    out = subprocess.run([sys.executable, "optimizer_test.py", "--x"], cwd=ROOT, capture_output=True, text=True)
+    out = run_main("optimizer_test.py", "--x")
     assert out.returncode == 2 and out.stderr.strip() == "error: optimizer_test.py: unrecognized arguments: --x"
 
 

@@ -1,12 +1,11 @@
 """report.py on tiny generated runs: the files appear as valid PNGs of the stated size, the numbers in the
 figures are the ones a hand count or evaluation.py gives, and bad logs are one line."""
-import subprocess
-import sys
 
 import pytest
 
 import report
-from tests.course import ROOT, make_multitask_run
+from tests.course import make_multitask_run
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -16,8 +15,7 @@ def test_missing_or_truncated_log_is_one_line(tmp_path):
         fp.write('{"epoch": 3, "train_lo')
     with pytest.raises(MinbertError, match=r"multitask.jsonl: line 4: truncated or not JSON"):
         report.main([str(run), "--out", str(tmp_path / "out")])
-    out = subprocess.run([sys.executable, "report.py", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o")],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = run_main("report.py", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o"))
     assert out.returncode == 2 and out.stderr.strip() == f"error: {tmp_path / 'nope.jsonl'}: log not found"
 
 

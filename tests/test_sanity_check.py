@@ -1,8 +1,6 @@
 """sanity_check.py: our BERT against an independent NumPy forward pass (which catches a wrong model), against a
 saved reference in the course's format, against the course's own sanity_check.data by default for
 bert-base-uncased (read without running code), and on the real MiniLM weights."""
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -10,7 +8,8 @@ import torch
 from minbert import course_files
 from minbert.files import git_blob_id
 from tests.checkpoints import make_hf_checkpoint, tiny_config
-from tests.course import ROOT, real_data_folder
+from tests.course import real_data_folder
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -22,7 +21,7 @@ def wide_vocab_checkpoint(tmp_path):
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "sanity_check.py", *args], cwd=ROOT, capture_output=True, text=True)
+    return run_main("sanity_check.py", *args)
 
 
 def test_passes_on_a_hub_layout_checkpoint(wide_vocab_checkpoint):

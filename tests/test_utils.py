@@ -13,7 +13,7 @@ import multitask_classifier as mt
 import utils
 from minbert.specs import ModelSpec
 from tests.course import ROOT, part1_args, part2_args
-from tests.processes import cli, interrupt_second_epoch, one_line_error
+from tests.processes import interrupt_second_epoch, one_line_error, run_main
 from utils import Progress, main_guard, maybe_compile, set_interrupt_hint
 
 
@@ -24,13 +24,13 @@ from utils import Progress, main_guard, maybe_compile, set_interrupt_hint
     ("sanity_check.py", ["--bogus"], r"sanity_check.py: unrecognized arguments: --bogus"),
 ])
 def test_every_scripts_bad_flag_is_one_line(tmp_path, script, argv, match):
-    one_line_error(cli(script, *argv, cwd=tmp_path), match)
+    one_line_error(run_main(script, *argv, cwd=tmp_path), match)
 
 
 @pytest.mark.parametrize("script", ["classifier.py", "multitask_classifier.py"])
 def test_bad_flags_on_the_command_line_are_one_line(tmp_path, script):
-    one_line_error(cli(script, "--batch_size", "0", cwd=tmp_path), r"--batch_size: 0 must be an integer >= 1")
-    one_line_error(cli(script, "--steps_per_epoch" if script.startswith("multi") else "--epochs", "0",
+    one_line_error(run_main(script, "--batch_size", "0", cwd=tmp_path), r"--batch_size: 0 must be an integer >= 1")
+    one_line_error(run_main(script, "--steps_per_epoch" if script.startswith("multi") else "--epochs", "0",
                          cwd=tmp_path), r"must be an integer >= 1")
 
 

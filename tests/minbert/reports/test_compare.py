@@ -1,7 +1,6 @@
 """reports/compare.py on tiny run folders: two runs give a row per dev set and the multitask mean, Holm-adjusted,
 with verdicts in words, a Markdown table and a figure in a new folder (the runs untouched, the same seed giving the
 same intervals); runs of other tasks are one line."""
-import numpy as np
 import pytest
 
 from minbert.reports.compare import CompareSettings, compare, compare_runs

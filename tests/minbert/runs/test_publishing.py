@@ -12,9 +12,7 @@ import zipfile
 import pytest
 
 import prepare_submit
-from minbert.files import file_digest
 from minbert.runs import outputs, publishing, sources
-from minbert.runs.lock import RUN_MARK
 from tests.course import two_runs_published
 from utils import MinbertError
 
