@@ -10,7 +10,7 @@ from datasets import batch_indices, join_pair, pair_lengths
 from minbert.course_data import TASKS, data_file, read_examples
 from tests.checkpoints import WORDS
 from tests.course import part1_args, part2_args, real_data_folder
-from tests.processes import cli, one_line_error
+from tests.processes import one_line_error, run_main
 from utils import MinbertError
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
@@ -148,7 +148,7 @@ def test_non_utf8_csv_names_file_and_line(tmp_path, course_data, tiny_model):
     lines = p.read_bytes().split(b"\n")
     lines[4] = lines[4].replace(b"the", b"caf\xe9", 1) if b"the" in lines[4] else lines[4] + b"\xe9"
     p.write_bytes(b"\n".join(lines))
-    out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"), cwd=tmp_path)
+    out = run_main("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"), cwd=tmp_path)
     one_line_error(out, r"ids-sst-train.csv: line 5: byte 0xE9 is not UTF-8")
 
 

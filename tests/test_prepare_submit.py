@@ -12,7 +12,7 @@ import prepare_submit
 from evaluation import write_predictions
 from minbert.course_data import data_file, read_examples
 from tests.course import ROOT, write_course_data
-from tests.processes import cli
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -161,7 +161,7 @@ def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, ti
 
 
 def test_a_root_that_is_not_a_folder_is_named(tmp_path):
-    out = cli("prepare_submit.py", "--root", str(tmp_path / "missing"))
+    out = run_main("prepare_submit.py", "--root", str(tmp_path / "missing"))
     assert out.returncode == 2 and out.stderr.strip() == f"error: --root {tmp_path / 'missing'}: no such folder"
 
 

@@ -2,13 +2,12 @@
 text of one-sentence documents or of one document, --corpus beside --texts); MiniLM pretrained further passes the
 sanity check."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 import pretrain
-from tests.course import ROOT, pretrain_args, pretrain_texts
+from tests.course import pretrain_args, pretrain_texts
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -29,8 +28,7 @@ def test_pretrained_minilm_passes_sanity_check(tmp_path):
     """A few MLM steps on MiniLM (fresh head): the folder loads in sanity_check.py, checked against its own
     weights in NumPy."""
     out = pretrain.main(pretrain_args(tmp_path, "all-minilm-l6-v2", tmp_path / "mini", "--epochs", "1", "--max_steps", "2"))
-    done = subprocess.run([sys.executable, "sanity_check.py", "--pretrained", str(out)], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = run_main("sanity_check.py", "--pretrained", str(out))
     assert done.returncode == 0, done.stderr
     assert "Your BERT implementation is correct!" in done.stdout
 

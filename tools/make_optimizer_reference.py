@@ -33,10 +33,14 @@ def reference_weights():
     return W
 
 
-if __name__ == "__main__":
+def main(argv=None):
     # no flags, but --help must print what the tool does and write nothing
-    argparse.ArgumentParser(description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    argparse.ArgumentParser(prog="make_optimizer_reference.py", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     out = ROOT / "optimizer_test.npy"
     np.save(out, reference_weights())
     print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

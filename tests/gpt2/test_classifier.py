@@ -7,7 +7,7 @@ import pytest
 
 from minbert.course_data import data_file, read_examples
 from tests.course import ROOT
-from tests.processes import interrupt_second_epoch
+from tests.processes import interrupt_second_epoch, run_main
 
 
 def _args(tmp_path, data, model, *extra):
@@ -18,9 +18,8 @@ def _args(tmp_path, data, model, *extra):
 @pytest.mark.parametrize("mode, prefix, extra", [("full-model", "finetune", []), ("last-linear-layer", "pretrain", []),
                                                  ("lora", "lora", ["--merge"])])
 def test_the_handouts_command_writes_every_id(tmp_path, course_data, tiny_gpt2, mode, prefix, extra):
-    out = subprocess.run([sys.executable, "classifier.py", "--fine-tune-mode", mode, "--lr", "1e-3",
-                          *_args(tmp_path, course_data, tiny_gpt2), *extra], cwd=ROOT / "gpt2", capture_output=True,
-                         text=True)
+    out = run_main("gpt2/classifier.py", "--fine-tune-mode", mode, "--lr", "1e-3",
+                   *_args(tmp_path, course_data, tiny_gpt2), *extra, cwd=ROOT / "gpt2")
     assert out.returncode == 0, out.stderr[-3000:]
     assert ("merged 4 adapters" in out.stdout) == (mode == "lora")  # 2 layers x (query, value), before predicting
     for name in ("sst", "cfimdb"):

@@ -13,6 +13,7 @@ from gpt2.submission import CODE, PART1, PART2
 from minbert.course_data import data_file, read_examples
 from minbert.submit import split_of
 from tests.course import ROOT, write_course_data
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -36,8 +37,7 @@ def _gpt2_project(tmp_path):
 
 def test_the_zip_holds_the_listed_files_and_runs_on_its_own(tmp_path, tiny_gpt2):
     root = _gpt2_project(tmp_path / "project")
-    out = subprocess.run([sys.executable, "prepare_submit.py", "--root", str(root)], cwd=ROOT / "gpt2",
-                         capture_output=True, text=True)
+    out = run_main("gpt2/prepare_submit.py", "--root", str(root), cwd=ROOT / "gpt2")
     assert out.returncode == 0, out.stderr[-2000:]
     names = set(zipfile.ZipFile(root / "cs224n_default_final_project_submission.zip").namelist())
     assert set(CODE) | {f"gpt2/predictions/{n}" for n in PART1 + PART2} <= names
@@ -53,8 +53,7 @@ def test_a_short_sonnet_or_a_missing_file_is_named(tmp_path):
     root = _gpt2_project(tmp_path / "project")
     write_sonnets(root / "gpt2" / "predictions" / "generated_sonnets.txt", [("7", "a\nb\nc")])
     (root / "gpt2" / "predictions" / "para-test-output.csv").unlink()
-    out = subprocess.run([sys.executable, "prepare_submit.py", "--root", str(root), "--part", "2"], cwd=ROOT / "gpt2",
-                         capture_output=True, text=True)
+    out = run_main("gpt2/prepare_submit.py", "--root", str(root), "--part", "2", cwd=ROOT / "gpt2")
     assert out.returncode == 2 and out.stderr.startswith("error: not zipping, Build GPT-2 Part 2 needs:")
     assert "gpt2/predictions/para-test-output.csv (missing)" in out.stderr
     assert "gpt2/predictions/generated_sonnets.txt (sonnet 7 is not 14 lines)" in out.stderr
@@ -74,8 +73,7 @@ def test_binary_bytes_in_a_prediction_or_sonnets_file_are_named(tmp_path):
     pred = root / "gpt2" / "predictions"
     (pred / "generated_sonnets.txt").write_bytes(b"\xff\xfe\x00garbage\x80")
     (pred / "para-dev-output.csv").write_bytes(b"id , Predicted_Is_Paraphrase\n\xff\x00\x80 , 1\n")
-    out = subprocess.run([sys.executable, "prepare_submit.py", "--root", str(root), "--part", "2"], cwd=ROOT / "gpt2",
-                         capture_output=True, text=True)
+    out = run_main("gpt2/prepare_submit.py", "--root", str(root), "--part", "2", cwd=ROOT / "gpt2")
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr[-2000:]
     for name in ("para-dev-output.csv", "generated_sonnets.txt"):
         assert f"gpt2/predictions/{name} (not text: binary bytes where its script writes UTF-8 lines" in out.stderr

@@ -1,15 +1,14 @@
 """gpt2/sanity_check.py: run from the gpt2 folder as the handout writes it, against HF's model and against a
 saved reference; a wrong model fails in one line."""
-import subprocess
-import sys
 
 import torch
 
 from tests.course import ROOT
+from tests.processes import run_main
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "sanity_check.py", *args], cwd=ROOT / "gpt2", capture_output=True, text=True)
+    return run_main("gpt2/sanity_check.py", *args, cwd=ROOT / "gpt2")
 
 
 def test_passes_against_hf_and_a_saved_reference_and_fails_on_a_changed_one(tiny_gpt2, tmp_path):

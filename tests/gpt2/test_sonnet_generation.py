@@ -1,20 +1,18 @@
 """gpt2/sonnet_generation.py: the command, run from the gpt2 folder, fine-tunes, writes a 14-line completion of
 every held-out sonnet to the handout's file and prints the dev chrF and perplexity."""
 import re
-import subprocess
-import sys
 
 from gpt2.sonnets import LINES, read_sonnets
 from tests.checkpoints import make_gpt2_checkpoint
 from tests.course import ROOT
 from tests.gpt2.test_sonnet_pipeline import sonnet_argv, sonnet_files
+from tests.processes import run_main
 
 
 def test_the_command_completes_every_held_out_sonnet(tmp_path):
     model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
     files = sonnet_files(tmp_path / "data")
-    out = subprocess.run([sys.executable, "sonnet_generation.py", *sonnet_argv(tmp_path, model, files)],
-                         cwd=ROOT / "gpt2", capture_output=True, text=True)
+    out = run_main("gpt2/sonnet_generation.py", *sonnet_argv(tmp_path, model, files), cwd=ROOT / "gpt2")
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"dev perplexity [\d.]+, dev chrF [\d.]+ \(2 completions\)", out.stdout)
     written = read_sonnets(tmp_path / "pred" / "generated_sonnets.txt")

@@ -6,7 +6,7 @@ import pytest
 from minbert import course_files
 from minbert.course_files import course_reference, fetch_data, fetch_references
 from minbert.files import git_blob_id
-from tests.processes import cli
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -150,7 +150,7 @@ def test_fetch_writes_regular_files_and_never_into_the_package(course):
 def test_datasets_fetch_brings_the_reference_files_and_a_missing_one_stops_nothing(tmp_path, course_data):
     """`python datasets.py --fetch --from DIR` (setup.sh's step): the CSVs copied, and for each reference file
     DIR does not hold, one line; the set-up goes on."""
-    out = cli("datasets.py", "--fetch", "--from", str(course_data), "--dest", str(tmp_path / "dest"))
+    out = run_main("datasets.py", "--fetch", "--from", str(course_data), "--dest", str(tmp_path / "dest"))
     assert out.returncode == 0, out.stderr
     assert f"{course_data / 'sanity_check.data'}: data file not found in {course_data}" in out.stdout
     assert "0 of the 2 course reference files there (0 fetched now)" in out.stdout  # none: said so

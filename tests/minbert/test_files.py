@@ -131,7 +131,7 @@ def test_a_folder_that_refuses_writes_is_one_line_before_any_work(tmp_path, unwr
 
 def test_the_command_line_says_it_in_one_line(tmp_path, unwritable, course_data, tiny_model):
     from tests.course import part1_args
-    from tests.processes import cli, one_line_error
-    out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--run_dir", str(unwritable / "run")))
+    from tests.processes import one_line_error, run_main
+    out = run_main("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--run_dir", str(unwritable / "run")))
     one_line_error(out, rf"--run_dir {unwritable}/run: cannot write in {unwritable}: .*; make it writable, or name a "
                         r"folder that is")

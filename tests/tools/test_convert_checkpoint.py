@@ -9,7 +9,7 @@ import torch
 from minbert.runs.checkpoint import FORMAT, load_checkpoint
 from minbert.runs.lock import RUN_MARK
 from tests.course import ROOT
-from tests.processes import cli, one_line_error
+from tests.processes import one_line_error, run_main
 from tools import convert_checkpoint
 from utils import MinbertError
 
@@ -19,14 +19,14 @@ def test_an_earlier_checkpoint_is_written_in_the_current_format(tmp_path):
     torch.save({"model": {"classifier.weight": torch.zeros(2, 4)}, "epoch": 3, "scores": {"acc": 0.5},
                 "args": {"pretrained": "all-minilm-l6-v2", "fine_tune_mode": "full-model", "hidden_dropout_prob": 0.3,
                          "max_length": 64, "run_dir": pathlib.Path(tmp_path)}}, old)
-    out = cli("tools/convert_checkpoint.py", "--convert", str(old), str(new))
+    out = run_main("tools/convert_checkpoint.py", "--convert", str(old), str(new))
     assert out.returncode == 0, out.stderr
     state = load_checkpoint(new)
     assert state["format"] == FORMAT and state["pipeline"] == "classifier" and state["epoch"] == 3
     assert state["spec"]["num_labels"] == 2 and state["spec"]["max_length"] == 64
     assert "converted_from" not in torch.load(new, weights_only=True)
-    one_line_error(cli("tools/convert_checkpoint.py", "--convert", str(old), str(new)), "exists; the converter does "
-                                                                                         "not overwrite files")
+    one_line_error(run_main("tools/convert_checkpoint.py", "--convert", str(old), str(new)),
+                   "exists; the converter does not overwrite files")
 
 
 def test_the_new_checkpoint_never_goes_into_another_runs_folder_or_the_package(tmp_path):

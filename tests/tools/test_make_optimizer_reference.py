@@ -2,6 +2,7 @@
 import numpy as np
 
 from tests.course import ROOT
+from tests.processes import run_main
 from tools import make_optimizer_reference
 
 
@@ -10,10 +11,7 @@ def test_reference_file_matches_its_generator():
 
 
 def test_help_prints_what_the_tool_does_and_writes_nothing():
-    import subprocess
-    import sys
     before = (ROOT / "optimizer_test.npy").stat().st_mtime_ns
-    out = subprocess.run([sys.executable, "tools/make_optimizer_reference.py", "--help"], cwd=ROOT, capture_output=True,
-                         text=True)
+    out = run_main("tools/make_optimizer_reference.py", "--help")
     assert out.returncode == 0 and "usage: make_optimizer_reference.py" in out.stdout and "wrote" not in out.stderr
     assert (ROOT / "optimizer_test.npy").stat().st_mtime_ns == before

@@ -1,8 +1,6 @@
 """finetuning/modes.py: what --fine-tune-mode trains in both pipelines (only the adapters and heads get gradients,
 a rank above the hidden size is refused) and what --merge folds (the same predictions, refused where there is
 nothing to fold)."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,7 +9,8 @@ import torch
 import classifier
 import multitask_classifier as mt
 from tests.checkpoints import multitask_spec, tiny_batch
-from tests.course import ROOT, eval_only_args, output_files, part1_args, part2_args
+from tests.course import eval_only_args, output_files, part1_args, part2_args
+from tests.processes import run_main
 from utils import MinbertError
 
 
@@ -66,9 +65,8 @@ def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_dat
                                atol=2e-4)
         else:
             assert a == b
-    wrong = subprocess.run([sys.executable, "multitask_classifier.py", *eval_only_args(
-        plain + ["--fine-tune-mode", "full-model"], tmp_path / "ck" / "mt.pt", tmp_path / "eval-wrong")], cwd=ROOT,
-        capture_output=True, text=True)
+    wrong = run_main("multitask_classifier.py", *eval_only_args(
+        plain + ["--fine-tune-mode", "full-model"], tmp_path / "ck" / "mt.pt", tmp_path / "eval-wrong"))
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     assert f"--fine-tune-mode '{mode}' in the checkpoint, 'full-model' given" in wrong.stderr
 

@@ -7,13 +7,13 @@ import classifier
 import multitask_classifier as mt
 from minbert.flags.defaults import FULL_MODEL_LR, WIDE_LR, resolve_lr
 from minbert.flags.settings import classifier_settings, multitask_settings
-from tests.processes import cli, one_line_error
+from tests.processes import one_line_error, run_main
 
 
 def test_max_length_beyond_the_position_embeddings_is_refused_at_start(tmp_path, course_data, tiny_model):
     for script in ("classifier.py", "multitask_classifier.py"):
-        out = cli(script, "--pretrained", str(tiny_model), "--data_dir", str(course_data), "--max_length", "600",
-                   cwd=tmp_path)
+        out = run_main(script, "--pretrained", str(tiny_model), "--data_dir", str(course_data), "--max_length", "600",
+                       cwd=tmp_path)
         one_line_error(out, r"--max_length 600: .*tiny-bert has 512 position embeddings, so at most --max_length 512")
         assert not (tmp_path / "runs").exists()  # refused before anything was made
 

@@ -1,14 +1,13 @@
 """flags/rules.py: a flag typed where it would change nothing, and flags that cannot work together, are one line
 before anything trains; the same flags where they act are taken."""
 import re
-import subprocess
-import sys
 
 import pytest
 
 import classifier
 import multitask_classifier as mt
-from tests.course import ROOT, part2_args
+from tests.course import part2_args
+from tests.processes import run_main
 from utils import MinbertError
 
 IDLE = "as given it would change nothing, so it is refused rather than ignored"
@@ -66,9 +65,7 @@ def test_all_loss_weights_zero_is_refused(tmp_path, course_data, tiny_model):
 
 
 def test_cross_pairs_refuse_embedding_losses_in_one_line(tmp_path, course_data, tiny_model):
-    out = subprocess.run([sys.executable, "multitask_classifier.py",
-                          *part2_args(tmp_path, course_data, tiny_model, "--mnrl_weight", "1")],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = run_main("multitask_classifier.py", *part2_args(tmp_path, course_data, tiny_model, "--mnrl_weight", "1"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "--mnrl_weight works on sentence embeddings" in out.stderr and "--pair_encoding siamese (or mixed)" in out.stderr
 

@@ -3,15 +3,14 @@ rewrites the same files; every dev id is predicted, even a broken row's; the not
 import json
 import math
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import multitask_classifier as mt
 from minbert.course_data import read_examples
-from tests.course import ROOT, eval_only_args, part2_args
+from tests.course import eval_only_args, part2_args
+from tests.processes import run_main
 
 
 def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny_model):
@@ -149,8 +148,7 @@ def test_bad_pair_labels(tmp_path, course_data, tiny_model, fname, col, value, m
     cells[col] = value
     lines[2] = "\t".join(cells)
     p.write_bytes(nl.join(lines).encode())
-    out = subprocess.run([sys.executable, "multitask_classifier.py", *part2_args(tmp_path, course_data, tiny_model)],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = run_main("multitask_classifier.py", *part2_args(tmp_path, course_data, tiny_model))
     assert out.returncode == 2 and re.search(match, out.stderr), out.stderr
     assert not (tmp_path / "pred").exists()
 

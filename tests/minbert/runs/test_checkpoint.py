@@ -15,6 +15,7 @@ from minbert.runs.checkpoint import load_checkpoint, rng_state, set_rng_state
 from minbert.specs import ModelSpec
 from tests.checkpoints import multitask_spec
 from tests.course import ROOT, part2_args
+from tests.processes import cli, run_main
 from utils import MinbertError
 
 
@@ -36,10 +37,6 @@ class _Open:
         return (open, (str(self.marker), "w"))
 
 
-def cli(script, *args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True)
-
-
 def _refused(out):
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     err = out.stderr.strip().splitlines()
@@ -53,14 +50,17 @@ def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, t
     good = torch.load(trained / "ck" / "mt.pt", weights_only=True)
     evil = trained / "ck" / "evil.pt"
     torch.save({**good, "extra": payload(marker)}, evil)
+    # one command as its own process (nothing this test process loaded before can stand in for the refusal), the
+    # others in this one
     _refused(cli("multitask_classifier.py", *part2_args(tmp_path / "e", course_data, tiny_model), "--eval_only", str(evil)))
-    _refused(cli("ensemble.py", str(evil), str(trained / "ck" / "mt.pt"), "--data_dir", str(course_data),
-                  "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out")))
-    _refused(cli("report.py", str(evil), "--out", str(tmp_path / "report")))
+    _refused(run_main("ensemble.py", str(evil), str(trained / "ck" / "mt.pt"), "--data_dir", str(course_data),
+                      "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out")))
+    _refused(run_main("report.py", str(evil), "--out", str(tmp_path / "report")))
     # --resume reads the run's '-last' checkpoint
     last = trained / "ck" / "mt-last.pt"
     torch.save({**torch.load(last, weights_only=True), "extra": payload(marker)}, last)
-    _refused(cli("multitask_classifier.py", *part2_args(trained, course_data, tiny_model, "--epochs", "2"), "--resume"))
+    _refused(run_main("multitask_classifier.py", *part2_args(trained, course_data, tiny_model, "--epochs", "2"),
+                      "--resume"))
     assert not marker.exists()
 
 
@@ -82,8 +82,8 @@ def test_a_plain_pickle_is_one_line_without_torchs_protocol_warning(tmp_path, co
     evil = tmp_path / "evil.pt"
     evil.write_bytes(pickle.dumps(_Touch(marker)))
     evil.with_name("also.pt").write_bytes(evil.read_bytes())
-    out = cli("ensemble.py", str(evil), str(evil.with_name("also.pt")), "--data_dir", str(course_data),
-               "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out"))
+    out = run_main("ensemble.py", str(evil), str(evil.with_name("also.pt")), "--data_dir", str(course_data),
+                   "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out"))
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and "evil.pt: cannot read checkpoint (damaged, or not a file torch.save wrote" in err[0], err
@@ -120,7 +120,7 @@ def test_an_earlier_format_checkpoint_is_converted(tmp_path, course_data, tiny_m
     rescored = mt.main(part2_args(tmp_path / "e", course_data, tiny_model) + ["--eval_only", str(old)])
     assert rescored == pytest.approx(scores)
     converted = tmp_path / "new.pt"
-    out = cli("tools/convert_checkpoint.py", "--convert", str(old), str(converted))
+    out = run_main("tools/convert_checkpoint.py", "--convert", str(old), str(converted))
     assert out.returncode == 0 and load_checkpoint(converted)["spec"] == state["spec"]
 
 
@@ -150,9 +150,8 @@ def test_every_refusal_wording_of_torch_is_one_line_naming_what_the_file_holds(t
     for name in ("config.json", "vocab.txt"):
         (folder / name).write_bytes((tiny_model / name).read_bytes())
     torch.save({"bert.embeddings.word_embeddings.weight": _System(marker)}, folder / "pytorch_model.bin")
-    out = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"), "--pretrained", str(folder),
-                          "--data_dir", str(course_data), "--run_dir", str(tmp_path / "r")], cwd=tmp_path,
-                         capture_output=True, text=True)
+    out = run_main("multitask_classifier.py", "--pretrained", str(folder), "--data_dir", str(course_data),
+                   "--run_dir", str(tmp_path / "r"), cwd=tmp_path)
     _refused(out)
     assert "posix.system" in out.stderr and "weights_only" not in out.stderr
     assert not marker.exists()
@@ -214,8 +213,7 @@ def test_a_checkpoint_write_that_fails_is_one_line_and_leaves_nothing(tmp_path, 
     # plain same command would be refused there); followed with room to write, it completes the run.
     advice = err[0].split("make room and then run the same command plus ")[1].split()
     assert advice[0] == "--resume", err[0]
-    done = subprocess.run([sys.executable, str(ROOT / "multitask_classifier.py"), *args, *advice], cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = run_main("multitask_classifier.py", *args, *advice, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "ck" / "mt.pt").exists() and (tmp_path / "pred" / "sst-dev-output.csv").exists()
 

@@ -7,7 +7,7 @@ import multitask_classifier as mt
 import report
 from minbert.runs import outputs
 from tests.course import ROOT, part1_args, part2_args, snapshot, two_runs_published
-from tests.processes import cli, one_line_error
+from tests.processes import one_line_error, run_main
 from utils import MinbertError
 
 
@@ -18,12 +18,12 @@ def _quick(tmp_path, data, model, *extra):
 
 def test_an_output_folder_that_is_a_file_fails_before_training(tmp_path, course_data, tiny_model):
     (tmp_path / "pred").write_text("I am a file")
-    out = cli("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"), cwd=tmp_path)
+    out = run_main("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst"), cwd=tmp_path)
     one_line_error(out, r"pred: is a file, but the run writes a folder there")
     assert not (tmp_path / "ck").exists()  # nothing trained, nothing saved
     (tmp_path / "blocker").write_text("a file")
-    out = cli("multitask_classifier.py", "--pretrained", str(tiny_model), "--data_dir", str(course_data),
-               "--sst_dev_out", str(tmp_path / "blocker" / "sst-dev.csv"), cwd=tmp_path)
+    out = run_main("multitask_classifier.py", "--pretrained", str(tiny_model), "--data_dir", str(course_data),
+                   "--sst_dev_out", str(tmp_path / "blocker" / "sst-dev.csv"), cwd=tmp_path)
     one_line_error(out, r"blocker: is a file, but the run writes .*sst-dev.csv inside it")
     assert not (tmp_path / "runs").exists()
 

@@ -1,8 +1,6 @@
 """tasks/multitask.py: MultitaskBERT's heads (siamese and cross-encoded pairs, the projection, a shared head
 layer), the handout's two-sentence calls scoring a pair as training does, SimCSE's two passes differing by
 dropout alone, and a checkpoint refused where the typed architecture contradicts it."""
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,16 +11,16 @@ from datasets import load_multitask_data
 from minbert.flags.settings import multitask_settings
 from minbert.specs import ModelSpec
 from minbert.tasks.multitask import MultitaskBERT
-from tests.course import ROOT, part2_args
+from tests.course import part2_args
+from tests.processes import run_main
 from tokenizer import BertTokenizer
 
 
 def test_eval_only_with_contradicting_flags_names_them(tmp_path, course_data, tiny_model):
     mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1"))
-    out = subprocess.run([sys.executable, "multitask_classifier.py",
-                          *part2_args(tmp_path, course_data, tiny_model, "--pair_encoding", "siamese", "--pooling", "mean",
-                                 "--eval_only", str(tmp_path / "ck" / "mt.pt"))],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = run_main("multitask_classifier.py",
+                   *part2_args(tmp_path, course_data, tiny_model, "--pair_encoding", "siamese", "--pooling", "mean",
+                               "--eval_only", str(tmp_path / "ck" / "mt.pt")))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "another configuration: --pair_encoding 'cross' in the checkpoint, 'siamese' given" in out.stderr
     assert "--pooling" not in out.stderr  # same value: not a difference
