@@ -77,10 +77,37 @@ def _ctrl_c_reaches_python():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start_sweep(tmp_path, argv):
-    """sweep.py started as a process group of its own, Ctrl-C reaching it as it does from a terminal."""
-    return subprocess.Popen([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ctrl_c_reaches_python)
+# The pipeline script that trains nothing (tests/stub_trial.py): the sweep machinery's tests run their trials on it.
+STUB_TRIAL = Path(__file__).resolve().parent / "stub_trial.py"
+
+# sweep.py as a process whose trials run STUB_TRIAL instead of the pipeline scripts.
+_SWEEP_ON_STUBS = """
+import sys
+sys.path.insert(0, {root!r})
+from minbert.sweeps import trials
+trials.PIPELINES.update(classifier=trials.Path({stub!r}), multitask=trials.Path({stub!r}))
+import sweep
+from utils import main_guard
+main_guard(lambda: sweep.main(sys.argv[1:]))
+"""
+
+
+def stub_trials(monkeypatch):
+    """In this process, sweeps run their trials on STUB_TRIAL."""
+    from minbert.sweeps import trials
+    for pipeline in ("classifier", "multitask"):
+        monkeypatch.setitem(trials.PIPELINES, pipeline, STUB_TRIAL)
+
+
+def start_sweep(tmp_path, argv, hold=None):
+    """sweep.py started as a process group of its own, Ctrl-C reaching it as it does from a terminal, its trials run
+    on STUB_TRIAL; with `hold`, that trial's process stops itself after its first epoch (tests/stub_trial.py)."""
+    env = {k: v for k, v in os.environ.items() if k != "MINBERT_TEST_HOLD_TRIAL"}
+    if hold is not None:
+        env["MINBERT_TEST_HOLD_TRIAL"] = str(hold)
+    return subprocess.Popen([sys.executable, "-c", _SWEEP_ON_STUBS.format(root=str(ROOT), stub=str(STUB_TRIAL)),
+                             *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=_ctrl_c_reaches_python)
 
 
 def child_pids(pid):

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from minbert.sweeps.space import as_argv
@@ -114,7 +113,10 @@ def run_trial(pipeline, base, values, seeds, study_folder, number, report, poll=
                     report(1000 * i + epoch, score)  # seed i's epoch e is step 1000 i + e in every trial
                 if done:
                     break
-                time.sleep(poll)
+                try:
+                    proc.proc.wait(poll)  # back at once when the run ends, else after `poll` seconds
+                except subprocess.TimeoutExpired:
+                    pass
         finally:
             proc.stop()
         if proc.proc.returncode != 0:

@@ -3,14 +3,13 @@ continues only with its space, pipeline, flags and seeds; a killed worker's tria
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import pytest
 
 import sweep
 from tests.course import ROOT
-from tests.processes import freeze_first_trial, start_sweep, stop_during_trial, sweep_base, sweep_trials
+from tests.processes import (freeze_first_trial, run_main, start_sweep, stop_during_trial, stub_trials, sweep_base,
+                             sweep_trials)
 from utils import MinbertError
 
 
@@ -43,12 +42,12 @@ def test_storage_problems_are_one_line(tmp_path, monkeypatch, course_data, tiny_
 
 
 def _two_workers(tmp_path, course_data, tiny_model, storage):
-    """Two sweep processes on one study: four grid points, each evaluated once. The first worker's trial is held
-    (its process frozen) until the second worker has finished, so both take trials whatever the machine's load:
-    the second must leave the held trial alone and run the other three."""
+    """Two sweep processes on one study (trials on the stub pipeline): four grid points, each evaluated once. The
+    first worker's trial is held (its process frozen) until the second worker has finished, so both take trials
+    whatever the machine's load: the second must leave the held trial alone and run the other three."""
     argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3,3e-3,4e-3", "--trials", "4", "--study", "w",
             "--no_prune", *(["--storage", storage] if storage else []), "--", *sweep_base(course_data, tiny_model)]
-    first = start_sweep(tmp_path, argv)
+    first = start_sweep(tmp_path, argv, hold=0)
     held, _ = freeze_first_trial(first)
     try:
         second = start_sweep(tmp_path, argv)
@@ -97,13 +96,14 @@ def test_a_study_continued_with_another_space_is_one_line(tmp_path, monkeypatch,
     assert not list((tmp_path / "runs" / "sweeps").glob("s/t*"))
 
 
-def test_a_study_continued_with_another_pipeline_flags_or_seeds_is_one_line(tmp_path, course_data, tiny_model):
+def test_a_study_continued_with_another_pipeline_flags_or_seeds_is_one_line(tmp_path, monkeypatch, course_data,
+                                                                           tiny_model):
     """Trials of another pipeline, other fixed flags or other seeds are not comparable with the study's: each is
     refused before anything trains, the study as it was."""
+    stub_trials(monkeypatch)
     sweep_flags = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3", "--trials", "1", "--study", "s", "--no_prune"]
     base = sweep_base(course_data, tiny_model)
-    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *sweep_flags, "--", *base], cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = run_main("sweep.py", *sweep_flags, "--", *base, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     for flags, trial_flags, match in [
         (["multitask", *sweep_flags[1:]], [b for b in base if b not in ("--datasets", "sst")],
@@ -113,19 +113,19 @@ def test_a_study_continued_with_another_pipeline_flags_or_seeds_is_one_line(tmp_
          r"16: the same to continue"),
         ([*sweep_flags, "--seeds", "1", "2"], base, r"study s: its trials ran --seeds 11711, not --seeds 1 2"),
     ]:
-        again = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *flags, "--", *trial_flags], cwd=tmp_path,
-                               capture_output=True, text=True)
+        again = run_main("sweep.py", *flags, "--", *trial_flags, cwd=tmp_path)
         assert again.returncode == 2 and re.search(match, again.stderr), again.stderr[-2000:]
         assert len(again.stderr.strip().splitlines()) == 1, again.stderr[-2000:]
     assert len(sweep_trials(tmp_path, "s")) == 1
 
 
-def test_grid_point_of_a_killed_worker_runs_again(tmp_path, course_data, tiny_model):
+def test_grid_point_of_a_killed_worker_runs_again(tmp_path, monkeypatch, course_data, tiny_model):
     argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,3e-3", "--trials", "2", "--study", "g", "--no_prune", "--",
             *sweep_base(course_data, tiny_model, epochs=2)]
     # kill -9 of the sweep and its trial: no chance to clean up
-    stop_during_trial(start_sweep(tmp_path, argv), tmp_path / "runs" / "sweeps" / "g", 1, signal.SIGKILL)
-    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
+    stop_during_trial(start_sweep(tmp_path, argv, hold=1), tmp_path / "runs" / "sweeps" / "g", 1, signal.SIGKILL)
+    stub_trials(monkeypatch)
+    done = run_main("sweep.py", *argv, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "its worker (process" in done.stdout and "queued to run again" in done.stdout
     complete = [t for t in sweep_trials(tmp_path, "g") if t.state.name == "COMPLETE"]

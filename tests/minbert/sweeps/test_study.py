@@ -1,40 +1,38 @@
-"""sweeps/study.py: Ctrl-C then the same command evaluates each configuration once; a trial whose flags clash
-fails alone and the sweep goes on."""
+"""sweeps/study.py: Ctrl-C then the same command evaluates each configuration once (trials on the stub pipeline);
+a trial whose flags clash fails alone and the sweep goes on (real trials, end to end)."""
 import signal
-import subprocess
-import sys
 
-from tests.course import ROOT
-from tests.processes import start_sweep, stop_during_trial, sweep_base, sweep_trials
+from tests.processes import run_main, start_sweep, stop_during_trial, stub_trials, sweep_base, sweep_trials
 
 
-def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, course_data, tiny_model):
+def test_ctrl_c_then_rerun_evaluates_each_configuration_once(tmp_path, monkeypatch, course_data, tiny_model):
     # two epochs: the trial is stopped after its first, with the second still to run
     argv = ["classifier", "--trials", "3", "--space", "lr=log:1e-4:1e-2", "--study", "s", "--no_prune", "--",
             *sweep_base(course_data, tiny_model, epochs=2)]
-    out, err = stop_during_trial(start_sweep(tmp_path, argv), tmp_path / "runs" / "sweeps" / "s", 2, signal.SIGINT)
+    out, err = stop_during_trial(start_sweep(tmp_path, argv, hold=2), tmp_path / "runs" / "sweeps" / "s", 2,
+                                 signal.SIGINT)
     assert "Traceback" not in err
     line = [l for l in err.splitlines() if l.startswith("interrupted:")]
     assert line and "continue the sweep with: python sweep.py classifier --trials 3" in line[0], (out[-3000:], err[-3000:])
-    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), *argv], cwd=tmp_path, capture_output=True, text=True)
+    stub_trials(monkeypatch)
+    done = run_main("sweep.py", *argv, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     trials = sweep_trials(tmp_path, "s")
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     assert len(complete) == 3 and len({t.params["lr"] for t in complete}) == 3  # no configuration twice
     interrupted = [t for t in trials if t.state.name == "FAIL" and t.user_attrs.get("interrupted")]
     assert len(interrupted) == 1 and interrupted[0].params in [t.params for t in complete]  # it ran again
-    assert "winning command: python classifier.py" in done.stdout
+    assert "winning command: python stub_trial.py" in done.stdout
     assert not (tmp_path / "predictions").exists()  # trials never touch the user's predictions/
 
 
 def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, course_data, tiny_model):
     """SMART perturbs BERT's embeddings, which last-linear-layer never runs: that trial fails in one line; the
     other one runs."""
-    done = subprocess.run([sys.executable, str(ROOT / "sweep.py"), "classifier", "--sampler", "grid", "--trials", "2",
-                           "--space", "fine-tune-mode=full-model,last-linear-layer", "--study", "m", "--no_prune", "--",
-                           *[a for a in sweep_base(course_data, tiny_model) if a not in ("--fine-tune-mode", "full-model")],
-                           "--smart_weight", "1"],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = run_main("sweep.py", "classifier", "--sampler", "grid", "--trials", "2", "--space",
+                    "fine-tune-mode=full-model,last-linear-layer", "--study", "m", "--no_prune", "--",
+                    *[a for a in sweep_base(course_data, tiny_model) if a not in ("--fine-tune-mode", "full-model")],
+                    "--smart_weight", "1", cwd=tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     failed = [l for l in done.stdout.splitlines() if " failed: " in l and l.startswith("trial")]
     assert len(failed) == 1 and "--smart_weight needs the gradient at BERT's embeddings" in failed[0]
