@@ -1,13 +1,23 @@
 """The suite's fixtures (one per thing): a tiny checkpoint, tiny course data, a local file server, a PostgreSQL
 server of the test's own. What they build is in checkpoints.py, course.py, fileserver.py and processes.py."""
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.checkpoints import make_gpt2_checkpoint, make_hf_checkpoint
 from tests.course import write_course_data
 from tests.fileserver import FileServer
 from tests.processes import postgres_bin
+
+
+def pytest_configure(config):
+    # Under pytest-xdist (-n N) the N workers share the machine's cores: one torch thread each (and in the
+    # processes a test starts), not one per core each, which would put N threads on every core.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.fixture
