@@ -1,10 +1,13 @@
 """sweep.py: trials run the pipeline scripts in their own processes; a sweep stopped by Ctrl-C or killed
 outright continues where it stopped, evaluating each configuration once; the median pruner stops a trial
 after the epoch it rejects; a trial whose flags cannot work together fails alone; bad input is one line."""
+import json
+from pathlib import Path
+
 import pytest
 
 import sweep
-from tests.processes import sweep_base
+from tests.processes import stub_trials, sweep_base, sweep_trials
 from utils import MinbertError
 
 
@@ -30,8 +33,9 @@ def test_sweep_flags_are_checked_in_one_line(tmp_path, monkeypatch, course_data,
 def test_a_switch_is_swept_as_yes_and_no_and_a_nested_study_has_one_folder(tmp_path, monkeypatch, course_data,
                                                                             tiny_model, capsys):
     """--space no_bucket=yes,no: "yes" passes the switch, "no" leaves it out; --study a/b keeps its database and
-    trials in runs/sweeps/a/ (b.db beside the folder b/)."""
+    trials in runs/sweeps/a/ (b.db beside the folder b/). The trials run on the stub pipeline, which logs its argv."""
     monkeypatch.chdir(tmp_path)
+    stub_trials(monkeypatch)
     result = sweep.main(["classifier", "--sampler", "grid", "--space", "no_bucket=yes,no", "--trials", "2", "--study",
                          "a/b", "--no_prune", "--", *sweep_base(course_data, tiny_model)])
     out = capsys.readouterr().out
@@ -39,3 +43,9 @@ def test_a_switch_is_swept_as_yes_and_no_and_a_nested_study_has_one_folder(tmp_p
     assert "trial 0: --no_bucket (seeds" in out or "trial 1: --no_bucket (seeds" in out
     assert (tmp_path / "runs" / "sweeps" / "a" / "b.db").is_file() and (tmp_path / "runs" / "sweeps" / "a" / "b").is_dir()
     assert not (tmp_path / "runs" / "sweeps" / "a" / "a").exists()
+    given = {}
+    for t in sweep_trials(tmp_path, "a/b"):
+        log = Path(t.user_attrs["folders"][0]) / "STUB-log.jsonl"
+        given[t.params["no_bucket"]] = json.loads(log.read_text().splitlines()[0])["argv"]
+    assert "--no_bucket" in given["yes"] and "--no_bucket" not in given["no"]
+    assert given["no"][:len(sweep_base(course_data, tiny_model))] == sweep_base(course_data, tiny_model)

@@ -139,14 +139,17 @@ def test_a_kill_at_each_step_then_hidden_files_deleted_or_edited_then_prepare_su
     snapshot = {p.relative_to(base): p.read_bytes() for p in (base / "runs").rglob("*") if p.is_file()}
     outcomes = set()
     for k in range(1, 40):
-        finished = False
+        # one kill at step k, its aftermath kept; each tampering starts from a copy of it at the same path (the
+        # record names run folders by their absolute paths)
+        root, kept = tmp_path / "project", tmp_path / f"killed-{k}"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(base, root)
+        moved = [(root / s.relative_to(base), root / d.relative_to(base)) for s, d in pairs]
+        finished = not _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b", log=lambda *_: None))
+        shutil.copytree(root, kept)
         for how in TAMPERING:
-            root = tmp_path / f"{k}-{TAMPERING.index(how)}"
-            shutil.copytree(base, root)
-            moved = [(root / s.relative_to(base), root / d.relative_to(base)) for s, d in pairs]
-            killed = _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b",
-                                                              log=lambda *_: None))
-            finished |= not killed
+            shutil.rmtree(root)
+            shutil.copytree(kept, root)
             _tampered(root, how)
             run, refused = _submit(root)
             if refused and ".sources.json: not the record" in refused:

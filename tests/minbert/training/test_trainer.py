@@ -18,6 +18,7 @@ from minbert.training.trainer import Trainer, count_tokens, describe_trainable
 from optimizer import AdamW
 from tests.checkpoints import make_hf_checkpoint, sentiment_batch, sentiment_model, tiny_config
 from tests.course import ROOT, write_course_data
+from tests.processes import run_main
 
 
 
@@ -150,11 +151,13 @@ def ddp(tmp_path):
 
 
 def _torchrun(tmp_path, script, args, nproc):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                "--standalone"] if nproc > 1 else [sys.executable]
-    out = subprocess.run([*launcher, str(ROOT / script), *args], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=600)
+    """`script` under torchrun with `nproc` processes, or with nproc=1 in this process (the reference run)."""
+    if nproc == 1:
+        out = run_main(script, *args, cwd=tmp_path)
+    else:
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                              "--standalone", str(ROOT / script), *args], cwd=tmp_path,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return out.stdout
 
