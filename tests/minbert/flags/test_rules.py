@@ -40,7 +40,20 @@ def test_a_flag_the_configuration_ignores_is_one_line(script, argv, match):
     (classifier, ["--recipe", "handout"]), (mt, ["--recipe", "handout"]),
 ])
 def test_the_same_flags_where_they_act_are_taken(script, argv):
-    script.get_args(["--pretrained", "all-minilm-l6-v2", *argv])
+    args = script.get_args(["--pretrained", "all-minilm-l6-v2", *argv])
+    flags = [a for a in argv if a.startswith("--")]
+    assert {f[2:].replace("-", "_") for f in flags} <= args.typed
+    for i, flag in enumerate(argv):  # each value reaches the parsed flags as typed
+        values = []
+        for v in argv[i + 1:]:
+            if v.startswith("--"):
+                break
+            values.append(v)
+        if flag.startswith("--") and values:
+            got = getattr(args, flag[2:].replace("-", "_"))
+            got = got if isinstance(got, list) else [got]
+            assert [str(g) if isinstance(g, str) else float(g) for g in got] == \
+                [v if isinstance(g, str) else float(v) for g, v in zip(got, values)], flag
 
 
 def test_a_dataset_given_twice_is_refused():
