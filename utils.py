@@ -53,14 +53,60 @@ def interrupt_retry():
     return _INTERRUPT_HINT["retry"]
 
 
+class PipeSafe:
+    """A stream whose reader may go away (`python classifier.py ... | head -3`): once a write meets the closed pipe,
+    that write and every later one are dropped, so the run goes on to its end (its log file and outputs hold
+    everything) instead of dying of BrokenPipeError half way, perhaps while it publishes its files."""
+
+    def __init__(self, stream):
+        self.stream, self.reader_gone = stream, False
+
+    def write(self, text):
+        if not self.reader_gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self):
+        if not self.reader_gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self):
+        self.reader_gone = True
+        try:  # the descriptor now writes to /dev/null: the buffered text and the interpreter's last flush go there
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def main_guard(main):
     """Run a script's main(): a MinbertError becomes one line on stderr and exit code 2; Ctrl-C becomes
     one line saying where the last completed checkpoint is and how to resume (exit code 130). Under
     torchrun only rank 0 says it (every rank meets the same bad flag or file). Output is line-buffered, so
-    a log file or a batch system shows each line as it is printed."""
-    for stream in (sys.stdout, sys.stderr):
+    a log file or a batch system shows each line as it is printed, and a reader that stops reading (`| head`)
+    stops nothing (PipeSafe)."""
+    streams = sys.stdout, sys.stderr
+    for stream in streams:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
+    sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)
+    try:
+        return _guarded(main)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _guarded(main):
     rank0 = os.environ.get("RANK", "0") == "0"
     try:
         result = main()

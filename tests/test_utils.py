@@ -47,6 +47,38 @@ def test_ctrl_c_is_one_line_naming_the_checkpoint_and_how_to_resume(tmp_path, co
     assert f"the same command plus --resume --run_dir {tmp_path / 'ck'} continues from there" in err[0]
 
 
+def test_a_reader_that_stops_reading_stops_nothing(tmp_path, course_data, tiny_model):
+    """`python classifier.py ... | head -1`: the pipe closes after the first line; the run still trains, writes and
+    publishes every file and exits 0, with no traceback (the process, and its pipe, are what is tested)."""
+    args = part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "classifier.py"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what head does after its lines
+    assert proc.wait(timeout=600) == 0 and first.startswith("precision:")
+    assert (tmp_path / "pred" / "last-linear-layer-sst-test-out.csv").is_file()
+    assert len((tmp_path / "ck" / "last-linear-layer-sst-log.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_closed_pipe_drops_the_output_and_nothing_else(capsys):
+    """In the process: a write meeting a closed pipe, and every later one, is dropped, and main() goes on."""
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+    steps = []
+
+    def main():
+        sys.stdout = utils.PipeSafe(Closed())
+        for i in range(3):
+            print(f"line {i}")
+            steps.append(i)
+        return "done"
+    assert main_guard(main) == "done" and steps == [0, 1, 2]
+
+
 def test_ctrl_c_before_any_checkpoint_says_so(capsys):
     set_interrupt_hint(None)
 

@@ -1,0 +1,145 @@
+"""Mutation testing: one-line bugs put into the code one at a time, each run against the tests around it. A bug
+the tests let through (a survivor) is a behaviour no test checks.
+
+    python tools/mutation.py tools/mutants.txt --out mutation.csv [--jobs 2] [--only 1-10,14]
+
+Each line of the mutants file is PATH<TAB>OLD<TAB>NEW<TAB>WHY[<TAB>TESTS]: in PATH (relative to the project) the
+text OLD, which must occur exactly once there, becomes NEW. The tests run are TESTS (space-separated paths) or
+else the ones mirroring PATH (tests/ mirrors the tree: minbert/reports/compare.py -> tests/minbert/reports/,
+minbert/hub.py -> tests/minbert/test_hub.py, evaluation.py -> tests/test_evaluation.py, gpt2/generation.py ->
+tests/gpt2/test_generation.py). The mutant is killed when a test fails or the run passes its --timeout, survived
+when every test passes. Each job works in a scratch copy of the project (the files git tracks or would add, with
+data/ linked), so the project itself is never changed; one line per mutant goes to the terminal and to --out (a
+CSV), as each ends.
+"""
+import argparse
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def read_mutants(path):
+    """[(number, path, old, new, why, tests)] of the file, each checked against the code: OLD once in PATH."""
+    mutants = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) not in (4, 5):
+            sys.exit(f"{path}, line {n}: {len(fields)} tab-separated fields, not PATH OLD NEW WHY [TESTS]")
+        file, old, new, why = fields[:4]
+        text = (ROOT / file).read_text() if (ROOT / file).is_file() else None
+        if text is None or text.count(old) != 1:
+            sys.exit(f"{path}, line {n}: {old!r} is not exactly once in {file}")
+        tests = fields[4].split() if len(fields) == 5 else mirrored_tests(file)
+        mutants.append((n, file, old, new, why, tests))
+    return mutants
+
+
+def mirrored_tests(file):
+    p = Path(file)
+    if p.parent.parts[:1] == ("minbert",) and len(p.parts) > 2:
+        return [str(Path("tests") / p.parent)]
+    return [str(Path("tests") / p.parent / f"test_{p.name}")]
+
+
+def scratch_copy(folder):
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    for f in files:
+        if (ROOT / f).is_file():
+            (folder / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, folder / f)
+    if (ROOT / "data").is_dir():
+        (folder / "data").symlink_to(ROOT / "data")
+    return folder
+
+
+def run_one(folder, mutant, timeout):
+    n, file, old, new, why, tests = mutant
+    target = folder / file
+    original = target.read_text()
+    target.write_text(original.replace(old, new))
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
+                             cwd=folder, capture_output=True, text=True, timeout=timeout,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)
+        if out.returncode == 0:
+            status, detail = "survived", ""
+        elif out.returncode == 1 or failed:
+            status, detail = "killed", failed[0] if failed else "a test failed"
+        else:
+            status, detail = "error", out.stdout.strip().splitlines()[-1][:200] if out.stdout.strip() else str(out.returncode)
+    except subprocess.TimeoutExpired:
+        status, detail = "killed", f"timeout after {timeout} s"
+    finally:
+        target.write_text(original)
+    return {"n": n, "path": file, "why": why, "status": status, "seconds": f"{time.perf_counter() - t0:.0f}",
+            "detail": detail, "tests": " ".join(tests)}
+
+
+def parse_only(spec):
+    chosen = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        chosen.update(range(int(lo), int(hi or lo) + 1))
+    return chosen
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="mutation.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mutants", help="the mutants file")
+    ap.add_argument("--out", required=True, help="the CSV written, one row per mutant as it ends")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own scratch copy")
+    ap.add_argument("--only", default=None, help="line numbers of the mutants file, e.g. 1-10,14")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds a mutant's tests may take (then: killed)")
+    args = ap.parse_args(argv)
+    mutants = read_mutants(args.mutants)
+    if args.only:
+        keep = parse_only(args.only)
+        mutants = [m for m in mutants if m[0] in keep]
+    todo, lock, rows = list(mutants), threading.Lock(), []
+    fields = ["n", "path", "why", "status", "seconds", "detail", "tests"]
+    with open(args.out, "w", newline="") as fp:
+        writer = csv.DictWriter(fp, fields)
+        writer.writeheader()
+
+        def worker():
+            with tempfile.TemporaryDirectory(prefix="minbert-mutation-") as tmp:
+                folder = scratch_copy(Path(tmp))
+                while True:
+                    with lock:
+                        if not todo:
+                            return
+                        mutant = todo.pop(0)
+                    row = run_one(folder, mutant, args.timeout)
+                    with lock:
+                        rows.append(row)
+                        writer.writerow(row)
+                        fp.flush()
+                        print(f"{len(rows)}/{len(mutants)} line {row['n']} {row['path']}: {row['status']} "
+                              f"({row['seconds']} s) {row['why']} {row['detail']}", flush=True)
+        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    killed = sum(r["status"] == "killed" for r in rows)
+    print(f"{killed} of {len(rows)} killed; survived: "
+          + ", ".join(str(r["n"]) for r in sorted(rows, key=lambda r: r["n"]) if r["status"] == "survived"))
+
+
+if __name__ == "__main__":
+    main()
