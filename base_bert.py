@@ -10,20 +10,21 @@ from minbert.files import refuse_code, safe_load
 from minbert.hub import cache_dir, resolve_pretrained
 from utils import MinbertError
 
-# HF checkpoint name (after the optional 'bert.' prefix, with gamma/beta renamed) -> our name.
-# One table: reading it top to bottom tells where every pretrained tensor lands.
-HF_TO_OURS = [
-    (r"embeddings\.word_embeddings\.", "word_embedding."),
-    (r"embeddings\.position_embeddings\.", "pos_embedding."),
-    (r"embeddings\.token_type_embeddings\.", "tk_type_embedding."),
-    (r"embeddings\.LayerNorm\.", "embed_layer_norm."),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.", r"bert_layers.\1.self_attention.\2."),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"bert_layers.\1.attention_dense."),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"bert_layers.\1.attention_layer_norm."),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.", r"bert_layers.\1.interm_dense."),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.", r"bert_layers.\1.out_dense."),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"bert_layers.\1.out_layer_norm."),
-    (r"pooler\.dense\.", "pooler_dense."),
+# HF's checkpoint names (after the 'bert.' prefix) beside ours, {i} a layer's number and {p} query, key or value.
+# One table, read both ways: from_pretrained maps HF's names onto ours (hf_to_ours), and a checkpoint folder this
+# project writes (pretrain.py's) uses HF's, so that HF transformers loads it too (ours_to_hf).
+NAMES = [
+    ("embeddings.word_embeddings.", "word_embedding."),
+    ("embeddings.position_embeddings.", "pos_embedding."),
+    ("embeddings.token_type_embeddings.", "tk_type_embedding."),
+    ("embeddings.LayerNorm.", "embed_layer_norm."),
+    ("encoder.layer.{i}.attention.self.{p}.", "bert_layers.{i}.self_attention.{p}."),
+    ("encoder.layer.{i}.attention.output.dense.", "bert_layers.{i}.attention_dense."),
+    ("encoder.layer.{i}.attention.output.LayerNorm.", "bert_layers.{i}.attention_layer_norm."),
+    ("encoder.layer.{i}.intermediate.dense.", "bert_layers.{i}.interm_dense."),
+    ("encoder.layer.{i}.output.dense.", "bert_layers.{i}.out_dense."),
+    ("encoder.layer.{i}.output.LayerNorm.", "bert_layers.{i}.out_layer_norm."),
+    ("pooler.dense.", "pooler_dense."),
 ]
 # Tensors a BERT checkpoint may carry that a bare encoder has no use for: pretraining heads, buffers.
 HF_IGNORED = re.compile(r"^(cls\.|embeddings\.position_ids$)")
@@ -40,17 +41,35 @@ HF_HEADS = {
 }
 
 
+def _pattern(template):
+    """A NAMES entry as a regular expression matching the start of a name, {i} and {p} as named groups."""
+    return "^" + re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{p\}", r"(?P<p>query|key|value)")
+
+
+def _rename(name, table):
+    """`name` with the start matching a (from, to) pair's `from` replaced by its `to`, or None."""
+    for source, target in table:
+        m = re.match(_pattern(source), name)
+        if m:
+            return target.format(**m.groupdict()) + name[m.end():]
+    return None
+
+
 def hf_to_ours(name):
     """Our parameter name for an HF checkpoint tensor name, or None if it is one we ignore."""
     name = re.sub(r"^bert\.", "", name)
     if HF_IGNORED.match(name):
         return None
     name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
-    for pattern, repl in HF_TO_OURS:
-        new, n = re.subn("^" + pattern, repl, name)
-        if n:
-            return new
-    return name  # already one of ours (a checkpoint saved by this code), or unexpected
+    return _rename(name, NAMES) or name  # else already one of ours (saved by this code), or unexpected
+
+
+def ours_to_hf(name):
+    """The HF checkpoint name (BertForPreTraining's, 'bert.' prefixed) of one of our encoder's tensors."""
+    hf = _rename(name, [(ours, theirs) for theirs, ours in NAMES])
+    if hf is None:
+        raise KeyError(f"{name}: not a tensor of BERT's encoder")
+    return "bert." + hf
 
 
 def read_state_dict(path):
