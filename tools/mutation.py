@@ -8,9 +8,9 @@ text OLD, which must occur exactly once there, becomes NEW. The tests run are TE
 else the ones mirroring PATH (tests/ mirrors the tree: minbert/reports/compare.py -> tests/minbert/reports/,
 minbert/hub.py -> tests/minbert/test_hub.py, evaluation.py -> tests/test_evaluation.py, gpt2/generation.py ->
 tests/gpt2/test_generation.py). The mutant is killed when a test fails or the run passes its --timeout, survived
-when every test passes. Each job works in a scratch copy of the project (the files git tracks or would add, with
-data/ linked), so the project itself is never changed; one line per mutant goes to the terminal and to --out (a
-CSV), as each ends.
+when every test passes. Each job works in a scratch copy of the project (the files git tracks or would add, and
+links to the files of data/), so the project itself is never changed; one line per mutant goes to the terminal
+and to --out (a CSV), as each ends.
 """
 import argparse
 import csv
@@ -59,8 +59,10 @@ def scratch_copy(folder):
         if (ROOT / f).is_file():
             (folder / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / f, folder / f)
-    if (ROOT / "data").is_dir():
-        (folder / "data").symlink_to(ROOT / "data")
+    for f in (ROOT / "data").glob("*"):  # the course files setup.sh put there (git ignores them)
+        if f.is_file() and not (folder / "data" / f.name).exists():
+            (folder / "data").mkdir(exist_ok=True)
+            (folder / "data" / f.name).symlink_to(f)
     return folder
 
 
