@@ -8,7 +8,7 @@ from minbert.flags.types import (fraction, llrd_factor, lora_scale, lora_targets
                                  positive_float, positive_int, probability)
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.precision import AMP_CHOICES
-from minbert.runs.folders import check_path_name
+from minbert.runs.folders import check_path_name, check_run_name
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
 
@@ -214,7 +214,8 @@ class RunFolder(argparse.Action):
     command that may name it already)."""
 
     def __call__(self, parser, namespace, value, option_string=None):
-        check_path_name(value, option_string)  # '' would fall back on a new timestamped folder without a word
+        # '' would fall back on a new timestamped folder without a word; a name has its own limits (check_run_name)
+        (check_run_name if option_string == "--run_name" else check_path_name)(value, option_string)
         name = value if option_string == "--run_name" else ""
         folder, stem = (str(Path(value).parent), Path(value).stem) if option_string == "--checkpoint" else (
             None if name else value, None)

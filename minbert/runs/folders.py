@@ -56,15 +56,15 @@ def check_path_name(path, flag):
 def check_run_name(name, flag="--run_name", root=RUNS_ROOT):
     """`name` as a folder under `root`: relative, no '..', not empty, no control characters, at most MAX_NAME
     characters. Returns it."""
+    if len(name) > MAX_NAME:  # before the file system's own limit (255 bytes a part), which is looser
+        raise MinbertError(f"{flag} {name[:40]}...: {len(name)} characters; a name is at most {MAX_NAME} "
+                           "(every line about the run prints it): pick a shorter one")
     check_path_name(name, flag)
     pure = PurePath(name)
     if pure.is_absolute() or not pure.parts or ".." in pure.parts or name != name.strip():
         raise MinbertError(f"{flag} {name!r}: names a folder under {root}/ (e.g. {flag} my-run, or "
                            "exp/run-1), never one outside it"
                            + ("; for a folder elsewhere give --run_dir DIR" if flag == "--run_name" else ""))
-    if len(name) > MAX_NAME:
-        raise MinbertError(f"{flag} {name[:40]}...: {len(name)} characters; a name is at most {MAX_NAME} "
-                           "(every line about the run prints it): pick a shorter one")
     return name
 
 

@@ -12,6 +12,7 @@ import pytest
 import classifier
 import multitask_classifier as mt
 import pretrain
+from minbert.runs.folders import check_run_name
 from tests.course import ROOT, part1_args, part2_args, snapshot
 from tests.processes import interrupt_second_epoch
 from utils import MinbertError
@@ -74,8 +75,8 @@ def test_run_name_stays_under_runs(tmp_path, course_data, tiny_model, monkeypatc
 
 
 @pytest.mark.parametrize("name,why", [("", "empty"), ("a\nb", "holds the control character '\\n'"),
-                                      ("x" * 300, "a name of 300 bytes, longer than a file system takes"),
-                                      ("x" * 120, "120 characters; a name is at most 100")])
+                                      ("x" * 300, "300 characters; a name is at most 100"),
+                                      ("x" * 101, "101 characters; a name is at most 100")])
 def test_a_run_name_is_not_empty_short_enough_and_printable(tmp_path, course_data, tiny_model, monkeypatch, name, why):
     """'' would fall back on a timestamp without a word, a newline would split every line naming the run, and a
     name longer than a folder's name may be would end in an OSError: each is one line, nothing created."""
@@ -84,7 +85,12 @@ def test_a_run_name_is_not_empty_short_enough_and_printable(tmp_path, course_dat
         mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_name", name])
     with pytest.raises(MinbertError, match="--run_dir '': empty"):
         mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_dir", ""])
+    with pytest.raises(MinbertError, match=r"--run_dir x+\.\.\.: a name of 300 bytes, longer than a file system takes"):
+        mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_dir", "x" * 300])
     assert not (tmp_path / "runs").exists()
+    assert check_run_name("x" * 100) == "x" * 100  # the limit itself is a name
+
+
 
 
 def test_a_nested_run_name_is_a_folder_under_runs(tmp_path, course_data, tiny_model, monkeypatch):
