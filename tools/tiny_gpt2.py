@@ -1,8 +1,8 @@
 """A small GPT-2 to train on the sonnets where no GPT-2 weights can be downloaded: random weights at a
 shape of your choosing and a byte-level BPE vocabulary (with GPT-2's <|endoftext|>) learnt from the
-sonnets, written as a checkpoint folder the GPT-2 scripts take (--pretrained OUT): config.json in HF's
-names, vocab.json, merges.txt, model.safetensors (in our names, which gpt2/models/base_gpt.py loads as they
-are).
+sonnets, written as a checkpoint folder in HF's layout, which the GPT-2 scripts take (--pretrained OUT) and HF
+transformers loads too (gpt2/sanity_check.py compares the two): config.json, vocab.json, merges.txt and
+model.safetensors, all in HF's names (gpt2/models/base_gpt.py ours_to_hf).
 
     python tools/tiny_gpt2.py pretrained/tiny-gpt2
     cd gpt2 && python sonnet_generation.py --pretrained ../pretrained/tiny-gpt2 --epochs 20 --lr 1e-3
@@ -18,6 +18,7 @@ import torch
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpt2.config import GPT2Config  # noqa: E402
+from gpt2.models.base_gpt import ours_to_hf  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
 from gpt2.tokenizer import EOS  # noqa: E402
 from minbert.course_data import read_sonnets  # noqa: E402
@@ -53,7 +54,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     model = GPT2Model(config)
     from safetensors.torch import save_file
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
+    save_file(ours_to_hf(model.state_dict()), str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     n = sum(p.numel() for p in model.parameters())
     print(f"{out}: a GPT-2 of {n / 1e6:.2f} M random weights ({args.n_layer} layers, width {args.n_embd}, "

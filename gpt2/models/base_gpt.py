@@ -5,27 +5,41 @@ key and value projections as one [d, 3d] matrix (c_attn); the LM head is the tok
 a checkpoint's lm_head.weight, when present, is the same tensor as wte and is not loaded twice."""
 import re
 
+import torch
+
 from base_bert import PreTrainedModel, load_mapped, read_state_dict
 from gpt2.config import ConfigError, GPT2Config
 from minbert.hub import resolve_pretrained
 from utils import MinbertError
 
-# HF name (after an optional 'transformer.' prefix) -> our name, and how the tensor changes on the way:
-# "T" transposes a Conv1D weight, "qkv" splits c_attn into query, key and value (each transposed when a
-# weight).
-HF_TO_OURS = [
-    (r"wte\.weight", "word_embedding.weight", None),
-    (r"wpe\.weight", "pos_embedding.weight", None),
-    (r"h\.(\d+)\.ln_1\.(weight|bias)", r"gpt_layers.\1.attention_layer_norm.\2", None),
-    (r"h\.(\d+)\.attn\.c_attn\.(weight|bias)", r"gpt_layers.\1.self_attention.{}.\2", "qkv"),
-    (r"h\.(\d+)\.attn\.c_proj\.(weight|bias)", r"gpt_layers.\1.attention_dense.\2", "T"),
-    (r"h\.(\d+)\.ln_2\.(weight|bias)", r"gpt_layers.\1.out_layer_norm.\2", None),
-    (r"h\.(\d+)\.mlp\.c_fc\.(weight|bias)", r"gpt_layers.\1.interm_dense.\2", "T"),
-    (r"h\.(\d+)\.mlp\.c_proj\.(weight|bias)", r"gpt_layers.\1.out_dense.\2", "T"),
-    (r"ln_f\.(weight|bias)", r"final_layer_norm.\1", None),
+# HF's names (after an optional 'transformer.' prefix) beside ours, {i} a layer's number and {w} weight or bias,
+# and how the tensor changes on the way to ours: "T" transposes a Conv1D weight, "qkv" splits c_attn into query,
+# key and value (each transposed when a weight). One table, read both ways: from_pretrained maps HF's names onto
+# ours (hf_to_ours), and a folder this project writes (tools/tiny_gpt2.py) uses HF's, so that HF transformers
+# loads it too (ours_to_hf).
+NAMES = [
+    ("wte.weight", "word_embedding.weight", None),
+    ("wpe.weight", "pos_embedding.weight", None),
+    ("h.{i}.ln_1.{w}", "gpt_layers.{i}.attention_layer_norm.{w}", None),
+    ("h.{i}.attn.c_attn.{w}", "gpt_layers.{i}.self_attention.{p}.{w}", "qkv"),
+    ("h.{i}.attn.c_proj.{w}", "gpt_layers.{i}.attention_dense.{w}", "T"),
+    ("h.{i}.ln_2.{w}", "gpt_layers.{i}.out_layer_norm.{w}", None),
+    ("h.{i}.mlp.c_fc.{w}", "gpt_layers.{i}.interm_dense.{w}", "T"),
+    ("h.{i}.mlp.c_proj.{w}", "gpt_layers.{i}.out_dense.{w}", "T"),
+    ("ln_f.{w}", "final_layer_norm.{w}", None),
 ]
+QKV = ("query", "key", "value")
 # The tied LM head, and the causal-mask buffers older checkpoints carry.
 HF_IGNORED = re.compile(r"^(lm_head\.weight|h\.\d+\.attn\.(bias|masked_bias))$")
+
+
+def _match(template, name):
+    """The fields of `name` when it fits a NAMES template ({i}, {w}, {p}), else None."""
+    rx = re.escape(template)
+    for field, values in (("i", r"\d+"), ("w", "weight|bias"), ("p", "|".join(QKV))):
+        rx = rx.replace(re.escape("{" + field + "}"), f"(?P<{field}>{values})")
+    m = re.fullmatch(rx, name)
+    return m.groupdict() if m else None
 
 
 def hf_to_ours(name, tensor):
@@ -34,18 +48,40 @@ def hf_to_ours(name, tensor):
     name = re.sub(r"^transformer\.", "", name)
     if HF_IGNORED.match(name):
         return []
-    for pattern, repl, how in HF_TO_OURS:
-        m = re.fullmatch(pattern, name)
-        if not m:
+    for theirs, ours, how in NAMES:
+        fields = _match(theirs, name)
+        if fields is None:
             continue
-        new = m.expand(repl)
-        weight = name.endswith("weight")
+        weight = fields.get("w", "weight") == "weight"
         if how == "qkv":
-            parts = tensor.chunk(3, dim=-1)
-            return [(new.format(p), (t.t() if weight else t).contiguous()) for p, t in zip(("query", "key",
-                                                                                            "value"), parts)]
-        return [(new, tensor.t().contiguous() if how == "T" and weight else tensor)]
+            return [(ours.format(p=p, **fields), (t.t() if weight else t).contiguous())
+                    for p, t in zip(QKV, tensor.chunk(3, dim=-1))]
+        return [(ours.format(**fields), tensor.t().contiguous() if how == "T" and weight else tensor)]
     return [(name, tensor)]
+
+
+def ours_to_hf(state_dict):
+    """Our GPT2Model's tensors under HF's names, 'transformer.'-prefixed as GPT2LMHeadModel saves them (its LM head
+    is the token embedding, so none is written): Conv1D weights transposed, query, key and value joined into
+    c_attn. hf_to_ours read backwards."""
+    out = {}
+    for name, tensor in state_dict.items():
+        for theirs, ours, how in NAMES:
+            fields = _match(ours, name)
+            if fields is None:
+                continue
+            weight = fields.get("w", "weight") == "weight"
+            hf = "transformer." + theirs.format(**fields)
+            if how == "qkv":
+                if fields["p"] == QKV[0]:
+                    parts = [state_dict[ours.format(**{**fields, "p": p})] for p in QKV]
+                    out[hf] = torch.cat([t.t() if weight else t for t in parts], dim=-1).contiguous()
+            else:
+                out[hf] = tensor.t().contiguous() if how == "T" and weight else tensor.contiguous()
+            break
+        else:
+            raise KeyError(f"{name}: not a tensor of GPT2Model")
+    return out
 
 
 class GPTPreTrainedModel(PreTrainedModel):

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from base_bert import HF_HEADS, read_state_dict
+from base_bert import HF_HEADS, ours_to_hf, read_state_dict
 from bert import BertModel
 from minbert.hub import resolve_pretrained
 from utils import MinbertError
@@ -130,9 +130,9 @@ class BertForMaskedLM(nn.Module):
         return Predictions(loss, logits, gold, next_logits)
 
     def checkpoint_tensors(self):
-        """Every tensor to write: the encoder under our own names (which --pretrained loads as they are)
-        and the heads under HF's (which the encoder loader skips and from_pretrained above picks up)."""
-        out = {k: v.detach().contiguous() for k, v in self.bert.state_dict().items()}
+        """Every tensor to write, under the names BertForPreTraining saves (base_bert's tables), so that the folder
+        loads as --pretrained (the encoder, and the heads through from_pretrained above) and in HF transformers."""
+        out = {ours_to_hf(k): v.detach().contiguous() for k, v in self.bert.state_dict().items()}
         for name, head in self.heads().items():
             out.update({HF_HEADS[name][k]: v.detach().contiguous() for k, v in head.state_dict().items()})
         return out

@@ -1,10 +1,14 @@
-"""tools/tiny_gpt2.py: the folder it writes is a GPT-2 checkpoint the GPT-2 scripts load, its vocabulary learnt from
-the sonnets (its merges shorten a sonnet line; <|endoftext|> is its end token); a folder holding files is refused."""
+"""tools/tiny_gpt2.py: the folder it writes is a GPT-2 checkpoint the GPT-2 scripts load and HF transformers loads too
+(the same outputs; gpt2/sanity_check.py passes on it), its vocabulary learnt from the sonnets (its merges shorten a
+sonnet line; <|endoftext|> is its end token); a folder holding files is refused."""
 import pytest
+import torch
 
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.tokenizer import GPT2Tokenizer
+from tests.course import ROOT
 from tests.gpt2.test_sonnet_pipeline import sonnet_files
+from tests.processes import run_main
 from tools import tiny_gpt2
 from utils import MinbertError
 
@@ -18,5 +22,15 @@ def test_the_folder_loads_as_a_gpt2_and_its_vocabulary_fits_the_sonnets(tmp_path
     assert model.config.vocab_size == 300 and model.config.eos_token_id == tok.eos_token_id
     line = "From fairest creatures we desire increase,\n"
     assert tok.decode(tok.encode(line)) == line and len(tok.encode(line)) < len(line)  # merges learnt
+    from transformers import GPT2LMHeadModel
+    hf, info = GPT2LMHeadModel.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    ids = torch.tensor([tok.encode(line)])
+    with torch.no_grad():
+        theirs = hf.eval().transformer(ids).last_hidden_state
+        ours = model.eval()(ids, torch.ones_like(ids))["last_hidden_state"]
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-4)
+    checked = run_main("gpt2/sanity_check.py", "--pretrained", str(out), cwd=ROOT / "gpt2")
+    assert checked.returncode == 0 and "Your GPT-2 implementation is correct!" in checked.stdout, checked.stderr
     with pytest.raises(MinbertError, match=r"tiny: exists and is not an empty folder; give a new one"):
         tiny_gpt2.main([str(out), "--sonnets", str(files / "sonnets.txt")])

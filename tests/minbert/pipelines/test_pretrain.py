@@ -44,6 +44,28 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     mt.main(part2_args(tmp_path / "part2", course_data, out, "--epochs", "1"))  # a run folder is one pipeline's
 
 
+def test_the_folder_loads_in_hf_transformers_with_the_same_outputs(tmp_path, tiny_model):
+    """pretrain.py --nsp's folder is what BertForPreTraining saves: HF loads every tensor (none missing, none
+    unexpected) and computes our masked-LM and next-sentence logits."""
+    from transformers import BertForPreTraining
+    out = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "nsp", "--epochs", "1", "--max_steps", "2",
+                                      "--nsp", "1", texts=pretrain_documents(tmp_path)))
+    hf, info = BertForPreTraining.from_pretrained(out, output_loading_info=True)
+    assert not any(info.values()), info
+    ours, had = BertForMaskedLM.from_pretrained(out, nsp=True)
+    assert had == {"mlm", "nsp"}
+    ids = torch.randint(5, 40, (2, 9))
+    mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+    types[:, 5:] = 1
+    labels = ids.clone()  # every position scored: the logits of every token
+    with torch.no_grad():
+        theirs = hf.eval()(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        mine = ours.eval()(ids, mask, labels, types)
+    torch.testing.assert_close(mine.logits, theirs.prediction_logits.reshape(-1, ours.bert.config.vocab_size),
+                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(mine.next_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=1e-4)
+
+
 def test_resume_equals_an_uninterrupted_run_and_keeps_the_step_budget(tmp_path, tiny_model, monkeypatch):
     """--max_steps 20 over 3 epochs of 15 steps: 15 + 5 steps, then stop; interrupted in the second epoch and
     resumed, the run trains only that epoch, its 5 steps, and ends with the straight run's weights."""
