@@ -28,7 +28,7 @@ from pathlib import Path
 from minbert.flags.groups import add_backup_flag
 from minbert.flags.rules import check_idle_flags
 from minbert.flags.settings import parse_flags
-from minbert.flags.types import positive_int, seed, share
+from minbert.flags.types import resamples, seed, share
 from minbert.reports.compare import CompareSettings, compare
 from minbert.reports.report import report, results_view
 from utils import MinbertError, Parser, main_guard
@@ -52,7 +52,7 @@ def build_parser():
     ap.add_argument("--handout", action="store_true",
                     help="--compare: each --candidate (Part 1 runs) against the handout's published means "
                          "over 10 seeds")
-    ap.add_argument("--resamples", type=positive_int, default=10000,
+    ap.add_argument("--resamples", type=resamples, default=10000,
                     help="--compare: bootstrap resamples and permutations")
     ap.add_argument("--alpha", type=share, default=0.05, help="--compare: the significance level, over all "
                                                               "rows together (Holm-Bonferroni)")

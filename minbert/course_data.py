@@ -150,7 +150,21 @@ def read_examples(path, task, split, log=None):
             f"prediction: " + "; ".join(kept_broken[:5]) + (" ..." if len(kept_broken) > 5 else ""))
     if not examples:
         raise MinbertError(f"{path}: no examples")
+    if split == "dev":
+        check_scorable(path, task, [e.label for e in examples if e.label is not None])
     return examples
+
+
+def check_scorable(path, task, labels):
+    """A dev set its task's metric is defined on, else one line: accuracy needs a labelled example, Pearson r
+    two pairs of different gold scores (its correlation is undefined otherwise, not 0)."""
+    if not labels:
+        raise MinbertError(f"{path}: no labelled row, so its {task.name} dev score is undefined: give a dev "
+                           "file with labels")
+    if task.kind == "regression" and len(set(labels)) < 2:
+        which = "1 labelled pair" if len(labels) == 1 else f"{len(labels)} labelled pairs, all scored {labels[0]:g}"
+        raise MinbertError(f"{path}: {which}: Pearson r, its dev score, is undefined without two different gold "
+                           "scores; give a dev file with more pairs")
 
 
 def _parse_label(path, line, task, raw):

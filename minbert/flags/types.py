@@ -32,6 +32,9 @@ momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
 # LoRA's alpha scales the update B A by alpha / r; the papers use r to a few times r. Far above, the update
 # swamps the frozen weights and the loss becomes NaN, which would read as a learning rate too high.
 lora_scale = _number(float, lambda v: 0 < v <= 1e4, "a number in (0, 10000]")
+# report.py --compare's resamples: fewer than 100 leave no room between a 95% interval's ends, nor for a p below
+# 0.05 among several rows (Holm's smallest threshold, 0.05 / rows, needs p = 1 / (1 + resamples) below it).
+resamples = _number(int, lambda v: v >= 100, "an integer >= 100")
 # NumPy's legacy seeding (np.random.seed) takes 0 .. 2**32 - 1, so a seed outside would fail mid-start.
 seed = _number(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295 (2**32 - 1)")
 

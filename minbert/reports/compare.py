@@ -15,8 +15,8 @@ from typing import Optional
 
 import numpy as np
 
-from minbert.course_data import MULTITASK
-from minbert.reports.dev_outputs import aligned, read_run
+from minbert.course_data import MULTITASK, TASKS, check_scorable
+from minbert.reports.dev_outputs import METRICS, aligned, read_run
 from minbert.reports.figures import plot_differences
 from minbert.reports.report import OutFolder
 from minbert.reports.rows import MEAN_WEIGHTS, NAMES, Row, digits, judge, multitask_mean, row_order, table
@@ -51,6 +51,10 @@ def compare_runs(settings):
                            "groups of runs with --baseline RUN... --candidate RUN...")
     runs = [read_run(t, settings.data_dir) for t in settings.runs]
     base, rng = runs[0], np.random.default_rng(settings.seed)
+    for run in runs[1:]:
+        if run.folder.resolve() == base.folder.resolve():
+            raise MinbertError(f"--compare {base.folder} {run.folder}: the same run folder twice; a run compared "
+                               "with itself differs by nothing")
     rows = []
     for run in runs[1:]:
         common = [t for t in base.tasks if t in run.tasks]
@@ -58,10 +62,20 @@ def compare_runs(settings):
             raise MinbertError(f"{run.folder}: no dev set in common with {base.folder} "
                                f"({', '.join(run.tasks)} against {', '.join(base.tasks)}): runs of different "
                                "tasks")
+        one_side = [f"{METRICS[t][0].split()[0]} (only {r.name} has it)"
+                    for r, other in ((base, run), (run, base)) for t in r.tasks if t not in other.tasks]
+        if one_side:
+            print(f"note: {run.name} against {base.name}: not compared: {', '.join(one_side)}")
+        pairs = {t: (base.tasks[t], aligned(base.tasks[t], run.tasks[t])) for t in common}
+        if all(np.array_equal(a.stats, b.stats) for a, b in pairs.values()):
+            raise MinbertError(f"{run.folder}: the same dev outputs as {base.folder} on every example of "
+                               f"{', '.join(common)} (a copy of that run?): B - A is 0 everywhere, which no test "
+                               "can tell anything about")
         parts = {}
         for task in common:
-            a = base.tasks[task]
-            b = aligned(a, run.tasks[task])
+            a, b = pairs[task]
+            if task in TASKS:
+                check_scorable(a.source, TASKS[task], list(a.gold))
             parts[task] = paired(a.metric, a.stats, b.stats, settings.resamples, rng)
             rows.append(paired_row(task, base.name, run.name, a.value, b.value, parts[task]))
         if all(t in parts for t in MULTITASK):
@@ -111,17 +125,17 @@ def fresh_out(out):
 
 def compare(settings):
     """report.py --compare: the rows, printed as a Markdown table and written with their figure to --out."""
+    out = OutFolder(fresh_out(settings.out), backup=settings.backup)  # checked before the work; never in a run
     if settings.handout:
         rows, mode = compare_handout(settings), "handout"
     elif settings.baseline:
         rows, mode = compare_groups(settings), "groups"
     else:
         rows, mode = compare_runs(settings), "runs"
-    return write(rows, settings, mode)
+    return write(rows, settings, mode, out)
 
 
-def write(rows, settings, mode):
-    out = OutFolder(fresh_out(settings.out), backup=settings.backup)  # never inside a run's folder
+def write(rows, settings, mode, out):
     lines = table(rows, groups=mode == "groups")
     notes = method(settings, rows, mode)
     command = shlex.join(["python", "report.py", *settings.command]) if settings.command else ""

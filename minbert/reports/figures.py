@@ -225,8 +225,12 @@ def plot_differences(rows, names, path, title):
         y = len(tasks) - 1 - tasks.index(r.task) + 0.4 - step * (j + 0.5)
         color = VERDICT_COLORS.get(r.verdict, "grey")
         low, high = r.interval
-        ax.errorbar([r.diff], [y], xerr=[[r.diff - low], [high - r.diff]], fmt="o", ms=5, capsize=3,
-                    color=color, ecolor=color)
+        # the bar from the interval's ends, the dot apart: a percentile interval need not hold the observed
+        # difference (few resamples, a skewed statistic), which matplotlib's xerr could not draw
+        ax.plot([low, high], [y, y], color=color, lw=1.5, solid_capstyle="butt")
+        ax.plot([low, low, float("nan"), high, high], [y - 0.08, y + 0.08, float("nan"), y - 0.08, y + 0.08],
+                color=color, lw=1.0)
+        ax.plot([r.diff], [y], "o", ms=5, color=color)
         if len(candidates) > 1:
             ax.text(high, y, f"  {r.candidate}", va="center", fontsize=7, color="dimgrey")
     ax.axvline(0, color="black", lw=0.8)

@@ -73,8 +73,15 @@ def logs_of(target):
 
 
 def load_scores(path):
+    """A dev-scores file's arrays (a NumPy .npz, read without pickles); any other file is one line saying what it
+    is not (NumPy would suggest allow_pickle=True, which would run code from the file)."""
+    with open(path, "rb") as fp:
+        magic = fp.read(4)
+    if magic[:2] != b"PK":
+        raise MinbertError(f"{path}: not a dev-scores file (a NumPy .npz, which is a zip; this one begins "
+                           f"{magic!r}): move it out of the run folder, or put back the file the run wrote")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     except Exception as e:
-        raise MinbertError(f"{path}: cannot read dev scores ({type(e).__name__}: {e})") from None
+        raise MinbertError(f"{path}: cannot read dev scores ({type(e).__name__}: {str(e)[:200]})") from None

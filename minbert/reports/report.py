@@ -2,6 +2,7 @@
 results table; every file goes into --out through OutFolder, which never replaces a file no report wrote."""
 import csv
 import math
+import os
 import tempfile
 from pathlib import Path
 
@@ -115,6 +116,9 @@ class OutFolder:
     def __init__(self, out, own=(), backup=False):
         self.path, self.written, self.backup = Path(out), [], backup
         for p in (self.path, *self.path.parents):
+            if p.is_symlink() and not p.exists():
+                raise MinbertError(f"--out {self.path}: {p} is a link to {os.readlink(p)}, which does not exist: "
+                                   "remove the link, or name another folder")
             if p.exists() and not p.is_dir():
                 raise MinbertError(f"--out {self.path}: {p} is a file; "
                                    "report.py writes a folder of figures there")
@@ -154,7 +158,12 @@ def read_results(path):
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: results table not found")
-    rows = list(csv.DictReader(read_text(path, "results table (CSV)").splitlines()))
+    lines = read_text(path, "results table (CSV)").splitlines()
+    header = next(csv.reader(lines[:1]), [])
+    if "mean" not in header or "run" not in header:
+        raise MinbertError(f"{path}: not a results table (its header is {','.join(header)[:60]!r}, without the run "
+                           "and mean columns multitask_classifier.py --results writes)")
+    rows = list(csv.DictReader(lines))
     if not rows:
         raise MinbertError(f"{path}: no runs in the results table")
     for n, row in enumerate(rows, start=2):

@@ -1,8 +1,11 @@
 """course_data.py: rows end at \\n only (a line separator inside a sentence stays in it), the course files' quirks
-read, every problem named by file and line."""
+read, every problem named by file and line; a dev set its metric is undefined on is refused."""
+import re
+
 import pytest
 
 from minbert import course_data
+from minbert.course_data import read_examples
 from utils import MinbertError
 
 
@@ -34,3 +37,22 @@ def test_a_lone_carriage_return_is_named_on_its_line(tmp_path):
         course_data.read_examples(path, "sst", "train")
     path.write_text('\tid\tsentence\tsentiment\n0\ta1\t"A\rfilm ."\t4\n', newline="")  # quoted: text
     assert course_data.read_examples(path, "sst", "train")[0].texts == ("A\rfilm .",)
+
+
+@pytest.mark.parametrize("rows, why", [
+    (["0\ta\tx y\tx z\t3.0"], "1 labelled pair: Pearson r, its dev score, is undefined"),
+    (["0\ta\tx y\tx z\t3.0", "1\tb\ty\tz\t3.0"], "2 labelled pairs, all scored 3: Pearson r"),
+])
+def test_a_dev_set_its_metric_is_undefined_on_is_one_line(tmp_path, rows, why):
+    """Pearson r needs two different gold scores: a 1-pair or constant STS dev file is refused when read, never
+    scored 0; two different scores, or the same rows as a training file, are taken."""
+    path = tmp_path / "sts-dev.csv"
+    path.write_text("\n".join(["\tid\tsentence1\tsentence2\tsimilarity", *rows]) + "\n")
+    with pytest.raises(MinbertError, match=re.escape(f"{path}: {why}")):
+        read_examples(path, "sts", "dev")
+    assert len(read_examples(path, "sts", "train")) == len(rows)
+    path.write_text("\n".join(["\tid\tsentence1\tsentence2\tsimilarity", rows[0], "1\tb\ty\tz\t2.5"]) + "\n")
+    assert [e.label for e in read_examples(path, "sts", "dev")] == [3.0, 2.5]
+    one = tmp_path / "ids-sst-dev.csv"  # accuracy is defined on one example
+    one.write_text("\tid\tsentence\tsentiment\n0\ta1\t Fine .\t3\n")
+    assert len(read_examples(one, "sst", "dev")) == 1

@@ -48,3 +48,58 @@ def test_runs_of_other_tasks_or_data_are_refused_in_one_line(tmp_path):
         compare_runs(CompareSettings(runs=(str(a), str(b)), resamples=100))
     with pytest.raises(MinbertError, match=r"give two runs \(RUN_A RUN_B: B is compared with A\)"):
         compare_runs(CompareSettings(runs=(str(a),)))
+
+
+def test_a_run_against_itself_or_a_copy_of_it_is_one_line(tmp_path):
+    import shutil
+    a = make_part2_run(tmp_path / "a", 0.6, 1)
+    with pytest.raises(MinbertError, match=r"the same run folder twice; a run compared with itself differs by nothing"):
+        compare_runs(CompareSettings(runs=(str(a), str(tmp_path / "." / "a")), resamples=100))
+    shutil.copytree(a, tmp_path / "copy")
+    with pytest.raises(MinbertError, match=r"copy: the same dev outputs as .*a on every example of sst, quora, sts "
+                                           r"\(a copy of that run\?\)"):
+        compare_runs(CompareSettings(runs=(str(a), str(tmp_path / "copy")), resamples=100))
+
+
+def test_what_one_run_lacks_is_named_not_dropped(tmp_path, capsys):
+    """A Part 1 run (SST) against a Part 2 run: SST is compared, and the line says Quora and STS were not."""
+    a = make_part2_run(tmp_path / "p1", 0.6, 1, tasks=("sst",))
+    b = make_part2_run(tmp_path / "p2", 0.7, 2)
+    rows = compare_runs(CompareSettings(runs=(str(a), str(b)), resamples=200))
+    assert [r.task for r in rows] == ["sst"]
+    assert "note: p2 against p1: not compared: Quora (only p2 has it), STS (only p2 has it)" in capsys.readouterr().out
+
+
+def test_a_dev_set_the_metric_is_undefined_on_is_one_line(tmp_path):
+    """STS scored on one pair (or on pairs of one gold score): Pearson r is undefined there, never 0 against 0."""
+    from tests.course import make_compared_run
+    for name, gold in (("one", [3.0]), ("flat", [2.0, 2.0, 2.0])):
+        ids = [f"e{k}" for k in range(len(gold))]
+        a = make_compared_run(tmp_path / f"{name}-a", {"sts": (ids, gold, [1.0 + k for k in range(len(gold))])})
+        b = make_compared_run(tmp_path / f"{name}-b", {"sts": (ids, gold, [4.0 - k for k in range(len(gold))])})
+        with pytest.raises(MinbertError, match=r"sts-dev-scores.npz: .*Pearson r, its dev score, is undefined"):
+            compare_runs(CompareSettings(runs=(str(a), str(b)), resamples=100))
+
+
+def test_few_resamples_are_refused_and_an_interval_beside_its_point_is_drawn(tmp_path):
+    """--resamples below 100 leaves a 95% interval no room; at any count the figure draws an interval that does
+    not hold the observed difference (a percentile interval need not), where matplotlib's error bars failed."""
+    import report
+    from minbert.reports.figures import plot_differences
+    from minbert.reports.rows import Row
+    with pytest.raises(MinbertError, match=r"argument --resamples: 5 must be an integer >= 100"):
+        report.main(["--compare", "a", "b", "--resamples", "5"])
+    row = Row("sst", "a", "b", "0.500", "0.520", 0.02, (0.025, 0.04), 0.3)
+    row.p_holm, row.verdict = 0.3, "within noise"
+    path = plot_differences([row], {"sst": "SST accuracy"}, tmp_path / "c.png", "b against a")
+    assert png_size(path)[0] > 300
+
+
+def test_an_out_that_is_a_dangling_link_is_refused_before_the_work(tmp_path, monkeypatch):
+    from minbert.reports import compare as module
+    a, b = make_part2_run(tmp_path / "a", 0.6, 1), make_part2_run(tmp_path / "b", 0.7, 2)
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    monkeypatch.setattr(module, "compare_runs", lambda s: pytest.fail("compared before --out was checked"))
+    with pytest.raises(MinbertError, match=r"--out .*link: .*link is a link to .*gone, which does not exist"):
+        compare(CompareSettings(runs=(str(a), str(b)), resamples=100, out=str(tmp_path / "link")))
+    assert not (tmp_path / "gone").exists()

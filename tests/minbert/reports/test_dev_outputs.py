@@ -83,6 +83,10 @@ def test_bad_folders_and_other_dev_sets_are_one_line(tmp_path):
     (damaged / "sst-dev-scores.npz").write_bytes(b"PK\x03\x04 not really")
     with pytest.raises(MinbertError, match=r"sst-dev-scores.npz: cannot read dev scores"):
         read_run(damaged)
+    (damaged / "sst-dev-scores.npz").write_text("a text file under the name\n")
+    with pytest.raises(MinbertError, match=r"sst-dev-scores.npz: not a dev-scores file \(a NumPy .npz, which is a "
+                                           r"zip; this one begins b'a te'\)"):
+        read_run(damaged)
     a = read_run(make_compared_run(tmp_path / "a", {"sst": (ids, gold, gold)})).tasks["sst"]
     shuffled = read_run(make_compared_run(tmp_path / "b", {"sst": (ids[::-1], gold[::-1], gold[::-1])})).tasks["sst"]
     assert list(aligned(a, shuffled).ids) == ids  # the same dev set in another order is put in order

@@ -63,7 +63,8 @@ def test_early_stopped_runs_and_bad_inputs_are_read_or_refused_in_one_line(tmp_p
     (run / "sts-dev-scores.npz").write_bytes(b"not an npz")
     md, figs = report([run], tmp_path / "out")
     text = md.read_text()
-    assert "### STS: left out" in text and "cannot read dev scores" in text  # the rest of the report is there
+    assert "### STS: left out" in text and "not a dev-scores file" in text  # the rest of the report is there
+    assert "allow_pickle" not in text
     assert "run1-sst-confusion.png" in text and "warning:" in capsys.readouterr().out
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
@@ -75,6 +76,10 @@ def test_early_stopped_runs_and_bad_inputs_are_read_or_refused_in_one_line(tmp_p
     results = tmp_path / "results.csv"
     results.write_bytes(b"\xff\xfe\x00binary")
     with pytest.raises(MinbertError, match="results.csv: not a text file"):
+        results_view(results, tmp_path / "res")
+    results.write_text("my,own\n1,2\n")  # the user's own CSV: what it is not, not a "truncated row"
+    with pytest.raises(MinbertError, match=r"results.csv: not a results table \(its header is 'my,own', without the "
+                                           r"run and mean columns"):
         results_view(results, tmp_path / "res")
 
 

@@ -83,6 +83,8 @@ def test_part1_groups_against_the_handouts_published_means(tmp_path, capsys):
     assert row.a == "0.515 ± 0.004 (10 seeds)" and row.b == "0.520 ± 0.010 (3 seeds)"
     assert row.diff == pytest.approx(0.005)
     assert 0.4 < row.p < 0.6 and row.verdict.startswith("within noise (p = ")
-    assert "the handout's figures are bert-base-uncased's; p1-* fine-tuned all-minilm-l6-v2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the handout's figures are bert-base-uncased's; p1-* fine-tuned all-minilm-l6-v2" in out
+    assert f"note: p1-* was scored on {COMPARED_N} SST dev examples, the handout's figures on the course's 1101" in out
     with pytest.raises(MinbertError, match=r"--handout: --candidate p1-1 is one run: its spread over seeds is unknown"):
         compare_handout(CompareSettings(handout=True, candidates=(tuple(runs[:1]),)))
