@@ -35,9 +35,10 @@ def rerun_commands(pipeline, base, params, study, used_seeds, baseline=()):
     name = study.replace("/", "-")
     runs = [shlex.join(["python", PIPELINES[pipeline].name, *base, *as_argv(params), "--seed", str(s),
                         "--run_name", f"{name}-best-s{s}"]) for s in fresh_seeds(used_seeds)]
-    against = list(baseline) or ["runs/BASELINE-s*"]
-    runs.append(shlex.join(["python", "report.py", "--compare", "--baseline", *against, "--candidate"])
-                + f" runs/{name}-best-s*")
+    # the globs stay unquoted, for the shell to expand as typed (a quoted one names no folder)
+    against = [shlex.quote(b) for b in baseline] or ["runs/BASELINE-s*"]
+    runs.append(" ".join(["python report.py --compare --baseline", *against, "--candidate",
+                          f"runs/{shlex.quote(name)}-best-s*"]))
     return runs
 
 

@@ -62,7 +62,10 @@ def test_fresh_seeds_and_commands_without_a_baseline():
     assert fresh_seeds([11711, 2, 42]) == [1, 3, 4]
     lines = rerun_commands("multitask", ["--epochs", "1"], {"lr": 3e-5}, "a/b", [11711])
     assert lines[0] == "python multitask_classifier.py --epochs 1 --lr 3e-05 --seed 1 --run_name a-b-best-s1"
-    assert lines[-1] == "python report.py --compare --baseline 'runs/BASELINE-s*' --candidate runs/a-b-best-s*"
+    # the globs unquoted, so that the line typed as printed (BASELINE replaced) reaches the shell as globs
+    assert lines[-1] == "python report.py --compare --baseline runs/BASELINE-s* --candidate runs/a-b-best-s*"
+    lines = rerun_commands("multitask", [], {"lr": 3e-5}, "s", [1], baseline=["runs/my base-1"])
+    assert lines[-1] == "python report.py --compare --baseline 'runs/my base-1' --candidate runs/s-best-s*"
 
 
 def test_a_baseline_without_dev_outputs_is_refused_before_any_trial(tmp_path, monkeypatch):
