@@ -14,7 +14,8 @@ from minbert.flags.groups import (BERT_ONLY, add_adapter_flags, add_recipe_flags
                                   add_speed_flags)
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
 from minbert.flags.settings import from_flags, parse_flags, recipe, regularizers, run_spec, runtime
-from minbert.flags.types import nonneg_int, positive_float, positive_int, probability, seed, share
+from minbert.flags.types import (early_stopping, finite_float, nonneg_int, positive_float, positive_int, probability,
+                                 seed, share)
 from minbert.hub import resolve_pretrained
 from minbert.objectives.regularizers import REGULARIZERS, regularizer_weights
 from minbert.specs import MAX_LENGTH, ClassifierSettings, ModelSpec
@@ -49,7 +50,7 @@ SONNET_IDLE = {
                                                    "which --decoding greedy and beam do not draw")
        for f in ("temperature", "top_p")},
     **{f: (lambda v, t: v["decoding"] == "beam", "shapes beam search, which only --decoding beam runs")
-       for f in ("num_beams", "length_penalty", "no_repeat_ngram_size")},
+       for f in ("num_beams", "length_penalty", "no_repeat_ngram_size", "early_stopping")},
 }
 
 
@@ -202,11 +203,15 @@ def sonnet_parser():
     ap.add_argument("--temperature", type=positive_float, default=1.2, help="sampling temperature")
     ap.add_argument("--top_p", type=share, default=0.9, help="nucleus sampling's p (1: no cut)")
     ap.add_argument("--num_beams", type=positive_int, default=4, help="beam search's beams (1: greedy)")
-    ap.add_argument("--length_penalty", type=float, default=1.0,
+    ap.add_argument("--length_penalty", type=finite_float, default=1.0,
                     help="a finished hypothesis' score is its log-probability over its length to this power "
                          "(above 0 favours longer ones, below 0 shorter)")
     ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=0,
                     help="beam search never repeats an n-gram of this many tokens (0: off)")
+    ap.add_argument("--early_stopping", type=early_stopping, default=False, metavar="{false,true,never}",
+                    help="when beam search ends, as HF's generate(early_stopping=...): false (HF's default) once "
+                         "no unfinished hypothesis could beat the --num_beams finished ones, true as soon as that "
+                         "many have finished, never: as false, scoring an unfinished one at its longest length")
     ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here "
                                                                              "if no newline came")
     ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")

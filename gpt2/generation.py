@@ -10,18 +10,25 @@ Top-p (Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration"): sa
 tokens whose probabilities sum to at least p, renormalised; temperature divides the logits first.
 
 Beam search (Jurafsky and Martin, Speech and Language Processing, section 10.4; the oracle is HF
-transformers' `generate(num_beams=K, early_stopping=True)`, tests/gpt2/test_generation.py): the K best
-partial sequences by the sum of their tokens' log-probabilities, kept as K rows of one batch. Each step
-scores every next token of every row and takes the best continuations of all rows together (2K, or K more
-for each end token, so that K unfinished ones remain even if every row's best continuation ends). One that
-ends (an end token, a caller's rule, the last step) becomes a finished hypothesis if it ranks among the
-first K, scored by its sum over its length (new tokens only) to the power `length_penalty` (above 0 favours
-longer ones); the best K unfinished ones go on. A row's keys and values in the cache are its parent row's,
-so the cache is reordered by the parents' indices, never recomputed. The search stops once K hypotheses
-have finished (early stopping) or at `max_new_tokens`, and returns the best finished one.
-`no_repeat_ngram_size` n forbids a token that would complete an n-gram its row holds already (the prompt's
-included).
+transformers' `generate(num_beams=K, early_stopping=...)`, each of its three stopping rules,
+tests/gpt2/test_generation.py): the K best partial sequences by the sum of their tokens' log-probabilities,
+kept as K rows of one batch. Each step scores every next token of every row and takes the best continuations
+of all rows together (2K, or K more for each end token, so that K unfinished ones remain even if every row's
+best continuation ends). One that ends (an end token, a caller's rule, the last step) becomes a finished
+hypothesis if it ranks among the first K, scored by its sum over its length (new tokens only) to the power
+`length_penalty` (above 0 favours longer ones); the best K finished ones are kept, and the best K unfinished
+ones go on. A row's keys and values in the cache are its parent row's, so the cache is reordered by the
+parents' indices, never recomputed. The search ends at `max_new_tokens`, or earlier by `early_stopping`, HF's
+rule and default:
+  - False (HF's default): once K have finished and the best unfinished one, scored at its present length,
+    could no longer beat the worst of them;
+  - True: as soon as K have finished;
+  - "never": as False, but with a length penalty above 0 the unfinished one is scored at the longest length it
+    could reach, so that the search goes on while a longer hypothesis could still win.
+It returns the best finished one. `no_repeat_ngram_size` n forbids a token that would complete an n-gram its
+row holds already (the prompt's included).
 """
+EARLY_STOPPING = (False, True, "never")
 import itertools
 import math
 
@@ -103,19 +110,28 @@ def repeated_ngrams(seqs, n, vocab_size):
 
 @torch.no_grad()
 def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0, no_repeat_ngram_size=0,
-                eos_token_id=None, ends=None, use_cache=True):
+                eos_token_id=None, ends=None, use_cache=True, early_stopping=False):
     """`input_ids` [1, T] (one unpadded prompt) continued by beam search (the module's docstring) with
     `num_beams` beams for up to `max_new_tokens` tokens. A hypothesis ends with `eos_token_id` (an id or a
     list of them), and where `ends(state, token)` says: given a hypothesis' state (None at the start) and
-    its next token, it returns the new state and whether the hypothesis ends there. Returns the best
-    finished sequence [1, T + n]. `use_cache=False` runs every row's whole sequence each step (the cache's
-    check)."""
+    its next token, it returns the new state and whether the hypothesis ends there. `early_stopping` is HF's:
+    False, True or "never". Returns the best finished sequence [1, T + n]. `use_cache=False` runs every row's
+    whole sequence each step (the cache's check)."""
     limit = model.config.max_position_embeddings
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"{input_ids.shape[0]} prompts: beam search continues one prompt ([1, T]) at a time")
     if input_ids.shape[1] + max_new_tokens > limit:
         raise ValueError(f"a prompt of {input_ids.shape[1]} tokens plus {max_new_tokens} "
                          f"new ones exceeds the model's {limit} positions")
     if num_beams < 1:
         raise ValueError(f"num_beams {num_beams}: beam search needs at least one beam")
+    if not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty {length_penalty}: not a number beam search can rank by")
+    if no_repeat_ngram_size > input_ids.shape[1] + max_new_tokens:
+        raise ValueError(f"no_repeat_ngram_size {no_repeat_ngram_size}: longer than any sequence this search "
+                         f"writes ({input_ids.shape[1]} + {max_new_tokens} tokens), so it would never act")
+    if early_stopping not in EARLY_STOPPING:
+        raise ValueError(f"early_stopping {early_stopping!r}: one of False, True, 'never' (HF's)")
     eos = set([eos_token_id] if isinstance(eos_token_id, int) else eos_token_id or [])
     width = max(2, 1 + len(eos)) * num_beams  # continuations looked at each step
     seqs, new, past = input_ids, input_ids, None
@@ -146,7 +162,8 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
             elif len(going) < num_beams:
                 going.append((rank, state))
         finished = sorted(finished, key=lambda f: -f[0])[:num_beams]
-        if len(finished) == num_beams or not going:
+        if not going or (len(finished) == num_beams and (early_stopping is True or not improvable(
+                float(top[going[0][0]]), finished[-1][0], step, max_new_tokens, length_penalty, early_stopping))):
             break
         ranks = torch.tensor([r for r, _ in going], device=index.device)
         rows, tokens = index[ranks] // vocab, index[ranks] % vocab
@@ -155,3 +172,11 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
         if use_cache:
             past, new = reorder(past, rows), tokens[:, None]
     return finished[0][1][None]
+
+
+def improvable(best_going, worst_finished, step, max_new_tokens, length_penalty, early_stopping):
+    """Whether the best unfinished hypothesis (its sum of log-probabilities `best_going` after `step` new
+    tokens) could still beat the worst of K finished ones: HF's rule, scoring it at its present length, or
+    with early_stopping "never" and a length penalty above 0 at the longest length it could reach."""
+    length = max_new_tokens if early_stopping == "never" and length_penalty > 0 else step
+    return best_going / length ** length_penalty > worst_finished

@@ -44,7 +44,8 @@ class SonnetPipeline(Pipeline):
                 for flag, path in (("--held_out_sonnet_path", s.held_out_sonnet_path),
                                    ("--held_out_dev_path", s.held_out_dev_path))
                 for n, text in read_sonnets(path)]
-        check_prompts(both, None, self.tokenizer, limit, s.max_line_tokens)
+        check_prompts(both, None, self.tokenizer, limit, s.max_line_tokens,
+                      s.no_repeat_ngram_size if s.decoding == "beam" else 0)
         self.spec, self.loss = s.model, LanguageModelLoss()
         self.file_stem = "sonnet"
         self.inputs = sonnet_inputs(s)
@@ -68,7 +69,7 @@ class SonnetPipeline(Pipeline):
         temperature = 0.0 if s.decoding == "greedy" else s.temperature
         beams = s.num_beams if s.decoding == "beam" else 0
         return [(n, complete(self.model, self.tokenizer, text, temperature, s.top_p, s.max_line_tokens, g,
-                             self.device, beams, s.length_penalty, s.no_repeat_ngram_size))
+                             self.device, beams, s.length_penalty, s.no_repeat_ngram_size, s.early_stopping))
                 for n, text in read_sonnets(path)]
 
     def write_outputs(self, files, best):

@@ -85,13 +85,13 @@ def perplexity(model, data, device, amp="none", batch_size=8):
     return math.exp(sums[:, 0].sum() / max(sums[:, 1].sum(), 1.0))
 
 
-def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
+def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens, no_repeat_ngram_size=0):
     """Refuse in one line, before any training, held-out sonnets [(number, prompt)] (or [(number, prompt,
     their file)], several files at once: the advice then holds for all of them) that `complete` cannot bring
     to LINES lines: one that has them all already (a file of whole sonnets where their first lines belong), or
     prompts that leave too few of the model's `limit` positions for the lines still to write at up to
     `max_line_tokens` tokens each (a completion would stop short, and the submission's check refuse the
-    file)."""
+    file); and a `no_repeat_ngram_size` longer than any sonnet completed from them, which would never act."""
     fits = []
     for number, prompt, *file in sonnets:
         where = file[0] if file else where
@@ -114,6 +114,11 @@ def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens):
                            f"tokens) and its {rest} further lines fit the model's {limit} positions only at "
                            f"up to {fit} tokens a line: give --max_line_tokens {fit} (or a model with more "
                            f"positions), so that every completion has {LINES} lines")
+    longest = max(min(limit, tokens + rest * max_line_tokens) for _, _, tokens, rest, _ in fits)
+    if no_repeat_ngram_size > longest:
+        raise MinbertError(f"--no_repeat_ngram_size {no_repeat_ngram_size}: longer than any sonnet this run "
+                           f"writes (at most {longest} tokens, its first lines and the rest at up to "
+                           f"--max_line_tokens {max_line_tokens} a line), so it would never act")
 
 
 class LineRule:
@@ -155,7 +160,7 @@ class LineRule:
 
 @torch.no_grad()
 def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_tokens=24, generator=None,
-             device="cpu", num_beams=0, length_penalty=1.0, no_repeat_ngram_size=0):
+             device="cpu", num_beams=0, length_penalty=1.0, no_repeat_ngram_size=0, early_stopping=False):
     """`prompt` (a sonnet's first lines) continued to LINES lines by LineRule, sampled (greedy at temperature
     0), or with `num_beams` above 0 by beam search, a hypothesis finishing where its last line ends."""
     model.eval()
@@ -168,8 +173,8 @@ def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_toke
     rule = LineRule(tokenizer, LINES - text.count("\n"), max_line_tokens)
     if num_beams:
         longest = min(limit - ids.shape[1], rule.lines * max_line_tokens)
-        tokens = beam_search(gpt, ids, longest, num_beams, length_penalty, no_repeat_ngram_size,
-                             ends=rule)[0, ids.shape[1]:].tolist()
+        tokens = beam_search(gpt, ids, longest, num_beams, length_penalty, no_repeat_ngram_size, ends=rule,
+                             early_stopping=early_stopping)[0, ids.shape[1]:].tolist()
     else:  # one cache across all the lines, nothing once the positions run out
         tokens = stream(gpt, ids, temperature, top_p, generator=generator)
     state = None
@@ -208,6 +213,7 @@ class SonnetSettings:
     num_beams: int = 4
     length_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
+    early_stopping: object = False  # False, True or "never": HF's rules (gpt2/generation.py)
     max_line_tokens: int = 24
 
 

@@ -63,7 +63,7 @@ def measure(shape, prompt_len, new, repeats, seed=0, beams=()):
     for k in beams:
         mine = f"ours, beam search K={k} (key-value cache)"
         theirs_k = f"HF transformers generate num_beams={k}"
-        runs[mine] = lambda k=k: beam_search(ours, prompt, new, k)
+        runs[mine] = lambda k=k: beam_search(ours, prompt, new, k, early_stopping=True)
         runs[theirs_k] = hf(num_beams=k, early_stopping=True)
         agree.append([mine, theirs_k] + (["ours, key-value cache"] if k == 1 else []))
     results, tokens = {}, {}

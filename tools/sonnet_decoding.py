@@ -18,6 +18,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 from gpt2.sonnet_pipeline import dev_chrf  # noqa: E402
 from gpt2.sonnets import SonnetGPT, check_prompts, complete, read_sonnets  # noqa: E402
 from gpt2.tokenizer import GPT2Tokenizer  # noqa: E402
+from minbert.flags.types import early_stopping, finite_float, nonneg_int  # noqa: E402
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
@@ -57,8 +58,10 @@ def main(argv=None):
     ap.add_argument("--top_p", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=11711, help="seeds the sampling")
     ap.add_argument("--beams", type=int, nargs="*", default=[4], help="beam search with each of these")
-    ap.add_argument("--length_penalty", type=float, default=1.0)
-    ap.add_argument("--no_repeat_ngram_size", type=int, default=0)
+    ap.add_argument("--length_penalty", type=finite_float, default=1.0)
+    ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=0)
+    ap.add_argument("--early_stopping", type=early_stopping, default=False, metavar="{false,true,never}",
+                    help="beam search's stopping rule, HF's (gpt2/generation.py)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
     if any(k < 1 for k in args.beams):
@@ -68,16 +71,18 @@ def main(argv=None):
     model, tok = load_sonnet_model(args.checkpoint)
     prompts = read_sonnets(args.held_out_dev_path)
     check_prompts(prompts, args.held_out_dev_path, tok, model.gpt.config.max_position_embeddings,
-                  args.max_line_tokens)
+                  args.max_line_tokens, args.no_repeat_ngram_size if args.beams else 0)
     true = dict(read_sonnets(args.true_dev_path))
     blocking = f", no repeated {args.no_repeat_ngram_size}-grams" if args.no_repeat_ngram_size else ""
+    blocking += f", early_stopping {str(args.early_stopping).lower()}"
     decodings = {"greedy": dict(temperature=0.0),
                  f"top-p (temperature {args.temperature:g}, p {args.top_p:g}, seed {args.seed})":
                      dict(temperature=args.temperature, top_p=args.top_p,
                           generator=torch.Generator().manual_seed(args.seed)),
                  **{f"beam search K={k} (length penalty {args.length_penalty:g}{blocking})":
                     dict(num_beams=k, length_penalty=args.length_penalty,
-                         no_repeat_ngram_size=args.no_repeat_ngram_size) for k in args.beams}}
+                         no_repeat_ngram_size=args.no_repeat_ngram_size, early_stopping=args.early_stopping)
+                    for k in args.beams}}
     print(f"{args.checkpoint}: {len(prompts)} dev sonnets completed from their first lines")
     r = {"checkpoint": str(args.checkpoint), "sonnets": len(prompts),
          "chrf": chrf_by_decoding(model, tok, prompts, true, decodings, args.max_line_tokens)}

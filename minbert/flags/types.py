@@ -35,6 +35,18 @@ lora_scale = _number(float, lambda v: 0 < v <= 1e4, "a number in (0, 10000]")
 # report.py --compare's resamples: fewer than 100 leave no room between a 95% interval's ends, nor for a p below
 # 0.05 among several rows (Holm's smallest threshold, 0.05 / rows, needs p = 1 / (1 + resamples) below it).
 resamples = _number(int, lambda v: v >= 100, "an integer >= 100")
+# A number beam search can rank by (NaN and infinity are refused, as for every number here).
+finite_float = _number(float, lambda v: True, "a number")
+
+
+def early_stopping(text):
+    """--early_stopping: HF's three stopping rules of beam search, as gpt2/generation.py takes them."""
+    rules = {"false": False, "true": True, "never": "never"}
+    if text not in rules:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose false (HF's default), true or never")
+    return rules[text]
+
+
 # NumPy's legacy seeding (np.random.seed) takes 0 .. 2**32 - 1, so a seed outside would fail mid-start.
 seed = _number(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295 (2**32 - 1)")
 

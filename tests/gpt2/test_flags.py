@@ -108,9 +108,21 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
                           (["--decoding", "greedy", "--top_p", "0.5"], "--top_p shapes the sampling"),
                           (["--num_beams", "2"], "--num_beams shapes beam search, which only --decoding beam runs"),
                           (["--decoding", "greedy", "--no_repeat_ngram_size", "3"], "--no_repeat_ngram_size shapes"),
-                          (["--length_penalty", "2"], "--length_penalty shapes beam search")):
+                          (["--length_penalty", "2"], "--length_penalty shapes beam search"),
+                          (["--early_stopping", "true"], "--early_stopping shapes beam search")):
         with pytest.raises(MinbertError, match="^" + message + ".*would change nothing"):
             parse_sonnets(argv)
+    for argv, message in ((["--length_penalty", "nan"], "argument --length_penalty: nan must be a number"),
+                          (["--length_penalty", "inf"], "argument --length_penalty: inf must be a number"),
+                          (["--early_stopping", "always"], "argument --early_stopping: 'always': choose false "
+                                                           r"\(HF's default\), true or never")):
+        with pytest.raises(MinbertError, match=message):
+            parse_sonnets(["--decoding", "beam", *argv])
     s = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--decoding", "beam", "--num_beams", "2",
                                        "--length_penalty", "-0.5", "--no_repeat_ngram_size", "3"]))
-    assert (s.decoding, s.num_beams, s.length_penalty, s.no_repeat_ngram_size) == ("beam", 2, -0.5, 3)
+    assert (s.decoding, s.num_beams, s.length_penalty, s.no_repeat_ngram_size, s.early_stopping) == \
+        ("beam", 2, -0.5, 3, False)  # HF's default rule
+    for typed, rule in (("true", True), ("false", False), ("never", "never")):
+        s = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--decoding", "beam", "--early_stopping",
+                                           typed]))
+        assert s.early_stopping == rule

@@ -71,40 +71,77 @@ def test_the_stream_runs_until_the_last_position_has_predicted_its_token(tiny_gp
 
 
 def beam_cases(model, device):
-    """Three prompts, each with its end token: none, or the token greedy decoding writes sixth (so that beams meet
-    it, and hypotheses of different lengths compete)."""
+    """Four prompts, each with its end token: none, or the token greedy decoding writes sixth (so that beams meet
+    it, and hypotheses of different lengths compete), or first (for the tiny checkpoint, a prompt on which HF's
+    early_stopping True and False part: K hypotheses end at once, and a longer one later scores higher)."""
     g = torch.Generator().manual_seed(1)
     cases = []
     for length, with_eos in ((4, False), (7, True), (10, True)):
         prompt = torch.randint(1, model.config.vocab_size, (1, length), generator=g).to(device)
         eos = int(generate(model, prompt, 6)[0, -1]) if with_eos else None
         cases.append((prompt, eos))
-    return cases
+    prompt = torch.tensor([[292, 186, 16, 117, 312, 252, 241]], device=device)
+    return cases + [(prompt, int(generate(model, prompt, 1)[0, -1]))]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_beam_search_equals_hf_generate(tiny_gpt2, device):
-    """Every combination of K 2 and 4, length penalty 1 and -1, n-gram blocking off and 2: the same token ids as HF's
-    generate, with the cache and without it. The grid is no degenerate one: the length penalty, the blocking and K
-    each change some result."""
+    """Every combination of K 2 and 4, length penalty -1, 1 and 2, n-gram blocking off and 2, and each of HF's
+    three early_stopping rules (False, its default, True and "never"): the same token ids as HF's generate, with
+    the cache and without it. The grid is no degenerate one: the length penalty, the blocking, K and the stopping
+    rule each change some result."""
     from transformers import GPT2LMHeadModel
     theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).to(device).eval()
     ours = GPT2Model.from_pretrained(tiny_gpt2).to(device).eval()
     results = {}
     for i, (prompt, eos) in enumerate(beam_cases(ours, device)):
         for k in (2, 4):
-            for penalty in (1.0, -1.0):
+            for penalty in (1.0, -1.0, 2.0):
                 for n in (0, 2):
-                    hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16,
-                                         num_beams=k, do_sample=False, length_penalty=penalty,
-                                         no_repeat_ngram_size=n, early_stopping=True, eos_token_id=eos,
-                                         pad_token_id=0).tolist()
-                    assert beam_search(ours, prompt, 16, k, penalty, n, eos).tolist() == hf, (i, k, penalty, n)
-                    assert beam_search(ours, prompt, 16, k, penalty, n, eos, use_cache=False).tolist() == hf
-                    results[i, k, penalty, n] = hf
-    assert any(results[i, k, 1.0, n] != results[i, k, -1.0, n] for i, k, _, n in results)
-    assert any(results[i, k, p, 0] != results[i, k, p, 2] for i, k, p, _ in results)
-    assert any(results[i, 2, p, n] != results[i, 4, p, n] for i, _, p, n in results)
+                    for stop in (False, True, "never"):
+                        hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16,
+                                             num_beams=k, do_sample=False, length_penalty=penalty,
+                                             no_repeat_ngram_size=n, early_stopping=stop, eos_token_id=eos,
+                                             pad_token_id=0).tolist()
+                        case = (i, k, penalty, n, stop)
+                        assert beam_search(ours, prompt, 16, k, penalty, n, eos, early_stopping=stop).tolist() == hf, case
+                        results[case] = hf
+                    assert beam_search(ours, prompt, 16, k, penalty, n, eos, use_cache=False,
+                                       early_stopping=stop).tolist() == hf
+    assert any(results[i, k, 1.0, n, s] != results[i, k, -1.0, n, s] for i, k, _, n, s in results)
+    assert any(results[i, k, p, 0, s] != results[i, k, p, 2, s] for i, k, p, _, s in results)
+    assert any(results[i, 2, p, n, s] != results[i, 4, p, n, s] for i, _, p, n, s in results)
+    assert any(results[i, k, p, n, True] != results[i, k, p, n, False] for i, k, p, n, _ in results)
+    assert beam_search(ours, prompt, 16, 2, 2.0, 0, eos).tolist() == results[3, 2, 2.0, 0, False]  # HF's default
+
+
+def test_the_stopping_rules_score_the_best_unfinished_hypothesis_as_hf_does():
+    """improvable(best, worst, step, max, penalty, rule), by hand: at the present length for False (HF's default),
+    at the longest reachable length for "never" with a penalty above 0 (a longer hypothesis may still win), and at
+    the present length again for "never" with a penalty of 0 or below."""
+    from gpt2.generation import improvable
+    # -4 after 2 of 16 tokens, penalty 2: -1 at its length, -4 / 256 at the longest; the worst finished -0.5
+    assert not improvable(-4.0, -0.5, 2, 16, 2.0, False)
+    assert improvable(-4.0, -0.5, 2, 16, 2.0, "never")
+    assert not improvable(-4.0, -0.5, 2, 16, 0.0, "never") and not improvable(-4.0, -0.5, 2, 16, -1.0, "never")
+    assert improvable(-0.9, -1.0, 3, 16, 0.0, False) and not improvable(-1.0, -1.0, 3, 16, 0.0, False)  # ties stop
+
+
+def test_beam_search_refuses_what_it_cannot_do_as_asked(tiny_gpt2):
+    """Two prompts at once (it would return one), a NaN length penalty (nothing to rank by), an n-gram longer than
+    any sequence it writes (it would never act) and a stopping rule HF does not have: each a ValueError."""
+    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    prompt = torch.tensor([[5, 6, 7]])
+    with pytest.raises(ValueError, match="2 prompts: beam search continues one prompt"):
+        beam_search(ours, torch.cat([prompt, prompt]), 4, 2)
+    with pytest.raises(ValueError, match="length_penalty nan: not a number"):
+        beam_search(ours, prompt, 4, 2, float("nan"))
+    with pytest.raises(ValueError, match=r"no_repeat_ngram_size 8: longer than any sequence this search writes "
+                                         r"\(3 \+ 4 tokens\)"):
+        beam_search(ours, prompt, 4, 2, no_repeat_ngram_size=8)
+    assert beam_search(ours, prompt, 4, 2, no_repeat_ngram_size=7).shape[1] <= 7  # the longest it writes: taken
+    with pytest.raises(ValueError, match="early_stopping 'always': one of False, True, 'never'"):
+        beam_search(ours, prompt, 4, 2, early_stopping="always")
 
 
 def test_without_reordering_the_cache_by_beam_the_tokens_differ(tiny_gpt2, monkeypatch):

@@ -94,3 +94,27 @@ def test_decoding_picks_how_the_completions_are_written(tmp_path):
         pipeline = SonnetPipeline(sonnet_settings(parse_sonnets(sonnet_argv(tmp_path, model, files, *flags))))
         expected = [(n, complete(pipeline.model, pipeline.tokenizer, text, max_line_tokens=6, **kw)) for n, text in prompts]
         assert pipeline.completions(held, 0) == expected
+
+
+def test_an_ngram_longer_than_any_sonnet_written_is_refused_before_training(tmp_path):
+    """--no_repeat_ngram_size beyond the longest sonnet the run can write (its first lines and the rest at up to
+    --max_line_tokens a line, within the model's positions) would never act: one line, nothing trained; the
+    longest that can act is taken."""
+    from gpt2.sonnets import LINES, check_prompts, read_sonnets
+    from gpt2.tokenizer import GPT2Tokenizer
+    from gpt2 import sonnet_generation
+    from tests.checkpoints import make_gpt2_checkpoint
+    tiny_gpt2 = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    prompts = read_sonnets(files / "sonnets_held_out.txt") + read_sonnets(files / "sonnets_held_out_dev.txt")
+    tok = GPT2Tokenizer.from_pretrained(tiny_gpt2)
+    longest = max(min(512, len(tok.encode(p.rstrip("\n") + "\n")) + (LINES - p.rstrip("\n").count("\n") - 1) * 6)
+                  for _, p in prompts)
+    check_prompts(prompts, "x", tok, 512, 6, longest)
+    with pytest.raises(MinbertError, match=rf"--no_repeat_ngram_size {longest + 1}: longer than any sonnet this run "
+                                           rf"writes \(at most {longest} tokens"):
+        check_prompts(prompts, "x", tok, 512, 6, longest + 1)
+    with pytest.raises(MinbertError, match=r"--no_repeat_ngram_size 100000: longer than any sonnet"):
+        sonnet_generation.main(sonnet_argv(tmp_path, tiny_gpt2, files, "--decoding", "beam", "--no_repeat_ngram_size",
+                                           "100000"))
+    assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.pt"))

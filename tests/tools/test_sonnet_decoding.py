@@ -22,9 +22,10 @@ def test_each_decodings_chrf_from_one_checkpoint(tmp_path):
                               "--beams", "1", "2", "--json", str(tmp_path / "chrf.json")])
     chrf = r["chrf"]
     assert list(chrf) == ["greedy", "top-p (temperature 1.2, p 0.9, seed 11711)",
-                          "beam search K=1 (length penalty 1)", "beam search K=2 (length penalty 1)"]
+                          "beam search K=1 (length penalty 1, early_stopping false)",
+                          "beam search K=2 (length penalty 1, early_stopping false)"]
     assert chrf["top-p (temperature 1.2, p 0.9, seed 11711)"] == pytest.approx(result["dev_chrf"])
-    assert chrf["greedy"] == chrf["beam search K=1 (length penalty 1)"]
+    assert chrf["greedy"] == chrf["beam search K=1 (length penalty 1, early_stopping false)"]
     assert (tmp_path / "chrf.json").is_file()
     state = load_checkpoint(tmp_path / "run" / "sonnet.pt")
     save_checkpoint(tmp_path / "other.pt", {**state, "pipeline": "multitask"})
