@@ -31,6 +31,22 @@ def tiny_gpt2(tmp_path):
     return make_gpt2_checkpoint(tmp_path / "tiny-gpt2")
 
 
+@pytest.fixture(scope="session")
+def trained_part2(tmp_path_factory):
+    """One tiny Part 2 run of one epoch (multitask_classifier.py's defaults otherwise), trained once per test
+    session on course data and a tiny checkpoint of its own, which equal the course_data and tiny_model fixtures':
+    `.checkpoint` (its run folder's mt.pt), `.predictions` (its six files and results table), `.data`, `.model`.
+    Read it; a test that writes into its folders copies them first."""
+    from types import SimpleNamespace
+    import multitask_classifier
+    from tests.course import part2_args
+    root = tmp_path_factory.mktemp("trained-part2")
+    data, (model, _) = write_course_data(root / "data"), make_hf_checkpoint(root / "tiny-bert")
+    multitask_classifier.main(part2_args(root, data, model, "--epochs", "1"))
+    return SimpleNamespace(root=root, data=data, model=model, checkpoint=root / "ck" / "mt.pt",
+                           predictions=root / "pred")
+
+
 @pytest.fixture
 def file_server():
     s = FileServer()

@@ -11,6 +11,7 @@ named as its fields (from_flags). Below this module nothing sees an argparse Nam
 import argparse
 import dataclasses
 import sys
+from pathlib import Path
 
 from config import SHAPES, BertConfig
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
@@ -23,6 +24,7 @@ from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PR
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.shapes import resolve_pad_multiple
+from minbert.runs.folders import best_checkpoint
 from minbert.runs.identity import defining_flags, flag_spelling
 from minbert.objectives.regularizers import Regularizers
 from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
@@ -187,6 +189,10 @@ def multitask_model(v):
 def multitask_settings(args, log=main_print):
     """MultitaskSettings of a parsed command line (parse_multitask's Flags, which know the flags typed)."""
     v, typed = _multitask_values(args), args.typed
+    if v["eval_only"] and Path(v["eval_only"]).is_dir():  # a run's folder stands for its best checkpoint
+        best = best_checkpoint(v["eval_only"], "multitask", "--eval_only")
+        log(f"--eval_only {v['eval_only']}: a run folder; its checkpoint {best} is re-scored")
+        v["eval_only"] = str(best)
     run_time = runtime(v, log, training=not v["eval_only"])
     data = from_flags(MultitaskData, v, extra=tuple(parse_extra(e) for e in v["extra_task"]),
                       paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev",

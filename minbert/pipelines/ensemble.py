@@ -17,7 +17,7 @@ from evaluation import (format_scores, model_eval_multitask, output_name, read_p
 from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
-from minbert.runs.folders import is_run_folder, open_run
+from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import publish
 from minbert.tasks.multitask import load_multitask
@@ -58,14 +58,12 @@ def resolve_member(member):
     p = Path(member)
     if not (p.is_dir() and is_run_folder(p)):
         return member
-    best = sorted(f for f in p.glob("*.pt") if not f.name.endswith("-last.pt"))
-    if len(best) > 1:
-        raise MinbertError(f"{member}: a run folder with {len(best)} checkpoints "
-                           f"({', '.join(f.name for f in best)}); give the one to use")
-    if not best:
-        return member
-    print(f"member {member}: a run folder; its checkpoint {best[0]} is used")
-    return str(best[0])
+    checkpoints = [f for f in p.glob("*.pt") if not f.name.endswith("-last.pt")]
+    if pipeline_of(p) in (None, "multitask") and not checkpoints:
+        return member  # a folder of prediction files (an ensemble's own, say)
+    best = best_checkpoint(p, "multitask", "ensemble.py")
+    print(f"member {member}: a run folder; its checkpoint {best} is used")
+    return str(best)
 
 
 def vote_ties(mean, n_members):

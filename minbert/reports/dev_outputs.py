@@ -12,7 +12,6 @@ Where they come from, the first found:
     same bytes.
 Nothing here writes: a run folder is only read.
 """
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,6 @@ from minbert.files import file_digest
 from minbert.reports.read import load_scores
 from minbert.reports.significance import ACCURACY, CHRF, PEARSON, accuracy_stats, chrf_stats, pearson_stats
 from minbert.runs.checkpoint import load_checkpoint
-from minbert.runs.folders import RUN_MARK
 from utils import MinbertError
 
 # What each task's row is called and the metric it is compared on, in the order rows are shown.
@@ -203,9 +201,3 @@ def aligned(a, b):
     return DevOutputs(b.task, a.ids, a.gold, b.stats[order], b.source)
 
 
-def pipeline_of(folder):
-    """What the run folder's mark says wrote it (runs/folders.py), or None."""
-    try:
-        return json.loads((Path(folder) / RUN_MARK).read_text()).get("pipeline")
-    except (OSError, ValueError, AttributeError):
-        return None

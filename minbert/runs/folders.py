@@ -9,6 +9,7 @@ Every training run writes its checkpoints, per-epoch log and prediction files in
     `--run_name` stays under runs/.
 What a run may write outside its folder, and how it publishes its predictions: runs/outputs.py.
 """
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -94,6 +95,33 @@ def is_run_folder(folder):
     """A folder a run wrote: marked, or (an earlier minbert's, before the mark) holding a run's log."""
     folder = Path(folder)
     return (folder / RUN_MARK).is_file() or any(folder.glob("*-log.jsonl"))
+
+
+def pipeline_of(folder):
+    """Which pipeline's run wrote `folder`, as its mark says (None: no mark, or an earlier minbert's)."""
+    try:
+        return json.loads((Path(folder) / RUN_MARK).read_text()).get("pipeline")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py"}
+
+
+def best_checkpoint(folder, pipeline, flag):
+    """A run folder given where a checkpoint is asked for: its best checkpoint, when `pipeline`'s run wrote the
+    folder and it holds one; else one line saying what the folder is."""
+    folder = Path(folder)
+    wrote = pipeline_of(folder)
+    if wrote not in (None, pipeline):
+        raise MinbertError(f"{flag} {folder}: the folder of a {SCRIPTS.get(wrote, wrote)} run; {flag} takes a "
+                           f"{SCRIPTS.get(pipeline, pipeline)} run's checkpoint or folder")
+    best = sorted(f for f in folder.glob("*.pt") if not f.name.endswith("-last.pt"))
+    if len(best) != 1:
+        raise MinbertError(f"{flag} {folder}: a folder with "
+                           + (f"{len(best)} checkpoints ({', '.join(f.name for f in best)}); give the one to use"
+                              if best else "no best checkpoint (NAME.pt) in it: not a finished run's folder"))
+    return best[0]
 
 
 def check_run_place(folder, flag):

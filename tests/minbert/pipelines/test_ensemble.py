@@ -16,10 +16,9 @@ from utils import MinbertError
 
 
 @pytest.fixture
-def trained(tmp_path, course_data, tiny_model):
-    """One trained multitask checkpoint and its six files."""
-    mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1"))
-    return tmp_path / "ck" / "mt.pt", tmp_path / "pred"
+def trained(trained_part2):
+    """One trained multitask checkpoint and its six files (the session's: read, never written)."""
+    return trained_part2.checkpoint, trained_part2.predictions
 
 
 def test_ensemble_of_two_copies_reproduces_the_model(tmp_path, course_data, trained, capsys, monkeypatch):
@@ -138,3 +137,20 @@ def test_the_averaged_quora_probability_decides_at_one_half():
     mean = np.array([0.2, 0.49, 0.51, 0.58, 0.9])
     assert ensembling.decide("quora", mean).tolist() == [0, 0, 1, 1, 1]
     assert ensembling.decide("sst", np.array([[0.1, 0.5, 0.4], [0.6, 0.3, 0.1]])).tolist() == [1, 0]
+
+
+def test_a_run_folder_stands_for_its_checkpoint_and_a_part1_folder_is_named(tmp_path, course_data, tiny_model,
+                                                                              trained, monkeypatch, capsys):
+    """A Part 2 run's folder is its best checkpoint; a Part 1 run's folder is refused in one line before anything
+    runs, saying what it is, not asked for a checkpoint that is then refused too."""
+    monkeypatch.chdir(tmp_path)
+    ckpt, _ = trained
+    classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--epochs", "1", "--datasets", "sst"))
+    with pytest.raises(MinbertError, match=r"^ensemble.py .*p1/ck: the folder of a classifier.py run; ensemble.py "
+                                           r"takes a multitask_classifier.py run's checkpoint or folder$"):
+        ensemble.main([str(ckpt.parent), str(tmp_path / "p1" / "ck"), "--data_dir", str(course_data)])
+    assert not (tmp_path / "runs").exists()
+    shutil.copytree(ckpt.parent, tmp_path / "p2")
+    ensemble.main([str(ckpt), str(tmp_path / "p2"), "--data_dir", str(course_data), "--out", str(tmp_path / "e")])
+    assert f"member {tmp_path / 'p2'}: a run folder; its checkpoint {tmp_path / 'p2' / 'mt.pt'} is used" in \
+        capsys.readouterr().out

@@ -11,6 +11,7 @@ import multitask_classifier as mt
 from minbert.course_data import read_examples
 from tests.course import eval_only_args, part2_args
 from tests.processes import run_main
+from utils import MinbertError
 
 
 def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny_model):
@@ -178,3 +179,23 @@ def test_a_shared_head_run_rescores_from_its_checkpoint(tmp_path, course_data, t
                             "--pair_encoding", "mixed"))
     rescored = mt.main(part2_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
     assert rescored == pytest.approx(trained)
+
+
+def test_eval_only_takes_a_run_folder_for_its_best_checkpoint(tmp_path, course_data, tiny_model, trained_part2,
+                                                               capsys):
+    """--eval_only runs/NAME re-scores the folder's best checkpoint (as the checkpoint itself does); a Part 1 run's
+    folder is named for what it is."""
+    import classifier
+    from tests.course import output_files, part1_args
+    run = trained_part2
+    mt.main(part2_args(tmp_path / "e", run.data, run.model, "--eval_only", str(run.checkpoint.parent)))
+    assert (f"--eval_only {run.checkpoint.parent}: a run folder; its checkpoint {run.checkpoint} is re-scored"
+            in capsys.readouterr().out)
+    assert output_files(tmp_path / "e" / "pred") == output_files(run.predictions)
+    classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--epochs", "1", "--datasets", "sst"))
+    with pytest.raises(MinbertError, match=r"--eval_only .*p1/ck: the folder of a classifier.py run; --eval_only "
+                                           r"takes a multitask_classifier.py run's checkpoint or folder"):
+        mt.main(part2_args(tmp_path / "f", course_data, tiny_model, "--eval_only", str(tmp_path / "p1" / "ck")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MinbertError, match=r"--eval_only .*empty: a folder with no best checkpoint"):
+        mt.main(part2_args(tmp_path / "g", course_data, tiny_model, "--eval_only", str(tmp_path / "empty")))
