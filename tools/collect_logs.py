@@ -40,7 +40,18 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="the CSV to write")
     args = ap.parse_args(argv)
     check_file(args.out, "--out")
-    table = [row for folder in args.runs for row in rows(folder)]
+    for folder in map(Path, args.runs):  # every folder checked before any row is written
+        if not folder.is_dir():
+            raise MinbertError(f"{folder}: " + ("a file; give the run folder it lies in" if folder.exists()
+                                               else "no such run folder"))
+        if not any(folder.glob("*-log.jsonl")):
+            raise MinbertError(f"{folder}: no run log (*-log.jsonl) in it: not a run folder")
+    table = []
+    for folder in args.runs:
+        found = list(rows(folder))
+        if not found:
+            print(f"note: {folder}: no epoch logged yet (the run stopped before its first), so no row")
+        table += found
     if not table:
         raise MinbertError("no epoch logged in any of these run folders")
 

@@ -22,7 +22,7 @@ from minbert.hub import check_max_length
 from minbert.objectives.distill import outside_fold, teacher_targets
 from minbert.objectives.losses import MultitaskLoss
 from minbert.runs.folders import open_run
-from minbert.runs.outputs import append_once, check_outputs, check_table
+from minbert.runs.outputs import RESULTS_TABLE, append_once, check_outputs, check_table
 from minbert.runs.publishing import publish, same_file
 from minbert.tasks.extra import EXTRA_TASKS, read_extra
 from minbert.tasks.multitask import MultitaskBERT, load_multitask
@@ -124,7 +124,7 @@ class MultitaskPipeline(Pipeline):
         scores, _ = write_multitask_outputs(self.model, self.data["dev"], self.data["test"], files.folder,
                                             self.device, self.amp)
         minutes = (time.perf_counter() - self.started) / 60
-        append_once(s.results, RESULT_FIELDS, result_row(s, files.folder.name, self.mode, scores,
+        append_once(s.results, RESULTS_TABLE, result_row(s, files.folder.name, self.mode, scores,
                                                          best["epoch"], minutes))
         print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} "
               f"(checkpoint, log {files.log.name}, predictions); "
@@ -173,12 +173,6 @@ def rescore_part2(settings, run):
     return scores
 
 
-RESULT_FIELDS = ["run", "training", "pair_encoding", "pooling", "fine_tune_mode", "pretrained", "lr",
-                 "batch_size",
-                 "epochs", "steps_per_epoch", "seed", "loss_weights", "sst_acc", "quora_acc", "sts_r", "mean",
-                 "best_epoch", "minutes"]
-
-
 def result_row(settings, run_name, mode, s, best_epoch, minutes):
     """The results table's row of one finished run (--results)."""
     m, r, d = settings.model, settings.recipe, settings.data
@@ -207,7 +201,7 @@ def run_multitask(settings, on_epoch=None):
     stem = s.run.stem or "multitask"
     with open_run("multitask", [stem], s.run.name, s.run.dir, s.run.resume) as run:
         files = run.files(stem)
-        check_table(s.results, RESULT_FIELDS, "--results")
+        check_table(s.results, RESULTS_TABLE, "--results")
         check_outputs(files=outputs, tables=[("--results", s.results)], own=run.folder, backup=s.run.backup,
                       inputs=inputs + [("this run's "
                                         "checkpoint", files.best), ("this run's checkpoint", files.last),

@@ -29,6 +29,13 @@ from minbert.runs.sources import SOURCES, check_record, written_by
 from utils import MinbertError
 
 
+# The columns of Part 2's results table (multitask_classifier.py --results), one row per finished run, appended to
+# and never replaced: the runs' record, which report.py --results ranks.
+RESULTS_TABLE = ["run", "training", "pair_encoding", "pooling", "fine_tune_mode", "pretrained", "lr", "batch_size",
+                 "epochs", "steps_per_epoch", "seed", "loss_weights", "sst_acc", "quora_acc", "sts_r", "mean",
+                 "best_epoch", "minutes"]
+
+
 def append_row(path, fields, row):
     """Append `row` to the CSV table at `path` (its header first if the file is new)."""
     path = Path(path)
@@ -83,6 +90,9 @@ def check_file(path, flag, inputs=()):
     """A tool's single output file (--json, --out): one line when it may not be written (check_outputs'
     rules), or when it holds a run's file, copied from its run folder (a published prediction file): that is
     replaced by a run's publishing only, never by a tool's table or timings."""
+    if Path(path).is_file() and first_line(path) == ",".join(RESULTS_TABLE):
+        raise MinbertError(f"{flag} {path}: the results table Part 2's runs append their rows to, which no tool "
+                           "replaces: name another file")
     check_outputs(files=[(flag, path)], inputs=inputs)
     wrote = written_by(path) if Path(path).is_file() else None
     if wrote is not None and wrote["file"]:
@@ -157,12 +167,17 @@ def check_table_name(name, path):
                            "writes: name another file")
 
 
+def first_line(path):
+    """The first line of a text file, stripped (and of a byte-order mark)."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as fp:
+        return fp.readline().strip().lstrip("\ufeff")
+
+
 def check_table(path, fields, flag):
     """A table rows are appended to (--results): refused in one line when the file there is another table."""
     path = Path(path)
     if path.is_file() and path.stat().st_size:
-        with open(path, encoding="utf-8", errors="replace", newline="") as fp:
-            first = fp.readline().strip()
-        if first.lstrip("\ufeff") != ",".join(fields):
+        first = first_line(path)
+        if first != ",".join(fields):
             raise MinbertError(f"{flag} {path}: not a results table of this script (its first line is "
                                f"{first[:60]!r}), so rows appended to it would garble it: name another file")

@@ -73,3 +73,35 @@ def test_ctrl_c_while_writing_out_leaves_nothing_the_next_run_refuses(tmp_path, 
     assert list(out.parent.iterdir()) == []
     collect_logs.main([str(run), "--out", str(out)])
     assert len(list(csv.DictReader(out.open()))) == 1
+
+
+def test_every_folder_is_checked_before_any_row_and_the_results_table_is_named(tmp_path, capsys):
+    """A missing folder, a file, a folder no run wrote: one line each, naming it, nothing written, whatever the other
+    folders hold; a run that logged no epoch yet is said to give no row; Part 2's results table is never --out."""
+    from minbert.runs.outputs import RESULTS_TABLE
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "multitask-log.jsonl").write_text(json.dumps(
+        {"run": "good", "pipeline": "multitask", "model": "multitask", "epoch": 0, "dev_score": 0.5, "dev": {},
+         "seconds": 1.0, "loss_terms": {}}) + "\n")
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "plain").mkdir()
+    out = tmp_path / "rows.csv"
+    for bad, why in (("nope", "no such run folder"), ("afile", "a file; give the run folder it lies in"),
+                     ("plain", r"no run log \(\*-log.jsonl\) in it: not a run folder")):
+        with pytest.raises(MinbertError, match=rf"^{tmp_path / bad}: {why}$"):
+            collect_logs.main([str(good), str(tmp_path / bad), "--out", str(out)])
+        assert not out.exists()
+    early = tmp_path / "early"
+    early.mkdir()
+    (early / "multitask-log.jsonl").write_text(json.dumps(
+        {"run": "early", "pipeline": "multitask", "model": "multitask", "epoch": -1, "dev_score": 0.1, "dev": {},
+         "seconds": 0.0, "loss_terms": {}}) + "\n")
+    collect_logs.main([str(good), str(early), "--out", str(out)])
+    assert f"note: {early}: no epoch logged yet" in capsys.readouterr().out
+    assert [r["run"] for r in csv.DictReader(out.open())] == ["good"]
+    results = tmp_path / "multitask-results.csv"
+    results.write_text(",".join(RESULTS_TABLE) + "\n")
+    with pytest.raises(MinbertError, match=r"--out .*multitask-results.csv: the results table Part 2's runs append "
+                                           r"their rows to, which no tool replaces"):
+        collect_logs.main([str(good), "--out", str(results)])
