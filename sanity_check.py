@@ -87,17 +87,19 @@ def build_parser():
     return ap
 
 
-def read_reference(path):
-    """The saved outputs of --reference (tensors only: no code runs), checked before any model is built."""
+def read_reference(path, name=None):
+    """The saved outputs of a reference file (tensors only: no code runs), checked before any model is built.
+    `name` is how messages name it: --reference's file by default, the course's sanity_check.data otherwise."""
+    name = name or f"--reference {path}"
     ref, culprit = safe_load(path, "the reference")
     if culprit is not None:
         raise refuse_code(path, culprit)
     if not isinstance(ref, dict):
-        raise MinbertError(f"{path}: not a reference (it holds a "
+        raise MinbertError(f"{name}: not a reference (it holds a "
                            f"{type(ref).__name__}, not a dict of outputs)")
     missing = [k for k in ("last_hidden_state", "pooler_output") if k not in ref]
     if missing:
-        raise MinbertError(f"--reference {path}: lacks {' and '.join(missing)} (it holds "
+        raise MinbertError(f"{name}: lacks {' and '.join(missing)} (it holds "
                            f"{', '.join(map(str, list(ref)[:5])) or 'nothing'}); "
                            "a reference is a dict of the two outputs")
     return {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v) for k, v in ref.items()}
@@ -117,7 +119,8 @@ def main(argv=None):
         ref, against = read_reference(args.reference), args.reference
     else:
         path, against = default_reference(args.pretrained)
-        ref = None if path is None else read_reference(path)
+        ref = None if path is None else read_reference(
+            path, f"{path} (the course's sanity_check.data; python datasets.py --fetch puts the right one there)")
     model = BertModel.from_pretrained(args.pretrained).eval()
     ids = torch.tensor(INPUT_IDS)
     mask = (ids != model.config.pad_token_id).long()

@@ -276,6 +276,16 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
                            "file it loads, even with weights_only=True (CVE-2025-32434, fixed in torch "
                            "2.6); install torch>=2.6 (setup.sh installs 2.13.0)")
     try:
+        with open(path, "rb") as fp:
+            head = fp.read(8)
+    except OSError:
+        head = None  # torch.load says what is wrong below
+    # torch.save writes a zip (PK...), or in its legacy format a pickle (\x80...): anything else is no such file,
+    # which torch would report as a KeyError or an IndexError from the inside of its reader
+    if head is not None and not (head.startswith(b"PK") or head.startswith(b"\x80")):
+        raise MinbertError(f"{path}: cannot read {what} (not a file torch.save wrote: it begins {head!r})"
+                           f"{advice}")
+    try:
         # torch warns (several lines) about a pickle protocol its restricted loader does not read, then fails:
         # the failure is the one line below, the warning would only bury it.
         with torch.serialization.safe_globals(list(allowed)), warnings.catch_warnings():

@@ -122,6 +122,16 @@ def test_the_course_reference_is_the_default_for_bert_base_uncased(wide_vocab_ch
     monkeypatch.setitem(course_files.REFERENCE_BLOB_IDS, "sanity_check.data", "0" * 40)  # the user's own copy
     sanity_check.main([])
     assert "data/sanity_check.data, not the course's sanity_check.data (git blob" in capsys.readouterr().out
+    # a text file, then a dict of other keys, in its place: one line naming that file, never a --reference not typed
+    course.write_text("not a reference\n")
+    with pytest.raises(MinbertError, match=r"data/sanity_check.data: cannot read the reference \(not a file torch.save "
+                                           r"wrote: it begins b'not a re'\)"):
+        sanity_check.main([])
+    torch.save({"hidden": torch.zeros(1)}, course)
+    with pytest.raises(MinbertError, match=r"^\S*data/sanity_check.data \(the course's sanity_check.data; python "
+                                           r"datasets.py --fetch puts the right one there\): lacks last_hidden_state "
+                                           r"and pooler_output \(it holds hidden\)"):
+        sanity_check.main([])
     course.unlink()
     sanity_check.main([])
     assert ("NumPy forward pass of the same weights; the course's sanity_check.data is not in "

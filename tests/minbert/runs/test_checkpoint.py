@@ -93,7 +93,11 @@ def test_a_plain_pickle_is_one_line_without_torchs_protocol_warning(tmp_path, co
 def test_damaged_and_foreign_files_are_one_line(tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
-    with pytest.raises(MinbertError, match=r"junk.pt: cannot read checkpoint \(damaged, or not a file torch.save wrote"):
+    with pytest.raises(MinbertError, match=r"junk.pt: cannot read checkpoint \(not a file torch.save wrote: it begins "
+                                           r"b'not a ch'\)"):
+        load_checkpoint(junk)
+    junk.write_bytes(b"PK\x03\x04 a damaged zip")
+    with pytest.raises(MinbertError, match=r"junk.pt: cannot read checkpoint \(\w+Error: "):
         load_checkpoint(junk)
     weights = tmp_path / "weights.pt"
     torch.save({"w": torch.zeros(2)}, weights)
