@@ -211,13 +211,20 @@ def special_file(path):
 
 
 def read_text(path, what):
-    """A text file's contents; one line when it is not UTF-8 text or is a folder."""
+    """A text file's contents; one line when it is a folder, binary (it holds a NUL byte), or text with a byte
+    that is not UTF-8 (a file saved as Latin-1, say: the line and the byte named)."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise MinbertError(f"{path}: not a text file, so not a {what}") from None
+        raw = Path(path).read_bytes()
     except IsADirectoryError:
         raise MinbertError(f"{path}: is a folder, not a {what}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if b"\x00" in raw:
+            raise MinbertError(f"{path}: not a text file, so not a {what}") from None
+        line = raw[:e.start].count(b"\n") + 1
+        raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text (save the {what} as "
+                           "UTF-8)") from None
 
 
 def text_lines(text):

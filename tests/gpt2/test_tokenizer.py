@@ -68,7 +68,8 @@ def _copy(src, dest, **files):
 @pytest.mark.parametrize("files, message", [
     ({"vocab_json": b"not json {"}, r"vocab.json: not JSON \(Expecting value, line 1\), so not a GPT-2 vocabulary"),
     ({"vocab_json": b'["a", "b"]'}, r"vocab.json: not a GPT-2 vocabulary \(a JSON object of token: id"),
-    ({"vocab_json": b"\xff\xfe{}"}, r"vocab.json: not a text file, so not a GPT-2 vocabulary"),
+    ({"vocab_json": b"\xff\xfe{}"}, r"vocab.json: line 1: byte 0xFF is not UTF-8 text \(save the GPT-2 vocabulary "
+                                     r"\(vocab.json\) as UTF-8\)"),
     ({"merges_txt": b"\x00\xff garbage\n"}, r"merges.txt: not a text file, so not a GPT-2 merges file"),
     ({"merges_txt": b"#version: 0.2\nt h\nthree tokens here\n"}, r"merges.txt: line 3 is not a merge"),
     ({"merges_txt": b"#version: 0.2\nzz qq\n"}, r"merges.txt: does not fit .*vocab.json \(.*zz.* out of vocabulary\)"),

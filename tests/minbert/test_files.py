@@ -36,6 +36,25 @@ def test_atomic_write_on_a_full_disk_keeps_the_previous_file(tmp_path):
     assert target.read_bytes() == b"previous" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
 
 
+def test_a_file_that_is_not_utf8_text_names_its_line_and_byte(tmp_path):
+    """A sonnets file saved as Latin-1 (one é on line 3): that line and byte, and what to do; a file holding a NUL
+    byte is binary, not text; a folder is said to be one."""
+    from minbert.course_data import read_sonnets
+    from minbert.files import read_text
+    sonnets = tmp_path / "sonnets.txt"
+    sonnets.write_bytes("Sonnets\n\n1\nFrom fairest creatures\n".encode() + "we desire caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(MinbertError, match=r"sonnets.txt: line 5: byte 0xE9 is not UTF-8 text \(save the sonnets file "
+                                           r"as UTF-8\)$"):
+        read_sonnets(sonnets)
+    (tmp_path / "b").write_bytes(b"text\n\x00\xff")
+    with pytest.raises(MinbertError, match=r"b: not a text file, so not a table$"):
+        read_text(tmp_path / "b", "table")
+    with pytest.raises(MinbertError, match=r"is a folder, not a table"):
+        read_text(tmp_path, "table")
+    sonnets.write_text("Sonnets\n\n1\nwe desire caf\u00e9\n", encoding="utf-8")
+    assert read_sonnets(sonnets) == [("1", "we desire caf\u00e9")]
+
+
 def test_text_lines_end_at_newline_only():
     from minbert.files import text_lines
     assert text_lines("") == [] and text_lines("a") == ["a"] and text_lines("a\n") == ["a"]

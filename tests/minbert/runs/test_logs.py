@@ -39,6 +39,6 @@ def test_a_bad_log_is_one_line_naming_its_line(tmp_path):
     stopped = _write(tmp_path / "stopped.jsonl", [{"epoch": 0, "stopped": "the weights diverged"}])
     with pytest.raises(MinbertError, match="no epoch finished; the run stopped: the weights diverged"):
         read_log(stopped)
-    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe")
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00\x00")
     with pytest.raises(MinbertError, match="not a text file"):
         read_log(tmp_path / "bin.jsonl")
