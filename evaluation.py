@@ -129,6 +129,11 @@ def read_predictions(path):
 def score_file(pred_path, gold_path, task=None):
     """Score a prediction file against a labelled course CSV; report missing, duplicated, unknown ids."""
     task = task or guess_task(gold_path)
+    label = TASKS[task].label_col
+    header = text_lines(read_text(gold_path, "labelled CSV")[:10000])[:1] if Path(gold_path).is_file() else []
+    if header and label not in [h.strip() for h in header[0].split("\t")]:
+        raise MinbertError(f"{gold_path}: no {label} column, so no labels to score against (a test file has none): "
+                           f"give the labelled dev or train file of {task}")
     gold = {e.id: e.label for e in read_examples(gold_path, task, "dev", log=lambda *_: None)}
     preds, duplicated = read_predictions(pred_path)
     missing = [i for i in gold if i not in preds]

@@ -61,6 +61,17 @@ def test_unlabelled_gold_rows_are_predicted_but_not_scored(tmp_path):
     assert score_file(pred, gold)["missing"] == ["q3"]
 
 
+def test_scoring_against_a_test_file_says_it_has_no_labels(tmp_path, course_data):
+    pred = tmp_path / "pred.csv"
+    pred.write_text("id , Predicted_Sentiment\na1 , 1\n")
+    out = run_main("evaluation.py", "--score", str(pred), str(course_data / "ids-sst-test-student.csv"))
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"error: {course_data / 'ids-sst-test-student.csv'}: no sentiment column, so no labels to score against (a "
+        "test file has none): give the labelled dev or train file of sst")
+    out = run_main("evaluation.py", "--score", str(pred), str(tmp_path / "ids-sst-dev.csv"))
+    assert out.returncode == 2 and "ids-sst-dev.csv: data file not found" in out.stderr
+
+
 def test_score_accepts_the_course_header_and_sts(tmp_path):
     gold = tmp_path / "sts-dev.csv"
     gold.write_text("id\tsentence1\tsentence2\tsimilarity\ns1\ta\tb\t1.0\ns2\tc\td\t3.0\ns3\te\tf\t5.0\n")
