@@ -32,7 +32,7 @@ from minbert.objectives.losses import TermLoss
 from minbert.precision import autocast
 from minbert.runs.folders import open_run
 from minbert.specs import ModelSpec
-from minbert.tasks.mlm import HEAD_WORDS, BertForMaskedLM, mask_tokens
+from minbert.tasks.mlm import HEAD_WORDS, IGNORE, BertForMaskedLM, mask_tokens
 from minbert.tasks.nsp import PAIRS, sentence_pairs, split_sentences
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
@@ -149,18 +149,22 @@ class PretrainLoss(TermLoss):
         return self.track("mlm", out.loss) + self.nsp * self.track("nsp", nsp)
 
 
+def held_out_batches(data, tokenizer, vocab_size, settings):
+    """The held-out text's batches, masked the same way every time (one fixed seed)."""
+    g = torch.Generator().manual_seed(settings.recipe.seed + 1)
+    return masked(data.batches(64, shuffle=False), tokenizer, vocab_size, settings.mask_prob, g)
+
+
 @torch.inference_mode()
 def evaluate(model, data, tokenizer, settings):
     """Masked-token accuracy and mean loss on the held-out text, masked with one fixed seed; with --nsp the
     next-sentence accuracy and mean loss too."""
     model.eval()
     device, amp = settings.runtime.device, settings.runtime.amp
-    g = torch.Generator().manual_seed(settings.recipe.seed + 1)
     loss_sum, right, n = 0.0, 0, 0
     nsp_sum, nsp_right = 0.0, 0
     total = -(-len(data) // 64)
-    batches = masked(data.batches(64, shuffle=False), tokenizer, model.config.vocab_size, settings.mask_prob,
-                     g)
+    batches = held_out_batches(data, tokenizer, model.config.vocab_size, settings)
     for b in tqdm(batches, total=total, desc="held-out", disable=None, leave=False):
         b = to_device(b, device)
         with autocast(device, amp):
@@ -215,6 +219,12 @@ class PretrainPipeline(Pipeline):
         self.model, self.loaded = BertForMaskedLM.from_pretrained(
             s.pretrained, nsp=s.nsp > 0, attn_impl=rt.attn, fast_dropout=rt.fast_dropout)
         maybe_compile(self.model.to(rt.device), rt.compile)
+        scored = sum(int((b["labels"] != IGNORE).sum())
+                     for b in held_out_batches(self.dev, self.tokenizer, self.model.config.vocab_size, s))
+        if not scored:  # its accuracy and loss would be undefined, and every epoch would tie with the first
+            raise MinbertError(f"the {len(self.dev)} held-out {'pairs' if s.nsp else 'sentences'} get no masked "
+                               f"token at --mask_prob {s.mask_prob:g}, so the held-out accuracy that picks the best "
+                               "epoch is undefined: give more text (5% of it is held out) or a higher --mask_prob")
         self.spec = ModelSpec(pipeline="pretrain", pretrained=str(s.pretrained), fine_tune_mode="full-model",
                               max_length=s.max_length)
         self.per_epoch = -(-len(self.train) // s.batch_size)

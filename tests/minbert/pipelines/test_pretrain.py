@@ -219,3 +219,19 @@ def test_the_sonnets_are_documents_of_their_lines(tmp_path, tiny_model):
                          "--batch_size", "8", "--max_length", "32"])
     log = [json.loads(line) for line in (out / "pretrain-log.jsonl").read_text().splitlines()]
     assert log[-1]["total_steps"] == 2 and "nsp_acc" in log[-1]["dev"]
+
+
+def test_held_out_text_that_gets_no_masked_token_is_one_line_before_training(tmp_path, tiny_model):
+    """Twenty one-word sentences: the one held out gets no masked token at --mask_prob 0.05 (seed 11711), so its
+    accuracy would be undefined and every epoch tie with the first: refused, nothing trained; at a --mask_prob
+    that masks one, the run goes on."""
+    texts = tmp_path / "one-word.txt"
+    texts.write_text("".join(f"{w}\n" for w in ("good", "bad", "fun", "sad") * 5))
+    with pytest.raises(MinbertError, match=r"^the 1 held-out sentences get no masked token at --mask_prob 0.05, so the "
+                                           r"held-out accuracy that picks the best epoch is undefined"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "none", "--mask_prob", "0.05", texts=texts))
+    assert not list((tmp_path / "none").glob("*.pt"))
+    out = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "some", "--mask_prob", "0.99",
+                                      "--max_steps", "1", texts=texts))
+    log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
+    assert all(r["dev"]["masked_tokens"] >= 1 for r in log)
