@@ -149,13 +149,17 @@ def assert_compiles_to_eager(model, ids, mask):
     assert not counters["graph_break"]  # the whole forward, without falling back to Python midway
 
 
-def test_compile_flag_reaches_the_models_forward(tmp_path, course_data, tiny_model, monkeypatch):
-    """classifier.py and multitask_classifier.py --compile hand BERT's forward to torch.compile, shapes dynamic."""
+def test_compile_flag_reaches_the_models_forward(tmp_path, course_data, tiny_model, monkeypatch, capsys):
+    """classifier.py and multitask_classifier.py --compile hand BERT's forward to torch.compile, shapes dynamic, and
+    the start line says the compiling comes first (minutes on a CPU, with nothing else printed meanwhile)."""
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: compiled.append(kw) or fn)
     classifier.main(part1_args(tmp_path / "p1", course_data, tiny_model, "--epochs", "1", "--datasets", "sst",
                                "--fine-tune-mode", "full-model", "--compile"))
     assert compiled == [{"dynamic": True}]
+    assert ("training step: eager (recording the step as CUDA graphs needs a CUDA GPU; cpu runs it as it comes), with "
+            "--compile: torch.compile (Inductor) compiles the model first, which takes minutes on a CPU before the "
+            "first step") in capsys.readouterr().out
     mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2", "--compile"))
     assert compiled == [{"dynamic": True}] * 2
 

@@ -87,6 +87,10 @@ def runtime(v, log=main_print, eager=None, training=True):
     record_step = False
     if training:
         record_step, path = resolve_record_step(v, device, amp, distributed()[1], eager)
+        if v.get("compile"):  # nothing else is printed while Inductor compiles, which can take minutes
+            path += (", with --compile: torch.compile (Inductor) compiles the model first, which takes "
+                     + ("minutes on a CPU" if device.type == "cpu" else "a minute or two")
+                     + " before the first step, then a little more at each new batch shape")
         log(f"training step: {path}")
     pad = resolve_pad_multiple(v["pad_multiple"], device)
     if record_step:
