@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from minbert.files import check_writable, read_text
+from minbert.reports.dev_outputs import recorded_flags
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
@@ -179,10 +180,43 @@ def ranked(rows):
     return sorted(rows, key=lambda r: (math.isnan(r["mean"]), -r["mean"] if not math.isnan(r["mean"]) else 0))
 
 
+DEV_FILES = ("--sst_dev", "--para_dev", "--sts_dev")
+
+
+def comparable(rows, table):
+    """Notes on what the ranking mixes: runs from more than one checkpoint, or (by their run folders' recorded
+    inputs, runs/NAME beside the table's folder or the current one) scored on other dev data; and which runs
+    could not be checked."""
+    notes = []
+    pretrained = sorted({r.get("pretrained", "") for r in rows} - {""})
+    if len(pretrained) > 1:
+        notes.append(f"the runs start from {len(pretrained)} checkpoints ({', '.join(pretrained[:4])}"
+                     f"{', ...' if len(pretrained) > 4 else ''}): their means compare checkpoints as much as runs")
+    dev, unknown = {}, []
+    for r in rows:
+        folder = next((f for f in (Path(table).resolve().parent.parent / "runs" / r["run"], Path("runs") / r["run"])
+                       if f.is_dir()), None)
+        flags = recorded_flags(folder) if folder is not None else None
+        if not flags:
+            unknown.append(r["run"])
+            continue
+        inputs = flags.get("inputs") or {}
+        dev.setdefault(tuple((inputs.get(f) or {}).get("sha256") for f in DEV_FILES), []).append(r["run"])
+    if len(dev) > 1:
+        groups = "; ".join(", ".join(runs[:3]) + (" ..." if len(runs) > 3 else "")
+                           for runs in sorted(sorted(g) for g in dev.values()))
+        notes.append(f"the runs were scored on {len(dev)} different dev sets (by their files' contents: {groups}): "
+                     "their means are not comparable across those groups")
+    if unknown:
+        notes.append(f"{len(unknown)} run(s) ({', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''}) have no "
+                     "run folder with a checkpoint under runs/ here, so their dev data could not be checked")
+    return notes
+
+
 def results_view(path, out, backup=False):
     rows = ranked(read_results(path))
-    cols = ["run", "training", "pair_encoding", "lr", "epochs", "seed", "sst_acc", "quora_acc", "sts_r",
-            "mean", "best_epoch", "minutes"]
+    cols = ["run", "training", "pair_encoding", "pretrained", "lr", "epochs", "seed", "sst_acc", "quora_acc",
+            "sts_r", "mean", "best_epoch", "minutes"]
     cols = [c for c in cols if c in rows[0]]
     table = [[str(i + 1)] + [f"{r[c]:.4f}" if c == "mean" else str(r.get(c, "")) for c in cols]
              for i, r in enumerate(rows)]
@@ -191,6 +225,8 @@ def results_view(path, out, backup=False):
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+    for note in comparable(rows, path):
+        print(f"note: {note}")
     out = OutFolder(out, backup=backup)
     names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
     fig_path = plot_results(names, [r["mean"] for r in rows], f"Runs in {Path(path).name}, best first",

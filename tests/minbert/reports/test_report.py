@@ -7,7 +7,7 @@ import pytest
 from minbert.reports.figures import DPI
 from minbert.reports.read import load_scores
 from minbert.reports.report import report, results_view
-from tests.course import make_multitask_run, part1_args, png_size
+from tests.course import make_multitask_run, part1_args, png_size, write_course_data
 from utils import MinbertError
 
 
@@ -43,6 +43,34 @@ def test_results_table_is_ranked_by_mean(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:2] == ["1", "high"] and lines[3].split()[:2] == ["3", "low"]
     assert png_size(fig)[0] == 7 * DPI
+
+
+def test_results_say_when_runs_differ_in_checkpoint_or_dev_data(tmp_path, course_data, tiny_model, monkeypatch,
+                                                                capsys):
+    """Three runs in one results table: two on the same dev files, one on an edited STS dev file, one more from
+    another checkpoint; each mix is one note, and a row without a run folder is said to be unchecked."""
+    import multitask_classifier as mt
+    from tests.checkpoints import make_hf_checkpoint
+    from tests.course import part2_args
+    monkeypatch.chdir(tmp_path)
+    table = tmp_path / "predictions" / "multitask-results.csv"
+    other = write_course_data(tmp_path / "other", seed=0)
+    (other / "sts-dev.csv").write_text((other / "sts-dev.csv").read_text().replace("\t", "\t ", 1))  # one byte more
+    second, _ = make_hf_checkpoint(tmp_path / "second", seed=1)
+    for name, data, model in (("a", course_data, tiny_model), ("b", course_data, tiny_model),
+                              ("c", other, tiny_model), ("d", course_data, second)):
+        args = part2_args(tmp_path, data, model, "--epochs", "1", "--steps_per_epoch", "1", "--run_name", name)
+        args[args.index("--results") + 1] = str(table)
+        mt.main(args)
+    capsys.readouterr()
+    results_view(table, tmp_path / "res")
+    out = capsys.readouterr().out
+    assert f"note: the runs start from 2 checkpoints ({', '.join(sorted([str(tiny_model), str(second)]))})" in out
+    assert "note: the runs were scored on 2 different dev sets (by their files' contents: a, b, d; c)" in out
+    for checkpoint in (tmp_path / "runs" / "d").glob("*.pt"):  # deleted to save space, say
+        checkpoint.unlink()
+    results_view(table, tmp_path / "res2")
+    assert "note: 1 run(s) (d) have no run folder with a checkpoint under runs/ here" in capsys.readouterr().out
 
 
 def test_a_real_part1_run_reports(tmp_path, course_data, tiny_model):
