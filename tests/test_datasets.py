@@ -253,3 +253,46 @@ def test_two_sentences_joined_from_their_real_tokens():
     assert joined["input_ids"].tolist() == [[2, 7, 8, 3, 5, 3], [2, 9, 3, 6, 3, 0]]
     assert joined["token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 0]]
     assert joined["attention_mask"].tolist() == [[1] * 6, [1] * 5 + [0]]
+
+
+def test_mixed_pairs_cross_encode_quora_and_keep_sts_siamese():
+    from datasets import task_encoding
+    assert [task_encoding("mixed", t) for t in ("quora", "sts")] == ["cross", "siamese"]
+    assert [task_encoding(e, t) for e in ("cross", "siamese") for t in ("quora", "sts")] == \
+        ["cross", "cross", "siamese", "siamese"]
+
+
+def test_each_rank_gets_its_slice_of_a_global_batch_and_knows_its_size(course_data, tiny_model):
+    """Two ranks share a global batch of 5: rank 0 rows 0, 2, 4, rank 1 rows 1, 3, each told the global 5 (what a
+    loss averages over); a rank left without a row gets a stand-in of weight nothing ('ghost')."""
+    from datasets import TaskData
+    from tokenizer import BertTokenizer
+    data = TaskData(read_examples(course_data / "ids-sst-train.csv", "sst", "train"), "sst",
+                    BertTokenizer.from_pretrained(tiny_model))
+    idx = np.array([7, 3, 9, 1, 4])
+    parts = [data.rank_batch(idx, rank, 2) for rank in (0, 1)]
+    assert [p["index"].tolist() for p in parts] == [[7, 9, 4], [3, 1]]
+    assert [(p["global_size"], p["ghost"]) for p in parts] == [(5, False), (5, False)]
+    lone = data.rank_batch(np.array([2]), 1, 2)
+    assert (lone["global_size"], lone["ghost"]) == (1, True)
+
+
+def test_a_few_unlabelled_dev_rows_keep_everyone_elses_labels(tiny_model):
+    """Broken dev rows (label None) are predicted, not scored: the other rows keep their labels."""
+    from datasets import TaskData
+    from minbert.course_data import Example
+    from tokenizer import BertTokenizer
+    rows = [Example("a", ("good film",), 3, 2), Example("b", ("bad",), None, 3), Example("c", ("fun",), 1, 4)]
+    data = TaskData(rows, "sst", BertTokenizer.from_pretrained(tiny_model))
+    assert data.scored.tolist() == [True, False, True] and data.labels.tolist() == [3, 0, 1]
+    none = TaskData([Example("b", ("bad",), None, 3)], "sst", BertTokenizer.from_pretrained(tiny_model))
+    assert none.labels is None
+
+
+def test_a_joined_pair_is_cut_to_max_length_with_its_three_special_tokens():
+    """[CLS] a [SEP] b [SEP]: the two sentences share max_length - 3 tokens, so the row is max_length long."""
+    a = torch.tensor([[2] + list(range(10, 30)) + [3]])
+    b = torch.tensor([[2] + list(range(40, 60)) + [3]])
+    out = join_pair(a, torch.ones_like(a), b, torch.ones_like(b), 12, 0)
+    assert out["input_ids"].shape == (1, 12) and out["input_ids"][0].tolist().count(3) == 2
+    assert out["input_ids"][0].tolist() == [2, *range(10, 14), 3, *range(40, 45), 3]  # 4 + 5 = 12 - 3, odd to b

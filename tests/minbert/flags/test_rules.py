@@ -105,3 +105,30 @@ def test_pretrain_refuses_a_data_dir_that_texts_replaces():
         pretrain.main(["--texts", "t.txt", "--data_dir", "elsewhere", "--out", "o"])
     assert parse_pretrain(["--data_dir", "elsewhere", "--out", "o"]).data_dir == "elsewhere"
     assert parse_pretrain(["--texts", "t.txt", "--out", "o"]).texts == "t.txt"
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--optimizer", "lion", "--no_fused"], "--no_fused switches off AdamW's fused pass, which --optimizer lion"),
+    (["--no_foreach", "--no_fused"], "--no_fused switches off AdamW's fused pass"),
+    (["--shared_head", "16", "--pair_encoding", "siamese"], "--shared_head shares a hidden layer"),
+    (["--smart_weight", "1", "--freeze_layers", "2", "--fine-tune-mode", "full-model"],
+     "--smart_weight needs the gradient at BERT's embeddings, which frozen layers"),
+    (["--smart_weight", "1", "--gradual_unfreeze", "10", "--fine-tune-mode", "full-model"],
+     "--smart_weight needs the gradient at BERT's embeddings, which frozen layers"),
+])
+def test_each_clash_is_refused_on_its_own(argv, match):
+    """Each side of a rule alone sets it off (either freezing flag; lion or --no_foreach): one line."""
+    with pytest.raises(MinbertError, match=re.escape(match)):
+        mt.get_args(["--pretrained", "all-minilm-l6-v2", *argv])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--no_fused"],                                             # AdamW with its foreach pass: the flag acts
+    ["--shared_head", "16", "--pair_encoding", "mixed"],        # mixed cross-encodes Quora: a head to share
+    ["--loss_weights", "1", "0", "1"],                          # one task off, the others train
+    ["--rdrop_weight", "0"],                                    # a regulariser's weight typed at 0: switches it off
+    ["--smart_weight", "1", "--fine-tune-mode", "full-model"],  # SMART on an unfrozen BERT
+])
+def test_the_other_side_of_each_rule_is_taken(argv):
+    args = mt.get_args(["--pretrained", "all-minilm-l6-v2", *argv])
+    assert {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")} <= args.typed | {"no_fused"}

@@ -103,3 +103,19 @@ def test_an_out_that_is_a_dangling_link_is_refused_before_the_work(tmp_path, mon
     with pytest.raises(MinbertError, match=r"--out .*link: .*link is a link to .*gone, which does not exist"):
         compare(CompareSettings(runs=(str(a), str(b)), resamples=100, out=str(tmp_path / "link")))
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_rows_interval_is_the_95_percent_bootstrap_interval_by_hand(tmp_path):
+    """SST accuracy, one dev set, 1000 resamples of seed 0: the row's interval is the 2.5th and 97.5th percentiles
+    of B - A over the same index draws, computed here from the two runs' right and wrong answers."""
+    import numpy as np
+    from minbert.reports.dev_outputs import read_run
+    a = make_part2_run(tmp_path / "a", 0.6, 1, tasks=("sst",))
+    b = make_part2_run(tmp_path / "b", 0.65, 2, tasks=("sst",))
+    (row,) = compare_runs(CompareSettings(runs=(str(a), str(b)), resamples=1000, seed=0))
+    right = [read_run(f).tasks["sst"].stats[:, 0] for f in (a, b)]
+    n = len(right[0])
+    idx = np.random.default_rng(0).integers(0, n, (1000, n))
+    boot = right[1][idx].mean(1) - right[0][idx].mean(1)
+    assert row.interval == pytest.approx(tuple(np.percentile(boot, [2.5, 97.5])), abs=1e-12)
+    assert row.diff == pytest.approx(right[1].mean() - right[0].mean())

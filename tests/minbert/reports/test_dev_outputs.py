@@ -90,6 +90,13 @@ def test_bad_folders_and_other_dev_sets_are_one_line(tmp_path):
     a = read_run(make_compared_run(tmp_path / "a", {"sst": (ids, gold, gold)})).tasks["sst"]
     shuffled = read_run(make_compared_run(tmp_path / "b", {"sst": (ids[::-1], gold[::-1], gold[::-1])})).tasks["sst"]
     assert list(aligned(a, shuffled).ids) == ids  # the same dev set in another order is put in order
+    np.testing.assert_array_equal(aligned(a, shuffled).stats, a.stats)  # with its statistics, row by row
+    gold_nan = gold.astype(float)
+    gold_nan[2] = np.nan  # a broken dev row: predicted, not scored
+    pred_nan = gold.astype(float)
+    pred_nan[2] = np.nan  # whatever its prediction, even NaN, it does not count
+    kept = read_run(make_compared_run(tmp_path / "unscored-nan", {"sts": (ids, gold_nan, pred_nan)})).tasks["sts"]
+    assert len(kept.ids) == 19 and "i2" not in list(kept.ids)
     other = read_run(make_compared_run(tmp_path / "c", {"sst": (ids[:-1] + ["new"], gold, gold)})).tasks["sst"]
     with pytest.raises(MinbertError, match=r"c/sst-dev-scores.npz: not the dev set of .*a/sst-dev-scores.npz "
                                            r"\(20 labelled examples against 20; id i19 is in one only\)"):

@@ -88,3 +88,54 @@ def test_part1_groups_against_the_handouts_published_means(tmp_path, capsys):
     assert f"note: p1-* was scored on {COMPARED_N} SST dev examples, the handout's figures on the course's 1101" in out
     with pytest.raises(MinbertError, match=r"--handout: --candidate p1-1 is one run: its spread over seeds is unknown"):
         compare_handout(CompareSettings(handout=True, candidates=(tuple(runs[:1]),)))
+
+
+def test_aso_runs_at_alpha_over_every_row_and_the_spread_has_two_means_estimated(tmp_path, monkeypatch):
+    """ASO's confidence is Bonferroni's over all rows, the multitask mean's included (4 a candidate of Part 2: 8
+    for two); below 3 seeds the spread quoted is the pooled std of both groups about their own means (ddof 2)."""
+    from minbert.reports import seeds
+    alphas = []
+    real = seeds.aso
+    monkeypatch.setattr(seeds, "aso", lambda a, b, alpha, *rest: alphas.append(alpha) or real(a, b, alpha, *rest))
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    better = groups(tmp_path, 0.75, "rd", (1, 2, 3), lr=2e-4)
+    also = groups(tmp_path, 0.7, "sm", (1, 2, 3), lr=3e-4)
+    compare_groups(CompareSettings(baseline=base, candidates=(better, also), resamples=200, alpha=0.05))
+    assert alphas and all(a == pytest.approx(0.05 / 8) for a in alphas)
+    few = groups(tmp_path, 0.62, "fw", (1, 2), lr=4e-4)
+    rows = compare_groups(CompareSettings(baseline=base[:2], candidates=(few,), resamples=200))
+    from minbert.reports.dev_outputs import read_run
+    a = np.array([read_run(f).tasks["sst"].value for f in base[:2]])
+    b = np.array([read_run(f).tasks["sst"].value for f in few])
+    spread = np.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / (len(a) + len(b) - 2))
+    assert f"(std {spread:.3f})" in rows[0].seeds
+
+
+def test_a_task_only_some_runs_kept_is_left_out_of_the_group(tmp_path, capsys):
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    partial = (str(make_part2_run(tmp_path / "p-1", 0.7, 1, {"lr": 2e-4})),
+               str(make_part2_run(tmp_path / "p-2", 0.7, 2, {"lr": 2e-4}, tasks=("sst", "quora"))),
+               str(make_part2_run(tmp_path / "p-3", 0.7, 3, {"lr": 2e-4})))
+    rows = compare_groups(CompareSettings(baseline=base, candidates=(partial,), resamples=200))
+    assert [r.task for r in rows] == ["sst", "quora"]
+    assert "note: sts left out of p-* against base-*" in capsys.readouterr().out
+
+
+def test_the_handout_comparison_is_welchs_test_from_the_sample_std(tmp_path):
+    """B - A against the handout's mean ± std over 10 seeds: Welch's interval and p from the candidate's mean and
+    sample standard deviation (ddof 1), as scipy computes them."""
+    from scipy import stats
+    runs, accs = [], (0.52, 0.53, 0.505)
+    for s, acc in zip((1, 2, 3), accs):
+        gold = COMPARED_GOLD["sst"]
+        pred = np.where(np.arange(COMPARED_N) < acc * COMPARED_N, gold, (gold + 1) % 5)
+        runs.append(str(make_compared_run(tmp_path / f"h-{s}", {"sst": (COMPARED_IDS, gold, pred)},
+                                          {"fine_tune_mode": "full-model", "seed": s, "pretrained": "bert-base-uncased"})))
+    (row,) = compare_handout(CompareSettings(handout=True, candidates=(tuple(runs),)))
+    b = np.array([round(a * COMPARED_N) / COMPARED_N for a in accs])
+    t = stats.ttest_ind_from_stats(b.mean(), b.std(ddof=1), 3, 0.515, 0.004, 10, equal_var=False)
+    assert row.p == pytest.approx(t.pvalue, rel=1e-9)
+    va, vb = 0.004 ** 2 / 10, b.var(ddof=1) / 3
+    df = (va + vb) ** 2 / (va ** 2 / 9 + vb ** 2 / 2)
+    half = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
+    assert row.interval == pytest.approx((b.mean() - 0.515 - half, b.mean() - 0.515 + half), rel=1e-9)

@@ -172,3 +172,34 @@ def test_verdicts_in_words():
     assert S.verdict(0.02, 0.001, (0.01, 0.03)) == "better"
     assert S.verdict(-0.02, 0.0001, (-0.03, -0.01)) == "worse"
     assert S.verdict(1.5, 0.2, (-0.52, 3.1), digits=2) == "within noise (p = 0.2, 95% CI -0.52 to +3.10)"
+
+
+def test_chrf_of_short_references_is_sacrebleus():
+    """References shorter than six characters have no n-grams of the higher orders: those orders are left out of
+    the average (only orders both sides have count), as sacrebleu leaves them out."""
+    hyps = ["the rose doth bloom", "thou art", "a", "summer's lease hath"]
+    refs = ["the rose", "thou", "ab", "summer"]
+    stats_ = S.chrf_stats(hyps, refs)
+    assert S.CHRF.value(stats_.sum(0), len(hyps)) == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score,
+                                                                   abs=1e-9)
+
+
+def test_pooled_groups_of_different_sizes_split_at_the_baselines_runs():
+    """Three baseline runs against one candidate: the observed difference is the candidate's accuracy minus the
+    mean of the three, and the bootstrap's mean is near it (computed here by hand, run by run)."""
+    runs = [two_systems(300, 200 + 10 * k, 0, seed=k)[0] for k in range(4)]
+    r = S.pooled(S.ACCURACY, runs[:3], runs[3:], 2000, np.random.default_rng(0))
+    accuracy = [float(x.mean()) for x in runs]
+    assert r.observed == pytest.approx(accuracy[3] - np.mean(accuracy[:3]))
+    idx = np.random.default_rng(0).integers(0, 300, (2000, 300))  # the same draws, by hand
+    by_hand = np.mean([x[:, 0][idx].mean(1) for x in runs[3:]], 0) - np.mean([x[:, 0][idx].mean(1) for x in runs[:3]], 0)
+    np.testing.assert_allclose(r.boot, by_hand, atol=1e-12)
+
+
+@pytest.mark.parametrize("boot, p", [
+    (np.array([-1.0, 1, 2, 3, 4, 5, 6, 7, 8, 9]), 2 * (1 + 1) / 11),   # one of ten on the far side of 0
+    (np.arange(1.0, 11), 2 * 1 / 11),                                  # none: the observed sample alone
+    (np.array([-2.0, -1, 0, 1, 2]), 1.0),                              # centred on 0: capped at 1
+])
+def test_the_bootstrap_p_is_twice_the_far_side_by_hand(boot, p):
+    assert S.bootstrap_p(boot) == pytest.approx(p)

@@ -270,3 +270,20 @@ def test_eval_only_writes_into_a_run_folder_of_its_own(tmp_path, course_data, ti
                                            r"multitask_classifier.py --eval_only run writes into a folder of its own"):
         mt.main(args + ["--run_dir", str(tmp_path / "ck")])
     assert snapshot(tmp_path / "ck") == before
+
+
+def test_a_run_stopped_before_writing_removes_the_folders_it_made_and_no_other(tmp_path, course_data, tiny_model,
+                                                                               monkeypatch):
+    """runs/ there already (empty), --run_name a/b: a run stopped before its first epoch ends leaves runs/ as it
+    was, without a/b or a/, which it made."""
+    from minbert.training.trainer import Trainer
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+
+    def stopped(self, *a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Trainer, "run_epoch", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_name", "a/b",
+                 "--no_tensorboard"])
+    assert (tmp_path / "runs").is_dir() and list((tmp_path / "runs").iterdir()) == []

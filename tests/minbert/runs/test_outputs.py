@@ -217,3 +217,30 @@ def test_a_tool_never_replaces_a_runs_published_file(tmp_path):
     assert published.read_bytes() == before
     write_output(tmp_path / "predictions" / "timings.json", lambda fp: fp.write(b"{}"), "bench.py")
     outputs.check_file(tmp_path / "predictions" / "timings.json", "--json")
+
+
+def test_a_table_gets_its_header_once_and_each_run_one_row(tmp_path):
+    """append_once: a new or empty file gets the header first; a run already in the table (any row of it) is not
+    added again; another run is."""
+    import csv
+    from minbert.runs.outputs import append_once
+    table = tmp_path / "t.csv"
+    table.write_text("")  # made empty (touched) before any run
+    assert append_once(table, ["run", "mean"], {"run": "a", "mean": 1})
+    assert append_once(table, ["run", "mean"], {"run": "b", "mean": 2})
+    assert not append_once(table, ["run", "mean"], {"run": "a", "mean": 3})  # a's row is there, b's after it
+    assert [dict(r) for r in csv.DictReader(table.open())] == [{"run": "a", "mean": "1"}, {"run": "b", "mean": "2"}]
+
+
+def test_a_runs_own_folder_is_its_to_replace_in(tmp_path):
+    """An output in the run's own folder replaces what is there (its files, or a stale one), with no --backup; the
+    same file outside any run folder is protected by the rule."""
+    from minbert.runs.outputs import check_outputs
+    own = tmp_path / "runs" / "r"
+    own.mkdir(parents=True)
+    (own / ".minbert-run").write_text("{}\n")
+    (own / "sst-dev-output.csv").write_text("someone's\n")
+    check_outputs(files=[("--sst_dev_out", own / "sst-dev-output.csv")], own=own)
+    (tmp_path / "mine.csv").write_text("someone's\n")
+    with pytest.raises(MinbertError, match=r"--sst_dev_out .*mine.csv: holds a file this project did not write"):
+        check_outputs(files=[("--sst_dev_out", tmp_path / "mine.csv")], own=own)

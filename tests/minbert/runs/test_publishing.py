@@ -446,3 +446,25 @@ def test_ctrl_c_while_a_tool_writes_its_file_says_it_was_written(tmp_path):
     assert sources.written_by(tmp_path / "out.zip")["run"] == "prepare_submit.py"
     assert utils._INTERRUPT_HINT["text"] == f"{tmp_path / 'out.zip'} written whole before the interrupt took effect"
     utils.set_interrupt_hint(None)
+
+
+def test_resuming_a_finished_run_whose_file_was_edited_or_deleted_writes_its_outputs_again(tmp_path, course_data,
+                                                                                           tiny_model, capsys):
+    """A file the finished run wrote for publishing, edited by hand (same name, other bytes) or deleted, its
+    published copy deleted too: --resume says which and writes the run's outputs again from its best checkpoint,
+    the file then as the run wrote it."""
+    import multitask_classifier as mt
+    mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7"))
+    target = tmp_path / "a" / "ck" / "sst-dev-output.csv"
+    written = target.read_bytes()
+
+    def edit():
+        target.write_bytes(written.replace(b" , ", b" ,  ", 1))
+
+    for damage, said in ((edit, "changed since"), (target.unlink, "missing, though")):
+        damage()
+        (tmp_path / "pred" / "sst-dev-output.csv").unlink()  # its published copy too
+        capsys.readouterr()
+        mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume"))
+        assert f"{target}: {said} the run wrote it; mt's outputs are written again" in capsys.readouterr().out
+        assert target.read_bytes() == written

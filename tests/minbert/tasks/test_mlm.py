@@ -125,3 +125,52 @@ def test_a_next_sentence_head_of_the_wrong_shape_is_one_line(tmp_path):
                                            r"32, .*\): cls.seq_relationship.weight \[3, 32\], the model's \[2, 32\]"):
         BertForMaskedLM.from_pretrained(folder, nsp=True)
     assert BertForMaskedLM.from_pretrained(folder)[1] == {"mlm"}
+
+
+def test_random_replacements_reach_every_id_of_the_vocabulary():
+    """The 10% of chosen tokens replaced at random draw from all vocab_size ids, the last one included."""
+    ids = torch.full((64, 64), 3)
+    inputs, labels = mask_tokens(ids, torch.zeros_like(ids, dtype=torch.bool), 8, 7, 1.0,
+                                 torch.Generator().manual_seed(0))
+    replaced = inputs[(inputs != 7) & (inputs != 3)]  # neither [MASK] (7) nor kept
+    assert set(replaced.tolist()) | {3, 7} == set(range(8))
+    assert (labels == 3).all()  # every token chosen at mask_prob 1, its label the original
+
+
+def test_the_loss_is_the_mean_cross_entropy_over_the_chosen_tokens(tiny_model):
+    """Three chosen positions of eighteen: the loss is their mean cross-entropy, computed here from the logits."""
+    import torch.nn.functional as F
+    model, _ = BertForMaskedLM.from_pretrained(tiny_model)
+    ids = torch.randint(5, 40, (2, 9), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, IGNORE)
+    labels[0, 2], labels[1, 4], labels[1, 7] = ids[0, 2], ids[1, 4], ids[1, 7]
+    out = model.eval()(ids, torch.ones_like(ids), labels)
+    assert out.logits.shape == (3, model.config.vocab_size)
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits.float(), labels[labels != IGNORE]))
+
+
+def test_a_fresh_head_starts_at_the_configs_initializer_range(tiny_model):
+    model, loaded = BertForMaskedLM.from_pretrained(tiny_model, nsp=True)
+    assert loaded == set()
+    for w in (model.head.dense.weight, model.nsp.weight):
+        assert abs(float(w.std()) - model.config.initializer_range) < 0.3 * model.config.initializer_range
+    assert not model.head.dense.bias.any() and not model.nsp.bias.any()
+
+
+def test_a_head_saved_under_tensorflows_layernorm_names_loads(tmp_path, tiny_model):
+    """Old TF-converted checkpoints name a LayerNorm's weight gamma and its bias beta: the head's LayerNorm gets
+    gamma as its weight, beta as its bias."""
+    import shutil
+    from safetensors.torch import load_file, save_file
+    folder = tmp_path / "tf"
+    shutil.copytree(tiny_model, folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    h = tiny_config().hidden_size
+    head = {"cls.predictions.transform.dense.weight": torch.randn(h, h), "cls.predictions.transform.dense.bias":
+            torch.randn(h), "cls.predictions.transform.LayerNorm.gamma": torch.full((h,), 2.0),
+            "cls.predictions.transform.LayerNorm.beta": torch.full((h,), -1.0),
+            "cls.predictions.bias": torch.zeros(tiny_config().vocab_size)}
+    save_file({**weights, **head}, str(folder / "model.safetensors"))
+    model, loaded = BertForMaskedLM.from_pretrained(folder)
+    assert loaded == {"mlm"}
+    assert (model.head.layer_norm.weight == 2.0).all() and (model.head.layer_norm.bias == -1.0).all()
