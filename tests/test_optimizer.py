@@ -220,3 +220,49 @@ def test_the_compiled_update_takes_the_capturable_steps_and_compiling_it_changes
         for p, q in zip(a.parameters(), b.parameters()):
             torch.testing.assert_close(q, p)
     assert float(comp.state[b.weight]["step"]) == 5
+
+
+def test_lion_mixes_the_gradient_in_by_beta1_and_keeps_it_by_beta2():
+    """One coordinate, two steps where the two betas give opposite signs: g = 1 then -0.2, betas (0.9, 0.99).
+    Step 1: c = 0.1 > 0, theta = -0.1, m = 0.01. Step 2: c = 0.9 * 0.01 + 0.1 * -0.2 = -0.011 < 0, so theta
+    goes back to 0 (with beta2 in c it would be +0.0079 and theta -0.2)."""
+    from optimizer import Lion
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = Lion([p], lr=0.1, betas=(0.9, 0.99), weight_decay=0.0)
+    for g in (1.0, -0.2):
+        p.grad = torch.tensor([g])
+        opt.step()
+    torch.testing.assert_close(p.data, torch.zeros(1))
+    torch.testing.assert_close(opt.state[p]["exp_avg"], torch.tensor([0.99 * 0.01 + 0.01 * -0.2]))
+
+
+def test_adamw_defaults_and_the_paths_each_setting_picks():
+    """The handout's eps (1e-6); torch's fused kernel only with the foreach pass on and bias correction on (it has
+    no uncorrected form): without it, the uncorrected steps are the reference loop's."""
+    p = torch.nn.Parameter(torch.ones(3))
+    assert AdamW([p]).defaults["eps"] == 1e-6
+    assert not AdamW([p], foreach=False, fused=True).param_groups[0]["fused"]
+    g = torch.Generator().manual_seed(0)
+    grads = [torch.randn(3, generator=g) for _ in range(3)]
+    out = {}
+    for name, kw in (("default", {}), ("loop", {"foreach": False})):
+        q = torch.nn.Parameter(torch.ones(3))
+        opt = AdamW([q], lr=0.1, correct_bias=False, weight_decay=0.01, **kw)
+        for grad in grads:
+            q.grad = grad.clone()
+            opt.step()
+        out[name] = q.detach().clone()
+    torch.testing.assert_close(out["default"], out["loop"], atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lion", "lamb"])
+def test_the_state_size_each_optimizer_is_said_to_keep_is_what_it_keeps(name):
+    """STATE_TENSORS (the start line's optimizer-state size) counts the tensors of a parameter's shape that the
+    optimizer holds for it after a step."""
+    from optimizer import OPTIMIZERS, STATE_TENSORS
+    p = torch.nn.Parameter(torch.ones(4, 3))
+    opt = OPTIMIZERS[name]([p], lr=1e-3)
+    p.grad = torch.ones(4, 3)
+    opt.step()
+    kept = [v for v in opt.state[p].values() if torch.is_tensor(v) and v.shape == p.shape]
+    assert len(kept) == STATE_TENSORS[name]

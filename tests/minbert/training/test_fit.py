@@ -51,6 +51,22 @@ def test_early_stopping_on_a_scripted_score_sequence():
     for epoch, s in enumerate([0.5, 0.4, 0.3, 0.2]):
         never.update(s, epoch)
     assert not never.should_stop
+    tie = EarlyStopping(patience=2)
+    assert tie.update(0.6, 0) and not tie.update(0.6, 1)  # a tie is no improvement: the earlier epoch stays best
+    assert (tie.best_epoch, tie.waited) == (0, 1)
+
+
+def test_resuming_a_finished_run_neither_trains_nor_scores_it_again(tmp_path, course_data, tiny_model, monkeypatch,
+                                                                    capsys):
+    import classifier
+    from minbert.training import fit as fit_module
+    args = part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "--epochs", "2")
+    classifier.main(args)
+    names, finished = epochs_run(monkeypatch), []
+    real = fit_module.finish
+    monkeypatch.setattr(fit_module, "finish", lambda *a, **kw: finished.append(1) or real(*a, **kw))
+    classifier.main(args + ["--resume"])
+    assert names == [] and finished == []
 
 
 def test_multitask_stops_early_and_keeps_the_best_epoch(tmp_path, course_data, tiny_model, monkeypatch, capsys):

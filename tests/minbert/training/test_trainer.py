@@ -96,6 +96,45 @@ def test_grad_accum_with_a_partial_last_group(amp):
 
 
 
+def test_an_epochs_mean_loss_is_its_own_batches_mean():
+    """The first epoch's loss is the mean of its batches' losses, the second's the mean of its own (not over the
+    run's batches so far), each computed here from the model as it was at each step."""
+    from optimizer import AdamW
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    fn = lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]), b["labels"])  # noqa: E731
+    t = Trainer(model, Loss(fn), AdamW(model.parameters(), lr=0.1), Recipe(lr=0.1))
+    g = torch.Generator().manual_seed(1)
+    batches = [{"x": torch.randn(4, 4, generator=g), "labels": torch.randint(0, 3, (4,), generator=g),
+                "index": torch.arange(4)} for _ in range(5)]
+    seen, real_step = [], t.train_batch
+
+    def watched(batch, *a, **kw):
+        with torch.no_grad():
+            seen.append(float(fn(model, batch)))
+        return real_step(batch, *a, **kw)
+    t.train_batch = watched
+    first = t.run_epoch(iter(batches[:3]), total=3)["train_loss"]
+    second = t.run_epoch(iter(batches[3:]), total=2)["train_loss"]
+    assert first == pytest.approx(sum(seen[:3]) / 3, rel=1e-5)
+    assert second == pytest.approx(sum(seen[3:]) / 2, rel=1e-5)
+
+
+def test_the_schedule_counts_a_partial_accumulation_group_and_an_old_checkpoint_its_updates(tiny_model):
+    """5 batches an epoch at --grad_accum 2 are 3 optimizer steps (the last on one batch): the schedule spans
+    epochs x 3; a checkpoint of an earlier minbert, which kept only its batches, resumes at batches // 2 updates."""
+    from minbert.training.trainer import build_trainer
+    model = sentiment_model(tiny_model, 0.0)
+    recipe = Recipe(lr=1e-3, epochs=2, grad_accum=2, warmup_ratio=0.0, scheduler="linear")
+    t = build_trainer(model, ClassificationLoss(), recipe, Runtime(), steps_per_epoch=5)
+    assert t.scheduler.lr_lambdas[0](6) == 0.0 and t.scheduler.lr_lambdas[0](5) > 0  # linear to 0 over 2 x 3
+    state = t.state_dict()
+    state["batches"] = 10
+    del state["updates"]
+    t.load_state_dict(state)
+    assert t.updates == 5
+
+
 def test_count_tokens_counts_the_real_rows_of_every_part_only():
     """tokens/s counts the non-pad tokens of the rows that train: a fixed-shape batch's filler rows (weight 0)
     are computed, not counted; a batch holding every task counts each task's part."""
