@@ -10,6 +10,7 @@ The levers that reach into BERT's own modules (SMART's embedding perturbation an
 change nothing (minbert/flags/rules.py)."""
 from gpt2.config import ConfigError, GPT2Config
 from gpt2.sonnets import SonnetSettings
+from minbert.flags.defaults import resolve_lr
 from minbert.flags.groups import (BERT_ONLY, add_adapter_flags, add_recipe_flags, add_run_flags,
                                   add_speed_flags)
 from minbert.flags.rules import IDLE_FLAGS, check_idle_flags
@@ -21,8 +22,9 @@ from minbert.objectives.regularizers import REGULARIZERS, regularizer_weights
 from minbert.specs import MAX_LENGTH, ClassifierSettings, ModelSpec
 from utils import MinbertError, Parser
 
-# The handout's rates: the head alone learns fast; the whole model needs a small step.
-DEFAULT_LR = {"last-linear-layer": 1e-3, "full-model": 1e-5, "lora": 1e-3, "dora": 1e-3, "adapter": 1e-3}
+# The whole model's default AdamW rate, the GPT-2 handout's; the rest of the rule is minBERT's (new weights alone:
+# 1e-3; Lion a third, LAMB five times: minbert/flags/defaults.py resolve_lr).
+FULL_MODEL_LR = (1e-5, f"lr {1e-5:g} (the GPT-2 handout's for the whole model)")
 ADAPTER_DEFAULTS = {"lora_rank": 8, "lora_alpha": 16.0, "lora_dropout": 0.0, "lora_targets": ["query",
                                                                                               "value"]}
 # Flags that act only in some configurations (minbert/flags/rules.py's rules; the adapters' flags have
@@ -66,8 +68,8 @@ def _parser(prog, kind, description, modes):
     ap.add_argument("--fine-tune-mode", dest="fine_tune_mode", choices=modes, default=modes[0],
                     help="what trains: " + ", ".join(MODE_WORDS[m] for m in modes))
     ap.add_argument("--lr", type=positive_float, default=None,
-                    help=", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items() if k in modes)
-                         + " by default")
+                    help="by default 1e-3 where only new weights train (the head, adapters), 1e-5 for "
+                         "full-model (the handout's); --optimizer lion takes a third of it, lamb five times")
     ap.add_argument("--hidden_dropout_prob", type=probability, default=0.3, help="dropout before "
                                                                                  "the classifier head")
     ap.add_argument("--data_dir", default="../data", help="the folder of the course "
@@ -174,10 +176,10 @@ def classifier_settings(args):
     if v["adapter_dim"] != 64 and v["fine_tune_mode"] != "adapter":
         raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
                            f"is {v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
-    v["lr"] = v["lr"] or DEFAULT_LR[v["fine_tune_mode"]]
+    v["lr"], why = resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"], None, FULL_MODEL_LR)
     pipeline = f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}"
     model = from_flags(ModelSpec, v, pipeline=pipeline, dropout=[v["hidden_dropout_prob"]])
-    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
+    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, v["lr"], why),
                       regularizers=regularizers(v), runtime=runtime(v), run=run_spec(v, v["lr"]),
                       datasets=tuple(v["datasets"]),
                       published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
@@ -214,7 +216,8 @@ def sonnet_parser():
                          "many have finished, never: as false, scoring an unfinished one at its longest length")
     ap.add_argument("--max_line_tokens", type=positive_int, default=24, help="a line ends here "
                                                                              "if no newline came")
-    ap.add_argument("--lr", type=positive_float, default=1e-5, help="learning rate")
+    ap.add_argument("--lr", type=positive_float, default=None,
+                    help="by default 1e-5 (the handout's); --optimizer lion takes a third of it, lamb five times")
     return _shared(ap, "gpt2-sonnet", "sonnets", MAX_LENGTH["gpt2-sonnet"])
 
 
@@ -227,5 +230,6 @@ def sonnet_settings(args):
         raise MinbertError(f"--{r.weight} {on[r.name]:g}: {r.label} regularises a prediction of a label, and "
                            "the sonnets have none (their loss is the language model's alone): drop it")
     model = from_flags(ModelSpec, v, pipeline="gpt2-sonnet")
-    return from_flags(SonnetSettings, v, model=model, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"),
+    v["lr"], why = resolve_lr(v["lr"], "full-model", v["optimizer"], None, FULL_MODEL_LR)
+    return from_flags(SonnetSettings, v, model=model, recipe=recipe(v, v["lr"], why),
                       runtime=runtime(v), run=run_spec(v, v["lr"]))

@@ -29,15 +29,19 @@ FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
 WIDE, WIDE_LR = 768, 3e-5
 
 
-def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size):
+def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size, full_model=None):
     """(the learning rate, the reason the start line gives): `lr` when given, else the default for what trains
-    (finetuning/modes.py), how wide the checkpoint is and which optimizer steps (optimizer.LR_FACTOR)."""
+    (finetuning/modes.py), how wide the checkpoint is and which optimizer steps (optimizer.LR_FACTOR). One rule
+    for both projects: `full_model`, (lr, why), is the whole model's default AdamW rate where a project's
+    handout sets its own (Build GPT-2's 1e-5), in place of the one by width."""
     if lr is not None:
         return lr, f"lr {lr:g}"
     # adapters, heads on a frozen BERT (with or without PALs): new weights only
     if MODES[fine_tune_mode].new_weights:
         lr = ADAPTER_LR
         why = f"lr {ADAPTER_LR:g} (default when only new weights train: adapters, PALs or heads)"
+    elif full_model is not None:
+        lr, why = full_model
     elif hidden_size >= WIDE:
         lr, why = WIDE_LR, (f"lr {WIDE_LR:g} (default for a checkpoint of hidden size {hidden_size} >= "
                             f"{WIDE}: the middle of the BERT paper's fine-tuning range 2e-5 to 5e-5; 1e-4 "

@@ -126,3 +126,25 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
         s = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--decoding", "beam", "--early_stopping",
                                            typed]))
         assert s.early_stopping == rule
+
+
+@pytest.mark.parametrize("mode, optimizer, lr", [("full-model", "adamw", 1e-5), ("full-model", "lion", 1e-5 / 3),
+                                                 ("full-model", "lamb", 5e-5), ("last-linear-layer", "lion", 1e-3 / 3),
+                                                 ("lora", "adamw", 1e-3)])
+def test_the_default_learning_rate_follows_minberts_rule(tiny_gpt2, mode, optimizer, lr):
+    """One rule for both projects: the base rate by what trains (GPT-2's handout's 1e-5 for the whole model, 1e-3
+    for new weights), times the optimizer's factor (Lion a third of AdamW's, LAMB five times), for Part 1 and the
+    sonnets alike; the reason is on the start line."""
+    from gpt2.flags import classifier_settings, parse_classifier, parse_sonnets, sonnet_settings
+    from optimizer import LR_FACTOR
+    s = classifier_settings(parse_classifier(["--pretrained", str(tiny_gpt2), "--fine-tune-mode", mode,
+                                              "--optimizer", optimizer]))
+    assert s.recipe.lr == pytest.approx(lr)
+    assert s.recipe.lr_why.startswith(f"lr {lr:g}") and (optimizer == "adamw" or LR_FACTOR[optimizer][1] in
+                                                         s.recipe.lr_why)
+    if mode == "full-model":
+        sonnets = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--optimizer", optimizer]))
+        assert sonnets.recipe.lr == pytest.approx(lr)
+    typed = classifier_settings(parse_classifier(["--pretrained", str(tiny_gpt2), "--fine-tune-mode", mode,
+                                                  "--optimizer", optimizer, "--lr", "2e-4"]))
+    assert typed.recipe.lr == 2e-4  # a typed rate is taken as it is
