@@ -51,7 +51,8 @@ def test_next_sentence_prediction_on_text_without_documents_is_one_line(tmp_path
              (["--data_dir", str(course_data), "--nsp", "1", "--corpus", "tasks"],
               r"^--nsp 1 --corpus tasks: the task sentences are single sentences, not documents"),
              (["--texts", str(single), "--nsp", "0.5"], r"single.txt: no document has two sentences"),
-             (["--texts", str(pretrain_texts(tmp_path)), "--nsp", "1"], r"texts.txt: one document only"),
+             (["--texts", str(pretrain_texts(tmp_path)), "--nsp", "1"], r"texts.txt: 1 document\(s\); --nsp holds out whole "
+                                                                        r"documents"),
              (["--texts", str(single), "--corpus", "cfimdb"], r"^--corpus picks the text, which --texts replaces")]
     for flags, message in cases:
         with pytest.raises(MinbertError, match=message):

@@ -208,8 +208,9 @@ def pretrain_parser():
                          "sentences, each review a document; the default with --nsp) or sonnets "
                          "(DATA_DIR/sonnets.txt's lines, each sonnet a document)")
     ap.add_argument("--nsp", type=nonneg_float, default=0.0,
-                    help="the weight of next-sentence prediction's loss beside the masked-LM loss, on "
-                         "sentence pairs from documents (0: off, masked LM on single sentences; BERT's is 1)")
+                    help="the weight of next-sentence prediction's loss beside the masked-LM loss, on pairs "
+                         "of spans of consecutive sentences built as BERT's data is (0: off, masked LM on "
+                         "single sentences; BERT's is 1)")
     ap.add_argument("--out", required=True, help="the checkpoint folder to write "
                                                  "(loadable with --pretrained OUT)")
     ap.add_argument("--epochs", type=positive_int, default=3, help="passes over the text")

@@ -4,11 +4,12 @@ heads are in tasks/mlm.py, the sentence pairs in tasks/nsp.py), for pretrain.py.
 
 The text (--corpus) is every training sentence of SST, CFIMDB, Quora and STS (both sentences of a pair),
 without repeats; CFIMDB's training reviews split into sentences; the sonnets' lines; or the lines of
---texts FILE. With --nsp the examples are sentence pairs `[CLS] A [SEP] B [SEP]` drawn from documents: the
-reviews, the sonnets, or --texts' groups of lines between blank lines (the task sentences are no
-documents). A random 5% of the sentences (of the pairs, with --nsp) is held out: masked-token accuracy and
-loss on it (masked the same way every time), and the next-sentence accuracy, are printed before training
-and after each epoch. --out is the run folder: the epoch protocol (training/fit.py) keeps its checkpoints
+--texts FILE. With --nsp the examples are pairs `[CLS] A [SEP] B [SEP]` of spans of consecutive sentences,
+built from documents as BERT's pretraining data is (tasks/nsp.py): the reviews, the sonnets, or --texts'
+groups of lines between blank lines (the task sentences are no documents). A random 5% of the sentences is
+held out (with --nsp, 5% of the documents, whole, and at least 2): masked-token accuracy and loss on it
+(masked the same way every time), and with --nsp the next-sentence accuracy on the unmasked pairs, are
+printed before training and after each epoch. --out is the run folder: the epoch protocol (training/fit.py) keeps its checkpoints
 and log there, so --resume continues an interrupted run exactly, and at the end it becomes a checkpoint
 folder (config.json, vocab.txt, model.safetensors, with the heads beside the encoder) holding the epoch with
 the best held-out masked-token accuracy.
@@ -33,7 +34,7 @@ from minbert.precision import autocast
 from minbert.runs.folders import open_run
 from minbert.specs import ModelSpec
 from minbert.tasks.mlm import HEAD_WORDS, IGNORE, BertForMaskedLM, mask_tokens
-from minbert.tasks.nsp import PAIRS, sentence_pairs, split_sentences
+from minbert.tasks.nsp import PAIRS, segment_pairs, split_documents, split_sentences
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from tokenizer import BertTokenizer
@@ -92,6 +93,17 @@ def read_texts(settings):
         raise MinbertError(f"{s.texts or s.data_dir}: {len(texts)} usable "
                            "sentence(s); pretraining needs at least 2")
     return texts
+
+
+def token_counts(sentences, tokenizer, chunk=4096):
+    """{sentence: its number of tokens, without [CLS] and [SEP]}."""
+    counts = {}
+    unique = list(dict.fromkeys(sentences))
+    for k in range(0, len(unique), chunk):
+        part = unique[k:k + chunk]
+        ids = tokenizer(part, padding=False, truncation=False, return_tensors=None)["input_ids"]
+        counts.update((sentence, len(row) - 2) for sentence, row in zip(part, ids))
+    return counts
 
 
 def split_texts(texts, seed, held_out=0.05):
@@ -158,11 +170,11 @@ def held_out_batches(data, tokenizer, vocab_size, settings):
 @torch.inference_mode()
 def evaluate(model, data, tokenizer, settings):
     """Masked-token accuracy and mean loss on the held-out text, masked with one fixed seed; with --nsp the
-    next-sentence accuracy and mean loss too."""
+    next-sentence accuracy and mean loss too, on the pairs as they are (no token masked: the task itself, not
+    the task on corrupted text)."""
     model.eval()
     device, amp = settings.runtime.device, settings.runtime.amp
     loss_sum, right, n = 0.0, 0, 0
-    nsp_sum, nsp_right = 0.0, 0
     total = -(-len(data) // 64)
     batches = held_out_batches(data, tokenizer, model.config.vocab_size, settings)
     for b in tqdm(batches, total=total, desc="held-out", disable=None, leave=False):
@@ -172,11 +184,17 @@ def evaluate(model, data, tokenizer, settings):
         right += int((out.logits.argmax(-1) == out.gold).sum())
         loss_sum += float(out.loss) * len(out.gold)
         n += len(out.gold)
-        if out.next_logits is not None:
-            nsp_right += int((out.next_logits.argmax(-1) == b["next_labels"]).sum())
-            nsp_sum += float(F.cross_entropy(out.next_logits.float(), b["next_labels"], reduction="sum"))
     scores = {"masked_acc": right / max(n, 1), "masked_loss": loss_sum / max(n, 1), "masked_tokens": n}
     if model.nsp is not None:
+        nsp_sum, nsp_right = 0.0, 0
+        for b in data.batches(64, shuffle=False):
+            b = to_device(b, device)
+            x, gold = b["x"], b["labels"]
+            with autocast(device, amp):
+                out = model(x["input_ids"], x["attention_mask"], torch.full_like(x["input_ids"], IGNORE),
+                            x["token_type_ids"])
+            nsp_right += int((out.next_logits.argmax(-1) == gold).sum())
+            nsp_sum += float(F.cross_entropy(out.next_logits.float(), gold, reduction="sum"))
         scores.update(nsp_acc=nsp_right / len(data), nsp_loss=nsp_sum / len(data))
     return scores
 
@@ -210,7 +228,11 @@ class PretrainPipeline(Pipeline):
             raise MinbertError(f"{self.source.vocab}: the vocabulary has no [MASK] token")
         if s.nsp:
             where = s.texts or ", ".join(str(p) for p in self.inputs.values())
-            train, dev = split_texts(sentence_pairs(read_documents(s), s.recipe.seed, where), s.recipe.seed)
+            docs = split_documents(read_documents(s), s.recipe.seed, where)
+            length = token_counts([x for part in docs for doc in part for x in doc], self.tokenizer)
+            # A and B fill what [CLS] A [SEP] B [SEP] leaves of --max_length
+            train, dev = (segment_pairs(part, s.recipe.seed, length.__getitem__, max(s.max_length - 3, 2))
+                          for part in docs)
             self.train, self.dev = (as_pairs(p, self.tokenizer, s.max_length) for p in (train, dev))
         else:
             train, dev = split_texts(read_texts(s), s.recipe.seed)
@@ -280,8 +302,10 @@ def pretrain(settings, run):
     heads = [f"{HEAD_WORDS[name]} head " + ("from the checkpoint" if name in pipeline.loaded
                                              else "fresh (the checkpoint has none)")
              for name in pipeline.model.heads()]
-    print(f"pretrain: {len(pipeline.train)} {'sentence pairs' if s.nsp else 'sentences'} "
-          f"({len(pipeline.dev)} held out), {pipeline.per_epoch} batches an epoch, {pipeline.total} steps; "
+    held = (f"{len(pipeline.dev)} held out, {float(pipeline.dev.labels.float().mean()):.0%} of them NotNext: what "
+            "always answering NotNext scores" if s.nsp else f"{len(pipeline.dev)} held out")
+    print(f"pretrain: {len(pipeline.train)} {'pairs of spans' if s.nsp else 'sentences'} "
+          f"({held}), {pipeline.per_epoch} batches an epoch, {pipeline.total} steps; "
           f"{', '.join(heads)}; {s.pretrained} on {s.runtime.device}")
     # a new run (or one killed before its first epoch ended): start its log afresh
     if not files.last.exists():

@@ -3,6 +3,7 @@ one to the bit (losses, held-out scores, weights), with next-sentence prediction
 epoch is no dead end; --nsp's pairs go in as Part 2's cross-encoded pairs do, from --texts' documents or the
 sonnets."""
 import json
+import re
 
 import pytest
 import torch
@@ -136,7 +137,7 @@ def test_resume_with_next_sentence_prediction_equals_an_uninterrupted_run(tmp_pa
     budget = ("--epochs", "3", "--max_steps", "16", "--nsp", "1")
     straight = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "straight", *budget, texts=docs))
     printed = capsys.readouterr().out
-    assert "sentence pairs" in printed and "MLM head fresh (the checkpoint has none), NSP head fresh" in printed
+    assert re.search(r"\d+ pairs of spans \(\d+ held out, \d+% of them NotNext", printed) and "MLM head fresh (the checkpoint has none), NSP head fresh" in printed
     restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, texts=docs))
@@ -235,3 +236,21 @@ def test_held_out_text_that_gets_no_masked_token_is_one_line_before_training(tmp
                                       "--max_steps", "1", texts=texts))
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
     assert all(r["dev"]["masked_tokens"] >= 1 for r in log)
+
+
+def test_next_sentence_accuracy_is_scored_on_the_pairs_unmasked(tiny_model):
+    """The held-out NSP accuracy and loss do not change with --mask_prob (the pairs go in as they are), while the
+    masked-token figures do."""
+    from types import SimpleNamespace
+    from minbert.pipelines.pretrain import as_pairs, evaluate
+    from minbert.specs import Recipe, Runtime
+    from tokenizer import BertTokenizer
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    words = "the movie was good . it was very fun . the plot is bad .".split(" . ")
+    pairs = [(words[i % 3], words[(i + 1) % 3], i % 2) for i in range(12)]
+    data = as_pairs(pairs, tok, 32)
+    model, _ = BertForMaskedLM.from_pretrained(tiny_model, nsp=True)
+    scores = [evaluate(model, data, tok, SimpleNamespace(runtime=Runtime(), recipe=Recipe(lr=1e-3, seed=1), mask_prob=p))
+              for p in (0.15, 0.9)]
+    assert scores[0]["nsp_acc"] == scores[1]["nsp_acc"] and scores[0]["nsp_loss"] == pytest.approx(scores[1]["nsp_loss"])
+    assert scores[0]["masked_tokens"] != scores[1]["masked_tokens"]

@@ -1,50 +1,82 @@
-"""tasks/nsp.py: half the pairs follow and half do not, the held-out ones too; a following B is A's next sentence in
-A's document, a random B comes from another document; every sentence with a next one is an A once; the seed fixes the
-pairs; a review
-splits into its sentences; text with no document of two sentences, or one document only, is one line."""
+"""tasks/nsp.py: pairs of spans built as BERT's pretraining data is: A and B consecutive sentences, a following B
+continuing A in its document and a random B running on in another, every sentence in exactly one A or following B,
+spans filling the length, about half of each label; the seed fixes the pairs; held-out documents are whole and
+apart; a review splits into its sentences; text too thin for the task is one line."""
+import numpy as np
 import pytest
 
-from minbert.tasks.nsp import IS_NEXT, NOT_NEXT, sentence_pairs, split_sentences
+from minbert.tasks.nsp import IS_NEXT, NOT_NEXT, segment_pairs, split_documents, split_sentences
 from utils import MinbertError
 
 
 def documents():
-    """Sentences that say where they are: 'd3 s4' is the fifth sentence of the fourth document; documents of
-    one to nine sentences."""
-    return [[f"d{d} s{i}" for i in range(1 + d % 9)] for d in range(60)]
+    """Sentences that say where they are: 'd3s4' is the fifth sentence of the fourth document; documents of one to
+    nine sentences."""
+    return [[f"d{d}s{i}" for i in range(1 + d % 9)] for d in range(60)]
 
 
-def where(sentence):
-    d, i = sentence.split()
-    return int(d[1:]), int(i[1:])
+def where(span):
+    """[(document, sentence)] of a span's sentences."""
+    return [(int(w[1:].split("s")[0]), int(w.split("s")[1])) for w in span.split()]
 
 
-def test_half_follow_half_do_not_and_no_pair_crosses_a_document_when_it_should_not():
+def one_token(sentence):
+    return 1
+
+
+def test_spans_follow_bert_and_cover_every_sentence_once():
     docs = documents()
-    pairs = sentence_pairs(docs, seed=3)
-    assert sorted(where(a) for a, _, _ in pairs) == [(d, i) for d, doc in enumerate(docs) for i in range(len(doc) - 1)]
-    labels = [label for _, _, label in pairs]
-    assert labels.count(NOT_NEXT) == len(pairs) // 2 and labels.count(IS_NEXT) == len(pairs) - len(pairs) // 2
+    pairs = segment_pairs(docs, 3, one_token, 6)
+    used = []
     for a, b, label in pairs:
-        (da, ia), (db, ib) = where(a), where(b)
+        sa, sb = where(a), where(b)
+        for span in (sa, sb):  # consecutive sentences of one document
+            assert len({d for d, _ in span}) == 1 and [i for _, i in span] == list(range(span[0][1], span[-1][1] + 1))
         if label == IS_NEXT:
-            assert (db, ib) == (da, ia + 1)
+            assert sb[0] == (sa[-1][0], sa[-1][1] + 1)  # B goes on where A stops
+            used += sa + sb
         else:
-            assert db != da
-    assert any(len(docs[where(b)[0]]) == 1 for _, b, label in pairs if label == NOT_NEXT)  # from any document
-    assert sentence_pairs(docs, seed=3) == pairs and sentence_pairs(docs, seed=4) != pairs
+            assert sb[0][0] != sa[0][0]  # from another document
+            used += sa
+    assert sorted(used) == [(d, i) for d, doc in enumerate(docs) for i in range(len(doc))]  # each sentence once
+    labels = [label for _, _, label in pairs]
+    assert 0.35 < labels.count(NOT_NEXT) / len(labels) < 0.65
+    long_docs = [(a, b) for a, b, label in pairs if label == IS_NEXT and len(docs[where(a)[0][0]]) == 9]
+    assert max(len(where(a)) + len(where(b)) for a, b in long_docs) == 6  # a span fills the length
+    assert any(len(where(a)) > 1 for a, _, _ in pairs)  # A holds several sentences where they fit
+    assert segment_pairs(docs, 3, one_token, 6) == pairs and segment_pairs(docs, 4, one_token, 6) != pairs
 
 
-def test_the_held_out_pairs_are_half_random_too():
-    """The pipeline holds out 5% of the pairs with the run's seed (pipelines/pretrain.py split_texts): both labels
-    are among them, as often as in the rest (the pairs' labels are drawn from a stream of their own)."""
-    from minbert.pipelines.pretrain import split_texts
-    docs = [[f"d{d} s{i}" for i in range(12)] for d in range(100)]
-    for seed in (0, 11711):
-        train, dev = split_texts(sentence_pairs(docs, seed), seed)
-        for part in (train, dev):
-            share = sum(label == NOT_NEXT for _, _, label in part) / len(part)
-            assert 0.35 < share < 0.65, (seed, len(part), share)
+def test_a_random_b_fills_the_room_a_leaves():
+    """Sentences of 2 tokens, 10 for the pair: a NotNext B runs on until A and B hold at least the target (or its
+    document ends), so a pair of short spans is rare, and B's first sentence is anywhere in its document."""
+    docs = [[f"d{d}s{i}" for i in range(12)] for d in range(20)]
+    pairs = segment_pairs(docs, 0, lambda s: 2, 10, short_prob=0.0)
+    random = [(where(a), where(b)) for a, b, label in pairs if label == NOT_NEXT]
+    assert random and all(2 * (len(sa) + len(sb)) >= 10 or sb[-1][1] == 11 for sa, sb in random)
+    assert len({sb[0][1] for _, sb in random}) > 3
+
+
+def test_held_out_documents_are_whole_and_apart():
+    docs = [[f"d{d}s{i}" for i in range(3)] for d in range(100)]
+    train, dev = split_documents(docs, 11711)
+    assert len(dev) == 5 and len(train) == 95
+    assert not {s for doc in dev for s in doc} & {s for doc in train for s in doc}
+    assert sorted(map(tuple, train + dev)) == sorted(map(tuple, docs))
+    few = split_documents(docs[:4], 0)
+    assert [len(p) for p in few] == [2, 2]  # at least 2 each side
+    pairs = segment_pairs(dev, 11711, one_token, 6)
+    assert {where(b)[0][0] for _, b, _ in pairs} <= {where(doc[0])[0][0] for doc in dev}  # B's from held-out docs
+    labels = [label for _, _, label in segment_pairs(train, 11711, one_token, 6)]
+    assert 0.35 < np.mean(labels) < 0.65
+
+
+def test_text_too_thin_for_the_task_is_one_line():
+    with pytest.raises(MinbertError, match=r"^texts.txt: no document has two sentences, so no sentence has a next "
+                                           r"one to predict: --nsp takes documents of several sentences"):
+        split_documents([["one"], ["two"], ["three"], ["four"]], 0, "texts.txt")
+    with pytest.raises(MinbertError, match=r"^texts.txt: 3 document\(s\); --nsp holds out whole documents \(at least 2\)"):
+        split_documents([["one", "two"], ["three"], ["four"]], 0, "texts.txt")
 
 
 def test_a_review_splits_into_its_sentences():
@@ -52,11 +84,3 @@ def test_a_review_splits_into_its_sentences():
               'It costs 2 dollars , etc . , etc . 10/10')
     assert split_sentences(review) == ["I was never quite sure where this was going .", "These people seem interested !",
                                        "Why ?", '" Quite " he said .', "It costs 2 dollars , etc . , etc .", "10/10"]
-
-
-def test_text_without_a_next_sentence_to_predict_is_one_line():
-    with pytest.raises(MinbertError, match=r"^texts.txt: no document has two sentences, so no sentence has a next "
-                                           r"one to predict: --nsp takes documents of several sentences"):
-        sentence_pairs([["one"], ["two"], ["three"]], 0, "texts.txt")
-    with pytest.raises(MinbertError, match=r"^texts.txt: one document only, and --nsp draws its random"):
-        sentence_pairs([["one", "two", "three"], []], 0, "texts.txt")
