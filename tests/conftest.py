@@ -34,7 +34,7 @@ def tiny_gpt2(tmp_path):
 @pytest.fixture(scope="session")
 def trained_part2(tmp_path_factory):
     """One tiny Part 2 run of one epoch (multitask_classifier.py's defaults otherwise), trained once per test
-    session on course data and a tiny checkpoint of its own, which equal the course_data and tiny_model fixtures':
+    run on course data and a tiny checkpoint of its own, which equal the course_data and tiny_model fixtures':
     `.checkpoint` (its run folder's mt.pt), `.predictions` (its six files and results table), `.data`, `.model`.
     Read it; a test that writes into its folders copies them first."""
     from types import SimpleNamespace

@@ -17,7 +17,7 @@ from utils import MinbertError
 
 @pytest.fixture
 def trained(trained_part2):
-    """One trained multitask checkpoint and its six files (the session's: read, never written)."""
+    """One trained multitask checkpoint and its six files (trained once per test run: read, never written)."""
     return trained_part2.checkpoint, trained_part2.predictions
 
 
