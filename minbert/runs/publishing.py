@@ -107,6 +107,7 @@ def _settle(folder, log):
             now = e["sha256"]
         if now == e["sha256"] or not stale:  # in place, or changed by hand since: no longer pending
             del e["was"]
+            e.pop("with", None)
             changed = True
     if changed:
         write_record(folder, entries)
@@ -117,12 +118,26 @@ def _settle(folder, log):
         log(backup_line(kept))
 
 
+def _pending_elsewhere(folders):
+    """The other folders a publishing into `folders` wrote to at the same time (each record entry still pending
+    names them), where that publishing may have been cut short too: tidied with these, so that a command
+    writing into one of them never leaves the other half done without a word."""
+    others = set()
+    for folder in folders:
+        for e in read_record(folder).values():
+            if "was" in e:
+                others.update(Path(f) for f in e.get("with", ()))
+    return [f for f in others - set(folders) if f.is_dir()]
+
+
 @contextlib.contextmanager
 def _settled(folders, log):
-    """`folders` made, locked and tidied (_settle), with Ctrl-C held back, for as long as the block runs."""
+    """`folders` made, locked and tidied (_settle), with Ctrl-C held back, for as long as the block runs; so are
+    the folders a publishing cut short in one of them was writing to as well."""
     folders = sorted(set(folders))
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
+    folders = sorted(set(folders) | set(_pending_elsewhere(folders)))
     with deferred_interrupt(), _locked(folders):
         for folder in folders:
             _settle(folder, log)
@@ -155,7 +170,8 @@ def _place(items, by, run_dir, mode):
             before = next(iter(origins(dest, entries, runs)), None)
             if before is None and dest.is_file():  # a file no run wrote, allowed by --backup
                 before = {"run": None, "dir": "", "file": None, "sha256": file_digest(dest)}
-            entries[dest.name] = {"run": by, "dir": str(run_dir), "file": name, "sha256": sha, "was": before}
+            entries[dest.name] = {"run": by, "dir": str(run_dir), "file": name, "sha256": sha, "was": before,
+                                  "with": sorted(str(f) for f in by_folder if f != dest.parent)}
         for folder, entries in by_folder.items():
             write_record(folder, entries)
         for dest, tmp, _, sha in staged:
@@ -172,6 +188,7 @@ def _place(items, by, run_dir, mode):
         for dest, _, _, _ in staged:
             if dest.parent == folder:
                 entries[dest.name].pop("was", None)
+                entries[dest.name].pop("with", None)
         write_record(folder, entries)
     return kept
 

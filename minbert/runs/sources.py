@@ -27,14 +27,17 @@ def _plain_name(name):
 
 
 def _entry(e):
-    """A record entry ({run, dir, file, sha256} and, pending, was), or None for one this project did not write
-    (edited by hand): such an entry is ignored, and its file judged by its contents alone."""
+    """A record entry ({run, dir, file, sha256} and, pending, was and the other folders its publishing wrote to,
+    `with`), or None for one this project did not write (edited by hand): such an entry is ignored, and its file
+    judged by its contents alone."""
     if not (isinstance(e, dict) and isinstance(e.get("sha256"), str) and _SHA.match(e["sha256"])
             and isinstance(e.get("run"), (str, type(None))) and isinstance(e.get("dir", ""), str)
             and (e.get("file") is None or _plain_name(e["file"]))):
         return None
+    others = e.get("with")
     return {k: e.get(k) for k in ("run", "dir", "file", "sha256")} | (
-        {"was": _entry(e["was"]) if e["was"] is not None else None} if "was" in e else {})
+        {"was": _entry(e["was"]) if e["was"] is not None else None} if "was" in e else {}) | (
+        {"with": others} if isinstance(others, list) and all(isinstance(f, str) for f in others) else {})
 
 
 def _record_file(folder):

@@ -468,3 +468,31 @@ def test_resuming_a_finished_run_whose_file_was_edited_or_deleted_writes_its_out
         mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume"))
         assert f"{target}: {said} the run wrote it; mt's outputs are written again" in capsys.readouterr().out
         assert target.read_bytes() == written
+
+
+def test_a_publishing_into_two_folders_cut_short_is_finished_by_a_command_writing_into_one(tmp_path, course_data,
+                                                                                          tiny_model, capsys):
+    """Run b publishes SST and Quora into predictions/ and STS into other/, and fails after predictions/ is done:
+    the next run, writing into predictions/ alone, finishes other/ too and says so, not only its own folder."""
+    import multitask_classifier as mt
+
+    def sts_elsewhere(args):
+        for split in ("dev", "test"):
+            args[args.index(f"--sts_{split}_out") + 1] = str(tmp_path / "other" / f"sts-{split}-output.csv")
+        return args
+    mt.main(sts_elsewhere(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7")))
+    with pytest.MonkeyPatch.context() as m:
+        steps = _interrupt_at(m, 6 + 2 + 5)  # six files staged, both records written, four renames done
+        with pytest.raises(Interrupted):
+            mt.main(sts_elsewhere(_part2(tmp_path, "b", course_data, tiny_model)))
+        assert steps.count("rename") == 5 and steps.count("record") == 2
+    b = tmp_path / "b" / "ck"
+    assert (tmp_path / "other" / "sts-dev-output.csv").read_bytes() != (b / "sts-dev-output.csv").read_bytes()
+    capsys.readouterr()
+    mt.main(_part2(tmp_path, "c", course_data, tiny_model, "--seed", "3"))  # all six into predictions/
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'other'}: copied run ck's sts-dev-output.csv, sts-test-output.csv again from {b}" in out
+    for split in ("dev", "test"):
+        name = f"sts-{split}-output.csv"
+        assert (tmp_path / "other" / name).read_bytes() == (b / name).read_bytes()
+    _consistent(tmp_path / "pred", tmp_path / "c" / "ck")
