@@ -20,17 +20,19 @@ outputs into the run folder as soft-targets.npz, which `multitask_classifier.py 
 student on (minbert/objectives/distill.py). Members trained with --fold I/K, one per fold, give cross-fitted
 targets: each training example's from the members that did not train on it.
 """
-from minbert.flags.groups import RunFolder, add_backup_flag, add_speed_flags
+from minbert.flags import parsers
+from minbert.flags.groups import RunFolder, add_backup_flag
 from minbert.flags.settings import ensemble_settings
+from minbert.flags.table import ENSEMBLE
 from minbert.flags.types import positive_int
 from minbert.objectives.distill import SOFT_TARGETS
 from minbert.pipelines.ensemble import run_ensemble
-from utils import Parser, main_guard
+from utils import main_guard
 
 
 def build_parser():
-    ap = Parser(prog="ensemble.py", description="Average K multitask models into "
-                                                "one set of leaderboard files.")
+    ap = parsers.parser(ENSEMBLE, prog="ensemble.py", description="Average K multitask models into one set of "
+                                                                "leaderboard files.")
     ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints (or their run "
                                                                "folders), or folders of prediction files")
     ap.add_argument("--data_dir", default="data", help="the course CSVs whose ids every member must predict")
@@ -49,7 +51,6 @@ def build_parser():
     ap.add_argument("--in_sample", action="store_true",
                     help="with members trained with --fold: average every member on every training example "
                          "anyway, seen or not (the ablation of cross-fitted targets)")
-    add_speed_flags(ap, training=False)
     return ap
 
 

@@ -32,6 +32,7 @@ import sys
 from minbert.flags.rules import check_idle_flags
 from minbert.flags.settings import parse_flags, sweep_settings
 from minbert.flags.types import nonneg_int, positive_int, seed
+from minbert.specs import SweepSettings
 from minbert.sweeps.space import check_space_spelling
 from minbert.sweeps.study import sweep
 from minbert.sweeps.trials import PIPELINES
@@ -41,12 +42,12 @@ from utils import Parser, main_guard
 def build_parser():
     ap = Parser(prog="sweep.py", description="Optuna search over a pipeline's flags; workers share a study.")
     ap.add_argument("pipeline", choices=sorted(PIPELINES), help="classifier.py or multitask_classifier.py")
-    ap.add_argument("--trials", type=positive_int, default=8, help="finished trials wanted "
-                                                                   "in the study (all workers)")
+    ap.add_argument("--trials", type=positive_int, default=SweepSettings.trials,
+                    help="finished trials wanted in the study (all workers)")
     ap.add_argument("--space", nargs="+", default=[], metavar="FLAG=SPEC",
-                    help="the flags searched: FLAG=log:LO:HI, float:LO:HI, "
-                         "int:LO:HI, or a comma list of choices")
-    ap.add_argument("--seeds", type=seed, nargs="+", default=[11711], help="every trial runs once per seed")
+                    help="the flags searched: FLAG=log:LO:HI, float:LO:HI, int:LO:HI, or a comma list of choices")
+    ap.add_argument("--seeds", type=seed, nargs="+", default=list(SweepSettings.seeds),
+                    help="every trial runs once per seed")
     ap.add_argument("--sampler", choices=["tpe", "grid"], default="tpe",
                     help="Optuna's TPE, or every combination of the comma lists")
     ap.add_argument("--sampler_seed", type=seed, default=None,
@@ -57,9 +58,10 @@ def build_parser():
                     help="sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB "
                          "(default: SQLite in runs/sweeps/)")
     ap.add_argument("--no_prune", dest="prune", action="store_false", help="never stop a trial early")
-    ap.add_argument("--prune_startup", type=positive_int, default=2, help="trials finished "
-                                                                          "before pruning starts")
-    ap.add_argument("--prune_warmup", type=nonneg_int, default=0, help="epochs of every trial never pruned")
+    ap.add_argument("--prune_startup", type=positive_int, default=SweepSettings.prune_startup,
+                    help="trials finished before pruning starts")
+    ap.add_argument("--prune_warmup", type=nonneg_int, default=SweepSettings.prune_warmup,
+                    help="epochs of every trial never pruned")
     ap.add_argument("--baseline", nargs="+", default=(), metavar="RUN",
                     help="run folders of the configuration to beat, one per seed: at the end the winning "
                          "trial's runs are compared with them (report.py --compare's tests)")

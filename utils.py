@@ -17,11 +17,15 @@ class MinbertError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump. `absent` ({flag:
-    why}) names flags this script leaves out on purpose (another backbone's levers): typed, each says why."""
+    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump, and no flag taken by
+    an abbreviation. `absent` ({flag: why}) names flags this script leaves out on purpose (another backbone's
+    levers): typed, each says why."""
 
     def __init__(self, *a, absent=None, **kw):
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        # no abbreviations: `--warmup 1` must not quietly become --warmup_ratio 1 (bench.py's flag typed to a
+        # pipeline), nor a flag added later change what a shortened one means
+        kw.setdefault("allow_abbrev", False)
         super().__init__(*a, **kw)
         self.absent = dict(absent or {})
 

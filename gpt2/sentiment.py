@@ -15,14 +15,11 @@ import torch.nn as nn
 
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.tokenizer import GPT2Tokenizer
-from minbert.finetuning.modes import prepare_backbone
+from minbert.finetuning.modes import GPT2_MODES, MODES, prepare_backbone
 from minbert.pipelines.classifier import SentimentPipeline
 from minbert.specs import ModelSpec
 from utils import MinbertError, main_print
 
-# --fine-tune-mode -> the file prefix: the handout's for its two modes, the mode's own name for LoRA and DoRA
-MODES = {"last-linear-layer": "pretrain", "full-model": "finetune", "lora": "lora", "dora": "dora",
-         "adapter": "adapter"}
 
 
 class GPT2SentimentClassifier(nn.Module):
@@ -34,9 +31,9 @@ class GPT2SentimentClassifier(nn.Module):
 
     def __init__(self, spec: ModelSpec, attn="sdpa"):
         super().__init__()
-        if spec.fine_tune_mode not in MODES:
+        if spec.fine_tune_mode not in GPT2_MODES:
             raise MinbertError(f"--fine-tune-mode {spec.fine_tune_mode}: GPT-2's classifier trains "
-                               f"{' or '.join(MODES)}")
+                               f"{' or '.join(GPT2_MODES)}")
         self.spec, self.num_labels = spec, spec.num_labels
         self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
         # the shared modes table: what trains, and LoRA's adapters on its linears
@@ -70,4 +67,4 @@ class GPT2SentimentPipeline(SentimentPipeline):
 
     @staticmethod
     def stem(settings, name):
-        return f"{MODES[settings.model.fine_tune_mode]}-{name}"
+        return f"{MODES[settings.model.fine_tune_mode].gpt2_files}-{name}"

@@ -13,7 +13,6 @@ positions cannot hold a prompt and its remaining lines at that length. The key-v
 from line to line. The dev completions are scored with chrF (Popovic 2015) against the true sonnets, with
 the sacrebleu package, as the course scores them."""
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -189,32 +188,6 @@ def printable(piece):
     """`piece` without control characters (some, \\x1c or \\x85, are line breaks to a reader of the file),
     stripped."""
     return "".join(c for c in piece if c.isprintable()).strip()
-
-
-@dataclass(frozen=True)
-class SonnetSettings:
-    """sonnet_generation.py's settings: the model (specs.ModelSpec), recipe, runtime and run folder of the
-    shared library, the sonnet files, and how completions are decoded."""
-    model: object
-    recipe: object
-    runtime: object
-    run: object
-    # the files, each field named as its flag (--sonnet_path, ...)
-    sonnet_path: str = "../data/sonnets.txt"
-    held_out_sonnet_path: str = "../data/sonnets_held_out.txt"
-    held_out_dev_path: str = "../data/sonnets_held_out_dev.txt"
-    true_dev_path: str = "../data/TRUE_sonnets_held_out_dev.txt"
-    sonnet_out: str = "predictions/generated_sonnets.txt"
-    batch_size: int = 8
-    bucket: bool = True  # length-bucketed batches (--no_bucket: plain shuffled order)
-    decoding: str = "sample"  # sample (temperature, top-p), greedy, or beam
-    temperature: float = 1.2
-    top_p: float = 0.9
-    num_beams: int = 4
-    length_penalty: float = 1.0
-    no_repeat_ngram_size: int = 0
-    early_stopping: object = False  # False, True or "never": HF's rules (gpt2/generation.py)
-    max_line_tokens: int = 24
 
 
 def write_sonnets(path, sonnets):

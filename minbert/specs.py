@@ -9,7 +9,8 @@
     Runtime       where and how fast: the device, the precision, the attention path, fixed shapes, the
                   training step eager or recorded (never what is computed)
     RunSpec       where a run writes, whether it resumes, and the flags that define it
-and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings). The
+and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings, Build
+GPT-2's SonnetSettings). The
 regularisers' settings are objectives/regularizers.py's Regularizers, one field per flag of its table, so that
 a new regulariser is its module and one row there.
 
@@ -98,25 +99,59 @@ class ModelSpec:
         return [(k, getattr(self, k), v) for k, v in given.items() if plain(getattr(self, k)) != plain(v)]
 
 
+class Per(dict):
+    """A flag's value that differs by script: {script: value}, and `other` for every script not named (a default,
+    a help text, an argument group, a rule). Per(8, multitask=32) is 8 everywhere but in multitask_classifier.py."""
+
+    def __init__(self, other=None, **by_script):
+        super().__init__({k.replace("_", "-"): v for k, v in by_script.items()})
+        self.other = other
+
+    def of(self, script):
+        return self.get(script, self.other)
+
+
+def per(value, script):
+    """`value` for `script`: a Per's entry, or the value itself."""
+    return value.of(script) if isinstance(value, Per) else value
+
+
 @dataclass(frozen=True)
 class Flag:
-    """A flag declared beside what it configures (each regulariser's FLAGS: objectives/regularizers.py), which
-    minbert/flags/groups.py adds to the parsers: its destination and default (one place for both, the settings
-    field takes them too), its checked type (a name in minbert/flags/types.py; "switch" for a flag that turns
-    something on; a tuple of choices), its help, and for the messages what it does ("shapes <the term>" unless
-    said) and, when it acts only under another flag's value too, that condition: (its words, a test of the
-    parsed flags)."""
+    """One flag, declared once: every parser that takes it (minbert/flags/table.py builds them), the settings
+    field of its name, the rule that refuses it where it would change nothing and docs/flags.md all read this
+    row. Its destination and default (a Per where scripts differ), its checked type (a name in
+    minbert/flags/types.py; "switch" for a flag that turns something on, "off" for --no_DEST that turns
+    something off, a tuple of choices, None for text), its help; for the messages what it does ("shapes <the
+    term>" unless said) and, when it acts only under another flag's value too, that condition: (its words, a
+    test of the parsed flags). The rest say where it goes: `scripts` that take it (None: set by its table),
+    `name` when it is not spelled --DEST, its argument `group`, `nargs`, `metavar`, `idle` ((acts(values,
+    typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build GPT-2's scripts leave it
+    out, a line for one typed there) and `action` (an argparse Action of its own)."""
     dest: str
     default: object
     kind: object
-    help: str
+    help: object
     what: Optional[str] = None
     when: Optional[tuple] = None
+    scripts: Optional[frozenset] = None
+    name: Optional[str] = None
+    group: object = None
+    nargs: object = None
+    metavar: object = None
+    idle: object = None
+    not_gpt2: Optional[str] = None
+    action: object = None
+
+    @property
+    def spelling(self):
+        return self.name or (f"--no_{self.dest}" if self.kind == "off" else f"--{self.dest}")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """The optimisation a run takes (training/trainer.py build_trainer, training/fit.py)."""
+    """The optimisation a run takes (training/trainer.py build_trainer, training/fit.py), and the smoothing of
+    its classification targets (objectives/losses.py)."""
     lr: float
     epochs: int = 10
     optimizer: str = "adamw"             # adamw, lion or lamb (optimizer.py)
@@ -134,6 +169,7 @@ class Recipe:
     surgery: Optional[str] = None        # "pcgrad" or "gradvac": combine the task gradients of a step
     gradvac_beta: float = 1e-2
     patience: int = 0                    # early stopping (0: never)
+    label_smoothing: float = 0.0         # of the classification losses' targets (0: the one-hot labels)
     seed: int = 11711
     lr_why: str = ""                     # why this learning rate (the start line says it)
 
@@ -193,7 +229,7 @@ class ClassifierSettings:
     datasets: tuple = ("sst", "cfimdb")
     data_dir: str = "data"
     batch_size: int = 8
-    bucket: bool = True
+    bucket: bool = True                  # length-bucketed batches (--no_bucket: plain shuffled order)
     predictions_dir: str = "predictions"
     merge: bool = False
     # {(dataset, split): path} copied there, not into predictions_dir (--para_dev_out)
@@ -206,7 +242,7 @@ class MultitaskData:
     paths: Mapping
     extra: tuple = ()                    # ((name, path), ...)
     batch_size: int = 32
-    bucket: bool = True
+    bucket: bool = ClassifierSettings.bucket
     sampler: str = "annealed"            # annealed, proportional, round-robin, all, or sequential
     steps_per_epoch: Optional[int] = None
     fold: Optional[tuple] = None         # (I, K): train without fold I of K
@@ -228,7 +264,7 @@ class MultitaskSettings:
     # --results typed: a --resume of a finished run whose row went to another table is refused (it adds no
     # row there) only then; with the default, the project may have moved since the run finished
     results_given: bool = False
-    merge: bool = False
+    merge: bool = ClassifierSettings.merge
     eval_only: Optional[str] = None      # a checkpoint to re-score instead of training
     # --eval_only: architecture flags typed ({spec field: value})
     given: Mapping = field(default_factory=dict)
@@ -245,13 +281,13 @@ class PretrainSettings:
     recipe: Recipe
     runtime: Runtime = Runtime()
     run: RunSpec = RunSpec()
-    data_dir: str = "data"
+    data_dir: str = ClassifierSettings.data_dir
     texts: Optional[str] = None
     max_length: int = MAX_LENGTH["pretrain"]
     batch_size: int = 32
     mask_prob: float = 0.15
     max_steps: int = 0                   # 0: no limit
-    bucket: bool = True
+    bucket: bool = ClassifierSettings.bucket
     corpus: str = "tasks"                # the text without --texts: tasks, cfimdb or sonnets
     nsp: float = 0.0                     # next-sentence prediction's loss weight (0: off)
 
@@ -262,8 +298,8 @@ class EnsembleSettings:
     members: tuple
     runtime: Runtime = Runtime()
     run: RunSpec = RunSpec()
-    data_dir: str = "data"
-    out: str = "predictions"
+    data_dir: str = ClassifierSettings.data_dir
+    out: str = ClassifierSettings.predictions_dir
     batch_size: int = 64
     soft_targets: bool = False           # also the members' outputs on the training sets, for --distill
     in_sample: bool = False              # with --fold members: every member on every example (the ablation)
@@ -277,7 +313,7 @@ class SweepSettings:
     base: tuple = ()                     # the flags after --, passed to every trial
     command: tuple = ()                  # the sweep's own command line (for the line that continues it)
     trials: int = 8
-    seeds: tuple = (11711,)
+    seeds: tuple = (Recipe.seed,)
     sampler: str = "tpe"
     sampler_seed: Optional[int] = None
     study: Optional[str] = None
@@ -297,20 +333,45 @@ class BenchSettings:
     pretrained: Optional[str] = None     # a checkpoint, or None for random weights of `config`
     config: str = "minilm"
     data: str = "sst"                    # sst, quora (real training batches) or synthetic
-    data_dir: str = "data"
-    seq_len: int = 128
-    batch_size: int = 32
+    data_dir: str = ClassifierSettings.data_dir
+    seq_len: int = MAX_LENGTH["multitask"]
+    batch_size: int = MultitaskData.batch_size  # Part 2's step, the default recipe's
     steps: int = 20
     warmup: int = 3
     repeats: int = 3
     peak_repeats: int = 10
-    fine_tune_mode: str = "full-model"
-    lora_rank: int = 8
-    pals: bool = False
+    fine_tune_mode: str = ModelSpec.fine_tune_mode
+    lora_rank: int = ModelSpec.lora_rank
+    pals: bool = ModelSpec.pals
     # AdamW's fused pass in the fast rows (False: its multi-tensor kernels)
-    fused: bool = True
+    fused: bool = Recipe.fused
     compare: bool = False                # also every switch off
     # profile this many plain training steps (and HF's in the same precision)
     profile: int = 0
     hf: str = ""                         # also HF transformers: "all" its rows, "best" its fastest setting only
 
+
+@dataclass(frozen=True)
+class SonnetSettings:
+    """Build GPT-2's sonnet_generation.py (gpt2/sonnet_pipeline.py): the model, recipe, runtime and run folder of
+    the shared library, the sonnet files, and how completions are decoded."""
+    model: ModelSpec
+    recipe: Recipe
+    runtime: Runtime
+    run: RunSpec
+    # the files, each field named as its flag (--sonnet_path, ...)
+    sonnet_path: str = "../data/sonnets.txt"
+    held_out_sonnet_path: str = "../data/sonnets_held_out.txt"
+    held_out_dev_path: str = "../data/sonnets_held_out_dev.txt"
+    true_dev_path: str = "../data/TRUE_sonnets_held_out_dev.txt"
+    sonnet_out: str = "predictions/generated_sonnets.txt"
+    batch_size: int = ClassifierSettings.batch_size
+    bucket: bool = ClassifierSettings.bucket
+    decoding: str = "sample"  # sample (temperature, top-p), greedy, or beam
+    temperature: float = 1.2
+    top_p: float = 0.9
+    num_beams: int = 4
+    length_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    early_stopping: object = False  # False, True or "never": HF's rules (gpt2/generation.py)
+    max_line_tokens: int = 24

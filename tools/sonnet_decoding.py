@@ -21,6 +21,7 @@ from gpt2.tokenizer import GPT2Tokenizer  # noqa: E402
 from minbert.flags.types import early_stopping, finite_float, nonneg_int  # noqa: E402
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
+from minbert.specs import Recipe, SonnetSettings  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
@@ -53,14 +54,17 @@ def main(argv=None):
     ap.add_argument("checkpoint", help="a sonnet_generation.py run's sonnet.pt")
     ap.add_argument("--held_out_dev_path", default="data/sonnets_held_out_dev.txt")
     ap.add_argument("--true_dev_path", default="data/TRUE_sonnets_held_out_dev.txt")
-    ap.add_argument("--max_line_tokens", type=int, default=24)
-    ap.add_argument("--temperature", type=float, default=1.2, help="top-p sampling's temperature")
-    ap.add_argument("--top_p", type=float, default=0.9)
-    ap.add_argument("--seed", type=int, default=11711, help="seeds the sampling")
-    ap.add_argument("--beams", type=int, nargs="*", default=[4], help="beam search with each of these")
-    ap.add_argument("--length_penalty", type=finite_float, default=1.0)
-    ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=0)
-    ap.add_argument("--early_stopping", type=early_stopping, default=False, metavar="{false,true,never}",
+    ap.add_argument("--max_line_tokens", type=int, default=SonnetSettings.max_line_tokens)
+    ap.add_argument("--temperature", type=float, default=SonnetSettings.temperature,
+                    help="top-p sampling's temperature")
+    ap.add_argument("--top_p", type=float, default=SonnetSettings.top_p)
+    ap.add_argument("--seed", type=int, default=Recipe.seed, help="seeds the sampling")
+    ap.add_argument("--beams", type=int, nargs="*", default=[SonnetSettings.num_beams],
+                    help="beam search with each of these")
+    ap.add_argument("--length_penalty", type=finite_float, default=SonnetSettings.length_penalty)
+    ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=SonnetSettings.no_repeat_ngram_size)
+    ap.add_argument("--early_stopping", type=early_stopping, default=SonnetSettings.early_stopping,
+                    metavar="{false,true,never}",
                     help="beam search's stopping rule, HF's (gpt2/generation.py)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)

@@ -18,6 +18,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# The protocol's own settings, fixed so that two checkouts run the same steps: not the project's defaults, which
+# may change between the checkouts compared (and which an older checkout may not declare).
+LENGTH, BATCH, LR = 128, 32, 1e-5
 
 
 def build_parser():
@@ -29,8 +32,8 @@ def build_parser():
     ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--batch_size", type=int, default=32)
-    ap.add_argument("--max_length", type=int, default=128)
+    ap.add_argument("--batch_size", type=int, default=BATCH)
+    ap.add_argument("--max_length", type=int, default=LENGTH)
     ap.add_argument("--no_fast_dropout", action="store_true", help="torch's dropout masks "
                                                                    "(where the checkout has both)")
     ap.add_argument("--no_fused", action="store_true", help="the multi-tensor AdamW "
@@ -71,7 +74,7 @@ def step_losses(args):
     spec = ModelSpec(pipeline="classifier", fine_tune_mode="full-model", dropout=[0.3], num_labels=5)
     model = BertSentimentClassifier(spec, bert=bert).train()
     extra = {"fused": not args.no_fused} if "fused" in inspect.signature(AdamW).parameters else {}
-    opt = AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, weight_decay=0.01, **extra)
+    opt = AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, weight_decay=0.01, **extra)
     loss_fn, device, losses = ClassificationLoss(), torch.device("cpu"), []
     for i in batches:
         with autocast(device, args.amp):

@@ -12,9 +12,13 @@ per mode, the flag's choices read from it.
 BERT's weights, a prefix drops its reparameterisation MLP; Houlsby adapters have a nonlinearity between their
 projections, so nothing can be folded and --merge is refused for them, saying why.
 
+One table serves minBERT's pipelines, Build GPT-2's classifier and bench.py: each row says what trains (the
+--fine-tune-mode help is built from it), whether the backbone stays frozen, whether the default learning rate
+is the new weights' (two facts, which happen to agree for every mode here), and which scripts take the mode.
+
 A new method is a module beside these (its paper and equation in the docstring) and one row here: how to
-attach it, how to merge it (or why it cannot be merged), and whether only new weights train (then its default
-learning rate is ADAPTER_LR). docs/architecture.md walks through adding one.
+attach it, how to merge it (or why it cannot be merged), what trains, and which default learning rate it takes.
+docs/architecture.md walks through adding one.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -35,10 +39,14 @@ class Mode:
     returned); `merge(bert)` folds them for inference and returns the line saying so, or `no_merge` is
     the line saying why it cannot."""
     attach: Callable
-    new_weights: bool                     # BERT frozen, only new weights (and the heads) train: lr ADAPTER_LR
+    trains: str                           # what trains, for --help ({} is the backbone: BERT, GPT-2)
+    frozen_backbone: bool                 # the backbone's own weights stay as loaded: only new weights train
+    new_weights_lr: bool                  # the default learning rate is ADAPTER_LR, not the whole model's
     merge: Optional[Callable] = None
     no_merge: str = ""
     lora_flags: bool = False              # the --lora_* flags configure it
+    gpt2_files: Optional[str] = None      # Build GPT-2's classifier takes it and names its files so; None: not
+    bench: bool = False                   # bench.py times it
 
 
 NOTHING_TO_FOLD = ("--merge folds LoRA/DoRA adapters into the weights (or a prefix's MLP into the prefix), "
@@ -80,21 +88,38 @@ def _merge_lora(bert):
     return f"merged {merge_adapters(bert)} adapters into BERT's weights"
 
 
+# Build GPT-2's classifier names its files by the handout's words for its two modes (pretrain-, finetune-), and
+# by the mode's own name for the others.
 MODES = {
-    "last-linear-layer": Mode(_train_bert(False), new_weights=True,
-                              no_merge=NOTHING_TO_FOLD.format("last-linear-layer")),
-    "full-model": Mode(_train_bert(True), new_weights=False, no_merge=NOTHING_TO_FOLD.format("full-model")),
-    "lora": Mode(_attach_lora(False), new_weights=True, merge=_merge_lora, lora_flags=True),
-    "dora": Mode(_attach_lora(True), new_weights=True, merge=_merge_lora, lora_flags=True),
-    "adapter": Mode(lambda bert, spec: add_houlsby_adapters(bert, spec.adapter_dim), new_weights=True,
+    "last-linear-layer": Mode(_train_bert(False), "the head on a frozen {}", frozen_backbone=True,
+                              new_weights_lr=True, no_merge=NOTHING_TO_FOLD.format("last-linear-layer"),
+                              gpt2_files="pretrain", bench=True),
+    "full-model": Mode(_train_bert(True), "the whole model", frozen_backbone=False, new_weights_lr=False,
+                       no_merge=NOTHING_TO_FOLD.format("full-model"), gpt2_files="finetune", bench=True),
+    "lora": Mode(_attach_lora(False), "low-rank adapters on a frozen {}, Hu et al. 2022", frozen_backbone=True,
+                 new_weights_lr=True, merge=_merge_lora, lora_flags=True, gpt2_files="lora", bench=True),
+    "dora": Mode(_attach_lora(True), "weight-decomposed low-rank adapters, Liu et al. 2024", frozen_backbone=True,
+                 new_weights_lr=True, merge=_merge_lora, lora_flags=True, gpt2_files="dora", bench=True),
+    "adapter": Mode(lambda bert, spec: add_houlsby_adapters(bert, spec.adapter_dim),
+                    "bottleneck adapters after each sub-layer, Houlsby et al. 2019", frozen_backbone=True,
+                    new_weights_lr=True,
                     no_merge="--merge cannot fold Houlsby adapters: a nonlinearity sits between their two "
                              "projections, so they are no change of BERT's weights; "
-                             "they run at inference as they are (drop --merge)"),
-    "prefix": Mode(_attach_prefix, new_weights=True, merge=_fold_prefix),
+                             "they run at inference as they are (drop --merge)", gpt2_files="adapter"),
+    "prefix": Mode(_attach_prefix, "trainable keys and values in every layer, Li and Liang 2021",
+                   frozen_backbone=True, new_weights_lr=True, merge=_fold_prefix),
 }
 FINE_TUNE_MODES = list(MODES)
-# the modes the --lora_* flags configure
+# the modes the --lora_* flags configure; those Build GPT-2's classifier and bench.py take
 ADAPTER_MODES = tuple(name for name, m in MODES.items() if m.lora_flags)
+GPT2_MODES = tuple(name for name, m in MODES.items() if m.gpt2_files)
+BENCH_MODES = tuple(name for name, m in MODES.items() if m.bench)
+NEW_WEIGHTS_LR_MODES = tuple(name for name, m in MODES.items() if m.new_weights_lr)
+
+
+def modes_help(names, backbone="BERT"):
+    """What trains under each of `names`, for --fine-tune-mode's help."""
+    return "; ".join(f"{n}: {MODES[n].trains.format(backbone)}" for n in names)
 
 
 def check_merge(mode):

@@ -1,7 +1,7 @@
 """The defaults that are decisions: the recipe measured best (RESULTS.md) against the handout's
 plain values, and the learning-rate default, which depends on what trains, how wide the checkpoint
 is and which optimizer steps."""
-from minbert.finetuning.modes import ADAPTER_LR, MODES
+from minbert.finetuning.modes import ADAPTER_LR, MODES, NEW_WEIGHTS_LR_MODES
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.training.recorded import cannot_record
 from optimizer import LR_FACTOR
@@ -11,10 +11,13 @@ REGULARIZER_WEIGHTS = tuple(r.weight for r in REGULARIZERS.values())
 # The handout's plain training: a constant learning rate, no warm-up, no clipping, no regulariser.
 HANDOUT_RECIPE = {"scheduler": "constant", "warmup_ratio": 0.0, "max_grad_norm": 0.0,
                   **{weight: 0.0 for weight in REGULARIZER_WEIGHTS}}
-# Part 2's handout defaults, for --recipe handout (ours are the recipe measured
-# best on MiniLM, see RESULTS.md).
+# full-model's default learning rate: the best measured on MiniLM (RESULTS.md), and the handout's.
+FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
+# Build GPT-2's handout's rate for the whole model; the rest of the rule is minBERT's.
+GPT2_FULL_MODEL_LR = 1e-5
+# Part 2's handout defaults, for --recipe handout (ours are the recipe measured best on MiniLM, see RESULTS.md).
 MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hidden_dropout_prob": 0.3,
-                     "lr": 1e-5}
+                     "lr": FULL_MODEL_LR["handout"]}
 
 # The regularisers of the default recipe, per pipeline: the rows measured best in RESULTS.md ("The
 # regularisers: which mechanism helps"), each regulariser's row saying its own. Part 1 applies them to
@@ -22,8 +25,10 @@ MULTITASK_HANDOUT = {"fine_tune_mode": "last-linear-layer", "batch_size": 8, "hi
 DEFAULT_REGULARIZERS = {pipeline: {r.weight: r.defaults[pipeline] for r in REGULARIZERS.values()}
                         for pipeline in ("classifier", "multitask")}
 
-# full-model's default learning rate: the best measured on MiniLM (RESULTS.md), and the handout's.
-FULL_MODEL_LR = {"best": 1e-4, "handout": 1e-5}
+# pretrain.py's recipe, where it is not the fine-tuning one: RoBERTa's and BERT's pretraining values scaled to a
+# short further pretraining (Liu et al. 2019, table 9: warm-up 6%, weight decay 0.01, clipping at 1).
+PRETRAIN_RECIPE = {"lr": 5e-5, "epochs": 3, "weight_decay": 0.01, "warmup_ratio": 0.06, "max_grad_norm": 1.0}
+
 # For checkpoints as wide as bert-base or wider, fine-tuning the whole model: the middle of the range the BERT
 # paper gives (Devlin et al. 2019, appendix A.3: 2e-5 to 5e-5); 1e-4 was measured on the 384-wide MiniLM only.
 WIDE, WIDE_LR = 768, 3e-5
@@ -36,10 +41,12 @@ def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size, full_model=None):
     handout sets its own (Build GPT-2's 1e-5), in place of the one by width."""
     if lr is not None:
         return lr, f"lr {lr:g}"
-    # adapters, heads on a frozen BERT (with or without PALs): new weights only
-    if MODES[fine_tune_mode].new_weights:
+    # adapters, heads on a frozen BERT (with or without PALs): the new weights' rate (finetuning/modes.py)
+    mode = MODES[fine_tune_mode]
+    if mode.new_weights_lr:
         lr = ADAPTER_LR
-        why = f"lr {ADAPTER_LR:g} (default when only new weights train: adapters, PALs or heads)"
+        why = (f"lr {ADAPTER_LR:g} (default for --fine-tune-mode {fine_tune_mode}"
+               + (", where only new weights train: adapters, PALs or heads)" if mode.frozen_backbone else ")"))
     elif full_model is not None:
         lr, why = full_model
     elif hidden_size >= WIDE:
@@ -55,6 +62,22 @@ def resolve_lr(lr, fine_tune_mode, optimizer, hidden_size, full_model=None):
         adamw, lr = lr, lr * factor
         why = why.replace(f"lr {adamw:g} (", f"lr {lr:g} ({reason}, whose ", 1)
     return lr, why
+
+
+def lr_help(modes, gpt2=False):
+    """--lr's help: resolve_lr's rule in words, for a script taking `modes` (Build GPT-2's: `gpt2`)."""
+    def rate(lr):  # as people write it: 1e-3, 3e-5
+        return f"{lr:.0e}".replace("e-0", "e-")
+    new = ", ".join(m for m in NEW_WEIGHTS_LR_MODES if m in modes)
+    head = f"default {rate(ADAPTER_LR)} for {new} (only new weights train); " if new else "default "
+    if gpt2:
+        full = f"{rate(GPT2_FULL_MODEL_LR)} for full-model (the GPT-2 handout's)"
+    else:
+        full = (f"{rate(FULL_MODEL_LR['best'])} for full-model below hidden size {WIDE}, {rate(WIDE_LR)} from "
+                f"{WIDE} up (--recipe handout: {rate(FULL_MODEL_LR['handout'])})")
+    factors = "; ".join(f"--optimizer {name} takes {why.split(': ', 1)[1]}"  # "Lion: a third of AdamW's"
+                        for name, (factor, why) in LR_FACTOR.items() if factor != 1.0)
+    return f"{head}{full}; {factors}"
 
 
 def resolve_record_step(v, device, amp, world, eager=None):

@@ -1,14 +1,42 @@
 """Flags that cannot do what they say in a configuration, refused in one line before anything trains: a flag
-typed where it would change nothing (a flag silently ignored makes a run the user did not mean to make), and
-flags that cannot work together. Every rule reads the parsed flags as a dict, {destination: value}, and
-`typed`, the destinations given on the command line (not left at their defaults)."""
+typed where it would change nothing (a flag silently ignored makes a run the user did not mean to make: each
+flag's rule is in its row, minbert/flags/table.py), and flags that cannot work together. Every rule reads the
+parsed flags as a dict, {destination: value}, and `typed`, the destinations given on the command line (not
+left at their defaults)."""
 from minbert.finetuning.modes import ADAPTER_MODES, check_merge
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.runs.identity import flag_spelling
 from minbert.tasks.extra import parse_extra
 from utils import MinbertError
 
-def _shaping_rule(regularizer, flag):
+
+# ----------------------------------------------------------------------------- the rules rows name
+# (acts(values, typed), what the flag does): a flag typed where `acts` is false would change nothing, and is
+# refused in one line (check_idle_flags). Rows (table.py) name them; these are the ones several rows share.
+
+def not_frozen_head(what):
+    return lambda v, t: v["fine_tune_mode"] != "last-linear-layer", what
+
+
+RECORD_STEP = (lambda v, t: v["use_gpu"], "runs the eager step instead of the recorded one, which only --use_gpu "
+                                          "records")
+ADAPTERS_ONLY = (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
+                 "sets the adapters, which only --fine-tune-mode lora or dora adds")
+FOREACH = (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which "
+                                                   "--optimizer lion and lamb do not have")
+FUSED = (lambda v, t: v["optimizer"] == "adamw" and v["foreach"],
+         "switches off AdamW's fused pass, which --optimizer lion and lamb, and --no_foreach, do not use")
+FREEZING = not_frozen_head("freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of "
+                            "already")
+NO_HEAD = ("is the learning rate of task heads, and every weight here is GPT-2's (its LM head is the token "
+           "embeddings)")
+SAMPLING = (lambda v, t: v["decoding"] == "sample", "shapes the sampling of --decoding sample, which --decoding "
+                                                    "greedy and beam do not draw")
+BEAM = (lambda v, t: v["decoding"] == "beam", "shapes beam search, which only --decoding beam runs")
+DISTILL = (lambda v, t: v["distill"] is not None, "shapes the distillation loss, which is off without --distill")
+
+
+def shaping_rule(regularizer, flag):
     """The rule of a flag shaping a regulariser's term (objectives/regularizers.py): it acts only when the
     term's weight is above 0, and flag.when holds."""
     weight, what = regularizer.weight, flag.what or f"shapes {regularizer.label}"
@@ -16,67 +44,6 @@ def _shaping_rule(regularizer, flag):
         return lambda v, t: v[weight] > 0, f"{what}, which is off without --{weight} above 0"
     words, holds = flag.when
     return lambda v, t: v[weight] > 0 and holds(v), f"{what}, used only with --{weight} above 0 and {words}"
-
-
-# Flags that act only in some configurations: {flag: (acts(values, typed), what it does and when)}.
-RECORD_STEP_IDLE = (lambda v, t: v["use_gpu"],
-                    "runs the eager step instead of the recorded one, which only --use_gpu records")
-IDLE_FLAGS = {
-    **{f: (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
-           "sets the adapters, which only --fine-tune-mode lora or dora adds")
-       for f in ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")},
-    "llrd": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
-             "scales the learning rates of BERT's layers, which --fine-tune-mode last-linear-layer freezes"),
-    # every flag shaping a regulariser acts only when its weight is above 0 (and, for some, another flag's
-    # value: specs.Flag's `when`)
-    **{f.dest: _shaping_rule(r, f) for r in REGULARIZERS.values() for f in r.flags[1:]},
-    "adapter_dim": (lambda v, t: v["fine_tune_mode"] == "adapter", "sets the width of "
-                                                                   "--fine-tune-mode adapter's adapters"),
-    "prefix_length": (lambda v, t: v["fine_tune_mode"] == "prefix", "sets the length of "
-                                                                    "--fine-tune-mode prefix's prefix"),
-    "foreach": (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which "
-                                                        "--optimizer lion and lamb do not have"),
-    "fused": (lambda v, t: v["optimizer"] == "adamw" and v["foreach"],
-              "switches off AdamW's fused pass, which --optimizer "
-              "lion and lamb, and --no_foreach, do not use"),
-    **{f: (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
-           "freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of already")
-       for f in ("freeze_layers", "gradual_unfreeze")},
-    "record_step": RECORD_STEP_IDLE,
-}
-CLASSIFIER_IDLE = {
-    "compile": (lambda v, t: v["fine_tune_mode"] != "last-linear-layer",
-                "compiles BERT's forward, which --fine-tune-mode "
-                "last-linear-layer runs once to cache its features"),
-}
-MULTITASK_IDLE = {
-    "pals_dim": (lambda v, t: v["pals"], "is the width of the PALs, which only --pals adds"),
-    "gradvac_beta": (lambda v, t: v["gradvac"], "is GradVac's moving-average decay, "
-                                                "which is off without --gradvac"),
-    **{f: (lambda v, t: v["distill"] is not None, "shapes the distillation loss, "
-                                                  "which is off without --distill")
-       for f in ("distill_weight", "distill_temperature")},
-    "mnrl_scale": (lambda v, t: v["mnrl_weight"] > 0, "scales the MNRL loss, which is "
-                                                      "off without --mnrl_weight above 0"),
-    "sampler": (lambda v, t: not v["sequential"], "picks each step's task, which --sequential does not do"),
-    "hidden_dropout_prob": (lambda v, t: "task_dropout" not in t,
-                            "is every head's dropout, which --task_dropout replaces with one per head"),
-}
-
-PRETRAIN_IDLE = {
-    "record_step": RECORD_STEP_IDLE,
-    "data_dir": (lambda v, t: v["texts"] is None,
-                 "is where the course CSVs' training sentences are read, which --texts replaces as the text"),
-    "corpus": (lambda v, t: v["texts"] is None, "picks the text, which --texts replaces"),
-}
-
-BENCH_IDLE = {
-    "record_step": RECORD_STEP_IDLE,
-    "config": (lambda v, t: v["pretrained"] is None,
-               "is the shape of the random model, which --pretrained replaces with the checkpoint's"),
-    "data_dir": (lambda v, t: v["data"] != "synthetic",
-                 "is the folder of the course CSVs, which --data synthetic does not read (random token ids)"),
-}
 
 
 def check_idle_flags(values, typed, rules):

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from config import SHAPES, BertConfig
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
+from minbert.flags import parsers
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
                                     REGULARIZER_WEIGHTS, resolve_lr, resolve_record_step)
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags,
                                    multitask_parser, pretrain_parser)
-from minbert.flags.rules import (CLASSIFIER_IDLE, IDLE_FLAGS, MULTITASK_IDLE, PRETRAIN_IDLE,
-                                 check_classifier_combination, check_idle_flags, check_multitask_combination)
+from minbert.flags.rules import check_classifier_combination, check_idle_flags, check_multitask_combination
+from minbert.flags.table import BENCH, P1, P2, PRE
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.shapes import resolve_pad_multiple
@@ -42,6 +43,12 @@ class Flags(argparse.Namespace):
     __slots__ = ("typed",)
 
 
+def values(args, script):
+    """The parsed flags as {destination: value}, with each flag `script` does not take at its value there
+    (parsers.defaults: pretrain.py's recipe, Build GPT-2's cloze task's adapters)."""
+    return {**parsers.defaults(script), **vars(args)}
+
+
 def parse_flags(ap, argv=None, handout_defaults=None):
     """The flags of `argv` (default sys.argv) as Flags, with the set typed; with
     `handout_defaults` ({dest: value}, the pipeline's), `--recipe handout` puts the handout's
@@ -61,7 +68,7 @@ def from_flags(cls, values, **resolved):
     """The settings dataclass `cls` built from parsed flags `values` ({destination: value}): each field named
     as a flag's destination takes its value, `resolved` (what depends on other flags, the machine or the
     checkpoint) overrides, the other fields keep their defaults. So a new flag reaches the library through
-    its declaration (flags/groups.py or parsers.py) and a field of the same name, and nothing else."""
+    its row (flags/table.py) and a field of the same name, and nothing else."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
 
@@ -121,7 +128,7 @@ def run_spec(v, lr, stem=None):
 def _classifier_values(args):
     """The parsed flags with the defaults that depend on the fine-tune mode resolved: the handout recipe's
     full-model rate, and the regularisers (they need BERT in the graph: by default full-model only)."""
-    v = dict(vars(args))
+    v = values(args, P1)
     if v["lr"] is None and v["fine_tune_mode"] == "full-model" and v["recipe"] == "handout":
         v["lr"] = FULL_MODEL_LR["handout"]
     for name in REGULARIZER_WEIGHTS:
@@ -134,7 +141,7 @@ def parse_classifier(argv=None):
     """classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
     args = parse_flags(classifier_parser(), argv, {})
     v = _classifier_values(args)
-    check_idle_flags(v, args.typed, {**IDLE_FLAGS, **CLASSIFIER_IDLE})
+    check_idle_flags(v, args.typed, parsers.idle_rules(P1))
     check_classifier_combination(v)
     return args
 
@@ -155,7 +162,7 @@ def classifier_settings(args, log=main_print):
 def _multitask_values(args):
     """The parsed flags with --task_dropout and the data files (--sst_train, ...
     under --data_dir) filled in."""
-    v = dict(vars(args))
+    v = values(args, P2)
     if v["task_dropout"] is None:
         v["task_dropout"] = [v["hidden_dropout_prob"]] * 3
     for task, prefix in TASK_PREFIX.items():
@@ -176,7 +183,7 @@ def parse_multitask(argv=None):
             main_print(f"--eval_only re-scores the saved model, so the training flags "
                        f"{', '.join(map(flag_spelling, ignored))} change nothing")
     else:
-        check_idle_flags(v, typed, {**IDLE_FLAGS, **MULTITASK_IDLE})
+        check_idle_flags(v, typed, parsers.idle_rules(P2))
         check_multitask_combination(v)
     if v["sampler"] == "all" and distributed()[1] > 1:
         raise MinbertError("--sampler all (and --pcgrad, --gradvac) run in one "
@@ -223,12 +230,12 @@ def multitask_settings(args, log=main_print):
 def parse_pretrain(argv=None):
     """pretrain.py's flags, parsed and checked (one line for a flag that would change nothing)."""
     args = parse_flags(pretrain_parser(), argv)
-    check_idle_flags(vars(args), args.typed, PRETRAIN_IDLE)
+    check_idle_flags(values(args, PRE), args.typed, parsers.idle_rules(PRE))
     return args
 
 
 def pretrain_settings(args, log=print):
-    v = dict(vars(args))
+    v = values(args, PRE)
     if v["mask_prob"] == 0:
         raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict "
                            "and the loss is 0 at every step: give a share above 0 (BERT's is 0.15)")
@@ -261,7 +268,7 @@ def sweep_settings(args, base, command):
 
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
-    v = vars(args)
+    v = values(args, BENCH)
     config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**SHAPES[v["config"]])
     limit = config.max_position_embeddings
     if v["seq_len"] > limit:

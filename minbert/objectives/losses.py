@@ -104,12 +104,18 @@ class TermLoss(nn.Module):
 
 
 class ClassificationLoss(TermLoss):
-    """Part 1: cross entropy on the sentiment logits, with the regularisers asked for."""
+    """Part 1: cross entropy on the sentiment logits (its targets smoothed by `label_smoothing`: rows.py), with
+    the regularisers asked for."""
+
+    def __init__(self, label_smoothing=0.0, **regularizers):
+        super().__init__(**regularizers)
+        self.label_smoothing = label_smoothing
 
     def forward(self, model, batch):
         y, w = batch["labels"], batch.get("weight")
         forward = lambda: model.logits(batch)  # noqa: E731
-        ce = lambda logits: self.track("task", rows.cross_entropy(logits, y, w))  # noqa: E731
+        eps = self.label_smoothing
+        ce = lambda logits: self.track("task", rows.cross_entropy(logits, y, w, eps))  # noqa: E731
         return self.regularized(model, forward, forward(), ce, lambda logits: logits, "multiclass", w)
 
 
@@ -118,11 +124,13 @@ class MultitaskLoss(TermLoss):
     (--sampler all). Each task's own loss (cross entropy for SST, binary cross entropy on the logit for
     Quora, for STS MSE on 0-5 or `sts_loss` on the score), plus, when asked: MNRL on the batch's positive
     pairs and SimCSE on its first sentences (sentence embeddings only, not cross-encoded pairs), and the
-    regularisers. Every output comes from the model's own `task_forward`."""
+    regularisers. Every output comes from the model's own `task_forward`. The classification targets (SST,
+    Quora, an extra task of classes) are smoothed by `label_smoothing` (rows.py)."""
 
     def __init__(self, weights, sts_loss="mse", mnrl_weight=0.0, mnrl_scale=20.0, simcse_weight=0.0,
-                 teacher=None, distill_weight=0.5, distill_temperature=2.0, **regularizers):
+                 teacher=None, distill_weight=0.5, distill_temperature=2.0, label_smoothing=0.0, **regularizers):
         super().__init__(**regularizers)
+        self.label_smoothing = label_smoothing
         self.weights = dict(weights)  # a task not in it (an --extra_task) weighs 1
         self.similarity = STS_LOSSES[sts_loss]() if STS_LOSSES[sts_loss] is not None else None
         self.mnrl_weight, self.mnrl = mnrl_weight, MultipleNegativesRankingLoss(mnrl_scale)
@@ -132,13 +140,14 @@ class MultitaskLoss(TermLoss):
         self.distillation = DistillationLoss(distill_temperature)
 
     @classmethod
-    def from_spec(cls, losses, regularizers=None, model=None, total_steps=1, teacher=None):
+    def from_spec(cls, losses, regularizers=None, model=None, total_steps=1, teacher=None, label_smoothing=0.0):
         """The loss `losses` (a specs.TaskLosses) asks for, with the `teacher` targets of --distill, and the
         `regularizers` (a regularizers.Regularizers) when a model is given."""
         regs = cls.regularizers(regularizers, model,
                                 total_steps) if model is not None and regularizers else {}
         return cls(losses.weights, losses.sts_loss, losses.mnrl_weight, losses.mnrl_scale,
-                   losses.simcse_weight, teacher, losses.distill_weight, losses.distill_temperature, **regs)
+                   losses.simcse_weight, teacher, losses.distill_weight, losses.distill_temperature,
+                   label_smoothing, **regs)
 
     def forward(self, model, batch):
         if "parts" in batch:
@@ -148,13 +157,14 @@ class MultitaskLoss(TermLoss):
     def task_loss(self, task, out, y, w=None):
         """`task`'s own loss on one batch's outputs `out` and labels `y` (over the
         rows of weight 1: rows.py)."""
+        eps = self.label_smoothing
         if task in EXTRA_TASKS:
-            return (rows.cross_entropy(out.output, y, w) if EXTRA_TASKS[task].kind == "class"
+            return (rows.cross_entropy(out.output, y, w, eps) if EXTRA_TASKS[task].kind == "class"
                     else rows.mse_loss(out.output, y, w))
         if task == "sst":
-            return rows.cross_entropy(out.output, y, w)
+            return rows.cross_entropy(out.output, y, w, eps)
         if task == "quora":
-            return rows.binary_cross_entropy_with_logits(out.output, y.float(), w)
+            return rows.binary_cross_entropy_with_logits(out.output, y.float(), w, eps)
         if self.similarity is None:
             return rows.mse_loss(out.output, y, w)
         return self.similarity(out.score, y, w)

@@ -34,13 +34,20 @@ def row_mean(per_row, weight=None):
     return (per_row * weight).sum() / weight.sum()
 
 
-def cross_entropy(logits, target, weight=None):
+def cross_entropy(logits, target, weight=None, smoothing=0.0):
+    """Cross entropy against the label `target`, smoothed (Szegedy et al. 2016, section 7) when `smoothing`
+    (epsilon) is above 0: the target distribution is q(k) = (1 - epsilon) [k = y] + epsilon / K over the K
+    classes, torch's `label_smoothing`."""
     if weight is None:
-        return F.cross_entropy(logits, target)
-    return row_mean(F.cross_entropy(logits, target, reduction="none"), weight)
+        return F.cross_entropy(logits, target, label_smoothing=smoothing)
+    return row_mean(F.cross_entropy(logits, target, reduction="none", label_smoothing=smoothing), weight)
 
 
-def binary_cross_entropy_with_logits(logits, target, weight=None):
+def binary_cross_entropy_with_logits(logits, target, weight=None, smoothing=0.0):
+    """Binary cross entropy on the logit, the 0/1 target smoothed as cross_entropy's over K = 2 classes:
+    y (1 - epsilon) + epsilon / 2."""
+    if smoothing:
+        target = target * (1 - smoothing) + smoothing / 2
     if weight is None:
         return F.binary_cross_entropy_with_logits(logits, target)
     return row_mean(F.binary_cross_entropy_with_logits(logits, target, reduction="none"), weight)

@@ -110,7 +110,8 @@ class SentimentPipeline(Pipeline):
         maybe_compile(self.model, rt.compile and not frozen)  # a frozen backbone has already done its work
         self.steps = -(-len(self.data["train"]) // s.batch_size)
         total = s.recipe.epochs * -(-self.steps // s.recipe.grad_accum)  # optimizer steps of the run
-        self.loss = ClassificationLoss(**ClassificationLoss.regularizers(s.regularizers, self.model, total))
+        self.loss = ClassificationLoss(s.recipe.label_smoothing,
+                                       **ClassificationLoss.regularizers(s.regularizers, self.model, total))
 
     def batches(self, epoch):
         rank, world = distributed()

@@ -100,7 +100,8 @@ class MultitaskPipeline(Pipeline):
         total = s.recipe.epochs * -(-self.stream.steps_per_epoch // s.recipe.grad_accum)
         teacher = (teacher_targets(d.distill, self.data["train"],
                                    s.losses.distill_temperature) if d.distill else None)
-        self.loss = MultitaskLoss.from_spec(s.losses, s.regularizers, self.model, total, teacher)
+        self.loss = MultitaskLoss.from_spec(s.losses, s.regularizers, self.model, total, teacher,
+                                            s.recipe.label_smoothing)
 
     def batches(self, epoch):
         batches, steps, counts = self.stream.epoch(epoch)

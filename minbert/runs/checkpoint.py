@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from minbert.files import atomic_write, refuse_code, safe_load
-from minbert.specs import ModelSpec, plain
+from minbert.specs import MAX_LENGTH, ModelSpec, plain
 from utils import MinbertError
 
 FORMAT, VERSION = "minbert-checkpoint", 2
@@ -96,10 +96,10 @@ def convert_legacy(state, source):
     spec = ModelSpec(pipeline="multitask" if multitask else "classifier",
                      pretrained=str(old.get("pretrained")),
                      fine_tune_mode=old.get("fine_tune_mode", "full-model"),
-                     lora_rank=old.get("lora_rank", 8),
-                     lora_alpha=old.get("lora_alpha", 16.0), lora_dropout=old.get("lora_dropout", 0.0),
+                     lora_rank=old.get("lora_rank", ModelSpec.lora_rank),
+                     lora_alpha=old.get("lora_alpha", ModelSpec.lora_alpha), lora_dropout=old.get("lora_dropout", 0.0),
                      lora_targets=old.get("lora_targets"), dropout=dropout,
-                     max_length=old.get("max_length", 128),
+                     max_length=old.get("max_length", MAX_LENGTH["multitask"]),
                      num_labels=int(head.shape[0]) if head is not None else 5,
                      pair_encoding=old.get("pair_encoding", "cross"), pooling=old.get("pooling", "mean"),
                      pals=bool(old.get("pals", False)), pals_dim=old.get("pals_dim"),

@@ -1,5 +1,7 @@
 """flags/defaults.py: the recipe measured best against the handout's plain values one flag away, the learning
 rate by what trains, the checkpoint's width and the optimizer, and --max_length within the position embeddings."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -58,6 +60,35 @@ def test_default_lr_follows_the_checkpoints_width():
     assert resolve_lr(None, "lora", "adamw", 768)[0] == 1e-3  # only new weights train
     assert resolve_lr(None, "last-linear-layer", "adamw", 768)[0] == 1e-3
     assert resolve_lr(7e-5, "full-model", "adamw", 768) == (7e-5, "lr 7e-05")
+
+
+def test_a_modes_default_rate_and_whether_its_backbone_is_frozen_are_two_facts(monkeypatch):
+    """The new weights' rate follows `new_weights_lr`; the start line says "only new weights train" only where
+    `frozen_backbone` holds: a mode training its backbone at the heads' rate is not described as frozen."""
+    from minbert.finetuning import modes
+    mixed = dataclasses.replace(modes.MODES["full-model"], new_weights_lr=True)
+    monkeypatch.setitem(modes.MODES, "mixed", mixed)
+    lr, why = resolve_lr(None, "mixed", "adamw", 384)
+    assert lr == modes.ADAPTER_LR and "only new weights" not in why and "--fine-tune-mode mixed" in why
+    lr, why = resolve_lr(None, "lora", "adamw", 384)
+    assert lr == modes.ADAPTER_LR and "only new weights train" in why
+
+
+@pytest.mark.parametrize("script", ["classifier", "multitask", "gpt2-classifier", "gpt2-paraphrase"])
+def test_the_lr_help_says_the_rule_resolve_lr_applies(script):
+    """Every rate the rule gives a mode the script takes, and each optimizer's factor, is in --lr's help."""
+    from minbert.flags import parsers
+    help_ = next(a.help for a in parsers.parser(script)._actions if a.dest == "lr")
+    modes = next(a.choices for a in parsers.parser(script)._actions if a.dest == "fine_tune_mode")
+    gpt2 = script.startswith("gpt2")
+    full = (1e-5, "") if gpt2 else None
+    for mode in modes:
+        for width in (384, 768):
+            lr = resolve_lr(None, mode, "adamw", width, full)[0]
+            assert f"{lr:.0e}".replace("e-0", "e-") in help_, (mode, width, help_)
+        if mode != "full-model":
+            assert mode in help_.split("(only new weights train)")[0]
+    assert "lion takes a third of AdamW's" in help_ and "lamb takes five times AdamW's" in help_
 
 
 @pytest.mark.parametrize("name, lr, reason", [("lion", 1e-4 / 3, "Lion: a third of AdamW's"),

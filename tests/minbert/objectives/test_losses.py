@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 import multitask_classifier as mt
 from minbert.flags.settings import multitask_settings, parse_multitask
-from minbert.objectives.losses import MultitaskLoss
+from minbert.objectives.losses import ClassificationLoss, MultitaskLoss
 from minbert.pipelines.multitask import MultitaskPipeline
 from minbert.tasks.multitask import TaskOutput
 from tests.course import part2_args
@@ -75,3 +75,59 @@ def test_each_sts_loss_flag_is_the_loss_the_step_computes(tmp_path, course_data,
                "cosent": torch.log(1 + sum(torch.exp(20 * (score[j] - score[i])) for i, j in pairs))}[choice]
     got = pipeline.loss(model, {"task": "sts", "labels": y, "index": torch.arange(3)})
     assert got.item() == pytest.approx(by_hand.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothing_is_the_smoothed_target_by_hand_in_both_pipelines(tmp_path, course_data, tiny_model, eps):
+    """--label_smoothing reaches the losses the steps compute: SST's (K = 5) cross entropy against
+    (1 - eps) one-hot + eps / K, Quora's binary cross entropy against y (1 - eps) + eps / 2, in Part 2 from the
+    command line; Part 1's loss takes the same rule; STS's regression is untouched."""
+    g = torch.Generator().manual_seed(0)
+    z, logit, score = torch.randn(4, 5, generator=g), torch.randn(4, generator=g), torch.rand(4, generator=g)
+    sst, quora, sts = torch.tensor([1, 4, 0, 2]), torch.tensor([1, 0, 0, 1]), torch.tensor([4.0, 1.0, 2.5, 0.0])
+    log_p = torch.log_softmax(z, -1)
+    target = (1 - eps) * F.one_hot(sst, 5).float() + eps / 5
+    sst_by_hand = -(target * log_p).sum(-1).mean()
+    q = quora.float() * (1 - eps) + eps / 2
+    quora_by_hand = -(q * F.logsigmoid(logit) + (1 - q) * F.logsigmoid(-logit)).mean()
+
+    argv = part2_args(tmp_path, course_data, tiny_model, *(["--label_smoothing", str(eps)] if eps else []))
+    settings = multitask_settings(parse_multitask(argv))
+    assert settings.recipe.label_smoothing == eps
+    loss = MultitaskPipeline(settings).loss
+    model = _Fixed(sst={"output": z}, quora={"output": logit}, sts={"output": 5.0 * score, "score": score})
+    index = torch.arange(4)
+    assert loss(model, {"task": "sst", "labels": sst, "index": index}).item() == pytest.approx(sst_by_hand.item(),
+                                                                                              rel=1e-5)
+    assert loss(model, {"task": "quora", "labels": quora, "index": index}).item() == pytest.approx(
+        quora_by_hand.item(), rel=1e-5)
+    assert loss(model, {"task": "sts", "labels": sts, "index": index}).item() == pytest.approx(
+        F.mse_loss(5.0 * score, sts).item(), rel=1e-5)
+
+    class Logits(torch.nn.Module):
+        def logits(self, batch):
+            return z
+    part1 = ClassificationLoss(eps)
+    assert part1(Logits(), {"labels": sst}).item() == pytest.approx(sst_by_hand.item(), rel=1e-5)
+    if eps == 0:  # off, the losses are the plain ones, bit for bit
+        assert torch.equal(part1(Logits(), {"labels": sst}), F.cross_entropy(z, sst))
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "nan", "1e9"])
+def test_label_smoothing_outside_zero_to_one_is_refused_in_one_line(value):
+    from minbert.flags.settings import parse_classifier
+    from utils import MinbertError
+    with pytest.raises(MinbertError, match=rf"argument --label_smoothing: .*{value}.* (must be|is not) "):
+        parse_classifier(["--label_smoothing", value])
+
+
+def test_label_smoothing_reaches_part1s_loss(tmp_path, course_data, tiny_model):
+    from minbert.flags.settings import classifier_settings, parse_classifier
+    from minbert.pipelines.classifier import SentimentPipeline
+    from tests.course import part1_args
+    args = parse_classifier(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst",
+                                       "--label_smoothing", "0.2"))
+    settings = classifier_settings(args, log=lambda *a: None)
+    assert settings.recipe.label_smoothing == 0.2
+    loss = SentimentPipeline(settings, "sst").loss
+    assert isinstance(loss, ClassificationLoss) and loss.label_smoothing == 0.2

@@ -72,13 +72,13 @@ def test_mnrl_over_a_mask_is_mnrl_over_the_marked_rows():
     assert float(loss(a, b, torch.tensor([True, False, False, False, False]))) == 0.0  # no negative: no term
 
 
-@pytest.mark.parametrize("regularizer", [None, "rdrop", "smart"])
-def test_part1_loss(tiny_model, regularizer):
+@pytest.mark.parametrize("regularizer, smoothing", [(None, 0.0), ("rdrop", 0.0), ("smart", 0.0), (None, 0.1)])
+def test_part1_loss(tiny_model, regularizer, smoothing):
     model = sentiment_model(tiny_model, 0.0)  # no dropout: both batches see the same network
     regs = {"rdrop": {"rdrop": RDrop(1.0)}, "smart": {"smart": SmartRegularizer(1.0, step_size=1e-3)}}
     batch = {"x": inputs([[2, 7, 9, 11, 3, 0], [2, 12, 13, 14, 15, 3], [2, 8, 3, 0, 0, 0]]),
              "labels": torch.tensor([1, 3, 0]), "index": torch.arange(3)}
-    assert_same_gradient(model, ClassificationLoss(**regs.get(regularizer, {})), batch)
+    assert_same_gradient(model, ClassificationLoss(smoothing, **regs.get(regularizer, {})), batch)
 
 
 @pytest.mark.parametrize("task, encoding, sts_loss, extra", [
@@ -89,6 +89,8 @@ def test_part1_loss(tiny_model, regularizer):
     ("sts", "siamese", "cosine", {}),
     ("sts", "cross", "cosent", {}),
     ("sst", "cross", "mse", {"distill": True}),
+    ("sst", "cross", "mse", {"label_smoothing": 0.1}),
+    ("quora", "cross", "mse", {"label_smoothing": 0.1}),
 ])
 def test_part2_losses(tiny_model, task, encoding, sts_loss, extra):
     model = MultitaskBERT(multitask_spec(tiny_model, pair_encoding=encoding)).eval()

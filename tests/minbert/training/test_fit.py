@@ -174,7 +174,8 @@ def test_every_pipeline_logs_one_schema(tmp_path, course_data, tiny_model, capsy
                                                                      "final outputs"}
     assert float(line.split("run's ")[1].split("s ")[0]) == pytest.approx(sum(map(float, parts.values())), abs=0.15)
     texts = tmp_path / "texts.txt"
-    texts.write_text("the movie was good\nthe film was bad\nit is a great plot\nthis acting is awful\n" * 5)
+    # 100 different lines (repeated ones would count once), 5 held out: enough tokens that some are masked
+    texts.write_text("".join(f"the movie {i} was good and the film {i} was bad\n" for i in range(100)))
     pretrain.main(["--pretrained", str(tiny_model), "--texts", str(texts), "--out", str(tmp_path / "mlm"),
                    "--epochs", "1", "--batch_size", "8", "--max_length", "16"])
     logs = {"classifier": tmp_path / "p1" / "ck" / "last-linear-layer-sst-log.jsonl",

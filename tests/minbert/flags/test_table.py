@@ -1,0 +1,62 @@
+"""flags/table.py and what parsers.py builds from it: one row per flag builds every script's parser: inference
+takes only the speed flags that act there, the regularisers' defaults follow the pipeline, Build GPT-2's scripts
+name the BERT-only flags they leave out, a row's default, rule and help reach its scripts, and no flag is taken by
+an abbreviation."""
+
+import pytest
+
+from minbert.flags import parsers, table
+from utils import MinbertError
+
+
+def test_inference_takes_only_the_speed_flags_that_act_there():
+    training, inference = parsers.parser("multitask"), parsers.parser("ensemble")
+    assert {"bucket", "foreach", "compile", "grad_accum"} <= set(vars(training.parse_args([])))
+    assert set(vars(inference.parse_args([]))) == {"amp", "attn", "pad_multiple"}
+    with pytest.raises(MinbertError, match="unrecognized arguments: --compile"):
+        inference.parse_args(["--compile"])
+
+
+def test_the_regularisers_default_to_the_pipelines_recipe():
+    part2, part1, bench = (parsers.parser(s).parse_args([]) for s in ("multitask", "classifier", "bench"))
+    assert part2.rdrop_weight == 2.0 and bench.rdrop_weight == 2.0  # bench.py times Part 2's default step
+    assert part1.rdrop_weight is None  # resolved once the fine-tune mode is known (settings.py)
+    assert parsers.parser("gpt2-classifier").parse_args([]).rdrop_weight == 0.0
+
+
+@pytest.mark.parametrize("script", ["gpt2-classifier", "gpt2-paraphrase", "gpt2-sonnet"])
+def test_build_gpt2_names_the_bert_only_flags_it_leaves_out(script):
+    """A row with `not_gpt2` is no flag of Build GPT-2's scripts; typed there, it is one line saying why."""
+    bert_only = [r for r in table.ROWS if r.not_gpt2]
+    assert {r.spelling for r in bert_only} >= {"--llrd", "--freeze_layers", "--no_fast_dropout", "--smart_weight"}
+    for r in bert_only:
+        with pytest.raises(MinbertError, match=rf"argument {r.spelling}: .*not available for GPT-2; drop it|"
+                                               rf"{r.spelling} .*not available for GPT-2; drop it"):
+            parsers.parser(script).parse_args([r.spelling] if r.kind in ("switch", "off") else [r.spelling, "1"])
+
+
+def test_each_row_reaches_the_scripts_it_names_with_its_default_rule_and_help():
+    """For every row and every script it names: the parser takes the flag with the row's default and help, and
+    the row's rule (if any) is that script's rule for it; a script it does not name refuses the flag."""
+    from minbert.specs import per
+    for script in table.SCRIPTS | {"bench": None, "ensemble": None}:
+        ap = parsers.parser(script)
+        actions = {a.option_strings[0]: a for a in ap._actions if a.option_strings}
+        rules = parsers.idle_rules(script)
+        for r in table.ROWS:
+            if script in r.scripts:
+                a = actions[r.spelling]
+                assert a.dest == r.dest and a.help == per(r.help, script), (script, r.spelling)
+                if r.kind not in ("switch", "off") and r.action is None:
+                    assert a.default == per(r.default, script), (script, r.spelling)
+                assert rules.get(r.dest) == per(r.idle, script) or r.action is not None, (script, r.spelling)
+            elif r.spelling not in actions:
+                with pytest.raises(MinbertError):
+                    ap.parse_args([r.spelling] if r.kind in ("switch", "off") else [r.spelling, "1"])
+
+
+def test_no_flag_is_taken_by_an_abbreviation():
+    """bench.py's --warmup typed to a pipeline is refused, not read as --warmup_ratio (argparse's abbreviations)."""
+    with pytest.raises(MinbertError, match="unrecognized arguments: --warmup 1"):
+        parsers.parser("classifier").parse_args(["--warmup", "1"])
+    assert parsers.parser("classifier").parse_args(["--warmup_ratio", "0.2"]).warmup_ratio == 0.2

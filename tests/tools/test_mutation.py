@@ -1,0 +1,52 @@
+"""tools/mutation.py: a mutant is read against the code, run in a scratch copy, and judged by the tests' exit."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import mutation  # noqa: E402
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A two-file project: a function and the test that checks it."""
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef unused():\n    return 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_calc.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    return tmp_path
+
+
+def test_each_mutant_is_checked_against_the_code(project, tmp_path):
+    spec = tmp_path / "mutants.txt"
+    spec.write_text("# a comment\n\n"
+                    "calc.py\ta + b\ta - b\tminus for plus\ttests/test_calc.py\n"
+                    "calc.py\treturn\treturn None or\tambiguous\n"  # 'return' twice in calc.py: left out
+                    "calc.py\tnot there\tx\tgone\n")
+    rows = mutation.read_mutants(spec)
+    assert [r[0] for r in rows] == [3, 4, 5]
+    assert rows[0][5] == ["tests/test_calc.py"] and rows[1][5] is None and rows[2][5] is None
+    spec.write_text("calc.py\ta + b\ta - b\n")
+    with pytest.raises(SystemExit, match=r"line 1: 3 tab-separated fields"):
+        mutation.read_mutants(spec)
+
+
+def test_the_tests_run_are_the_ones_mirroring_the_file():
+    assert mutation.mirrored_tests("minbert/reports/compare.py") == ["tests/minbert/reports"]
+    assert mutation.mirrored_tests("minbert/hub.py") == ["tests/minbert/test_hub.py"]
+    assert mutation.mirrored_tests("evaluation.py") == ["tests/test_evaluation.py"]
+    assert mutation.mirrored_tests("gpt2/generation.py") == ["tests/gpt2/test_generation.py"]
+    assert mutation.parse_only("1-3,7") == {1, 2, 3, 7}
+
+
+def test_a_caught_bug_is_killed_an_uncaught_one_survives_and_the_file_is_restored(project):
+    original = (project / "calc.py").read_text()
+    caught = (1, "calc.py", "a + b", "a - b", "minus", ["tests/test_calc.py"])
+    uncaught = (2, "calc.py", "return 1", "return 2", "dead code", ["tests/test_calc.py"])
+    gone = (3, "calc.py", "x", "y", "changed", None)
+    killed, survived, left = (mutation.run_one(project, m, timeout=120) for m in (caught, uncaught, gone))
+    assert killed["status"] == "killed" and "test_add" in killed["detail"]
+    assert survived["status"] == "survived" and left["status"] == "gone"
+    assert (project / "calc.py").read_text() == original
