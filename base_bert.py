@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from config import BertConfig, ConfigError
-from minbert.files import refuse_code, safe_load
+from minbert.safe_load import refuse_code, safe_load
 from minbert.hub import cache_dir, resolve_pretrained
 from utils import MinbertError
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from base_bert import BertPreTrainedModel
 from minbert.dropout import Dropout
-from minbert.embedding import Embedding
+from minbert.embedding_grad import Embedding
 from utils import extended_attention_mask
 
 
@@ -105,7 +105,7 @@ class BertLayer(nn.Module):
 class BertModel(BertPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
-        # nn.Embedding, its gradient written into one buffer kept between steps (minbert/embedding.py)
+        # nn.Embedding, its gradient written into one buffer kept between steps (minbert/embedding_grad.py)
         self.word_embedding = Embedding(config.vocab_size, config.hidden_size,
                                         padding_idx=config.pad_token_id)
         self.pos_embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)

@@ -5,11 +5,11 @@
 
 A member is a multitask_classifier.py checkpoint (rebuilt from its own spec and run on dev and test), a run's
 folder (which stands for its checkpoint), or a folder holding just the six prediction files of a run when only
-predictions are left. Every member is checked
-before any of them runs. Checkpoints are combined on their outputs: SST by averaging the five class
-probabilities, Quora by averaging P(paraphrase), STS by averaging the 0-5 score. A folder contributes its
-labels as one-hot probabilities, so folders alone make a majority vote (a tie goes to the lower SST class
-and to "not a paraphrase", and one line says how many rows tied) and the average of the STS scores.
+predictions are left. Every member is checked before any of them runs. Checkpoints are combined on their
+outputs: SST by averaging the five class probabilities, Quora by averaging P(paraphrase), STS by averaging the
+0-5 score. A folder contributes its labels as one-hot probabilities, so folders alone make a majority vote (a
+tie goes to the lower SST class and to "not a paraphrase", and one line says how many rows tied) and the
+average of the STS scores.
 
 The ensemble is a run like any other: its six files go into its own folder (runs/ensemble-TIMESTAMP, or
 --run_name / --run_dir), with members.txt naming its members, and are then copied to --out

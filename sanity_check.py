@@ -16,7 +16,7 @@ import torch
 from base_bert import hf_to_ours, read_state_dict
 from bert import BertModel
 from minbert.course_files import course_reference
-from minbert.files import refuse_code, safe_load
+from minbert.safe_load import refuse_code, safe_load
 from minbert.hub import HUB_NAMES, resolve_pretrained
 from utils import MinbertError, Parser, main_guard
 

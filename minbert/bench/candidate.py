@@ -17,7 +17,7 @@ from minbert.objectives.regularizers import build_regularizers, regularizer_weig
 from minbert.precision import autocast
 from minbert.specs import ModelSpec
 from minbert.tasks.sentiment import BertSentimentClassifier
-from minbert.training.recorded import Recorded, RecordedStep, cannot_record, shape_key
+from minbert.training.recorded import RecordedFunction, RecordedStep, cannot_record, shape_key
 from minbert.training.schedule import DeviceSchedule
 from minbert.training.step import TrainingStep
 from optimizer import AdamW
@@ -194,7 +194,7 @@ class Candidate:
                 raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; add --no_record_step")
             train_step, eager_infer = RecordedStep(step), infer_step
             warm = lambda b: [eager_infer(b) for _ in range(2)]  # noqa: E731
-            infer_step = Recorded(eager_infer, warm, device)
+            infer_step = RecordedFunction(eager_infer, warm, device)
         self.train_step, self.infer_step = train_step, infer_step
         self.row = {"label": label, "fine_tune_mode": "full-model" if hf else s.fine_tune_mode,
                     "pals": bool(s.pals and not hf), "amp": amp, "attn": "sdpa (HF)" if hf else cfg.attn_impl,

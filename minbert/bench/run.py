@@ -4,7 +4,7 @@ import torch
 
 from config import SHAPES, BertConfig
 from minbert.bench.candidate import Candidate
-from minbert.bench.floor import step_floor
+from minbert.bench.matmul_floor import step_floor
 from minbert.bench.profile import profile_steps
 from minbert.bench.timing import matmul_peak, mfu, time_rows
 from minbert.hub import resolve_pretrained

@@ -21,7 +21,7 @@ from minbert.flags.defaults import DEFAULT_REGULARIZERS, PRETRAIN_RECIPE, lr_hel
 from minbert.flags.groups import RunFolder
 from minbert.flags.rules import (ADAPTERS_ONLY, BEAM, DISTILL, FOREACH, FREEZING, FUSED, NO_HEAD, RECORD_STEP,
                                  SAMPLING, not_frozen_head, shaping_rule)
-from minbert.objectives.embedding import STS_LOSSES
+from minbert.objectives.sentence_losses import STS_LOSSES
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.precision import AMP_CHOICES
 from minbert.specs import (MAX_LENGTH, BenchSettings, ClassifierSettings, Flag, ModelSpec, MultitaskData,
@@ -52,7 +52,7 @@ SCRIPTS = {
 
 SPEED, ADAPTERS, RECIPE, RUN = ("speed", "adapters (--fine-tune-mode lora, dora, adapter or prefix)",
                                 "training recipe", "run folder")
-EMBEDDINGS = ("sentence embeddings (minbert/objectives/embedding.py; MNRL, SimCSE and the projection need "
+EMBEDDINGS = ("sentence embeddings (minbert/objectives/sentence_losses.py; MNRL, SimCSE and the projection need "
               "siamese pairs: --pair_encoding siamese or mixed)")
 BENCH_REGULARIZERS = "regularisers, as the pipelines take them (default: Part 2's default recipe)"
 NOT_GPT2 = "not available for GPT-2; drop it"
@@ -300,7 +300,7 @@ def _rows():
         F("profile", default(BenchSettings, "profile"), "nonneg_int",
           "also profile this many plain training steps (with --hf and a reduced precision, HF's too): the time by "
           "phase and by kind of operator; and the plain step's floor, its matrix products and optimizer step alone "
-          "(minbert/bench/floor.py)", metavar="STEPS", scripts=frozenset({BENCH})),
+          "(minbert/bench/matmul_floor.py)", metavar="STEPS", scripts=frozenset({BENCH})),
         F("json", None, None, "write the results here", scripts=frozenset({BENCH})),
         # --- speed
         F("amp", "auto", AMP_CHOICES,

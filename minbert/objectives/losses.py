@@ -1,6 +1,6 @@
 """The two pipelines' whole training losses (handout 4 and 5): ClassificationLoss for Part 1, MultitaskLoss
 for Part 2. Each adds to every task's own loss what the settings ask for: the sentence-embedding losses
-(embedding.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, each a
+(sentence_losses.py), distillation's soft targets (distill.py), and the regularisers both pipelines share, each a
 row of regularizers.py's table. Each term's mean over an epoch goes into the log.
 """
 import contextlib
@@ -10,7 +10,7 @@ import torch.nn as nn
 
 from minbert.objectives import rows
 from minbert.objectives.distill import DistillationLoss
-from minbert.objectives.embedding import STS_LOSSES, MultipleNegativesRankingLoss, SimCSELoss
+from minbert.objectives.sentence_losses import STS_LOSSES, MultipleNegativesRankingLoss, SimCSELoss
 from minbert.objectives.regularizers import REGULARIZERS, Pass, build_regularizers
 from minbert.tasks.extra import EXTRA_TASKS
 

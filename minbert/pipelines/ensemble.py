@@ -100,10 +100,9 @@ def check_members(members):
 
 
 def checkpoint_member(path, settings, ref, cache):
-    """({(task, split): outputs to average}, {task: (training ids, raw outputs), "fold": its --fold or None}
-    with --soft_targets, else None) of
-    one multitask checkpoint. `cache` keeps the tokenised data between members that share a tokenizer, length
-    and pair encoding (the usual case)."""
+    """The outputs of one multitask checkpoint: ({(task, split): outputs to average}, and with --soft_targets
+    {task: (training ids, raw outputs), "fold": its --fold or None}, else None). `cache` keeps the tokenised
+    data between members that share a tokenizer, length and pair encoding (the usual case)."""
     s, rt = settings, settings.runtime
     model, state, spec = load_multitask(path, rt.device, rt.attn)
     classes = model.sst_head[-1].out_features

@@ -1,5 +1,5 @@
 """report.py --compare: is B better than A, or is the difference noise? Runs compared on their dev outputs
-(dev_outputs.py) with the tests of significance.py, one row per task and candidate (rows.py), with
+(dev_outputs.py) with the tests of significance.py, one row per task and candidate (verdicts.py), with
 Holm-Bonferroni over all rows and a verdict in words, written as a Markdown table and a figure into a new
 folder (never into a run's).
 
@@ -19,7 +19,7 @@ from minbert.course_data import MULTITASK, TASKS, check_scorable
 from minbert.reports.dev_outputs import METRICS, aligned, read_run
 from minbert.reports.figures import plot_differences
 from minbert.reports.report import OutFolder
-from minbert.reports.rows import MEAN_WEIGHTS, NAMES, Row, digits, judge, multitask_mean, row_order, table
+from minbert.reports.verdicts import MEAN_WEIGHTS, NAMES, Row, digits, judge, multitask_mean, row_order, table
 from minbert.reports.seeds import ASO_THRESHOLD, HANDOUT_SEEDS, compare_groups, compare_handout
 from minbert.reports.significance import combine, paired
 from minbert.runs.folders import new_run_name

@@ -9,7 +9,7 @@ import numpy as np
 
 from minbert.course_data import MULTITASK
 from minbert.reports.dev_outputs import aligned, read_run, recorded_flags
-from minbert.reports.rows import MEAN_WEIGHTS, Row, digits, judge, multitask_mean, row_order
+from minbert.reports.verdicts import MEAN_WEIGHTS, Row, digits, judge, multitask_mean, row_order
 from minbert.reports.significance import aso, bootstrap_p, combine, pooled, seeds_needed, welch
 from minbert.runs.folders import pipeline_of
 from minbert.runs.identity import flag_spelling

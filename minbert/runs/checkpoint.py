@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minbert.files import atomic_write, refuse_code, safe_load
+from minbert.files import atomic_write
+from minbert.safe_load import refuse_code, safe_load
 from minbert.specs import MAX_LENGTH, ModelSpec, plain
 from utils import MinbertError
 

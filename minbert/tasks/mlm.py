@@ -73,7 +73,7 @@ class BertForMaskedLM(nn.Module):
         super().__init__()
         self.bert, self.config = bert, bert.config
         # The decoder is tied to the word embeddings, and autograd adds its dense gradient into
-        # whatever weight.grad holds: with the lookup's reused gradient buffer (minbert/embedding.py)
+        # whatever weight.grad holds: with the lookup's reused gradient buffer (minbert/embedding_grad.py)
         # that would be the buffer, whose rows the lookup alone does not zero again, so each step would
         # carry every earlier step's decoder gradient. The gradient is dense here anyway, so torch's
         # own backward costs nothing more.

@@ -110,7 +110,7 @@ def fill(static, batch):
             static[k].copy_(v, non_blocking=True)
 
 
-class Recorded:
+class RecordedFunction:
     """`fn(static batch) -> tensor` recorded once per batch shape and replayed for every batch of that shape.
     `prepare(static batch)` runs before a shape is recorded (the warm-up). With `record=False`, or off a CUDA
     device, nothing is recorded and every call runs `fn` eagerly on the static inputs (the CPU's stand-in, for
@@ -189,7 +189,7 @@ class RecordedStep:
                             "graph would freeze")
         self.step, self.warmup = step, warmup
         step.optimizer.init_state(capturable=True)
-        self.recorded = Recorded(self.run, self.prepare, step.device, record)
+        self.recorded = RecordedFunction(self.run, self.prepare, step.device, record)
 
     def __call__(self, batch):
         return self.recorded(batch)

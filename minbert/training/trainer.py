@@ -10,7 +10,7 @@ import time
 import torch
 from tqdm.auto import tqdm
 
-from minbert.embedding import Embedding
+from minbert.embedding_grad import Embedding
 from minbert.finetuning.freezing import frozen_parameters, setup_freezing
 from minbert.objectives.gradvac import GradVaccine
 from minbert.objectives.pcgrad import PCGrad

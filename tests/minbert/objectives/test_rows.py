@@ -12,7 +12,7 @@ import torch
 
 from gpt2.sonnets import LanguageModelLoss, lm_loss
 from minbert.course_data import MULTITASK, TASKS
-from minbert.objectives.embedding import STS_LOSSES, MultipleNegativesRankingLoss
+from minbert.objectives.sentence_losses import STS_LOSSES, MultipleNegativesRankingLoss
 from minbert.objectives.losses import ClassificationLoss, MultitaskLoss, TermLoss
 from minbert.objectives.rdrop import RDrop
 from minbert.objectives.regularizers import Regularizers

@@ -6,7 +6,7 @@ import pytest
 from evaluation import pearson
 from minbert.reports.figures import DPI, plot_confusion, plot_differences, plot_quora, plot_sts
 from minbert.reports.read import load_scores
-from minbert.reports.rows import NAMES, Row, judge
+from minbert.reports.verdicts import NAMES, Row, judge
 from tests.course import make_multitask_run, png_size
 
 

@@ -19,7 +19,7 @@ from minbert.specs import Recipe, Runtime, TaskLosses
 from minbert.tasks.multitask import MultitaskBERT
 from minbert.training import recorded as recorded_module
 from minbert.training import trainer as trainer_module
-from minbert.training.recorded import Recorded, RecordedStep, cannot_record
+from minbert.training.recorded import RecordedFunction, RecordedStep, cannot_record
 from minbert.training.schedule import DeviceSchedule, make_scheduler
 from minbert.training.step import TrainingStep
 from minbert.training.trainer import Trainer, build_trainer
@@ -337,14 +337,14 @@ def test_a_recording_that_fails_falls_back_to_the_eager_step_in_one_line(course_
     that batch and the rest, every batch is trained and counted, and the run ends as an eager run does."""
     batches = part2_batches(course_data, tiny_model)[:6]
     assert len({recorded_module.shape_key(b) for b in batches}) >= 2
-    real_capture, calls = Recorded.capture, []
+    real_capture, calls = RecordedFunction.capture, []
 
     def failing(self, static):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
         return real_capture(self, static)
-    monkeypatch.setattr(Recorded, "capture", failing)
+    monkeypatch.setattr(RecordedFunction, "capture", failing)
     runs = {}
     for record in (False, True):
         torch.manual_seed(0)

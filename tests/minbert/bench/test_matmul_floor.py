@@ -1,11 +1,11 @@
-"""bench/floor.py: the floor times the matrix products bench.py counts (three times the forward's FLOPs), in the
+"""bench/matmul_floor.py: the floor times the matrix products bench.py counts (three times the forward's FLOPs), in the
 run's precision, and the optimizer step; its parts add up."""
 import pytest
 import torch
 
 from config import BertConfig
 from minbert.bench.candidate import Candidate, flops_per_batch
-from minbert.bench.floor import products, step_floor
+from minbert.bench.matmul_floor import products, step_floor
 from minbert.specs import BenchSettings, Runtime
 from tests.checkpoints import tiny_config, write_vocab
 from tokenizer import BertTokenizer

@@ -1,9 +1,9 @@
-"""embedding.py: the word embeddings' gradient, written into a buffer kept between steps, equals torch's backward
+"""embedding_grad.py: the word embeddings' gradient, written into a buffer kept between steps, equals torch's backward
 (padding row included) step after step, accumulates over two lookups before a step, follows zero_grad either way,
 and gives way to torch's backward where autograd's accumulation is needed (reuse_grad off, no grad, DDP)."""
 import torch
 
-from minbert.embedding import Embedding
+from minbert.embedding_grad import Embedding
 
 
 def _pair(seed=0):

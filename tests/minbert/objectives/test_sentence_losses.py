@@ -1,11 +1,11 @@
-"""objectives/embedding.py by hand: MNRL as cross entropy over a score matrix, SimCSE as MNRL at 1/tau, CoSENT
+"""objectives/sentence_losses.py by hand: MNRL as cross entropy over a score matrix, SimCSE as MNRL at 1/tau, CoSENT
 and the cosine regression loss on hand-made scores."""
 import math
 
 import pytest
 import torch
 
-from minbert.objectives.embedding import CoSENTLoss, CosineSimilarityLoss, MultipleNegativesRankingLoss, SimCSELoss
+from minbert.objectives.sentence_losses import CoSENTLoss, CosineSimilarityLoss, MultipleNegativesRankingLoss, SimCSELoss
 
 
 def test_mnrl_is_cross_entropy_over_a_3x3_score_matrix():

@@ -1,8 +1,8 @@
-"""reports/rows.py: Holm-Bonferroni runs over every row together, each row's verdict follows its adjusted p (over
+"""reports/verdicts.py: Holm-Bonferroni runs over every row together, each row's verdict follows its adjusted p (over
 seeds, where ASO agrees), and the Markdown table has one line per row with the numbers the verdict gives."""
 import pytest
 
-from minbert.reports.rows import Row, judge, table
+from minbert.reports.verdicts import Row, judge, table
 
 
 def test_rows_are_judged_together_and_tabled():
