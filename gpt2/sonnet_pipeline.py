@@ -6,7 +6,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from datasets import set_fixed_shapes, set_pad_multiple
+from datasets import set_pad_multiple
 from gpt2.sonnets import (LanguageModelLoss, SonnetGPT, check_prompts, complete, perplexity, read_sonnets,
                           write_sonnets)
 from gpt2.tokenizer import GPT2Tokenizer
@@ -36,8 +36,6 @@ class SonnetPipeline(Pipeline):
         self.train = as_data([t for _, t in read_sonnets(s.sonnet_path)], self.tokenizer, s.model.max_length)
         self.dev = as_data([t for _, t in read_sonnets(s.true_dev_path)], self.tokenizer, s.model.max_length)
         set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
-        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
-            set_fixed_shapes(self.train, s.batch_size)
         self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
         limit = self.model.gpt.config.max_position_embeddings
         both = [(n, text, f"{flag} {path}")
@@ -108,7 +106,8 @@ def run_sonnets(settings, on_epoch=None):
                       backup=s.run.backup)
         seed_everything(s.recipe.seed)
         pipeline = SonnetPipeline(s)
-        trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps)
+        trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps,
+                                train_data=pipeline.train, rows=s.batch_size)
         main_print(f"sonnets: {len(pipeline.train)} for training, "
                    f"{len(pipeline.dev)} true dev sonnets; run folder {run.folder}")
         return fit(pipeline, trainer, run, s, on_epoch)

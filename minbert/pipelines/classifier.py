@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from datasets import SentenceClassificationDataset, set_fixed_shapes, set_pad_multiple
+from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
 from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples
 from minbert.objectives.losses import ClassificationLoss
@@ -96,8 +96,6 @@ class SentimentPipeline(Pipeline):
         tokenizer = self.load_tokenizer(s.model.pretrained)
         self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
         set_pad_multiple(self.data, rt.pad_multiple)
-        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
-            set_fixed_shapes(self.data["train"], s.batch_size)
         self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
         self.model = self.build_model(self.spec, rt).to(self.device)
         self.merge = s.merge
@@ -149,7 +147,8 @@ def train_dataset(settings, name, run, on_epoch=None, pipeline_class=SentimentPi
     s = settings
     seed_everything(s.recipe.seed)
     pipeline = pipeline_class(s, name)
-    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps)
+    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps,
+                            train_data=pipeline.data["train"], rows=s.batch_size)
     main_print(pipeline.data["train"].describe_batches(s.batch_size, s.bucket))
     return fit(pipeline, trainer, run, s, on_epoch)
 

@@ -13,7 +13,7 @@ rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
 import time
 from pathlib import Path
 
-from datasets import TaskData, load_multitask_data, set_fixed_shapes, set_pad_multiple
+from datasets import TaskData, load_multitask_data, set_pad_multiple
 from evaluation import (format_scores, model_eval_multitask, multitask_mean, output_name,
                         write_multitask_outputs)
 from minbert.course_data import MULTITASK, TASK_PREFIX
@@ -87,8 +87,6 @@ class MultitaskPipeline(Pipeline):
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer,
                                                 self.spec.max_length)
         set_pad_multiple(self.data, rt.pad_multiple)
-        if rt.record_step:  # a few fixed shapes, so a few recorded graphs
-            set_fixed_shapes(self.data["train"], d.batch_size)
         self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device),
                                    rt.compile)
         self.merge = s.merge
@@ -140,7 +138,8 @@ def train_part2(settings, run, on_epoch=None):
     seed_everything(s.recipe.seed)
     pipeline = MultitaskPipeline(s)
     trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime,
-                            pipeline.stream.steps_per_epoch, tasks=pipeline.stream.sizes)
+                            pipeline.stream.steps_per_epoch, tasks=pipeline.stream.sizes,
+                            train_data=pipeline.data["train"], rows=s.data.batch_size)
     world, m = distributed()[1], s.model
     main_print(f"multitask: {pipeline.mode} training, {m.pair_encoding} pairs, {m.pooling} pooling, "
                f"{m.fine_tune_mode}{' + PALs' if m.pals else ''}, {s.recipe.lr_why}, {m.pretrained} on "

@@ -10,6 +10,7 @@ import time
 import torch
 from tqdm.auto import tqdm
 
+from datasets import set_fixed_shapes
 from minbert.embedding_grad import Embedding
 from minbert.finetuning.freezing import frozen_parameters, setup_freezing
 from minbert.objectives.gradvac import GradVaccine
@@ -249,13 +250,18 @@ SURGERIES = {"pcgrad": lambda tasks, recipe: PCGrad(),
              "gradvac": lambda tasks, recipe: GradVaccine(len(tasks), recipe.gradvac_beta)}
 
 
-def build_trainer(model, loss_fn, recipe, runtime, steps_per_epoch, epochs=None, tasks=()):
+def build_trainer(model, loss_fn, recipe, runtime, steps_per_epoch, epochs=None, tasks=(), train_data=None,
+                  rows=None):
     """The optimizer `recipe` (a specs.Recipe) names over `model`'s trainable parameters (grouped by
     layer-wise rate when recipe.llrd < 1), its schedule over all of the run's optimizer steps (`epochs`,
     default recipe.epochs, of `steps_per_epoch` batches), --freeze_layers and --gradual_unfreeze
     (finetuning/freezing.py), and the Trainer that steps them on runtime.device in runtime.amp, minimising
     `loss_fn` (an objectives.losses.TermLoss); with recipe.surgery it combines the gradients of `tasks`
-    (Part 2)."""
+    (Part 2). Where the step is recorded, the training batches of `train_data` (a datasets.TaskData, or dicts
+    of them) take fixed shapes here, `rows` rows and a few widths: a graph replays one shape, so a few shapes
+    mean a few graphs."""
+    if runtime.record_step and train_data is not None:
+        set_fixed_shapes(train_data, rows)
     unfreeze = setup_freezing(model.backbone, recipe.freeze_layers, recipe.gradual_unfreeze, main_print)
     # schedule.param_groups through its module, so that a tool may swap it (tools/layernorm_rate.py)
     groups = schedule.param_groups(model, recipe.lr, recipe.llrd, recipe.head_lr, recipe.weight_decay)

@@ -135,6 +135,26 @@ def test_the_schedule_counts_a_partial_accumulation_group_and_an_old_checkpoint_
     assert t.updates == 5
 
 
+def test_the_training_batches_take_fixed_shapes_where_the_trainer_is_built_for_a_recorded_step(tiny_model,
+                                                                                              course_data):
+    """Every pipeline gives build_trainer its training data: a recorded step gets batches of --batch_size rows
+    and a few widths (every task's, nested), an eager one keeps its data as it was."""
+    from datasets import task_dataset
+    from minbert.course_data import data_file, read_examples
+    from minbert.training.trainer import build_trainer
+    from tokenizer import BertTokenizer
+    tokenizer = BertTokenizer.from_pretrained(str(tiny_model))
+    data = {task: task_dataset(read_examples(data_file(course_data, task, "train"), task, "train"), task, tokenizer,
+                               32) for task in ("sst", "quora")}
+    model = sentiment_model(tiny_model, 0.0)
+    build_trainer(model, ClassificationLoss(), Recipe(lr=1e-3), Runtime(), 5, train_data=data, rows=8)
+    assert all(d.rows == 0 and d.widths == () for d in data.values())
+    build_trainer(model, ClassificationLoss(), Recipe(lr=1e-3), Runtime(record_step=True), 5, train_data=data, rows=8)
+    for d in data.values():
+        assert d.rows == 8 and d.widths and max(d.widths) <= 32
+        assert {b["x"]["input_ids"].shape[0] for b in d.batches(8, shuffle=True, seed=0)} == {8}
+
+
 def test_count_tokens_counts_the_real_rows_of_every_part_only():
     """tokens/s counts the non-pad tokens of the rows that train: a fixed-shape batch's filler rows (weight 0)
     are computed, not counted; a batch holding every task counts each task's part."""
