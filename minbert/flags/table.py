@@ -27,6 +27,7 @@ from minbert.precision import AMP_CHOICES
 from minbert.specs import (MAX_LENGTH, BenchSettings, ClassifierSettings, Flag, ModelSpec, MultitaskData,
                            MultitaskSettings, Per, PretrainSettings, Recipe, RunSpec, Runtime, SonnetSettings,
                            TaskLosses)
+from minbert.tasks.extra import EXTRA_HELP
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
 
@@ -198,9 +199,9 @@ def _rows():
         F("shared_head", default(ModelSpec, "shared_head"), "nonneg_int",
           "one hidden layer (DIM units, GELU) shared by the task heads of SST and cross-encoded pairs, each task "
           "keeping its own output layer (0: separate heads)", metavar="DIM", scripts=frozenset({P2})),
-        F("extra_task", [], None, "more training data with heads of their own, trained through the same sampler: "
-                                  "snli, mnli (.jsonl or .txt as released), sick (SICK.txt), paws (train.tsv); "
-                                  "minbert/tasks/extra.py", nargs="+", metavar="NAME=FILE", scripts=frozenset({P2})),
+        F("extra_task", [], None,
+          f"more training data with heads of their own, trained through the same sampler: {EXTRA_HELP}; "
+          "minbert/tasks/extra.py", nargs="+", metavar="NAME=FILE", scripts=frozenset({P2})),
         F("distill", default(MultitaskData, "distill"), None,
           "train on an ensemble's predictions too (Hinton et al. 2015): the soft-targets.npz that ensemble.py "
           "--soft_targets writes (minbert/objectives/distill.py)", metavar="SOFT_TARGETS", scripts=frozenset({P2})),

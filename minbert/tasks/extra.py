@@ -15,20 +15,78 @@ TRAIN and TRIAL pairs are used. Pairs are cross-encoded ('[CLS] a [SEP] b [SEP]'
 is one line naming the file, the line and what is wrong.
 """
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from minbert.course_data import Example, Task
 from minbert.files import require_file, text_lines
 from utils import MinbertError, main_print
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
-EXTRA_TASKS = {
-    "snli": Task("snli", ("sentence1", "sentence2"), "gold_label", "class", 3),
-    "mnli": Task("mnli", ("sentence1", "sentence2"), "gold_label", "class", 3),
-    "sick": Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression",
-                 label_range=(1.0, 5.0)),
-    "paws": Task("paws", ("sentence1", "sentence2"), "label", "class", 2),
+SKIP = None  # what a label rule returns for a pair left out (counted in the line that reads the file)
+
+
+def nli_label(raw):
+    """An NLI gold label as its class; '-' (no annotator consensus) skipped."""
+    if raw == "-":
+        return SKIP
+    if raw not in NLI_LABELS:
+        raise ValueError(f"gold_label {raw!r} is not one of {', '.join(NLI_LABELS)} or '-'")
+    return NLI_LABELS.index(raw)
+
+
+def binary_label(raw):
+    if raw not in ("0", "1"):
+        raise ValueError(f"label {raw!r} is not 0 or 1")
+    return int(raw)
+
+
+def score_in(lo, hi):
+    """A relatedness score as a number within lo..hi."""
+    def label(raw):
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"relatedness_score {raw!r} is not a number") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"relatedness_score {raw!r} is outside {lo:g}..{hi:g}")
+        return value
+    return label
+
+
+def sick_training_pair(rec):
+    """The full SICK.txt marks each pair's SemEval set: only TRAIN and TRIAL pairs train (SemEval-2014's
+    SICK_train.txt has no such column: every pair)."""
+    return "SemEval_set" not in rec or str(rec["SemEval_set"]).strip().upper() in ("TRAIN", "TRIAL")
+
+
+@dataclass(frozen=True)
+class ExtraSet:
+    """One --extra_task data set: its task (columns, kind, classes), the file as released (--help says it),
+    how a raw label becomes the task's (`label`: the label, SKIP, or a ValueError saying what is wrong), which
+    records are training pairs (`use`), and what the line reading the file calls the pairs each rule left out."""
+    task: Task
+    release: str
+    label: Callable
+    skipped: str = ""
+    use: Callable = lambda rec: True
+    left_out: str = ""
+
+
+EXTRA_SETS = {
+    "snli": ExtraSet(Task("snli", ("sentence1", "sentence2"), "gold_label", "class", 3),
+                     ".jsonl or .txt as released", nli_label, "without a gold label ('-') skipped"),
+    "mnli": ExtraSet(Task("mnli", ("sentence1", "sentence2"), "gold_label", "class", 3),
+                     ".jsonl or .txt as released", nli_label, "without a gold label ('-') skipped"),
+    "sick": ExtraSet(Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression",
+                          label_range=(1.0, 5.0)),
+                     "SICK.txt", score_in(1.0, 5.0), use=sick_training_pair,
+                     left_out="SICK pair(s) of the TEST set left out"),
+    "paws": ExtraSet(Task("paws", ("sentence1", "sentence2"), "label", "class", 2), "train.tsv", binary_label),
 }
+EXTRA_TASKS = {name: s.task for name, s in EXTRA_SETS.items()}
+EXTRA_HELP = ", ".join(f"{name} ({s.release})" for name, s in EXTRA_SETS.items())
 
 
 def parse_extra(text):
@@ -81,48 +139,34 @@ def _records(path, need):
 
 def read_extra(name, path):
     """The training examples of extra data set `name` from `path` (see the table above)."""
-    task, path = EXTRA_TASKS[name], Path(path)
+    rules, path = EXTRA_SETS[name], Path(path)
+    task = rules.task
     require_file(path, f"--extra_task {name}={path}", "file")
-    examples, no_consensus, held_out = [], 0, 0
+    examples, skipped, held_out = [], 0, 0
     need = (*task.text_cols, task.label_col)
     for n, rec in _records(path, need):
         missing = [c for c in need if c not in rec]
         if missing:
             raise MinbertError(f"{path}: line {n}: no {', '.join(missing)} (is this a {name} file?)")
-        if (name == "sick" and "SemEval_set" in rec
-                and str(rec["SemEval_set"]).strip().upper() not in ("TRAIN", "TRIAL")):
+        if not rules.use(rec):
             held_out += 1
             continue
         texts = tuple(str(rec[c]).strip() for c in task.text_cols)
         if not all(texts):
             raise MinbertError(f"{path}: line {n}: an empty sentence")
-        raw = str(rec[task.label_col]).strip()
-        if name in ("snli", "mnli"):
-            if raw == "-":
-                no_consensus += 1
-                continue
-            if raw not in NLI_LABELS:
-                raise MinbertError(f"{path}: line {n}: gold_label {raw!r} is not one of "
-                                   f"{', '.join(NLI_LABELS)} or '-'")
-            label = NLI_LABELS.index(raw)
-        elif task.kind == "class":
-            if raw not in ("0", "1"):
-                raise MinbertError(f"{path}: line {n}: label {raw!r} is not 0 or 1")
-            label = int(raw)
-        else:
-            try:
-                label = float(raw)
-            except ValueError:
-                raise MinbertError(f"{path}: line {n}: relatedness_score {raw!r} is not a number") from None
-            lo, hi = task.label_range
-            if not lo <= label <= hi:
-                raise MinbertError(f"{path}: line {n}: relatedness_score {raw!r} is outside {lo:g}..{hi:g}")
+        try:
+            label = rules.label(str(rec[task.label_col]).strip())
+        except ValueError as e:
+            raise MinbertError(f"{path}: line {n}: {e}") from None
+        if label is SKIP:
+            skipped += 1
+            continue
         examples.append(Example(str(rec.get("pairID", rec.get("pair_ID", rec.get("id", n)))), texts, label,
                                 n))
     if not examples:
         raise MinbertError(f"{path}: no {name} training pairs in it")
-    notes = ([f"{no_consensus} pair(s) without a gold label ('-') skipped"] if no_consensus else []) + (
-        [f"{held_out} SICK pair(s) of the TEST set left out"] if held_out else [])
+    notes = ([f"{skipped} pair(s) {rules.skipped}"] if skipped else []) + (
+        [f"{held_out} {rules.left_out}"] if held_out else [])
     main_print(f"--extra_task {name}: {len(examples)} "
                f"training pairs from {path}" + (f" ({'; '.join(notes)})" if notes else ""))
     return examples

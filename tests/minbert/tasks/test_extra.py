@@ -113,3 +113,27 @@ def test_extra_tasks_train_through_the_sampler_with_heads_of_their_own(tmp_path,
     assert set(trained) == {"sst", "quora", "sts"}  # the dev mean stays the leaderboard's
     rescored = mt.main(part2_args(tmp_path, course_data, tiny_model, "--eval_only", str(tmp_path / "ck" / "mt.pt")))
     assert rescored == pytest.approx(trained)
+
+
+def test_a_data_set_is_its_row_the_reader_applies_its_label_rule_and_its_filter(tmp_path, monkeypatch, capsys):
+    """A new data set is one row of EXTRA_SETS: read_extra applies the row's label rule (a label, SKIP, or a
+    ValueError that becomes the one line naming file and line) and its filter, and counts what each left out."""
+    from minbert.course_data import Task
+    from minbert.tasks import extra
+
+    def stars(raw):  # 1-5 stars as two classes, 3 stars skipped
+        if raw not in "12345" or len(raw) != 1:
+            raise ValueError(f"stars {raw!r} is not 1 to 5")
+        return extra.SKIP if raw == "3" else int(raw > "3")
+    row = extra.ExtraSet(Task("toy", ("text", "other"), "stars", "class", 2), "toy.tsv", stars,
+                         "with 3 stars skipped", use=lambda rec: rec.get("split") != "test",
+                         left_out="test pair(s) left out")
+    monkeypatch.setitem(extra.EXTRA_SETS, "toy", row)
+    path = tmp_path / "toy.tsv"
+    path.write_text("text\tother\tstars\tsplit\na\tb\t5\ttrain\nc\td\t3\ttrain\ne\tf\t1\ttest\ng\th\t2\ttrain\n")
+    examples = extra.read_extra("toy", path)
+    assert [(e.texts, e.label, e.line) for e in examples] == [(("a", "b"), 1, 2), (("g", "h"), 0, 5)]
+    assert "2 training pairs from" in (out := capsys.readouterr().out) and "(1 pair(s) with 3 stars skipped; 1 test pair(s) left out)" in out
+    path.write_text("text\tother\tstars\tsplit\na\tb\t5\ttrain\nc\td\t9\ttrain\n")
+    with pytest.raises(MinbertError, match=r"toy.tsv: line 3: stars '9' is not 1 to 5$"):
+        extra.read_extra("toy", path)
