@@ -104,6 +104,7 @@ class Trainer:
         loss_sum = torch.zeros((), device=self.device)
         logged = []  # (batch count, loss, lr) for on_step, each still on the device until read back
         tokens, steps, conflicts, t0 = 0, 0, 0, time.perf_counter()
+        mean = None  # the mean loss as last read back (every 50 steps): the progress line shows it, no sync of its own
         bar = tqdm(prefetch(batches, self.device), total=total, desc=desc, disable=None, leave=False)
         progress = Progress(desc, total, self.progress_every, terminal=not bar.disable)
         for batch in bar:
@@ -125,7 +126,7 @@ class Trainer:
                 mean = read_back(loss_sum, logged, on_step) / steps
                 self.check_finite(mean, steps, total)
                 bar.set_postfix(loss=f"{mean:.4f}")
-            progress.update(steps, tokens, lambda: loss_sum.item() / steps)
+            progress.update(steps, tokens, (lambda: mean) if mean is not None else None)
         if steps % self.grad_accum:  # the epoch ended inside an accumulation group (eager only)
             self.update()
             self.count_update()

@@ -250,7 +250,7 @@ def test_no_training_step_reads_back_from_the_device(course_data, tiny_model, de
                                                   simcse_weight=0.1),
                                        Regularizers(rdrop_weight=1.0, smart_bregman_weight=0.5), model, 20)
         t = build_trainer(model, loss, RECIPE, Runtime(device=torch.device(device), record_step=record), n, 1)
-        t.progress_every = 0  # the plain progress line reads the loss back: it comes by the clock, not per step
+        t.progress_every = 0  # a progress line at every step: it shows the last loss read back, no sync of its own
         t.run_epoch(iter(batches[:3]), 3)  # shapes recorded, lazy state created: not what is counted
         logged = []
         with CountSyncs() as c:
