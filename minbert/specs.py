@@ -127,7 +127,8 @@ class Flag:
     test of the parsed flags). The rest say where it goes: `scripts` that take it (None: set by its table),
     `name` when it is not spelled --DEST, its argument `group`, `nargs`, `metavar`, `idle` ((acts(values,
     typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build GPT-2's scripts leave it
-    out, a line for one typed there) and `action` (an argparse Action of its own)."""
+    out, a line for one typed there), `action` (an argparse Action of its own) and `const` (the value of a flag
+    typed bare, with nargs="?")."""
     dest: str
     default: object
     kind: object
@@ -142,6 +143,7 @@ class Flag:
     idle: object = None
     not_gpt2: Optional[str] = None
     action: object = None
+    const: object = None
 
     @property
     def spelling(self):

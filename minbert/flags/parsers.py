@@ -7,7 +7,6 @@ import argparse
 
 from minbert.course_data import TASK_PREFIX
 from minbert.flags import types
-from minbert.flags.groups import RunFolder
 from minbert.flags.table import GP, GPT2, NOT_GPT2, P1, P2, PRE, ROWS, SCRIPTS, TRAINING
 from minbert.specs import per
 from utils import Parser
@@ -55,13 +54,10 @@ def _argparse_kw(row, script):
             kw["choices"] = list(kind)
         elif kind is not None:
             kw["type"] = getattr(types, kind)
-        if row.action is None or row.action is not RunFolder or row.dest == "run_name":
-            kw["default"] = per(row.default, script)
-    for key in ("nargs", "metavar"):
+        kw["default"] = per(row.default, script)
+    for key in ("nargs", "metavar", "const"):
         if getattr(row, key) is not None:
             kw[key] = getattr(row, key)
-    if row.dest == "hf":
-        kw["const"] = "all"
     return kw
 
 

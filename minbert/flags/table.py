@@ -297,7 +297,7 @@ def _rows():
         F("hf", default(BenchSettings, "hf"), ("all", "best"),
           "also time HF transformers' BertModel on the same weights (needs transformers installed): every row "
           "below, or with `--hf best` only its best setting (on a GPU hf-compiled, else hf-amp in a reduced "
-          "precision, else hf-bucketed)", nargs="?", scripts=frozenset({BENCH})),
+          "precision, else hf-bucketed)", nargs="?", const="all", scripts=frozenset({BENCH})),
         F("profile", default(BenchSettings, "profile"), "nonneg_int",
           "also profile this many plain training steps (with --hf and a reduced precision, HF's too): the time by "
           "phase and by kind of operator; and the plain step's floor, its matrix products and optimizer step alone "
