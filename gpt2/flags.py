@@ -10,6 +10,7 @@ The levers that reach into BERT's own modules (SMART's embedding perturbation an
 are one line saying why (each row's `not_gpt2`); so is a flag typed where it would change nothing (its row's
 rule)."""
 from gpt2.config import ConfigError, GPT2Config
+from minbert.finetuning.modes import ADAPTER_MODES
 from minbert.flags import parsers
 from minbert.flags.defaults import GPT2_FULL_MODEL_LR, resolve_lr
 from minbert.flags.rules import check_idle_flags
@@ -85,7 +86,7 @@ def classifier_settings(args):
     """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with
     GPT-2's (gpt2/sentiment.py)."""
     v = _gpt2_values(args, G1 if "datasets" in vars(args) else GP)
-    if v["fine_tune_mode"] not in ("lora", "dora"):
+    if v["fine_tune_mode"] not in ADAPTER_MODES:
         changed = [k for k in ADAPTER_FLAGS if v[k] != parsers.value(k, G1)] + (["merge"] if v["merge"] else [])
         if changed:
             raise MinbertError(f"--{changed[0]} configures LoRA/DoRA adapters, but --fine-tune-mode is "
