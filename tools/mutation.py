@@ -86,8 +86,9 @@ def run_one(folder, mutant, timeout):
             status, detail = "survived", ""
         elif out.returncode == 1 or failed:
             status, detail = "killed", failed[0] if failed else "a test failed"
-        else:
-            status, detail = "error", out.stdout.strip().splitlines()[-1][:200] if out.stdout.strip() else str(out.returncode)
+        else:  # pytest could not run (a collection error, a crash): its last line says why
+            last = out.stdout.strip().splitlines()[-1][:200] if out.stdout.strip() else str(out.returncode)
+            status, detail = "error", last
     except subprocess.TimeoutExpired:
         status, detail = "killed", f"timeout after {timeout} s"
     finally:

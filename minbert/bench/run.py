@@ -20,7 +20,8 @@ def rows(settings):
     --compare every switch off; with --hf HF transformers with SDPA attention on our length-bucketed batches
     (its Trainer's group_by_length), on random ones (its default) and in our reduced precision (its
     --bf16/--fp16), and on a GPU `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the
-    recorded step's fixed shapes; with --hf best the last of hf-bucketed, hf-amp and hf-compiled that this device runs."""
+    recorded step's fixed shapes; with --hf best the last of hf-bucketed, hf-amp and hf-compiled that this device
+    runs."""
     s, amp, recorded = settings, settings.runtime.amp, settings.runtime.record_step
     out = [("recipe", dict(recipe=True, record_step=recorded))] if regularizer_weights(s.regularizers) else []
     out.append(("plain", dict(record_step=recorded)))

@@ -9,10 +9,10 @@ built from documents as BERT's pretraining data is (tasks/nsp.py): the reviews, 
 groups of lines between blank lines (the task sentences are no documents). A random 5% of the sentences is
 held out (with --nsp, 5% of the documents, whole, and at least 2): masked-token accuracy and loss on it
 (masked the same way every time), and with --nsp the next-sentence accuracy on the unmasked pairs, are
-printed before training and after each epoch. --out is the run folder: the epoch protocol (training/fit.py) keeps its checkpoints
-and log there, so --resume continues an interrupted run exactly, and at the end it becomes a checkpoint
-folder (config.json, vocab.txt, model.safetensors, with the heads beside the encoder) holding the epoch with
-the best held-out masked-token accuracy.
+printed before training and after each epoch. --out is the run folder: the epoch protocol (training/fit.py)
+keeps its checkpoints and log there, so --resume continues an interrupted run exactly, and at the end it
+becomes a checkpoint folder (config.json, vocab.txt, model.safetensors, with the heads beside the encoder)
+holding the epoch with the best held-out masked-token accuracy.
 """
 import itertools
 import json

@@ -74,14 +74,13 @@ class ExtraSet:
     left_out: str = ""
 
 
+SICK = Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression", label_range=(1.0, 5.0))
 EXTRA_SETS = {
     "snli": ExtraSet(Task("snli", ("sentence1", "sentence2"), "gold_label", "class", 3),
                      ".jsonl or .txt as released", nli_label, "without a gold label ('-') skipped"),
     "mnli": ExtraSet(Task("mnli", ("sentence1", "sentence2"), "gold_label", "class", 3),
                      ".jsonl or .txt as released", nli_label, "without a gold label ('-') skipped"),
-    "sick": ExtraSet(Task("sick", ("sentence_A", "sentence_B"), "relatedness_score", "regression",
-                          label_range=(1.0, 5.0)),
-                     "SICK.txt", score_in(1.0, 5.0), use=sick_training_pair,
+    "sick": ExtraSet(SICK, "SICK.txt", score_in(*SICK.label_range), use=sick_training_pair,
                      left_out="SICK pair(s) of the TEST set left out"),
     "paws": ExtraSet(Task("paws", ("sentence1", "sentence2"), "label", "class", 2), "train.tsv", binary_label),
 }

@@ -13,9 +13,10 @@ document from a random start, as many as fill the length left (NotNext); the sen
 start the next span. A span of one sentence (a long one, or a document's last) takes the next sentence as its
 IsNext B where there is one, and a random B where there is none. A pair still longer than fits is cut by the
 tokenizer (the longer side first). The held-out pairs come from documents of their own (split_documents), their
-random B's from those documents too, so that no held-out pair shares text with a training one. Each pair goes in as `[CLS] A [SEP] B [SEP]`, token type 0 up to the first [SEP] and 1 after it,
-as Part 2's cross-encoded pairs do (datasets.TaskData); the pairs are built once from the seed, as the
-reference builds its data once, and the masking is drawn anew each epoch.
+random B's from those documents too, so that no held-out pair shares text with a training one. Each pair goes
+in as `[CLS] A [SEP] B [SEP]`, token type 0 up to the first [SEP] and 1 after it, as Part 2's cross-encoded
+pairs do (datasets.TaskData); the pairs are built once from the seed, as the reference builds its data once,
+and the masking is drawn anew each epoch.
 
 Labels follow HF's BertForPreTraining: 0 for IsNext, 1 for NotNext.
 """
