@@ -10,9 +10,8 @@
                   training step eager or recorded (never what is computed)
     RunSpec       where a run writes, whether it resumes, and the flags that define it
 and one object per pipeline bundling them (ClassifierSettings, MultitaskSettings, PretrainSettings, Build
-GPT-2's SonnetSettings). The
-regularisers' settings are objectives/regularizers.py's Regularizers, one field per flag of its table, so that
-a new regulariser is its module and one row there.
+GPT-2's SonnetSettings). The regularisers' settings are objectives/regularizers.py's Regularizers, one field
+per flag of its table, so that a new regulariser is its module and one row there.
 
 A test builds `Recipe(lr=1e-3)` in one line; a pipeline without gradient surgery keeps Recipe's default.
 """
@@ -353,6 +352,10 @@ class BenchSettings:
     hf: str = ""                         # also HF transformers: "all" its rows, "best" its fastest setting only
 
 
+# Build GPT-2's scripts run from gpt2/, beside the project's data/.
+GPT2_DATA = "../data"
+
+
 @dataclass(frozen=True)
 class SonnetSettings:
     """Build GPT-2's sonnet_generation.py (gpt2/sonnet_pipeline.py): the model, recipe, runtime and run folder of
@@ -362,10 +365,10 @@ class SonnetSettings:
     runtime: Runtime
     run: RunSpec
     # the files, each field named as its flag (--sonnet_path, ...)
-    sonnet_path: str = "../data/sonnets.txt"
-    held_out_sonnet_path: str = "../data/sonnets_held_out.txt"
-    held_out_dev_path: str = "../data/sonnets_held_out_dev.txt"
-    true_dev_path: str = "../data/TRUE_sonnets_held_out_dev.txt"
+    sonnet_path: str = f"{GPT2_DATA}/sonnets.txt"
+    held_out_sonnet_path: str = f"{GPT2_DATA}/sonnets_held_out.txt"
+    held_out_dev_path: str = f"{GPT2_DATA}/sonnets_held_out_dev.txt"
+    true_dev_path: str = f"{GPT2_DATA}/TRUE_sonnets_held_out_dev.txt"
     sonnet_out: str = "predictions/generated_sonnets.txt"
     batch_size: int = ClassifierSettings.batch_size
     bucket: bool = ClassifierSettings.bucket

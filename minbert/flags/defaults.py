@@ -86,7 +86,7 @@ def resolve_record_step(v, device, amp, world, eager=None):
     and only when nothing in the run needs the eager step (training/recorded.py CANNOT_RECORD, or the
     pipeline's own reason `eager`).
 
-    RecordedFunction is the GPU's default because tools/gpu_check.sh showed it correct there (50 bf16 steps equal to
+    Recorded is the GPU's default because tools/gpu_check.sh showed it correct there (50 bf16 steps equal to
     eager, new dropout masks at every replay, an exact resume) and faster than the eager step on the same card,
     for MiniLM and for the bert-base shape (RESULTS.md, "The recorded training step on an NVIDIA H100")."""
     if device.type != "cuda":

@@ -24,7 +24,7 @@ from minbert.flags.rules import (ADAPTERS_ONLY, BEAM, DISTILL, FOREACH, FREEZING
 from minbert.objectives.sentence_losses import STS_LOSSES
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.precision import AMP_CHOICES
-from minbert.specs import (MAX_LENGTH, BenchSettings, ClassifierSettings, Flag, ModelSpec, MultitaskData,
+from minbert.specs import (GPT2_DATA, MAX_LENGTH, BenchSettings, ClassifierSettings, Flag, ModelSpec, MultitaskData,
                            MultitaskSettings, Per, PretrainSettings, Recipe, RunSpec, Runtime, SonnetSettings,
                            TaskLosses)
 from minbert.tasks.extra import EXTRA_HELP
@@ -58,8 +58,8 @@ EMBEDDINGS = ("sentence embeddings (minbert/objectives/sentence_losses.py; MNRL,
 BENCH_REGULARIZERS = "regularisers, as the pipelines take them (default: Part 2's default recipe)"
 NOT_GPT2 = "not available for GPT-2; drop it"
 RUN_NAME_HELP = "the run's folder under runs/ (default: {}-TIMESTAMP); an existing one is refused unless --resume"
-# Build GPT-2's scripts run from gpt2/, beside the project's data/, and start from GPT-2's checkpoint.
-GPT2_DATA, GPT2_PRETRAINED = "../data", "gpt2"
+# Build GPT-2's scripts start from GPT-2's checkpoint (and run from gpt2/, beside data/: specs.GPT2_DATA).
+GPT2_PRETRAINED = "gpt2"
 
 
 def default(cls, name):
