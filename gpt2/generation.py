@@ -28,11 +28,13 @@ rule and default:
 It returns the best finished one. `no_repeat_ngram_size` n forbids a token that would complete an n-gram its
 row holds already (the prompt's included).
 """
-EARLY_STOPPING = (False, True, "never")
 import itertools
 import math
 
 import torch
+
+# beam search's stopping rules, HF's generate(early_stopping=...) values
+EARLY_STOPPING = (False, True, "never")
 
 
 def next_token(logits, temperature=1.0, top_p=1.0, generator=None):
