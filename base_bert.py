@@ -41,17 +41,27 @@ HF_HEADS = {
 }
 
 
-def _pattern(template):
-    """A NAMES entry as a regular expression matching the start of a name, {i} and {p} as named groups."""
-    return "^" + re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{p\}", r"(?P<p>query|key|value)")
+# What a name table's fields stand for: a layer's number, an attention projection, a weight or a bias.
+FIELDS = {"i": r"\d+", "p": "query|key|value", "w": "weight|bias"}
+
+
+def name_fields(template, name, whole=False):
+    """(the fields, the length matched) of `name` where its start (all of it, with `whole`) fits `template` (a
+    name table's entry, {i}, {p} and {w} its fields: FIELDS), else None. Both models' name tables read it."""
+    rx = re.escape(template)
+    for field, values in FIELDS.items():
+        rx = rx.replace(re.escape("{" + field + "}"), f"(?P<{field}>{values})")
+    m = (re.fullmatch if whole else re.match)(rx, name)
+    return (m.groupdict(), m.end()) if m else None
 
 
 def _rename(name, table):
     """`name` with the start matching a (from, to) pair's `from` replaced by its `to`, or None."""
     for source, target in table:
-        m = re.match(_pattern(source), name)
-        if m:
-            return target.format(**m.groupdict()) + name[m.end():]
+        found = name_fields(source, name)
+        if found:
+            fields, end = found
+            return target.format(**fields) + name[end:]
     return None
 
 

@@ -7,7 +7,7 @@ import re
 
 import torch
 
-from base_bert import PreTrainedModel, load_mapped, read_state_dict
+from base_bert import PreTrainedModel, load_mapped, name_fields, read_state_dict
 from gpt2.config import ConfigError, GPT2Config
 from minbert.hub import resolve_pretrained
 from utils import MinbertError
@@ -34,12 +34,9 @@ HF_IGNORED = re.compile(r"^(lm_head\.weight|h\.\d+\.attn\.(bias|masked_bias))$")
 
 
 def _match(template, name):
-    """The fields of `name` when it fits a NAMES template ({i}, {w}, {p}), else None."""
-    rx = re.escape(template)
-    for field, values in (("i", r"\d+"), ("w", "weight|bias"), ("p", "|".join(QKV))):
-        rx = rx.replace(re.escape("{" + field + "}"), f"(?P<{field}>{values})")
-    m = re.fullmatch(rx, name)
-    return m.groupdict() if m else None
+    """The fields of `name` when all of it fits a NAMES template, else None."""
+    found = name_fields(template, name, whole=True)
+    return found[0] if found else None
 
 
 def hf_to_ours(name, tensor):
