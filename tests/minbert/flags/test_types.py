@@ -45,3 +45,30 @@ def test_the_largest_seed_runs(tmp_path, course_data, tiny_model):
     assert load_checkpoint(tmp_path / "a" / "ck" / "mt.pt")["flags"]["seed"] == 2 ** 32 - 1
     outputs = {n: (tmp_path / n / "pred" / "sts-dev-output.csv").read_text() for n in "abc"}
     assert outputs["a"] == outputs["b"] != outputs["c"]
+
+
+@pytest.mark.parametrize("kind, inside, outside", [
+    ("probability", ["0", "-0", "0.999999"], ["1", "-1e-9", "nan", "inf"]),         # --label_smoothing, dropouts
+    ("resamples", ["100", "100000"], ["99", "0", "-100", "1e3"]),                  # report.py --resamples
+    ("share", ["1", "1e-9"], ["0", "1.0000001", "nan"]),                           # --top_p
+    ("finite_float", ["-1e300", "0", "2"], ["nan", "inf", "-inf"]),                # --length_penalty
+])
+def test_each_bound_is_checked_from_both_sides(kind, inside, outside):
+    """The values at and just inside a type's bounds are taken; those just outside, NaN and infinity are one line."""
+    import argparse
+    from minbert.flags import types
+    check = getattr(types, kind)
+    for text in inside:
+        check(text)
+    for text in outside:
+        with pytest.raises(argparse.ArgumentTypeError):
+            check(text)
+
+
+def test_early_stopping_takes_hfs_three_values_and_nothing_else():
+    import argparse
+    from minbert.flags.types import early_stopping
+    assert [early_stopping(t) for t in ("false", "true", "never")] == [False, True, "never"]
+    for text in ("False", "1", "", "always"):
+        with pytest.raises(argparse.ArgumentTypeError, match="choose false"):
+            early_stopping(text)
