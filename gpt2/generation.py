@@ -132,7 +132,7 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
     if no_repeat_ngram_size > input_ids.shape[1] + max_new_tokens:
         raise ValueError(f"no_repeat_ngram_size {no_repeat_ngram_size}: longer than any sequence this search "
                          f"writes ({input_ids.shape[1]} + {max_new_tokens} tokens), so it would never act")
-    if early_stopping not in EARLY_STOPPING:
+    if not (isinstance(early_stopping, bool) or early_stopping == "never"):  # 1 == True, but 1 is no rule of HF's
         raise ValueError(f"early_stopping {early_stopping!r}: one of False, True, 'never' (HF's)")
     eos = set([eos_token_id] if isinstance(eos_token_id, int) else eos_token_id or [])
     width = max(2, 1 + len(eos)) * num_beams  # continuations looked at each step

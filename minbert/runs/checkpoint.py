@@ -26,7 +26,7 @@ import torch
 
 from minbert.files import atomic_write
 from minbert.safe_load import refuse_code, safe_load
-from minbert.specs import MAX_LENGTH, ModelSpec, plain
+from minbert.specs import ModelSpec, plain
 from utils import MinbertError
 
 FORMAT, VERSION = "minbert-checkpoint", 2
@@ -83,6 +83,13 @@ def _load_with_paths(path, map_location):
     raise refuse_code(path, culprit)
 
 
+# What a setting was in the earlier format when its checkpoint does not record it: facts about the code that wrote
+# those files, so written out here (today's defaults may change; those files do not).
+LEGACY = {"multitask_dropout": 0.1, "classifier_dropout": 0.3, "fine_tune_mode": "full-model", "lora_rank": 8,
+          "lora_alpha": 16.0, "lora_dropout": 0.0, "max_length": 128, "num_labels": 5, "pair_encoding": "cross",
+          "pooling": "mean", "pals": False, "siamese_proj": 0}
+
+
 def convert_legacy(state, source):
     """An earlier-format checkpoint ({'model', 'args': the whole namespace,
     'epoch', ...}) in the new format."""
@@ -91,20 +98,16 @@ def convert_legacy(state, source):
         raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(old).__name__})")
     multitask = "pair_encoding" in old
     task_dropout = old.get("task_dropout")
-    dropout = ((task_dropout or [old.get("hidden_dropout_prob", 0.1)] * 3) if multitask
-               else [old.get("hidden_dropout_prob", 0.3)])
+    dropout = ((task_dropout or [old.get("hidden_dropout_prob", LEGACY["multitask_dropout"])] * 3) if multitask
+               else [old.get("hidden_dropout_prob", LEGACY["classifier_dropout"])])
     head = state["model"].get("classifier.weight")
-    spec = ModelSpec(pipeline="multitask" if multitask else "classifier",
-                     pretrained=str(old.get("pretrained")),
-                     fine_tune_mode=old.get("fine_tune_mode", "full-model"),
-                     lora_rank=old.get("lora_rank", ModelSpec.lora_rank),
-                     lora_alpha=old.get("lora_alpha", ModelSpec.lora_alpha), lora_dropout=old.get("lora_dropout", 0.0),
+    recorded = {k: old.get(k, LEGACY[k]) for k in ("fine_tune_mode", "lora_rank", "lora_alpha", "lora_dropout",
+                                                   "max_length", "pair_encoding", "pooling")}
+    spec = ModelSpec(pipeline="multitask" if multitask else "classifier", pretrained=str(old.get("pretrained")),
                      lora_targets=old.get("lora_targets"), dropout=dropout,
-                     max_length=old.get("max_length", MAX_LENGTH["multitask"]),
-                     num_labels=int(head.shape[0]) if head is not None else 5,
-                     pair_encoding=old.get("pair_encoding", "cross"), pooling=old.get("pooling", "mean"),
-                     pals=bool(old.get("pals", False)), pals_dim=old.get("pals_dim"),
-                     siamese_proj=old.get("siamese_proj", 0) or 0)
+                     num_labels=int(head.shape[0]) if head is not None else LEGACY["num_labels"],
+                     pals=bool(old.get("pals", LEGACY["pals"])), pals_dim=old.get("pals_dim"),
+                     siamese_proj=old.get("siamese_proj", LEGACY["siamese_proj"]) or 0, **recorded)
     return {"format": FORMAT, "version": VERSION, "pipeline": spec.pipeline, "spec": spec.to_dict(),
             "model": state["model"], "epoch": state.get("epoch", 0),
             "scores": plain(state.get("scores") or {}),

@@ -43,8 +43,9 @@ def split_sentences(text):
 
 def split_documents(documents, seed, where="the text", held_out=0.05):
     """(training documents, held-out documents): a random 5% of the documents (at least 2, so that a held-out
-    pair's random B comes from another held-out document) held out whole. Fewer than 4 documents, or none of
-    two sentences, is one line naming `where` the text comes from."""
+    pair's random B comes from another held-out document) held out whole, each part with a document of two
+    sentences or more (without one, every pair of that part would be NotNext). Fewer than 4 documents, or fewer
+    than two of two sentences, is one line naming `where` the text comes from."""
     documents = [doc for doc in documents if doc]
     if not any(len(doc) > 1 for doc in documents):
         raise MinbertError(f"{where}: no document has two sentences, so no sentence has a next one to "
@@ -54,8 +55,17 @@ def split_documents(documents, seed, where="the text", held_out=0.05):
         raise MinbertError(f"{where}: {len(documents)} document(s); --nsp holds out whole documents (at least 2) "
                            "and trains on the others (at least 2), each NotNext sentence drawn from another "
                            "document of its part: give at least 4 (in a --texts file, a blank line between them)")
+    several = [i for i, doc in enumerate(documents) if len(doc) > 1]
+    if len(several) < 2:
+        raise MinbertError(f"{where}: one document has two sentences or more, and --nsp needs one on each side of "
+                           "its held-out split (the other side's pairs would all be NotNext): give at least two")
     n_dev = min(len(documents) - 2, max(2, int(round(held_out * len(documents)))))
-    order = np.random.default_rng([seed, 2]).permutation(len(documents))
+    order = list(np.random.default_rng([seed, 2]).permutation(len(documents)))
+    for part, other in ((slice(0, n_dev), slice(n_dev, None)), (slice(n_dev, None), slice(0, n_dev))):
+        if not set(order[part]) & set(several):  # swap in the other part's first such document (it has two)
+            i = next(k for k in range(len(order))[other] if order[k] in several)
+            j = range(len(order))[part][-1]
+            order[i], order[j] = order[j], order[i]
     return [documents[i] for i in order[n_dev:]], [documents[i] for i in order[:n_dev]]
 
 

@@ -142,6 +142,9 @@ def test_beam_search_refuses_what_it_cannot_do_as_asked(tiny_gpt2):
     assert beam_search(ours, prompt, 4, 2, no_repeat_ngram_size=7).shape[1] <= 7  # the longest it writes: taken
     with pytest.raises(ValueError, match="early_stopping 'always': one of False, True, 'never'"):
         beam_search(ours, prompt, 4, 2, early_stopping="always")
+    for lookalike in (1, 0, 0.0):  # equal to True or False, but no rule of HF's: refused, not run as another one
+        with pytest.raises(ValueError, match=f"early_stopping {lookalike!r}: one of False, True, 'never'"):
+            beam_search(ours, prompt, 4, 2, early_stopping=lookalike)
 
 
 def test_without_reordering_the_cache_by_beam_the_tokens_differ(tiny_gpt2, monkeypatch):

@@ -77,6 +77,19 @@ def test_text_too_thin_for_the_task_is_one_line():
         split_documents([["one"], ["two"], ["three"], ["four"]], 0, "texts.txt")
     with pytest.raises(MinbertError, match=r"^texts.txt: 3 document\(s\); --nsp holds out whole documents \(at least 2\)"):
         split_documents([["one", "two"], ["three"], ["four"]], 0, "texts.txt")
+    with pytest.raises(MinbertError, match=r"^texts.txt: one document has two sentences or more, and --nsp needs one on "
+                                           r"each side"):
+        split_documents([["one", "two"], ["three"], ["four"], ["five"]], 0, "texts.txt")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_each_part_keeps_a_document_with_a_next_sentence(seed):
+    """Two documents of two sentences among many of one: whatever the seed, each side of the split gets one, so that
+    neither side's pairs are all NotNext; the split still holds every document once."""
+    docs = [["a1", "a2"], ["b1", "b2"]] + [[f"s{i}"] for i in range(40)]
+    train, dev = split_documents(docs, seed)
+    assert any(len(d) > 1 for d in train) and any(len(d) > 1 for d in dev)
+    assert sorted(map(tuple, train + dev)) == sorted(map(tuple, docs)) and len(dev) == 2
 
 
 def test_a_review_splits_into_its_sentences():
