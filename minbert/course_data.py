@@ -74,14 +74,7 @@ def read_examples(path, task, split, log=None):
     path = Path(path)
     require_file(path, str(path), "data file", "run setup.sh, or pass --data_dir")
     labelled = split != "test"
-    raw = path.read_bytes()
-    try:
-        # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
-        lines = text_lines(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text "
-                           f"(save the file as UTF-8)") from None
+    lines = text_lines(read_text(path, "data file"))
     if not lines:
         raise MinbertError(f"{path}: the file is empty")
     # One record per physical line, each parsed on its own: with a whole-file csv reader an unbalanced

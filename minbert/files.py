@@ -206,14 +206,15 @@ def special_file(path):
 
 
 def read_text(path, what):
-    """A text file's contents; one line when it is a folder, binary (it holds a NUL byte), or text with a byte
-    that is not UTF-8 (a file saved as Latin-1, say: the line and the byte named)."""
+    """A text file's contents (a byte-order mark, Excel's "CSV UTF-8", is no text: dropped); one line when it is a
+    folder, binary (it holds a NUL byte), or text with a byte that is not UTF-8 (a file saved as Latin-1, say:
+    the line and the byte named). Every reader of a text file the user gives comes through here."""
     try:
         raw = Path(path).read_bytes()
     except IsADirectoryError:
         raise MinbertError(f"{path}: is a folder, not a {what}") from None
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         if b"\x00" in raw:
             raise MinbertError(f"{path}: not a text file, so not a {what}") from None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from minbert.course_data import Example, Task
-from minbert.files import require_file, text_lines
+from minbert.files import read_text, require_file, text_lines
 from utils import MinbertError, main_print
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -103,13 +103,7 @@ def parse_extra(text):
 def _records(path, need):
     """(line number, {column: value}) of a .jsonl file (one JSON object a line) or a tab-separated file with a
     header (quotes are text, as in the released NLI files); a header without the columns `need` is refused."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text") from None
-    lines = text_lines(text)
+    lines = text_lines(read_text(path, "data file"))
     if path.suffix == ".jsonl":
         for n, line in enumerate(lines, start=1):
             if line.strip():
