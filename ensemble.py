@@ -27,6 +27,7 @@ from minbert.flags.table import ENSEMBLE
 from minbert.flags.types import positive_int
 from minbert.objectives.distill import SOFT_TARGETS
 from minbert.pipelines.ensemble import run_ensemble
+from minbert.specs import EnsembleSettings
 from utils import main_guard
 
 
@@ -35,16 +36,17 @@ def build_parser():
                                                                 "leaderboard files.")
     ap.add_argument("members", nargs="+", metavar="CKPT", help="multitask checkpoints (or their run "
                                                                "folders), or folders of prediction files")
-    ap.add_argument("--data_dir", default="data", help="the course CSVs whose ids every member must predict")
-    ap.add_argument("--out", default="predictions", help="where the six ensembled "
-                                                         "leaderboard files are copied")
+    ap.add_argument("--data_dir", default=EnsembleSettings.data_dir,
+                    help="the course CSVs whose ids every member must predict")
+    ap.add_argument("--out", default=EnsembleSettings.out, help="where the six ensembled leaderboard files are copied")
     ap.add_argument("--run_name", default="", action=RunFolder, help="the ensemble's run folder under "
                                                                      "runs/ (default: ensemble-TIMESTAMP)")
     ap.add_argument("--run_dir", default=None, action=RunFolder, help="the ensemble's run folder "
                                                                       "anywhere (instead of runs/RUN_NAME)")
     add_backup_flag(ap)
     ap.add_argument("--use_gpu", action="store_true", help="run the members on the GPU")
-    ap.add_argument("--batch_size", type=positive_int, default=64, help="examples per inference batch")
+    ap.add_argument("--batch_size", type=positive_int, default=EnsembleSettings.batch_size,
+                    help="examples per inference batch")
     ap.add_argument("--soft_targets", action="store_true",
                     help=f"also write the members' outputs on the training sets to {SOFT_TARGETS} in the run "
                          "folder, for multitask_classifier.py --distill (checkpoint members only)")

@@ -52,13 +52,13 @@ def build_parser():
     ap.add_argument("--handout", action="store_true",
                     help="--compare: each --candidate (Part 1 runs) against the handout's published means "
                          "over 10 seeds")
-    ap.add_argument("--resamples", type=resamples, default=10000,
+    ap.add_argument("--resamples", type=resamples, default=CompareSettings.resamples,
                     help="--compare: bootstrap resamples and permutations")
-    ap.add_argument("--alpha", type=share, default=0.05, help="--compare: the significance level, over all "
-                                                              "rows together (Holm-Bonferroni)")
-    ap.add_argument("--seed", type=seed, default=0, help="--compare: the resamples' seed")
-    ap.add_argument("--data_dir", default="data", help="--compare: the course's dev CSVs, for runs that keep "
-                                                       "only their prediction files")
+    ap.add_argument("--alpha", type=share, default=CompareSettings.alpha,
+                    help="--compare: the significance level, over all rows together (Holm-Bonferroni)")
+    ap.add_argument("--seed", type=seed, default=CompareSettings.seed, help="--compare: the resamples' seed")
+    ap.add_argument("--data_dir", default=CompareSettings.data_dir,
+                    help="--compare: the course's dev CSVs, for runs that keep only their prediction files")
     return ap
 
 

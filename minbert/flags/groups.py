@@ -17,16 +17,12 @@ def add_zip_flags(ap):
     add_backup_flag(ap)
 
 
+BACKUP_HELP = ("where an output would replace a file no run wrote (or one changed since), keep that file as "
+               "NAME.DATE.bak beside it instead of stopping (minbert/runs/outputs.py)")
+
+
 def add_backup_flag(ap):
-    ap.add_argument("--backup", action="store_true",
-                    help="where an output would replace a file no run wrote (or one changed since), keep "
-                         "that file as NAME.DATE.bak beside it instead of stopping (minbert/runs/outputs.py)")
-
-
-def add_tensorboard_flag(ap):
-    ap.add_argument("--no_tensorboard", dest="tensorboard", action="store_false",
-                    help="write no TensorBoard event files into the run folder "
-                         "(default: written, minbert/training/monitor.py)")
+    ap.add_argument("--backup", action="store_true", help=BACKUP_HELP)
 
 
 class RunFolder(argparse.Action):

@@ -17,8 +17,8 @@ from dataclasses import fields
 from config import SHAPES
 from minbert.course_data import TASK_PREFIX, data_file
 from minbert.finetuning.modes import BENCH_MODES, FINE_TUNE_MODES, GPT2_MODES, modes_help
-from minbert.flags.defaults import DEFAULT_REGULARIZERS, PRETRAIN_RECIPE, lr_help
-from minbert.flags.groups import RunFolder
+from minbert.flags.defaults import DEFAULT_REGULARIZERS, HANDOUT_DROPOUT, PRETRAIN_RECIPE, lr_help
+from minbert.flags.groups import BACKUP_HELP, RunFolder
 from minbert.flags.rules import (ADAPTERS_ONLY, BEAM, DISTILL, FOREACH, FREEZING, FUSED, NO_HEAD, RECORD_STEP,
                                  SAMPLING, not_frozen_head, shaping_rule)
 from minbert.objectives.sentence_losses import STS_LOSSES
@@ -105,7 +105,7 @@ def _rows():
               multitask="examples per step (all ranks together)", pretrain="sentences (with --nsp: pairs) per step",
               gpt2_sonnet="sonnets per optimizer step", bench="examples per step"), scripts=ALL),
         # Part 1's head dropout is the handout's; Part 2's heads each take ModelSpec's
-        F("hidden_dropout_prob", Per(0.3, multitask=ModelSpec().dropout[0]), "probability",
+        F("hidden_dropout_prob", Per(HANDOUT_DROPOUT, multitask=ModelSpec().dropout[0]), "probability",
           Per("dropout before the classifier head", multitask="dropout before every task head"),
           scripts=BERT | {G1, GP},
           idle=Per(None, multitask=(lambda v, t: "task_dropout" not in t,
@@ -429,9 +429,7 @@ def _rows():
         F("resume", default(RunSpec, "resume"), "switch",
           Per("continue from the last completed epoch (of --run_name / --run_dir, else the newest run)",
               pretrain="continue the run saved in --out"), scripts=TRAINING | {PRE}, group=Per(RUN, pretrain=None)),
-        F("backup", default(RunSpec, "backup"), "switch",
-          "where an output would replace a file no run wrote (or one changed since), keep that file as "
-          "NAME.DATE.bak beside it instead of stopping (minbert/runs/outputs.py)", scripts=TRAINING, group=RUN),
+        F("backup", default(RunSpec, "backup"), "switch", BACKUP_HELP, scripts=TRAINING, group=RUN),
         F("tensorboard", default(Runtime, "tensorboard"), "off",
           "write no TensorBoard event files into the run folder (default: written, minbert/training/monitor.py)",
           scripts=TRAINING | {PRE}, group=Per(RUN, pretrain=None)),

@@ -23,6 +23,7 @@ from minbert.reports.verdicts import MEAN_WEIGHTS, NAMES, Row, digits, judge, mu
 from minbert.reports.seeds import ASO_THRESHOLD, HANDOUT_SEEDS, compare_groups, compare_handout
 from minbert.reports.significance import combine, paired
 from minbert.runs.folders import new_run_name
+from minbert.specs import ClassifierSettings
 from utils import MinbertError
 
 
@@ -39,7 +40,7 @@ class CompareSettings:
     resamples: int = 10000
     alpha: float = 0.05
     seed: int = 0                        # of the resamples: the same command gives the same intervals
-    data_dir: str = "data"               # the course's dev CSVs, for runs that keep only prediction files
+    data_dir: str = ClassifierSettings.data_dir  # the course's dev CSVs, for runs keeping only prediction files
     backup: bool = False
     command: tuple = ()                  # report.py's own command line, written beside the table
 
