@@ -19,7 +19,8 @@ from minbert.course_data import MULTITASK, TASKS, check_scorable
 from minbert.reports.dev_outputs import METRICS, aligned, read_run
 from minbert.reports.figures import plot_differences
 from minbert.reports.report import OutFolder
-from minbert.reports.verdicts import MEAN_WEIGHTS, NAMES, Row, digits, judge, multitask_mean, row_order, table
+from minbert.reports.verdicts import (MEAN_WEIGHTS, NAMES, Row, check_resamples, digits, judge, multitask_mean,
+                                     row_order, table)
 from minbert.reports.seeds import ASO_THRESHOLD, HANDOUT_SEEDS, compare_groups, compare_handout
 from minbert.reports.significance import combine, paired
 from minbert.runs.folders import new_run_name
@@ -56,9 +57,10 @@ def compare_runs(settings):
         if run.folder.resolve() == base.folder.resolve():
             raise MinbertError(f"--compare {base.folder} {run.folder}: the same run folder twice; a run compared "
                                "with itself differs by nothing")
+    commons = [[t for t in base.tasks if t in run.tasks] for run in runs[1:]]
+    check_resamples(sum(len(c) + all(t in c for t in MULTITASK) for c in commons), settings.resamples, settings.alpha)
     rows = []
-    for run in runs[1:]:
-        common = [t for t in base.tasks if t in run.tasks]
+    for run, common in zip(runs[1:], commons):
         if not common:
             raise MinbertError(f"{run.folder}: no dev set in common with {base.folder} "
                                f"({', '.join(run.tasks)} against {', '.join(base.tasks)}): runs of different "

@@ -9,7 +9,7 @@ import numpy as np
 
 from minbert.course_data import MULTITASK
 from minbert.reports.dev_outputs import aligned, read_run, recorded_flags
-from minbert.reports.verdicts import MEAN_WEIGHTS, Row, digits, judge, multitask_mean, row_order
+from minbert.reports.verdicts import MEAN_WEIGHTS, Row, check_resamples, digits, judge, multitask_mean, row_order
 from minbert.reports.significance import aso, bootstrap_p, combine, pooled, seeds_needed, welch
 from minbert.runs.folders import pipeline_of
 from minbert.runs.identity import flag_spelling
@@ -140,6 +140,7 @@ def compare_groups(settings):
             print(f"note: {', '.join(sorted(some))} left out of {c.name} against {base.name}: not every "
                   "run of the two groups kept its dev outputs")
     count = sum(len(t) + all(x in t for x in MULTITASK) for _, t in plan)
+    check_resamples(count, settings.resamples, settings.alpha, least=2)  # the pooled bootstrap's two-sided p
     rows, aso_alpha = [], settings.alpha / count
     for c, tasks in plan:
         parts = {}

@@ -1,6 +1,7 @@
 """The rows of a comparison (report.py --compare): one per task and candidate, B - A with its interval and
 p, judged together (Holm-Bonferroni over all rows) and put in words, then the Markdown table a student pastes
 into a report."""
+import math
 from dataclasses import dataclass
 
 from minbert.reports.dev_outputs import METRICS
@@ -36,6 +37,18 @@ class Row:
     @property
     def digits(self):
         return digits(self.task)
+
+
+def check_resamples(count, resamples, alpha, least=1, log=print):
+    """Say, before the work, when --resamples is too few for any of `count` rows to be called significant: a
+    resampled p is at least least / (1 + resamples) (1 for the permutation test, 2 for the two-sided bootstrap),
+    and a row needs a Holm-adjusted p below alpha (count times its own). The intervals are still worth a look,
+    so it runs on."""
+    if least * count / (1 + resamples) >= alpha:
+        need = math.floor(least * count / alpha)  # the least R with least * count / (1 + R) < alpha
+        log(f"note: --resamples {resamples}: its smallest p, {least}/{1 + resamples}, is not below Holm's threshold "
+            f"for {count} rows at --alpha {alpha:g}, so no row can be called better or worse here: give "
+            f"--resamples {need} or more for a verdict")
 
 
 def judge(rows, alpha):

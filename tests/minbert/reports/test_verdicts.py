@@ -32,3 +32,17 @@ def test_over_seeds_a_row_is_better_or_worse_only_where_aso_and_the_pooled_test_
     assert seeds[2].verdict == "worse over seeds; dev set: within noise (p = 0.2, 95% CI -0.020 to +0.001)"
     assert seeds[3].verdict.startswith("untested over seeds; dev set: within noise (p = 0.4, ")
     assert table(seeds, groups=True)[0].endswith("| p (Holm) | seeds | verdict |")
+
+
+@pytest.mark.parametrize("count, resamples, least, said", [
+    (4, 80, 1, False), (4, 79, 1, True),      # permutation p >= 1/(1+R); Holm's p = 4 p must be below 0.05
+    (4, 160, 2, False), (4, 159, 2, True),    # the pooled bootstrap's two-sided p >= 2/(1+R)
+])
+def test_too_few_resamples_for_any_verdict_is_said_from_both_sides_of_the_bound(count, resamples, least, said):
+    from minbert.reports.verdicts import check_resamples
+    lines = []
+    check_resamples(count, resamples, 0.05, least, log=lines.append)
+    assert bool(lines) == said
+    if said:
+        need = 80 if least == 1 else 160
+        assert f"give --resamples {need} or more for a verdict" in lines[0]
