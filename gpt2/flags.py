@@ -85,7 +85,8 @@ def _gpt2_values(args, script):
 def classifier_settings(args):
     """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with
     GPT-2's (gpt2/sentiment.py)."""
-    v = _gpt2_values(args, G1 if "datasets" in vars(args) else GP)
+    script = G1 if "datasets" in vars(args) else GP  # the cloze task takes no --datasets: it is Quora's
+    v = _gpt2_values(args, script)
     if v["fine_tune_mode"] not in ADAPTER_MODES:
         changed = [k for k in ADAPTER_FLAGS if v[k] != parsers.value(k, G1)] + (["merge"] if v["merge"] else [])
         if changed:
@@ -97,8 +98,7 @@ def classifier_settings(args):
         raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
                            f"is {v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     v["lr"], why = resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"], None, FULL_MODEL_LR)
-    pipeline = f"gpt2-{'paraphrase' if v['datasets'] == ['quora'] else 'classifier'}"
-    model = from_flags(ModelSpec, v, pipeline=pipeline, dropout=[v["hidden_dropout_prob"]])
+    model = from_flags(ModelSpec, v, pipeline=script, dropout=[v["hidden_dropout_prob"]])
     return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, v["lr"], why),
                       regularizers=regularizers(v), runtime=runtime(v), run=run_spec(v, v["lr"]),
                       datasets=tuple(v["datasets"]),

@@ -168,15 +168,16 @@ def held_out_batches(data, tokenizer, vocab_size, settings):
 
 
 @torch.inference_mode()
-def evaluate(model, data, tokenizer, settings):
-    """Masked-token accuracy and mean loss on the held-out text, masked with one fixed seed; with --nsp the
-    next-sentence accuracy and mean loss too, on the pairs as they are (no token masked: the task itself, not
-    the task on corrupted text)."""
+def evaluate(model, data, tokenizer, settings, batches=None):
+    """Masked-token accuracy and mean loss on the held-out text, masked with one fixed seed (`batches`, when the
+    caller keeps them masked already: held_out_batches); with --nsp the next-sentence accuracy and mean loss
+    too, on the pairs as they are (no token masked: the task itself, not the task on corrupted text)."""
     model.eval()
     device, amp = settings.runtime.device, settings.runtime.amp
     loss_sum, right, n = 0.0, 0, 0
     total = -(-len(data) // 64)
-    batches = held_out_batches(data, tokenizer, model.config.vocab_size, settings)
+    batches = batches if batches is not None else held_out_batches(data, tokenizer, model.config.vocab_size,
+                                                                  settings)
     for b in tqdm(batches, total=total, desc="held-out", disable=None, leave=False):
         b = to_device(b, device)
         with autocast(device, amp):
@@ -241,8 +242,9 @@ class PretrainPipeline(Pipeline):
         self.model, self.loaded = BertForMaskedLM.from_pretrained(
             s.pretrained, nsp=s.nsp > 0, attn_impl=rt.attn, fast_dropout=rt.fast_dropout)
         maybe_compile(self.model.to(rt.device), rt.compile)
-        scored = sum(int((b["labels"] != IGNORE).sum())
-                     for b in held_out_batches(self.dev, self.tokenizer, self.model.config.vocab_size, s))
+        # masked once: every evaluation scores the same held-out tokens
+        self.held_out = list(held_out_batches(self.dev, self.tokenizer, self.model.config.vocab_size, s))
+        scored = sum(int((b["labels"] != IGNORE).sum()) for b in self.held_out)
         if not scored:  # its accuracy and loss would be undefined, and every epoch would tie with the first
             raise MinbertError(f"the {len(self.dev)} held-out {'pairs' if s.nsp else 'sentences'} get no masked "
                                f"token at --mask_prob {s.mask_prob:g}, so the held-out accuracy that picks the best "
@@ -264,7 +266,7 @@ class PretrainPipeline(Pipeline):
         return itertools.islice(batches, n), n, {"total_steps": self.done}
 
     def evaluate(self):
-        scores = evaluate(self.model, self.dev, self.tokenizer, self.settings)
+        scores = evaluate(self.model, self.dev, self.tokenizer, self.settings, self.held_out)
         return scores, scores["masked_acc"]
 
     def describe(self, s):
