@@ -162,8 +162,8 @@ class Progress:
         self.last_steps = 0
 
     def update(self, steps, tokens=None, mean_loss=None):
-        """After `steps` of `total`: a line if it is time for one. `mean_loss` is
-        a function (it syncs a GPU)."""
+        """After `steps` of `total`: a line if it is time for one. `mean_loss` is a function, called only for a
+        line (the trainer's gives the loss as last read back from the device, so a line costs no sync)."""
         now = time.perf_counter()
         if not self.on or now - self.last < self.wait:
             return
