@@ -26,10 +26,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as `python tools/mutation.py`
+    sys.path.insert(0, str(ROOT))
+from minbert.flags.types import positive_int  # noqa: E402
+from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
 def read_mutants(path):
     """[(number, path, old, new, why, tests)] of the file, each checked against the code: OLD once in PATH."""
+    if not Path(path).is_file():
+        raise MinbertError(f"{path}: no such mutants file")
     mutants = []
     for n, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
@@ -98,26 +104,34 @@ def run_one(folder, mutant, timeout):
 
 
 def parse_only(spec):
+    """'1-10,14' -> {1, ..., 10, 14}: line numbers of the mutants file."""
     chosen = set()
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
+        if not (lo.isdigit() and (hi.isdigit() or not hi)) or int(hi or lo) < int(lo):
+            raise argparse.ArgumentTypeError(f"{spec!r}: line numbers as 1-10,14 (each range low to high)")
         chosen.update(range(int(lo), int(hi or lo) + 1))
     return chosen
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="mutation.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="tools/mutation.py", description=__doc__)
     ap.add_argument("mutants", help="the mutants file")
     ap.add_argument("--out", required=True, help="the CSV written, one row per mutant as it ends")
-    ap.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own scratch copy")
-    ap.add_argument("--only", default=None, help="line numbers of the mutants file, e.g. 1-10,14")
-    ap.add_argument("--timeout", type=int, default=600, help="seconds a mutant's tests may take (then: killed)")
+    ap.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own scratch copy")
+    ap.add_argument("--only", type=parse_only, default=None, help="line numbers of the mutants file, e.g. 1-10,14")
+    ap.add_argument("--timeout", type=positive_int, default=600,
+                    help="seconds a mutant's tests may take (then: killed)")
     args = ap.parse_args(argv)
+    if Path(args.out).resolve() == Path(args.mutants).resolve():
+        raise MinbertError(f"--out {args.out}: the mutants file itself, which writing the results would replace")
+    if not Path(args.out).resolve().parent.is_dir():
+        raise MinbertError(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
     mutants = read_mutants(args.mutants)
     if args.only:
-        keep = parse_only(args.only)
-        mutants = [m for m in mutants if m[0] in keep]
+        mutants = [m for m in mutants if m[0] in args.only]
+        if not mutants:
+            raise MinbertError(f"--only: no mutant on those lines of {args.mutants}")
     todo, lock, rows = list(mutants), threading.Lock(), []
     fields = ["n", "path", "why", "status", "seconds", "detail", "tests"]
     with open(args.out, "w", newline="") as fp:
@@ -139,7 +153,7 @@ def main(argv=None):
                         fp.flush()
                         print(f"{len(rows)}/{len(mutants)} line {row['n']} {row['path']}: {row['status']} "
                               f"({row['seconds']} s) {row['why']} {row['detail']}", flush=True)
-        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs))]
+        threads = [threading.Thread(target=worker) for _ in range(args.jobs)]
         for t in threads:
             t.start()
         for t in threads:
@@ -150,4 +164,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

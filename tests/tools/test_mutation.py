@@ -50,3 +50,19 @@ def test_a_caught_bug_is_killed_an_uncaught_one_survives_and_the_file_is_restore
     assert killed["status"] == "killed" and "test_add" in killed["detail"]
     assert survived["status"] == "survived" and left["status"] == "gone"
     assert (project / "calc.py").read_text() == original
+
+
+def test_bad_input_is_one_line_and_the_mutants_file_is_never_written_over(project, tmp_path):
+    from utils import MinbertError
+    spec = tmp_path / "mutants.txt"
+    spec.write_text("calc.py\ta + b\ta - b\tminus\n")
+    before = spec.read_text()
+    with pytest.raises(MinbertError, match="the mutants file itself"):
+        mutation.main([str(spec), "--out", str(spec)])
+    with pytest.raises(MinbertError, match="no such mutants file"):
+        mutation.main([str(tmp_path / "none.txt"), "--out", str(tmp_path / "o.csv")])
+    with pytest.raises(MinbertError, match=r"argument --only: '5-2': line numbers as 1-10,14"):
+        mutation.main([str(spec), "--out", str(tmp_path / "o.csv"), "--only", "5-2"])
+    with pytest.raises(MinbertError, match="--only: no mutant on those lines"):
+        mutation.main([str(spec), "--out", str(tmp_path / "o.csv"), "--only", "7"])
+    assert spec.read_text() == before and not (tmp_path / "o.csv").exists()

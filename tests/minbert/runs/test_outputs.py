@@ -244,3 +244,18 @@ def test_a_runs_own_folder_is_its_to_replace_in(tmp_path):
     (tmp_path / "mine.csv").write_text("someone's\n")
     with pytest.raises(MinbertError, match=r"--sst_dev_out .*mine.csv: holds a file this project did not write"):
         check_outputs(files=[("--sst_dev_out", tmp_path / "mine.csv")], own=own)
+
+
+def test_a_results_table_saved_with_a_byte_order_mark_is_still_this_scripts(tmp_path):
+    """Excel's "CSV UTF-8" puts a byte-order mark before the header: the table is taken (rows append to it); a
+    table with another header, with or without the mark, is refused in one line."""
+    from minbert.runs.outputs import check_table
+    fields = ["run", "mean"]
+    ours = tmp_path / "ours.csv"
+    ours.write_bytes("\ufeffrun,mean\nr1,0.5\n".encode("utf-8"))
+    check_table(ours, fields, "--results")
+    other = tmp_path / "other.csv"
+    other.write_bytes("\ufeffmy,own\n".encode("utf-8"))
+    with pytest.raises(MinbertError, match=r"--results .*other.csv: not a results table of this script \(its first "
+                                           r"line is 'my,own'\)"):
+        check_table(other, fields, "--results")
