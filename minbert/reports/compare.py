@@ -58,7 +58,9 @@ def compare_runs(settings):
             raise MinbertError(f"--compare {base.folder} {run.folder}: the same run folder twice; a run compared "
                                "with itself differs by nothing")
     commons = [[t for t in base.tasks if t in run.tasks] for run in runs[1:]]
-    check_resamples(sum(len(c) + all(t in c for t in MULTITASK) for c in commons), settings.resamples, settings.alpha)
+    if all(commons):  # (else the loop below refuses the run without a dev set in common)
+        check_resamples(sum(len(c) + all(t in c for t in MULTITASK) for c in commons), settings.resamples,
+                        settings.alpha)
     rows = []
     for run, common in zip(runs[1:], commons):
         if not common:
