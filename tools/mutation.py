@@ -9,7 +9,8 @@ else the ones mirroring PATH (tests/ mirrors the tree: minbert/reports/compare.p
 minbert/hub.py -> tests/minbert/test_hub.py, evaluation.py -> tests/test_evaluation.py, gpt2/generation.py ->
 tests/gpt2/test_generation.py). The mutant is killed when a test fails or the run passes its --timeout, survived
 when every test passes, and gone when OLD is no longer in PATH (the code changed since the line was written).
-Each job works in a scratch copy of the project (the files git tracks or would add, and links to the files of
+Each set of tests is first run once on the code as it is: where it fails there, a failure under a mutant proves
+nothing, and the mutant's row is an error saying so, not a kill. Each job works in a scratch copy of the project (the files git tracks or would add, and links to the files of
 data/), so the project itself is never changed; one line per mutant goes to the terminal and to --out (a CSV),
 as each ends.
 """
@@ -74,29 +75,41 @@ def scratch_copy(folder):
     return folder
 
 
-def run_one(folder, mutant, timeout):
-    n, file, old, new, why, tests = mutant
-    if tests is None:
-        return {"n": n, "path": file, "why": why, "status": "gone", "seconds": "0",
-                "detail": "the code it mutates changed", "tests": ""}
-    target = folder / file
-    original = target.read_text()
-    target.write_text(original.replace(old, new))
-    t0 = time.perf_counter()
+def run_tests(folder, tests, timeout):
+    """(status, detail) of `tests` run in `folder`: survived (all pass), killed (one fails, or the run passes
+    `timeout`), or error (pytest could not run)."""
     try:
         out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
                              cwd=folder, capture_output=True, text=True, timeout=timeout,
                              env={**os.environ, "OMP_NUM_THREADS": "1"})
-        failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)
-        if out.returncode == 0:
-            status, detail = "survived", ""
-        elif out.returncode == 1 or failed:
-            status, detail = "killed", failed[0] if failed else "a test failed"
-        else:  # pytest could not run (a collection error, a crash): its last line says why
-            last = out.stdout.strip().splitlines()[-1][:200] if out.stdout.strip() else str(out.returncode)
-            status, detail = "error", last
     except subprocess.TimeoutExpired:
-        status, detail = "killed", f"timeout after {timeout} s"
+        return "killed", f"timeout after {timeout} s"
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)
+    if out.returncode == 0:
+        return "survived", ""
+    if out.returncode == 1 or failed:
+        return "killed", failed[0] if failed else "a test failed"
+    # pytest could not run (a collection error, a crash): its last line says why
+    return "error", out.stdout.strip().splitlines()[-1][:200] if out.stdout.strip() else str(out.returncode)
+
+
+def run_one(folder, mutant, timeout, baseline=None):
+    """One mutant's row. `baseline(tests)` says whether those tests pass on the code as it is: where they fail
+    without the mutant, a failure with it proves nothing, and the row says so (status "error")."""
+    n, file, old, new, why, tests = mutant
+    if tests is None:
+        return {"n": n, "path": file, "why": why, "status": "gone", "seconds": "0",
+                "detail": "the code it mutates changed", "tests": ""}
+    t0 = time.perf_counter()
+    broken = baseline(tests) if baseline is not None else ""
+    if broken:
+        return {"n": n, "path": file, "why": why, "status": "error", "seconds": f"{time.perf_counter() - t0:.0f}",
+                "detail": f"the tests fail without the mutant: {broken}", "tests": " ".join(tests)}
+    target = folder / file
+    original = target.read_text()
+    target.write_text(original.replace(old, new))
+    try:
+        status, detail = run_tests(folder, tests, timeout)
     finally:
         target.write_text(original)
     return {"n": n, "path": file, "why": why, "status": status, "seconds": f"{time.perf_counter() - t0:.0f}",
@@ -133,6 +146,19 @@ def main(argv=None):
         if not mutants:
             raise MinbertError(f"--only: no mutant on those lines of {args.mutants}")
     todo, lock, rows = list(mutants), threading.Lock(), []
+    passes = {}  # {tests: "" when they pass on the unmutated code, else what failed}: each set run once
+
+    def baseline_in(folder):
+        def baseline(tests):
+            key = tuple(tests)
+            with lock:
+                if key in passes:
+                    return passes[key]
+            status, detail = run_tests(folder, tests, args.timeout)
+            with lock:
+                passes[key] = "" if status == "survived" else detail or status
+                return passes[key]
+        return baseline
     fields = ["n", "path", "why", "status", "seconds", "detail", "tests"]
     with open(args.out, "w", newline="") as fp:
         writer = csv.DictWriter(fp, fields)
@@ -146,7 +172,7 @@ def main(argv=None):
                         if not todo:
                             return
                         mutant = todo.pop(0)
-                    row = run_one(folder, mutant, args.timeout)
+                    row = run_one(folder, mutant, args.timeout, baseline_in(folder))
                     with lock:
                         rows.append(row)
                         writer.writerow(row)

@@ -52,6 +52,22 @@ def test_a_caught_bug_is_killed_an_uncaught_one_survives_and_the_file_is_restore
     assert (project / "calc.py").read_text() == original
 
 
+def test_a_test_that_fails_without_the_mutant_kills_nothing(project):
+    """The tests are run on the code as it is first: a test failing there makes the mutant's row an error, not a
+    kill (a red suite would otherwise count every mutant it runs under as caught)."""
+    (project / "tests" / "test_calc.py").write_text(
+        "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 6\n")
+    seen = {}
+
+    def baseline(tests):
+        if tuple(tests) not in seen:
+            seen[tuple(tests)] = mutation.run_tests(project, tests, 120)[1]
+        return seen[tuple(tests)]
+    row = mutation.run_one(project, (1, "calc.py", "a + b", "a - b", "minus", ["tests/test_calc.py"]), 120, baseline)
+    assert row["status"] == "error" and "the tests fail without the mutant: " in row["detail"]
+    assert "test_add" in row["detail"]
+
+
 def test_bad_input_is_one_line_and_the_mutants_file_is_never_written_over(project, tmp_path):
     from utils import MinbertError
     spec = tmp_path / "mutants.txt"
