@@ -10,9 +10,9 @@ minbert/hub.py -> tests/minbert/test_hub.py, evaluation.py -> tests/test_evaluat
 tests/gpt2/test_generation.py). The mutant is killed when a test fails or the run passes its --timeout, survived
 when every test passes, and gone when OLD is no longer in PATH (the code changed since the line was written).
 Each set of tests is first run once on the code as it is: where it fails there, a failure under a mutant proves
-nothing, and the mutant's row is an error saying so, not a kill. Each job works in a scratch copy of the project (the files git tracks or would add, and links to the files of
-data/), so the project itself is never changed; one line per mutant goes to the terminal and to --out (a CSV),
-as each ends.
+nothing, and the mutant's row is an error saying so, not a kill. Each job works in a scratch copy of the
+project (the files git tracks or would add, and links to the files of data/), so the project itself is never
+changed; one line per mutant goes to the terminal and to --out (a CSV), as each ends.
 """
 import argparse
 import csv
