@@ -1,185 +1,15 @@
-"""Shared helpers: errors and the scripts' entry guard, progress lines without a terminal, seeding, ranks and
-device, masks, batches to the device. (Files written whole and loaded safely: minbert/files.py.)"""
-import argparse
+"""Shared helpers: seeding, ranks and device, masks, batches to the device; and, from minbert/cli.py (which
+needs no torch), the one-line error, the parser, the scripts' entry guard and progress lines. (Files written
+whole and loaded safely: minbert/files.py.)"""
 import atexit
 import os
 import random
-import re
-import sys
-import time
 
 import numpy as np
 import torch
 
-
-class MinbertError(Exception):
-    """A user-facing problem: printed as one line by `main_guard`, never as a traceback."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump, and no flag taken by
-    an abbreviation. `absent` ({flag: why}) names flags this script leaves out on purpose (another backbone's
-    levers): typed, each says why."""
-
-    def __init__(self, *a, absent=None, **kw):
-        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        # no abbreviations: `--warmup 1` must not quietly become --warmup_ratio 1 (bench.py's flag typed to a
-        # pipeline), nor a flag added later change what a shortened one means
-        kw.setdefault("allow_abbrev", False)
-        super().__init__(*a, **kw)
-        self.absent = dict(absent or {})
-
-    def parse_args(self, args=None, namespace=None):
-        parsed, extras = self.parse_known_args(args, namespace)
-        for token in extras:
-            if token.split("=", 1)[0] in self.absent:
-                self.error(f"{token.split('=', 1)[0]} {self.absent[token.split('=', 1)[0]]}")
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return parsed
-
-    def error(self, message):
-        raise MinbertError(f"{self.prog}: {message}")
-
-
-# What an interrupted run should be told: set by a pipeline each time it saves a resumable checkpoint. `retry`
-# is the command that continues the run (e.g. "the same command plus --resume --run_name r"), which a failed
-# write (a full disk) names too: once a run folder holds files, the plain same command is refused there.
-_INTERRUPT_HINT = {"text": None, "retry": None}
-
-
-def set_interrupt_hint(text, retry=None):
-    _INTERRUPT_HINT.update(text=text, retry=retry)
-
-
-def interrupt_retry():
-    """The command that continues the run now going (None before a run has one)."""
-    return _INTERRUPT_HINT["retry"]
-
-
-class PipeSafe:
-    """A stream whose reader may go away (`python classifier.py ... | head -3`): once a write meets the closed pipe,
-    that write and every later one are dropped, so the run goes on to its end (its log file and outputs hold
-    everything) instead of dying of BrokenPipeError half way, perhaps while it publishes its files."""
-
-    def __init__(self, stream):
-        self.stream, self.reader_gone = stream, False
-
-    def write(self, text):
-        if not self.reader_gone:
-            try:
-                return self.stream.write(text)
-            except BrokenPipeError:
-                self._drop()
-        return len(text)
-
-    def flush(self):
-        if not self.reader_gone:
-            try:
-                self.stream.flush()
-            except BrokenPipeError:
-                self._drop()
-
-    def _drop(self):
-        self.reader_gone = True
-        try:  # the descriptor now writes to /dev/null: the buffered text and the interpreter's last flush go there
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self.stream.fileno())
-            os.close(null)
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
-
-
-def main_guard(main):
-    """Run a script's main(): a MinbertError becomes one line on stderr and exit code 2; Ctrl-C becomes
-    one line saying where the last completed checkpoint is and how to resume (exit code 130). Under
-    torchrun only rank 0 says it (every rank meets the same bad flag or file). Output is line-buffered, so
-    a log file or a batch system shows each line as it is printed, and a reader that stops reading (`| head`)
-    stops nothing (PipeSafe)."""
-    streams = sys.stdout, sys.stderr
-    for stream in streams:
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(line_buffering=True)
-    sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)
-    try:
-        return _guarded(main)
-    finally:
-        sys.stdout, sys.stderr = streams
-
-
-def _guarded(main):
-    rank0 = os.environ.get("RANK", "0") == "0"
-    try:
-        result = main()
-        finish_distributed()
-        return result
-    except MinbertError as e:
-        if rank0:
-            print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        if rank0:
-            print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
-        sys.exit(130)
-    except (MemoryError, RuntimeError) as e:
-        line = out_of_memory(e)
-        if line is None:
-            raise  # a bug: its traceback is what a report needs
-        rank = os.environ.get("RANK", "0")  # a rank runs out on its own, so each one says so
-        print(f"error: {'' if rank == '0' else f'rank {rank}: '}{line}", file=sys.stderr)
-        sys.exit(2)
-
-
-def out_of_memory(e):
-    """The one line for an allocation that failed (torch on the CPU or a GPU, or Python), or None for another
-    error. What was saved stays as it was: checkpoints are written whole or not at all (atomic_write)."""
-    text = str(e)
-    if not isinstance(e, MemoryError) and not re.search(r"can't allocate memory|out of memory", text, re.I):
-        return None
-    where = "the GPU" if "cuda" in text.lower() else "this machine"
-    size = re.search(r"allocate (\d+) bytes", text)
-    size = (f"{int(size.group(1)) / 2 ** 30:,.1f} GiB" if size else
-            next(iter(re.findall(r"[Tt]ried to allocate ([\d.]+ [KMGT]?i?B)", text)), None))
-    what = f"torch could not allocate {size}" if size else "an allocation failed"
-    return (f"out of memory: {what} on {where}; the model or a batch is larger than it holds: lower "
-            "--batch_size or --max_length, or a size you gave (a width, rank or length flag)")
-
-
-class Progress:
-    """Without a terminal (output to a file, nohup, a batch system) tqdm draws nothing, so a plain line goes
-    out instead: after the first `first` seconds, then every `every` seconds (step/total, mean loss,
-    tokens/s and the time left). The time left comes from the pace since the previous line, so that a slow
-    start (--compile's first steps, a cold cache) stops counting once it is over."""
-
-    def __init__(self, desc, total, every, terminal, first=10.0):
-        self.desc, self.total, self.every = desc, total, every
-        self.on = bool(every) and not terminal and is_main()
-        self.t0 = self.last = time.perf_counter()
-        self.wait = min(first, every)
-        self.last_steps = 0
-
-    def update(self, steps, tokens=None, mean_loss=None):
-        """After `steps` of `total`: a line if it is time for one. `mean_loss` is a function, called only for a
-        line (the trainer's gives the loss as last read back from the device, so a line costs no sync)."""
-        now = time.perf_counter()
-        if not self.on or now - self.last < self.wait:
-            return
-        self.wait = self.every
-        pace = (now - self.last) / max(1, steps - self.last_steps)
-        self.last, self.last_steps, elapsed = now, steps, now - self.t0
-        eta = pace * (self.total - steps) if self.total else 0.0
-        parts = [f"step {steps}/{self.total}"] + ([f"loss {mean_loss():.4f}"] if mean_loss else []) + (
-            [f"{tokens / elapsed:.0f} tokens/s"] if tokens is not None else [])
-        print(f"{self.desc}: {', '.join(parts)}, "
-              f"{_clock(elapsed)} elapsed, about {_clock(eta)} left", flush=True)
-
-
-def _clock(seconds):
-    m, s = divmod(int(seconds), 60)
-    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+from minbert.cli import (MinbertError, Parser, PipeSafe, Progress, finish_distributed, interrupt_retry,  # noqa: F401
+                         is_main, main_guard, out_of_memory, process_alive, set_interrupt_hint)
 
 
 # ----------------------------------------------------------------------------- seeding, ranks, device
@@ -223,28 +53,6 @@ def _destroy_group():
         dist.destroy_process_group()
 
 
-def finish_distributed():
-    """The end of a torchrun process that completed its work: every rank waits for the others, then the
-    group is torn down, and the process exits (status 0) without the interpreter's shutdown. Without the wait
-    a rank that finished first (rank 1, while rank 0 still writes the outputs) destroys its end of the
-    connections the other still holds, and gloo can abort one of them at exit. Error exits skip the wait
-    (torchrun stops the other ranks) and only tear down."""
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-        # Even so, gloo still (rarely) aborts a rank while the interpreter shuts down, after every output is
-        # written: "terminate called without an active exception", exit -6, and torchrun reports the run as
-        # failed. Every file is closed by now, so the rank leaves without that shutdown.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
-
-def is_main():
-    return distributed()[0] == 0
-
-
 def barrier():
     if distributed()[1] > 1:
         torch.distributed.barrier()
@@ -280,18 +88,6 @@ def extended_attention_mask(attention_mask, dtype):
 
 
 # ----------------------------------------------------------------------------- processes
-
-def process_alive(pid):
-    """Whether process `pid` on this machine may still be running (one we may not signal counts as
-    running)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 # ----------------------------------------------------------------------------- the training step
 

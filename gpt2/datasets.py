@@ -16,8 +16,9 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from minbert.cli import Parser
 from minbert.course_files import SONNET_BLOB_IDS, fetch_data  # noqa: E402
-from utils import Parser, main_guard  # noqa: E402
+from utils import main_guard  # noqa: E402
 
 GPT2_REPO = "cfifty/public_cs224n_gpt"
 

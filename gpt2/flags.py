@@ -10,6 +10,7 @@ The levers that reach into BERT's own modules (SMART's embedding perturbation an
 are one line saying why (each row's `not_gpt2`); so is a flag typed where it would change nothing (its row's
 rule)."""
 from gpt2.config import ConfigError, GPT2Config
+from minbert.cli import MinbertError
 from minbert.finetuning.modes import ADAPTER_MODES
 from minbert.flags import parsers
 from minbert.flags.defaults import GPT2_FULL_MODEL_LR, resolve_lr
@@ -19,7 +20,6 @@ from minbert.flags.table import G1, GP, GS
 from minbert.hub import resolve_pretrained
 from minbert.objectives.regularizers import REGULARIZERS, regularizer_weights
 from minbert.specs import ClassifierSettings, ModelSpec, SonnetSettings
-from utils import MinbertError
 
 # The whole model's default AdamW rate, the GPT-2 handout's; the rest of the rule is minBERT's (the new weights'
 # rate for adapters and heads; Lion a third, LAMB five times: minbert/flags/defaults.py resolve_lr).

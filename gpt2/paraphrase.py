@@ -21,8 +21,8 @@ from datasets import SentenceClassificationDataset
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.sentiment import GPT2SentimentPipeline
 from gpt2.tokenizer import GPT2Tokenizer
+from minbert.cli import MinbertError
 from minbert.course_data import TASKS, Example, data_file, read_examples
-from utils import MinbertError
 
 PROMPT = 'Is "{1}" a paraphrase of "{0}"? Answer yes or no:'
 ANSWERS = (" no", " yes")  # label 0, label 1

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from evaluation import predict
 from gpt2.generation import beam_search, stream
 from gpt2.models.gpt2 import GPT2Model
+from minbert.cli import MinbertError
 from minbert.course_data import read_sonnets  # noqa: F401 (the GPT-2 scripts read the sonnets from here)
 from minbert.objectives.losses import TermLoss
-from utils import MinbertError
 
 LINES = 14
 PROMPT_LINES = 3  # the lines of each sonnet a held-out file gives (the course's sonnets_held_out*.txt)

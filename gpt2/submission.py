@@ -2,8 +2,8 @@
 shared with minBERT): the handout's listed code and prediction files, the packages the scripts import, and a
 check that the generated sonnets complete every held-out sonnet in 14 lines."""
 from gpt2.sonnets import LINES, read_sonnets
+from minbert.cli import MinbertError
 from minbert.submit import Project
-from utils import MinbertError
 
 # The handout lists Part 1's files by these names; Part 2's are the cloze task's and the sonnets'.
 PART1 = [f"finetune-{d}-{s}-out.csv" for d in ("sst", "cfimdb") for s in ("dev", "test")]

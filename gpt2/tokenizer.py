@@ -13,9 +13,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from gpt2.config import ConfigError, GPT2Config
+from minbert.cli import MinbertError
 from minbert.files import read_text
 from minbert.hub import resolve_pretrained
-from utils import MinbertError
 
 EOS = "<|endoftext|>"
 OWN_FILES = "put the checkpoint's own vocab.json and merges.txt beside its config.json"

@@ -16,7 +16,7 @@ import signal
 import threading
 from pathlib import Path
 
-from utils import MinbertError, interrupt_retry
+from minbert.cli import MinbertError, interrupt_retry
 
 _DEFER = {"depth": 0, "caught": False, "terminated": False}
 

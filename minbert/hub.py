@@ -10,7 +10,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from config import GPT2_NOT_BERT, BertConfig, ConfigError
-from utils import MinbertError
+from minbert.cli import MinbertError
 
 
 def download(url, dest, desc=None, expected_sha256=None, timeout=30):

@@ -9,8 +9,8 @@ runs/outputs.py's, which calls this."""
 import os
 from pathlib import Path
 
+from minbert.cli import MinbertError
 from minbert.files import WHY, check_writable, special_file
-from utils import MinbertError
 
 PROJECT = Path(__file__).resolve().parents[1]  # the project folder (where the scripts are)
 OUTPUT_FOLDERS = ("predictions", "runs", "checkpoints", "reports", "pretrained")

@@ -8,7 +8,7 @@ import warnings
 
 import torch
 
-from utils import MinbertError
+from minbert.cli import MinbertError
 
 
 def _refused_global(message):

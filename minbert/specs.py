@@ -22,7 +22,7 @@ from typing import Mapping, Optional
 import numpy as np
 import torch
 
-from utils import MinbertError
+from minbert.cli import MinbertError
 
 
 def plain(value):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation import read_predictions
+from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
 from minbert.files import read_text, special_file
 from minbert.places import OUTPUT_FOLDERS, check_output, project_parts
@@ -26,7 +27,6 @@ from minbert.runs.lock import RUN_MARK
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import backup_line, finish_publishing, keep_as_backup, publish, write_output
 from minbert.runs.sources import check_record, origins, read_record, run_folders, written_by
-from utils import MinbertError
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
 PART1 = [f"{m}-{d}-{s}-out.csv" for m in ("full-model", "last-linear-layer") for d in ("sst", "cfimdb")

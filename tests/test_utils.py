@@ -1,5 +1,6 @@
-"""utils.py: a bad flag, Ctrl-C and running out of memory are one line each (another error keeps its traceback);
-progress lines without a terminal; torch.compile of the model keeps its outputs."""
+"""utils.py and the scripts' entry guard in a process: a bad flag, Ctrl-C and running out of memory are one line each;
+a closed pipe stops no run; torch.compile of the model keeps its outputs; ranks and devices. (The guard's own cases:
+tests/minbert/test_cli.py.)"""
 import re
 import resource
 import subprocess
@@ -14,7 +15,7 @@ import utils
 from minbert.specs import ModelSpec
 from tests.course import ROOT, part1_args, part2_args
 from tests.processes import interrupt_second_epoch, one_line_error, run_main
-from utils import Progress, main_guard, maybe_compile, set_interrupt_hint
+from utils import main_guard, maybe_compile
 
 
 @pytest.mark.parametrize("script, argv, match", [
@@ -60,35 +61,6 @@ def test_a_reader_that_stops_reading_stops_nothing(tmp_path, course_data, tiny_m
     assert len((tmp_path / "ck" / "last-linear-layer-sst-log.jsonl").read_text().splitlines()) == 2
 
 
-def test_a_closed_pipe_drops_the_output_and_nothing_else(capsys):
-    """In the process: a write meeting a closed pipe, and every later one, is dropped, and main() goes on."""
-    class Closed:
-        def write(self, text):
-            raise BrokenPipeError(32, "Broken pipe")
-
-        def flush(self):
-            raise BrokenPipeError(32, "Broken pipe")
-    steps = []
-
-    def main():
-        sys.stdout = utils.PipeSafe(Closed())
-        for i in range(3):
-            print(f"line {i}")
-            steps.append(i)
-        return "done"
-    assert main_guard(main) == "done" and steps == [0, 1, 2]
-
-
-def test_ctrl_c_before_any_checkpoint_says_so(capsys):
-    set_interrupt_hint(None)
-
-    def main():
-        raise KeyboardInterrupt
-    with pytest.raises(SystemExit):
-        main_guard(main)
-    assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
-
-
 def test_a_model_larger_than_memory_is_one_line(tmp_path, course_data, tiny_model):
     """A size flag far beyond the machine (a 10^12-unit shared head: terabytes) is refused by the allocator; the
     user sees one line saying so, not torch's traceback. The process runs under an 8 GiB address-space limit, so
@@ -102,26 +74,6 @@ def test_a_model_larger_than_memory_is_one_line(tmp_path, course_data, tiny_mode
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and re.match(r"error: out of memory: torch could not allocate [\d,.]+ GiB on this machine; "
                                       r".*lower --batch_size", err[0]), err
-
-
-@pytest.mark.parametrize("error, expected", [
-    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB"),
-     "out of memory: torch could not allocate 20.00 GiB on the GPU"),
-    (MemoryError(), "out of memory: an allocation failed on this machine"),
-])
-def test_out_of_memory_on_a_gpu_or_in_python_is_one_line(capsys, error, expected):
-    def main():
-        raise error
-    with pytest.raises(SystemExit) as e:
-        main_guard(main)
-    assert e.value.code == 2 and capsys.readouterr().err.startswith(f"error: {expected}; ")
-
-
-def test_another_runtime_error_keeps_its_traceback():
-    def main():
-        raise RuntimeError("a bug")
-    with pytest.raises(RuntimeError, match="a bug"):
-        main_guard(main)
 
 
 def test_compiled_model_matches_eager(tiny_model):
@@ -162,33 +114,6 @@ def test_compile_flag_reaches_the_models_forward(tmp_path, course_data, tiny_mod
             "first step") in capsys.readouterr().out
     mt.main(part2_args(tmp_path / "p2", course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "2", "--compile"))
     assert compiled == [{"dynamic": True}] * 2
-
-
-def test_progress_lines_without_a_terminal(capsys, monkeypatch):
-    clock = iter([100.0, 101.0, 130.0, 161.5])  # a scripted clock: the test does not depend on the machine's speed
-    monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
-    p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)
-    p.update(2, tokens=1000, mean_loss=lambda: 1.5)  # 1 s in: the first line
-    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # 29 s after it: within the minute, no second line
-    p.update(5, tokens=2500, mean_loss=lambda: 1.3)  # 60.5 s after it: the next line
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and lines[0] == "sst epoch 0: step 2/10, loss 1.5000, 1000 tokens/s, 0m01s elapsed, about 0m04s left"
-    assert lines[1].startswith("sst epoch 0: step 5/10, loss 1.3000, ") and "1m01s elapsed" in lines[1]
-    monkeypatch.undo()
-    Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
-    assert capsys.readouterr().out == ""
-
-
-def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(capsys, monkeypatch):
-    """A first step of 30 s (compiling), then 0.1 s a step: the second line's estimate is the 0.1 s pace."""
-    clock = iter([0.0, 30.0, 90.0])
-    monkeypatch.setattr(utils.time, "perf_counter", lambda: next(clock))
-    p = Progress("mt epoch 0", 1000, every=60.0, terminal=False, first=10.0)
-    p.update(1)
-    p.update(601)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("0m30s elapsed, about 8h19m left")  # one slow step is all it knows yet
-    assert lines[1] == "mt epoch 0: step 601/1000, 1m30s elapsed, about 0m39s left"  # 399 steps at 0.1 s
 
 
 def test_processes_beyond_the_nodes_gpus_stay_off_them_and_use_gpu_says_how_many(monkeypatch):

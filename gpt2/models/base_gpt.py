@@ -9,8 +9,8 @@ import torch
 
 from base_bert import PreTrainedModel, load_mapped, name_fields, read_state_dict
 from gpt2.config import ConfigError, GPT2Config
+from minbert.cli import MinbertError
 from minbert.hub import resolve_pretrained
-from utils import MinbertError
 
 # HF's names (after an optional 'transformer.' prefix) beside ours, {i} a layer's number and {w} weight or bias,
 # and how the tensor changes on the way to ours: "T" transposes a Conv1D weight, "qkv" splits c_attn into query,

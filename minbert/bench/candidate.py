@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from bert import BertModel
 from config import BertConfig
 from datasets import TaskData, batch_indices, set_fixed_shapes, set_pad_multiple
+from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
 from minbert.finetuning.pals import PALs
 from minbert.hub import resolve_pretrained
@@ -21,7 +22,7 @@ from minbert.training.recorded import RecordedFunction, RecordedStep, cannot_rec
 from minbert.training.schedule import DeviceSchedule
 from minbert.training.step import TrainingStep
 from optimizer import AdamW
-from utils import MinbertError, to_device
+from utils import to_device
 
 def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches

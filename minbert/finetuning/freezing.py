@@ -16,8 +16,8 @@ the pretrained layers ("catastrophic forgetting"). ULMFiT unfreezes one group pe
 steps. With both flags, the K lowest layers are never unfrozen. The state follows from the number of optimizer
 steps taken, so a resumed run freezes what the uninterrupted one did.
 """
+from minbert.cli import MinbertError
 from minbert.finetuning.lora import layer_part
-from utils import MinbertError
 
 class GradualUnfreezing:
     """Called with the number of optimizer steps taken; sets how many groups are frozen then."""

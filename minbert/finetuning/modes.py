@@ -23,10 +23,10 @@ docs/architecture.md walks through adding one.
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from minbert.cli import MinbertError
 from minbert.finetuning.houlsby import add_houlsby_adapters
 from minbert.finetuning.lora import add_adapters, merge_adapters
 from minbert.finetuning.prefix import add_prefix
-from utils import MinbertError
 
 # Where only adapters (or other new modules) and heads train, a larger default rate than full fine-tuning's
 # (Hu et al. 2022 train LoRA at about 10x).

@@ -5,11 +5,11 @@ sweep.py, tools/ and the generated docs/flags.md read the same declarations the 
 turns what they parse into the typed settings the library takes."""
 import argparse
 
+from minbert.cli import Parser
 from minbert.course_data import TASK_PREFIX
 from minbert.flags import types
 from minbert.flags.table import GP, GPT2, NOT_GPT2, P1, P2, PRE, ROWS, SCRIPTS, TRAINING
 from minbert.specs import per
-from utils import Parser
 
 
 # ----------------------------------------------------------------------------- what the rows build

@@ -3,11 +3,11 @@ typed where it would change nothing (a flag silently ignored makes a run the use
 flag's rule is in its row, minbert/flags/table.py), and flags that cannot work together. Every rule reads the
 parsed flags as a dict, {destination: value}, and `typed`, the destinations given on the command line (not
 left at their defaults)."""
+from minbert.cli import MinbertError
 from minbert.finetuning.modes import ADAPTER_MODES, check_merge
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.runs.identity import flag_spelling
 from minbert.tasks.extra import parse_extra
-from utils import MinbertError
 
 
 # ----------------------------------------------------------------------------- the rules rows name

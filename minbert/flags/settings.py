@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from config import SHAPES, BertConfig
+from minbert.cli import MinbertError
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags import parsers
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
@@ -32,7 +33,7 @@ from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, 
                            MultitaskSettings, PretrainSettings, Recipe, RunSpec, Runtime, SweepSettings,
                            TaskLosses)
 from minbert.tasks.extra import parse_extra
-from utils import MinbertError, distributed, get_device, main_print
+from utils import distributed, get_device, main_print
 
 
 # ----------------------------------------------------------------------------- parsing, once

@@ -45,9 +45,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minbert.cli import MinbertError
 from minbert.files import atomic_write, require_file
 from minbert.objectives.rows import binary_cross_entropy_with_logits, mse_loss, row_mean
-from utils import MinbertError
 
 SOFT_TARGETS = "soft-targets.npz"
 TASKS = ("sst", "quora", "sts")

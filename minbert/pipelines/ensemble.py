@@ -14,6 +14,7 @@ import torch
 from datasets import load_multitask_data, set_pad_multiple
 from evaluation import (format_scores, model_eval_multitask, output_name, read_predictions, score,
                         write_predictions)
+from minbert.cli import MinbertError
 from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
@@ -22,7 +23,6 @@ from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import publish
 from minbert.tasks.multitask import load_multitask
 from tokenizer import BertTokenizer
-from utils import MinbertError
 
 N_SST = 5
 SPLITS = ("dev", "test")

@@ -26,6 +26,7 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from datasets import TaskData, set_pad_multiple
+from minbert.cli import MinbertError
 from minbert.course_data import Example, Task, data_file, read_examples, read_sonnets
 from minbert.files import append_jsonl, require_file, text_lines
 from minbert.hub import resolve_pretrained
@@ -38,7 +39,7 @@ from minbert.tasks.nsp import PAIRS, segment_pairs, split_documents, split_sente
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from tokenizer import BertTokenizer
-from utils import MinbertError, maybe_compile, seed_everything, to_device
+from utils import maybe_compile, seed_everything, to_device
 
 TEXT_TASKS = ("sst", "cfimdb", "quora", "sts")
 

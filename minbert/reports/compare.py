@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 
+from minbert.cli import MinbertError
 from minbert.course_data import MULTITASK, TASKS, check_scorable
 from minbert.reports.dev_outputs import METRICS, aligned, read_run
 from minbert.reports.figures import plot_differences
@@ -25,7 +26,6 @@ from minbert.reports.seeds import ASO_THRESHOLD, HANDOUT_SEEDS, compare_groups, 
 from minbert.reports.significance import combine, paired
 from minbert.runs.folders import new_run_name
 from minbert.specs import ClassifierSettings
-from utils import MinbertError
 
 
 @dataclass(frozen=True)

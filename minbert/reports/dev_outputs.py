@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import output_name, read_predictions
+from minbert.cli import MinbertError
 from minbert.course_data import TASKS, data_file, read_examples, read_sonnets
 from minbert.files import file_digest
 from minbert.reports.read import load_scores
 from minbert.reports.significance import ACCURACY, CHRF, PEARSON, accuracy_stats, chrf_stats, pearson_stats
 from minbert.runs.checkpoint import load_checkpoint
-from utils import MinbertError
 
 # What each task's row is called and the metric it is compared on, in the order rows are shown.
 METRICS = {"sst": ("SST accuracy", ACCURACY), "cfimdb": ("CFIMDB accuracy", ACCURACY),

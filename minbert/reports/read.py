@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
+from minbert.cli import MinbertError
 from minbert.runs.checkpoint import load_checkpoint
-from utils import MinbertError
 
 SCORE_FILES = {"sst": "sst-dev-scores.npz", "quora": "para-dev-scores.npz", "sts": "sts-dev-scores.npz"}
 # The pipelines of one dataset per model, through Part 1's code (minbert/pipelines/classifier.py).

@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from minbert.cli import MinbertError
 from minbert.files import check_writable, read_text
 from minbert.reports.dev_outputs import recorded_flags
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
@@ -16,7 +17,6 @@ from minbert.runs.folders import run_folder_of
 from minbert.runs.outputs import check_replace
 from minbert.runs.publishing import backup_line, copier, finish_publishing, place
 from minbert.runs.sources import check_record
-from utils import MinbertError
 
 def _md_escape(text, limit=160):
     text = text if len(text) <= limit else text[:limit - 1] + "…"

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minbert.cli import MinbertError
 from minbert.files import atomic_write
 from minbert.safe_load import refuse_code, safe_load
 from minbert.specs import ModelSpec, plain
-from utils import MinbertError
 
 FORMAT, VERSION = "minbert-checkpoint", 2
 

@@ -7,10 +7,10 @@ each difference; an input found at a new path with the same bytes (a data folder
 """
 from pathlib import Path
 
+from minbert.cli import MinbertError
 from minbert.files import file_digest
 from minbert.hub import resolve_pretrained
 from minbert.specs import plain
-from utils import MinbertError
 
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from utils import MinbertError, process_alive
+from minbert.cli import MinbertError, process_alive
 
 RUN_MARK = ".minbert-run"
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",

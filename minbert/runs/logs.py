@@ -3,8 +3,8 @@ and the earlier per-pipeline formats."""
 import json
 from pathlib import Path
 
+from minbert.cli import MinbertError
 from minbert.files import read_text
-from utils import MinbertError
 
 # The pipelines whose epoch logs share the one schema (training/fit.py writes them): minBERT's, and Build
 # GPT-2's (gpt2/classifier.py, paraphrase_detection.py, sonnet_generation.py).

@@ -20,13 +20,13 @@ import csv
 import os
 from pathlib import Path
 
+from minbert.cli import MinbertError
 from minbert.course_files import COURSE_FILES
 from minbert.files import check_writable, deferred_interrupt, special_file
 from minbert.places import among_sources, check_output, in_project, too_long
 from minbert.runs.folders import run_folder_of
 from minbert.runs.publishing import finish_publishing, same_file
 from minbert.runs.sources import SOURCES, check_record, written_by
-from utils import MinbertError
 
 
 # The columns of Part 2's results table (multitask_classifier.py --results), one row per finished run, appended to

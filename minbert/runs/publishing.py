@@ -20,10 +20,10 @@ import shutil
 import time
 from pathlib import Path
 
+from minbert.cli import interrupt_retry, set_interrupt_hint
 from minbert.files import (atomic_write, deferred_interrupt, file_digest, interrupt_pending,
                            remove_temporaries, write_beside)
 from minbert.runs.sources import holds, origins, read_record, run_folders, write_record, written_by
-from utils import interrupt_retry, set_interrupt_hint
 
 
 # ----------------------------------------------------------------------------- backups

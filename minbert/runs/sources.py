@@ -13,10 +13,10 @@ import os
 import re
 from pathlib import Path
 
+from minbert.cli import MinbertError
 from minbert.files import atomic_write, file_digest
 from minbert.places import PROJECT, output_problem
 from minbert.runs.lock import RUN_MARK
-from utils import MinbertError
 
 SOURCES = ".sources.json"
 _SHA = re.compile(r"^[0-9a-f]{64}$")

@@ -4,8 +4,8 @@ import math
 
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from minbert.cli import MinbertError
 from minbert.flags.parsers import classifier_parser, multitask_parser
-from utils import MinbertError
 
 PARSERS = {"classifier": classifier_parser, "multitask": multitask_parser}
 # Flags the sweep sets for every trial: where its files go, and its seed.

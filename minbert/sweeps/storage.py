@@ -10,9 +10,9 @@ from pathlib import Path
 
 import optuna
 
+from minbert.cli import MinbertError, process_alive
 from minbert.places import check_output
 from minbert.sweeps.space import describe_space, distributions
-from utils import MinbertError, process_alive
 
 # seconds: a worker's heartbeat interval, and how old it may get before others step in
 HEARTBEAT, GRACE = 20, 60

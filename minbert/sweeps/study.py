@@ -9,6 +9,7 @@ from pathlib import Path
 
 import optuna
 
+from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
 from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
@@ -17,7 +18,6 @@ from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, 
                                     reclaim_dead_workers, requeue_interrupted, running_elsewhere)
 from minbert.sweeps.trials import PIPELINES, TrialFailed, run_trial
 from minbert.sweeps.winner import check_baseline, judge_winner
-from utils import MinbertError, set_interrupt_hint
 
 SWEEPS = Path("runs") / "sweeps"  # each study's database, trial folders and trials.csv
 

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 from base_bert import HF_HEADS, ours_to_hf, read_state_dict
 from bert import BertModel
+from minbert.cli import MinbertError
 from minbert.hub import resolve_pretrained
-from utils import MinbertError
 
 IGNORE = -100
 HEAD_WORDS = {"mlm": "MLM", "nsp": "NSP"}

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from datasets import join_pair, task_encoding
+from minbert.cli import MinbertError
 from minbert.course_data import MULTITASK
 from minbert.finetuning.modes import prepare_backbone
 from minbert.finetuning.pals import PALs
@@ -25,7 +26,6 @@ from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_
 from minbert.runs.identity import flag_spelling
 from minbert.specs import ModelSpec, plain
 from minbert.tasks.extra import EXTRA_TASKS
-from utils import MinbertError
 
 N_SENTIMENT = 5
 

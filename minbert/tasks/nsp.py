@@ -24,8 +24,8 @@ import re
 
 import numpy as np
 
+from minbert.cli import MinbertError
 from minbert.course_data import Task
-from utils import MinbertError
 
 IS_NEXT, NOT_NEXT = 0, 1
 PAIRS = Task("nsp", ("sentence_a", "sentence_b"), "is_random", "class", 2)

@@ -15,7 +15,7 @@ resumed run continues with exactly the batches the uninterrupted run would have 
 import numpy as np
 
 from datasets import batch_indices
-from utils import MinbertError
+from minbert.cli import MinbertError
 
 
 def annealed_alpha(epoch, epochs):

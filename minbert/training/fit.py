@@ -9,6 +9,7 @@ import time
 
 import torch
 
+from minbert.cli import MinbertError, is_main, set_interrupt_hint
 from minbert.files import append_jsonl, deferred_interrupt
 from minbert.finetuning.modes import merge_for_inference
 from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state,
@@ -18,7 +19,7 @@ from minbert.runs.publishing import publish
 from minbert.specs import plain
 from minbert.training.monitor import TensorBoard
 from minbert.training.trainer import Diverged
-from utils import MinbertError, barrier, distributed, is_main, main_print, set_interrupt_hint
+from utils import barrier, distributed, main_print
 
 
 class EarlyStopping:

@@ -45,8 +45,8 @@ import time
 
 import torch
 
+from minbert.cli import MinbertError
 from minbert.training.schedule import DeviceSchedule
-from utils import MinbertError
 
 
 # What the recorded step cannot take: (a setting of the step, whether its value rules recording out, why, in

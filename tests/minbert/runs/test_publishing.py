@@ -12,6 +12,7 @@ import zipfile
 import pytest
 
 import prepare_submit
+from minbert import cli
 from minbert.runs import outputs, publishing, sources
 from tests.course import two_runs_published
 from utils import MinbertError
@@ -225,9 +226,8 @@ def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_
 def test_ctrl_c_while_publishing_waits_and_says_what_was_copied(tmp_path, monkeypatch):
     """A real SIGINT arriving among the renames: every file is put in place and recorded, the line saying so is
     printed, and the interrupt's own line (main_guard) says the files were copied, before KeyboardInterrupt."""
-    import utils
     pairs = two_runs_published(tmp_path)
-    utils.set_interrupt_hint("multitask epoch 0 is saved in runs/b/multitask-last.pt; the same command plus "
+    cli.set_interrupt_hint("multitask epoch 0 is saved in runs/b/multitask-last.pt; the same command plus "
                              "--resume continues", retry="the same command plus --resume")
     _steps(monkeypatch.setattr, lambda n: n == 9 and os.kill(os.getpid(), signal.SIGINT))
     lines = []
@@ -235,8 +235,8 @@ def test_ctrl_c_while_publishing_waits_and_says_what_was_copied(tmp_path, monkey
         publishing.publish(pairs, "b", tmp_path / "runs" / "b", log=lines.append)
     assert _one_run(tmp_path, lambda n: (tmp_path / "predictions" / n).read_bytes()) == "b" and _hidden(tmp_path) == []
     assert lines[-1].startswith("run b's predictions copied to ") and "replacing those of run a" in lines[-1]
-    assert utils._INTERRUPT_HINT["text"].startswith("run b's predictions were all copied to ")
-    utils.set_interrupt_hint(None)
+    assert cli._INTERRUPT_HINT["text"].startswith("run b's predictions were all copied to ")
+    cli.set_interrupt_hint(None)
 
 
 def test_the_run_replaced_is_the_one_there_once_the_folder_is_locked(tmp_path, monkeypatch):
@@ -432,20 +432,19 @@ def test_sigterm_while_publishing_waits_until_every_file_is_in_place(tmp_path):
 def test_ctrl_c_while_a_tool_writes_its_file_says_it_was_written(tmp_path):
     """A SIGINT in the middle of a tool's output (the submission zip, a --json): the file is written whole and
     recorded, and the interrupt's line names it as written, not 'nothing was saved yet'."""
-    import utils
 
     def write(fp):
         fp.write(b"first half, ")
         os.kill(os.getpid(), signal.SIGINT)
         fp.write(b"second half")
-    utils.set_interrupt_hint(None)
+    cli.set_interrupt_hint(None)
     with pytest.raises(KeyboardInterrupt):
         publishing.write_output(tmp_path / "out.zip", write, "prepare_submit.py")
     assert (tmp_path / "out.zip").read_bytes() == b"first half, second half"
     assert sorted(p.name for p in tmp_path.iterdir()) == [sources.SOURCES, "out.zip"]
     assert sources.written_by(tmp_path / "out.zip")["run"] == "prepare_submit.py"
-    assert utils._INTERRUPT_HINT["text"] == f"{tmp_path / 'out.zip'} written whole before the interrupt took effect"
-    utils.set_interrupt_hint(None)
+    assert cli._INTERRUPT_HINT["text"] == f"{tmp_path / 'out.zip'} written whole before the interrupt took effect"
+    cli.set_interrupt_hint(None)
 
 
 def test_resuming_a_finished_run_whose_file_was_edited_or_deleted_writes_its_outputs_again(tmp_path, course_data,

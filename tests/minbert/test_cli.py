@@ -1,0 +1,86 @@
+"""minbert/cli.py: a MinbertError, Ctrl-C and running out of memory are one line each (another error keeps its
+traceback); a closed pipe stops nothing; progress lines without a terminal. (The scripts' own cases, in a
+process: tests/test_utils.py.)"""
+import sys
+
+import pytest
+import torch
+
+from minbert import cli
+from minbert.cli import PipeSafe, Progress, main_guard, set_interrupt_hint
+
+
+def test_a_closed_pipe_drops_the_output_and_nothing_else(capsys):
+    """In the process: a write meeting a closed pipe, and every later one, is dropped, and main() goes on."""
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+    steps = []
+
+    def main():
+        sys.stdout = PipeSafe(Closed())
+        for i in range(3):
+            print(f"line {i}")
+            steps.append(i)
+        return "done"
+    assert main_guard(main) == "done" and steps == [0, 1, 2]
+
+
+def test_ctrl_c_before_any_checkpoint_says_so(capsys):
+    set_interrupt_hint(None)
+
+    def main():
+        raise KeyboardInterrupt
+    with pytest.raises(SystemExit):
+        main_guard(main)
+    assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
+
+
+@pytest.mark.parametrize("error, expected", [
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB"),
+     "out of memory: torch could not allocate 20.00 GiB on the GPU"),
+    (MemoryError(), "out of memory: an allocation failed on this machine"),
+])
+def test_out_of_memory_on_a_gpu_or_in_python_is_one_line(capsys, error, expected):
+    def main():
+        raise error
+    with pytest.raises(SystemExit) as e:
+        main_guard(main)
+    assert e.value.code == 2 and capsys.readouterr().err.startswith(f"error: {expected}; ")
+
+
+def test_another_runtime_error_keeps_its_traceback():
+    def main():
+        raise RuntimeError("a bug")
+    with pytest.raises(RuntimeError, match="a bug"):
+        main_guard(main)
+
+
+def test_progress_lines_without_a_terminal(capsys, monkeypatch):
+    clock = iter([100.0, 101.0, 130.0, 161.5])  # a scripted clock: the test does not depend on the machine's speed
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: next(clock))
+    p = Progress("sst epoch 0", 10, every=60.0, terminal=False, first=0.0)
+    p.update(2, tokens=1000, mean_loss=lambda: 1.5)  # 1 s in: the first line
+    p.update(3, tokens=1500, mean_loss=lambda: 1.4)  # 29 s after it: within the minute, no second line
+    p.update(5, tokens=2500, mean_loss=lambda: 1.3)  # 60.5 s after it: the next line
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0] == "sst epoch 0: step 2/10, loss 1.5000, 1000 tokens/s, 0m01s elapsed, about 0m04s left"
+    assert lines[1].startswith("sst epoch 0: step 5/10, loss 1.3000, ") and "1m01s elapsed" in lines[1]
+    monkeypatch.undo()
+    Progress("x", 10, every=60.0, terminal=True, first=0.0).update(2)  # a terminal has tqdm's bar instead
+    assert capsys.readouterr().out == ""
+
+
+def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(capsys, monkeypatch):
+    """A first step of 30 s (compiling), then 0.1 s a step: the second line's estimate is the 0.1 s pace."""
+    clock = iter([0.0, 30.0, 90.0])
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: next(clock))
+    p = Progress("mt epoch 0", 1000, every=60.0, terminal=False, first=10.0)
+    p.update(1)
+    p.update(601)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("0m30s elapsed, about 8h19m left")  # one slow step is all it knows yet
+    assert lines[1] == "mt epoch 0: step 601/1000, 1m30s elapsed, about 0m39s left"  # 399 steps at 0.1 s
