@@ -3,7 +3,8 @@
   - `atomic_write` and `append_jsonl`: a write Ctrl-C cannot cut in half (deferred_interrupt), and a failed
     write (a full disk) that is one line naming the file and the command that continues the run;
   - digests (sha256, git blob ids), `read_text` (a text file, or one line saying it is not one), `text_lines`
-    (its lines, broken where a CSV file breaks them and nowhere else).
+    (its lines, broken where a CSV file breaks them and nowhere else);
+  - `plain`: a value as what a checkpoint or a JSON log can hold.
 """
 import contextlib
 import errno
@@ -13,8 +14,11 @@ import os
 import re
 import secrets
 import signal
+import sys
 import threading
-from pathlib import Path
+from pathlib import Path, PurePath
+
+import numpy as np
 
 from minbert.cli import MinbertError, interrupt_retry
 
@@ -243,3 +247,23 @@ def git_blob_id(path):
     """The id `git hash-object` prints: sha1 over 'blob <size>\\0' + content."""
     data = Path(path).read_bytes()
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def plain(value):
+    """`value` as plain data (what weights_only loading accepts and a JSON log can hold): paths become
+    strings, tuples and sets lists, numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [plain(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    # a tensor (a checkpoint's weights) is kept as it is; one exists only where torch is imported, and this module
+    # imports no torch, so that a command reading runs (report.py) starts without it
+    torch = sys.modules.get("torch")
+    if value is None or isinstance(value, (str, int, float, bool)) or (torch is not None and torch.is_tensor(value)):
+        return value
+    raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")

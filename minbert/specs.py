@@ -15,31 +15,13 @@ per flag of its table, so that a new regulariser is its module and one row there
 
 A test builds `Recipe(lr=1e-3)` in one line; a pipeline without gradient surgery keeps Recipe's default.
 """
-import pathlib
 from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping, Optional
 
-import numpy as np
 import torch
 
 from minbert.cli import MinbertError
-
-
-def plain(value):
-    """`value` as plain data (what weights_only loading accepts and a JSON log can hold): paths become
-    strings, tuples and sets lists, numpy scalars Python numbers."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [plain(v) for v in value]
-        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
-    if isinstance(value, pathlib.PurePath):
-        return str(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (str, int, float, bool)) or torch.is_tensor(value):
-        return value
-    raise TypeError(f"{type(value).__name__} is not plain data and cannot go into a checkpoint")
+from minbert.files import plain
 
 
 # Tokens per input by default, per pipeline (ModelSpec.pipeline): Part 1 takes whole reviews (CFIMDB's are

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from minbert.cli import MinbertError
-from minbert.files import atomic_write
+from minbert.files import atomic_write, plain
 from minbert.safe_load import refuse_code, safe_load
-from minbert.specs import ModelSpec, plain
+from minbert.specs import ModelSpec
 
 FORMAT, VERSION = "minbert-checkpoint", 2
 

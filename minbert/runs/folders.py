@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from minbert.cli import MinbertError, is_main
-from minbert.files import check_writable, file_digest, remove_temporaries, special_file
+from minbert.files import check_writable, file_digest, plain, remove_temporaries, special_file
 from minbert.places import among_sources, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, holder
-from minbert.specs import plain
 
 RUNS_ROOT = Path("runs")
 

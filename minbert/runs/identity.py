@@ -8,9 +8,8 @@ each difference; an input found at a new path with the same bytes (a data folder
 from pathlib import Path
 
 from minbert.cli import MinbertError
-from minbert.files import file_digest
+from minbert.files import file_digest, plain
 from minbert.hub import resolve_pretrained
-from minbert.specs import plain
 
 # Flags that may differ between an interrupted run and its resumption: where files go, which device, and
 # how fast the same computation runs. Every other flag defines the run.

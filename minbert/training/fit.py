@@ -10,13 +10,12 @@ import time
 import torch
 
 from minbert.cli import MinbertError, is_main, set_interrupt_hint
-from minbert.files import append_jsonl, deferred_interrupt
+from minbert.files import append_jsonl, deferred_interrupt, plain
 from minbert.finetuning.modes import merge_for_inference
 from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state,
                                      save_checkpoint, set_rng_state, trainable_state)
 from minbert.runs.identity import check_same_run, run_defining
 from minbert.runs.publishing import publish
-from minbert.specs import plain
 from minbert.training.monitor import TensorBoard
 from minbert.training.trainer import Diverged
 from utils import barrier, distributed, main_print

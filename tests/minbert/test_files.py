@@ -1,5 +1,6 @@
 """files.py: a write on a full disk keeps the file that was there; a text file that is not one is named with its
-line and byte; a path that is no regular file is said to be what it is; an unwritable folder is one line."""
+line and byte; a path that is no regular file is said to be what it is; an unwritable folder is one line;
+values kept plain."""
 import pytest
 
 from minbert import files
@@ -138,3 +139,17 @@ def test_the_command_line_says_it_in_one_line(tmp_path, unwritable, course_data,
     out = run_main("classifier.py", *part1_args(tmp_path, course_data, tiny_model, "--run_dir", str(unwritable / "run")))
     one_line_error(out, rf"--run_dir {unwritable}/run: cannot write in {unwritable}: .*; make it writable, or name a "
                         r"folder that is")
+
+
+def test_plain_values_only():
+    """Checkpoints and logs hold plain values: paths as strings, tuples and sets as lists (a set sorted), numpy
+    scalars as numbers, tensors as they are; anything else is refused."""
+    import pathlib
+
+    import numpy as np
+    import torch
+    value = {"a": pathlib.Path("x"), "b": (1, 2), "c": {3, 1}, "d": np.float32(0.5), "e": torch.ones(2)}
+    out = files.plain(value)
+    assert {k: out[k] for k in "abcd"} == {"a": "x", "b": [1, 2], "c": [1, 3], "d": 0.5} and out["e"] is value["e"]
+    with pytest.raises(TypeError, match="not plain data"):
+        files.plain({"f": object()})
