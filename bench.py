@@ -34,8 +34,8 @@ import torch
 
 from minbert.bench.run import benchmark
 from minbert.flags import parsers
-from minbert.flags.rules import check_idle_flags
-from minbert.flags.settings import bench_settings, parse_flags, values
+from minbert.flags.settings import bench_settings, values
+from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.flags.table import BENCH
 from minbert.runs.outputs import check_file
 from minbert.runs.publishing import write_output

@@ -26,8 +26,7 @@ import sys
 from pathlib import Path
 
 from minbert.flags.groups import add_backup_flag
-from minbert.flags.rules import check_idle_flags
-from minbert.flags.settings import parse_flags
+from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.flags.types import resamples, seed, share
 from minbert.reports.compare import CompareSettings, compare
 from minbert.reports.report import report, results_view

@@ -29,8 +29,8 @@ report.py --compare's tests (docs/statistics.md). The code: minbert/sweeps/.
 """
 import sys
 
-from minbert.flags.rules import check_idle_flags
-from minbert.flags.settings import parse_flags, sweep_settings
+from minbert.flags.settings import sweep_settings
+from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.flags.types import nonneg_int, positive_int, seed
 from minbert.specs import SweepSettings
 from minbert.sweeps.space import check_space_spelling

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from minbert.cli import (MinbertError, Parser, PipeSafe, Progress, finish_distributed, interrupt_retry,  # noqa: F401
-                         is_main, main_guard, out_of_memory, process_alive, set_interrupt_hint)
+                         is_main, main_guard, main_print, out_of_memory, process_alive,
+                         set_interrupt_hint)
 
 
 # ----------------------------------------------------------------------------- seeding, ranks, device
@@ -56,12 +57,6 @@ def _destroy_group():
 def barrier():
     if distributed()[1] > 1:
         torch.distributed.barrier()
-
-
-def main_print(*args, **kw):
-    """print on rank 0 only, so that N processes do not say everything N times."""
-    if is_main():
-        print(*args, **kw)
 
 
 def get_device(use_gpu):

@@ -13,10 +13,10 @@ from gpt2.config import ConfigError, GPT2Config
 from minbert.cli import MinbertError
 from minbert.finetuning.modes import ADAPTER_MODES
 from minbert.flags import parsers
-from minbert.flags.defaults import GPT2_FULL_MODEL_LR, resolve_lr
-from minbert.flags.rules import check_idle_flags
-from minbert.flags.settings import from_flags, parse_flags, recipe, regularizers, run_spec, runtime, values
+from minbert.flags.defaults import GPT2_FULL_MODEL_LR, HANDOUT_RECIPE, resolve_lr
+from minbert.flags.settings import from_flags, recipe, regularizers, run_spec, runtime, values
 from minbert.flags.table import G1, GP, GS
+from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.hub import resolve_pretrained
 from minbert.objectives.regularizers import REGULARIZERS, regularizer_weights
 from minbert.specs import ClassifierSettings, ModelSpec, SonnetSettings
@@ -31,7 +31,7 @@ def parse(script, argv=None):
     """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and
     checked: a typed flag its rules (the table's) say would change nothing, or a --max_length above the
     model's positions is one line."""
-    args = parse_flags(parsers.parser(script), argv, {})
+    args = parse_flags(parsers.parser(script), argv, HANDOUT_RECIPE)
     typed = args.typed
     check_idle_flags(values(args, script), typed, parsers.idle_rules(script))
     # the default is held to the model's positions (_gpt2_values); a typed value is not

@@ -15,11 +15,10 @@ import torch.nn as nn
 
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.tokenizer import GPT2Tokenizer
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, main_print
 from minbert.finetuning.modes import GPT2_MODES, MODES, prepare_backbone
 from minbert.pipelines.classifier import SentimentPipeline
 from minbert.specs import ModelSpec
-from utils import main_print
 
 
 

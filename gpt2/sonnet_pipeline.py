@@ -10,13 +10,14 @@ from datasets import set_pad_multiple
 from gpt2.sonnets import (LanguageModelLoss, SonnetGPT, check_prompts, complete, perplexity, read_sonnets,
                           write_sonnets)
 from gpt2.tokenizer import GPT2Tokenizer
+from minbert.cli import main_print
 from minbert.files import require_file
 from minbert.pipelines.pretrain import as_data
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
-from utils import main_print, maybe_compile, seed_everything
+from utils import maybe_compile, seed_everything
 
 
 def sonnet_inputs(settings):

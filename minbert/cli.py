@@ -188,6 +188,12 @@ def is_main():
     return os.environ.get("RANK", "0") == "0"
 
 
+def main_print(*args, **kw):
+    """print on rank 0 only, so that N processes do not say everything N times."""
+    if is_main():
+        print(*args, **kw)
+
+
 def finish_distributed():
     """The end of a torchrun process that completed its work: every rank waits for the others, then the
     group is torn down, and the process exits (status 0) without the interpreter's shutdown. Without the wait

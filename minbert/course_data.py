@@ -9,9 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, main_print
 from minbert.files import read_text, require_file, text_lines
-from utils import main_print
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
 

@@ -101,15 +101,15 @@ def per(value, script):
 class Flag:
     """One flag, declared once: every parser that takes it (minbert/flags/table.py builds them), the settings
     field of its name, the rule that refuses it where it would change nothing and docs/flags.md all read this
-    row. Its destination and default (a Per where scripts differ), its checked type (a name in
-    minbert/flags/types.py; "switch" for a flag that turns something on, "off" for --no_DEST that turns
-    something off, a tuple of choices, None for text), its help; for the messages what it does ("shapes <the
-    term>" unless said) and, when it acts only under another flag's value too, that condition: (its words, a
-    test of the parsed flags). The rest say where it goes: `scripts` that take it (None: set by its table),
-    `name` when it is not spelled --DEST, its argument `group`, `nargs`, `metavar`, `idle` ((acts(values,
-    typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build GPT-2's scripts leave it
-    out, a line for one typed there), `action` (an argparse Action of its own) and `const` (the value of a flag
-    typed bare, with nargs="?")."""
+    row. Its destination and default (a Per where scripts differ); its checked type: a name in
+    minbert/flags/types.py or such a function, "switch" for a flag that turns something on, "off" for
+    --no_DEST that turns something off, a tuple of choices, None for text; its help; for the messages what it
+    does ("shapes <the term>" unless said) and, when it acts only under another flag's value too, that
+    condition: (its words, a test of the parsed flags). The rest say where it goes: `scripts` that take it
+    (None: set by its table), `name` when it is not spelled --DEST, its argument `group`, `nargs`, `metavar`,
+    `idle` ((acts(values, typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build
+    GPT-2's scripts leave it out, a line for one typed there), `action` (an argparse Action of its own) and
+    `const` (the value of a flag typed bare, with nargs="?")."""
     dest: str
     default: object
     kind: object

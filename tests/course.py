@@ -11,7 +11,7 @@ import torch
 
 from evaluation import write_dev_scores, write_predictions
 from minbert.course_data import data_file, read_examples
-from minbert.runs.lock import RUN_MARK
+from minbert.runs.lock import RUN_MARK, RunLock
 from minbert.runs.publishing import publish
 from minbert.submit import split_of
 
@@ -206,11 +206,20 @@ def make_multitask_run(folder, name="tiny", means=(0.50, 0.62, 0.60), seed=0):
     return folder, {"sst": (sst_gold, sst_logits.argmax(-1)), "sts": (s_gold, s_pred)}
 
 
-def make_compared_run(folder, outputs, flags=None):
+def mark_run(folder, pipeline, flags, stem="model"):
+    """`folder` marked as a `pipeline` run whose model `stem` is defined by `flags` (runs/identity.py), through
+    the lock and note a run writes its mark with (runs/folders.Run.note_flags)."""
+    lock = RunLock(folder).acquire("--run_dir", pipeline).claim()
+    try:
+        lock.note("flags", {stem: flags})
+    finally:
+        lock.release()
+
+
+def make_compared_run(folder, outputs, flags=None, pipeline="multitask"):
     """A finished run folder as report.py --compare reads it: per task in `outputs` ({task: (ids, gold,
-    predictions)}) its dev-scores file, and with `flags` (run-defining flags, runs/identity.py) a checkpoint
-    recording them."""
-    from minbert.runs.checkpoint import save_checkpoint
+    predictions)}) its dev-scores file, and with `flags` (run-defining flags, runs/identity.py) its mark
+    recording them as a `pipeline` run's."""
     folder = Path(folder)
     folder.mkdir(parents=True)
     prefix = {"sst": "sst", "quora": "para", "sts": "sts"}
@@ -220,8 +229,7 @@ def make_compared_run(folder, outputs, flags=None):
         write_dev_scores(folder / f"{prefix.get(task, 'full-model-' + task)}-dev-scores.npz", task, data,
                          np.asarray(pred, dtype=np.float32), pred)
     if flags is not None:
-        save_checkpoint(folder / "model.pt", {"format": "minbert-checkpoint", "version": 2, "flags": flags,
-                                              "model": {"w": torch.zeros(1)}})
+        mark_run(folder, pipeline, flags)
     return folder
 
 

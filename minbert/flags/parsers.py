@@ -3,7 +3,6 @@ flags (`idle_rules`), the values a script does not take but its settings need (`
 GPT-2 leaves out (`absent`); and what reads which flags were typed. They live here, not in the scripts, so that
 sweep.py, tools/ and the generated docs/flags.md read the same declarations the scripts parse; settings.py
 turns what they parse into the typed settings the library takes."""
-import argparse
 
 from minbert.cli import Parser
 from minbert.course_data import TASK_PREFIX
@@ -53,7 +52,7 @@ def _argparse_kw(row, script):
         if isinstance(kind, tuple):
             kw["choices"] = list(kind)
         elif kind is not None:
-            kw["type"] = getattr(types, kind)
+            kw["type"] = kind if callable(kind) else getattr(types, kind)
         kw["default"] = per(row.default, script)
     for key in ("nargs", "metavar", "const"):
         if getattr(row, key) is not None:
@@ -84,21 +83,6 @@ def defaults(script):
     """{destination: its value in `script`} of the flags the script does not take but its settings need
     (IMPLIED), each from its row."""
     return {r.dest: per(r.default, script) for r in ROWS if r.dest in IMPLIED.get(script, ())}
-
-
-def given_flags(parser, argv):
-    """The destinations of the flags actually typed in `argv` (not those left at their defaults, nor the ones
-    set_defaults fills in: --recipe handout's, the hidden checkpoint_name)."""
-    saved, saved_defaults = {a.dest: a.default for a in parser._actions}, parser._defaults
-    try:
-        for a in parser._actions:
-            a.default = argparse.SUPPRESS
-        parser._defaults = {}
-        return set(vars(parser.parse_args(list(argv))))
-    finally:
-        parser._defaults = saved_defaults
-        for a in parser._actions:
-            a.default = saved[a.dest]
 
 
 # ----------------------------------------------------------------------------- the pipelines' parsers

@@ -6,7 +6,6 @@ left at their defaults)."""
 from minbert.cli import MinbertError
 from minbert.finetuning.modes import ADAPTER_MODES, check_merge
 from minbert.objectives.regularizers import REGULARIZERS
-from minbert.runs.identity import flag_spelling
 from minbert.tasks.extra import parse_extra
 
 
@@ -44,14 +43,6 @@ def shaping_rule(regularizer, flag):
         return lambda v, t: v[weight] > 0, f"{what}, which is off without --{weight} above 0"
     words, holds = flag.when
     return lambda v, t: v[weight] > 0 and holds(v), f"{what}, used only with --{weight} above 0 and {words}"
-
-
-def check_idle_flags(values, typed, rules):
-    """Refuse, in one line, the first typed flag that `rules` say this configuration ignores."""
-    for dest in sorted(typed):
-        if dest in rules and not rules[dest][0](values, typed):
-            raise MinbertError(f"{flag_spelling(dest)} {rules[dest][1]}: as given it would change nothing, "
-                               "so it is refused rather than ignored (drop it, or add what it needs)")
 
 
 def check_recipe_combination(v):

@@ -8,21 +8,19 @@ named as its fields (from_flags). Below this module nothing sees an argparse Nam
     settings = multitask_settings(args)              # typed, resolved, frozen
     run_multitask(settings)                          # pipelines/multitask.py
 """
-import argparse
 import dataclasses
-import sys
 from pathlib import Path
 
 from config import SHAPES, BertConfig
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, main_print
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags import parsers
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
                                     REGULARIZER_WEIGHTS, resolve_lr, resolve_record_step)
-from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, given_flags,
-                                   multitask_parser, pretrain_parser)
-from minbert.flags.rules import check_classifier_combination, check_idle_flags, check_multitask_combination
+from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, multitask_parser, pretrain_parser)
+from minbert.flags.rules import check_classifier_combination, check_multitask_combination
 from minbert.flags.table import BENCH, P1, P2, PRE
+from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.shapes import resolve_pad_multiple
@@ -33,34 +31,15 @@ from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, 
                            MultitaskSettings, PretrainSettings, Recipe, RunSpec, Runtime, SweepSettings,
                            TaskLosses)
 from minbert.tasks.extra import parse_extra
-from utils import distributed, get_device, main_print
+from utils import distributed, get_device
 
 
 # ----------------------------------------------------------------------------- parsing, once
-
-class Flags(argparse.Namespace):
-    """What a script's parser parsed, as argparse gives it, and `typed`: the destinations of the flags given
-    on the command line rather than left at their defaults (a slot, so not among vars(flags))."""
-    __slots__ = ("typed",)
-
 
 def values(args, script):
     """The parsed flags as {destination: value}, with each flag `script` does not take at its value there
     (parsers.defaults: pretrain.py's recipe, Build GPT-2's cloze task's adapters)."""
     return {**parsers.defaults(script), **vars(args)}
-
-
-def parse_flags(ap, argv=None, handout_defaults=None):
-    """The flags of `argv` (default sys.argv) as Flags, with the set typed; with
-    `handout_defaults` ({dest: value}, the pipeline's), `--recipe handout` puts the handout's
-    defaults in force (a typed flag still wins)."""
-    given = list(sys.argv[1:] if argv is None else argv)
-    if handout_defaults is not None and ("--recipe=handout" in given or any(
-            a == "--recipe" and b == "handout" for a, b in zip(given, given[1:]))):
-        ap.set_defaults(**HANDOUT_RECIPE, **handout_defaults)
-    flags = ap.parse_args(given, Flags())
-    flags.typed = given_flags(ap, given)
-    return flags
 
 
 # ---------------------------------------------------------------------------- the parts every pipeline shares
@@ -140,7 +119,7 @@ def _classifier_values(args):
 
 def parse_classifier(argv=None):
     """classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
-    args = parse_flags(classifier_parser(), argv, {})
+    args = parse_flags(classifier_parser(), argv, HANDOUT_RECIPE)
     v = _classifier_values(args)
     check_idle_flags(v, args.typed, parsers.idle_rules(P1))
     check_classifier_combination(v)
@@ -176,7 +155,7 @@ def _multitask_values(args):
 def parse_multitask(argv=None):
     """multitask_classifier.py's flags, parsed and checked (one line for a flag
     that cannot do what it says)."""
-    args = parse_flags(multitask_parser(), argv, MULTITASK_HANDOUT)
+    args = parse_flags(multitask_parser(), argv, {**HANDOUT_RECIPE, **MULTITASK_HANDOUT})
     typed, v = args.typed, _multitask_values(args)
     if v["eval_only"]:
         ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that

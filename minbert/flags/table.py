@@ -16,7 +16,9 @@ from dataclasses import fields
 
 from config import SHAPES
 from minbert.course_data import TASK_PREFIX, data_file
+from minbert.finetuning.lora import TARGETS
 from minbert.finetuning.modes import BENCH_MODES, FINE_TUNE_MODES, GPT2_MODES, modes_help
+from minbert.flags import types
 from minbert.flags.defaults import DEFAULT_REGULARIZERS, HANDOUT_DROPOUT, PRETRAIN_RECIPE, lr_help
 from minbert.flags.groups import BACKUP_HELP, RunFolder
 from minbert.flags.rules import (ADAPTERS_ONLY, BEAM, DISTILL, FOREACH, FREEZING, FUSED, NO_HEAD, RECORD_STEP,
@@ -359,9 +361,9 @@ def _rows():
           scripts=BERT | {G1}, group=ADAPTERS, idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY)),
         F("lora_dropout", default(ModelSpec, "lora_dropout"), "probability", "dropout on the adapters' input",
           scripts=BERT | {G1}, group=ADAPTERS, idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY)),
-        F("lora_targets", list(ModelSpec().lora_targets), "lora_targets",
-          "the linears of every layer that get adapters: any of query,key,value,attention_dense,interm_dense,"
-          "out_dense (default query,value)", scripts=BERT | {G1}, group=ADAPTERS,
+        F("lora_targets", list(ModelSpec().lora_targets), types.names_among(TARGETS),
+          f"the linears of every layer that get adapters: any of {','.join(TARGETS)} (default "
+          f"{','.join(ModelSpec().lora_targets)})", scripts=BERT | {G1}, group=ADAPTERS,
           idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY)),
         F("adapter_dim", default(ModelSpec, "adapter_dim"), "positive_int",
           "--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (minbert/finetuning/houlsby.py)",

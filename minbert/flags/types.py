@@ -3,8 +3,6 @@ flag's name to an ArgumentTypeError), never a run that starts and fails later.""
 import argparse
 import math
 
-from minbert.finetuning.lora import TARGETS
-
 
 def _number(kind, check, what):
     def parse(text):
@@ -63,10 +61,13 @@ def fold_spec(text):
     return [i, k]
 
 
-def lora_targets(text):
-    """--lora_targets: a comma-separated list of the linears of finetuning/lora.py's TARGETS."""
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [t for t in names if t not in TARGETS]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"{text!r}: choose a comma-separated list of {','.join(TARGETS)}")
-    return names
+def names_among(choices):
+    """The type of a comma-separated list of names, each one of `choices` (--lora_targets: finetuning/lora.py's
+    TARGETS)."""
+    def parse(text):
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        if not names or any(t not in choices for t in names):
+            raise argparse.ArgumentTypeError(f"{text!r}: choose a comma-separated list of {','.join(choices)}")
+        return names
+    parse.__name__ = "a list of names"  # argparse names the type in some messages
+    return parse

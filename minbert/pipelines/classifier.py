@@ -13,6 +13,7 @@ import torch
 
 from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
+from minbert.cli import main_print
 from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
@@ -21,7 +22,7 @@ from minbert.tasks.sentiment import BertSentimentClassifier
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from tokenizer import BertTokenizer
-from utils import distributed, main_print, maybe_compile, seed_everything
+from utils import distributed, maybe_compile, seed_everything
 
 
 def model_eval(data, model, device, amp="none", desc="eval"):

@@ -16,6 +16,7 @@ from pathlib import Path
 from datasets import TaskData, load_multitask_data, set_pad_multiple
 from evaluation import (format_scores, model_eval_multitask, multitask_mean, output_name,
                         write_multitask_outputs)
+from minbert.cli import main_print
 from minbert.course_data import MULTITASK, TASK_PREFIX
 from minbert.finetuning.modes import merge_for_inference
 from minbert.hub import check_max_length
@@ -30,7 +31,7 @@ from minbert.tasks.sampling import MultitaskBatches
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from tokenizer import BertTokenizer
-from utils import distributed, main_print, maybe_compile, seed_everything
+from utils import distributed, maybe_compile, seed_everything
 
 SPLITS = ("train", "dev", "test")
 

@@ -24,7 +24,7 @@ from minbert.course_data import TASKS, data_file, read_examples, read_sonnets
 from minbert.files import file_digest
 from minbert.reports.read import load_scores
 from minbert.reports.significance import ACCURACY, CHRF, PEARSON, accuracy_stats, chrf_stats, pearson_stats
-from minbert.runs.checkpoint import load_checkpoint
+from minbert.runs.folders import recorded_flags
 
 # What each task's row is called and the metric it is compared on, in the order rows are shown.
 METRICS = {"sst": ("SST accuracy", ACCURACY), "cfimdb": ("CFIMDB accuracy", ACCURACY),
@@ -63,21 +63,11 @@ class RunOutputs:
         return self.folder.name
 
     def flags(self):
-        """The run-defining flags its checkpoint records (runs/identity.py), or None when the folder keeps no
-        checkpoint (an ensemble's, or one deleted to save space)."""
+        """The run-defining flags its folder's mark records (runs/folders.recorded_flags), or None where it
+        records none (an ensemble's folder, or a run of a minbert before the mark held them)."""
         if self._flags is None:
             self._flags = recorded_flags(self.folder) or {}
         return self._flags or None
-
-
-def recorded_flags(folder):
-    """The flags the best checkpoint in `folder` records (a Part 1 run's first dataset's), or None."""
-    checkpoints = sorted(folder.glob("*.pt"), key=lambda p: (p.stem.endswith("-last"), p.name))
-    for path in checkpoints:
-        flags = load_checkpoint(path).get("flags")
-        if flags:
-            return flags
-    return None
 
 
 def read_run(target, data_dir="data"):

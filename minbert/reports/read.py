@@ -5,7 +5,6 @@ from pathlib import Path
 import numpy as np
 
 from minbert.cli import MinbertError
-from minbert.runs.checkpoint import load_checkpoint
 
 SCORE_FILES = {"sst": "sst-dev-scores.npz", "quora": "para-dev-scores.npz", "sts": "sts-dev-scores.npz"}
 # The pipelines of one dataset per model, through Part 1's code (minbert/pipelines/classifier.py).
@@ -61,8 +60,11 @@ def logs_of(target):
             raise MinbertError(f"{p}: no run log (*.jsonl) in this folder")
         return logs
     if p.suffix == ".pt":
-        state = load_checkpoint(p)  # read safely: a crafted file is refused here, in one line
-        stem = state.get("model_name") or p.stem.removesuffix("-last")
+        # a run names a model's checkpoints and its log after the model (STEM.pt, STEM-last.pt, STEM-log.jsonl);
+        # the checkpoint itself is not opened: the log holds all a report shows, and reading it needs no torch
+        if not p.is_file():
+            raise MinbertError(f"{p}: no such checkpoint")
+        stem = p.stem.removesuffix("-last")
         for log in (p.with_name(f"{stem}-log.jsonl"), p.with_name(f"{stem}.jsonl")):
             if log.is_file():
                 return [log]

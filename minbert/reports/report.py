@@ -8,12 +8,11 @@ from pathlib import Path
 
 from minbert.cli import MinbertError
 from minbert.files import check_writable, read_text
-from minbert.reports.dev_outputs import recorded_flags
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
-from minbert.runs.folders import run_folder_of
+from minbert.runs.folders import recorded_flags, run_folder_of
 from minbert.runs.outputs import check_replace
 from minbert.runs.publishing import backup_line, copier, finish_publishing, place
 from minbert.runs.sources import check_record
@@ -209,7 +208,7 @@ def comparable(rows, table):
                      "their means are not comparable across those groups")
     if unknown:
         notes.append(f"{len(unknown)} run(s) ({', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''}) have no "
-                     "run folder with a checkpoint under runs/ here, so their dev data could not be checked")
+                     "run folder under runs/ here recording their flags, so their dev data could not be checked")
     return notes
 
 

@@ -9,10 +9,10 @@ import numpy as np
 
 from minbert.cli import MinbertError
 from minbert.course_data import MULTITASK
-from minbert.reports.dev_outputs import aligned, read_run, recorded_flags
+from minbert.reports.dev_outputs import aligned, read_run
 from minbert.reports.verdicts import MEAN_WEIGHTS, Row, check_resamples, digits, judge, multitask_mean, row_order
 from minbert.reports.significance import aso, bootstrap_p, combine, pooled, seeds_needed, welch
-from minbert.runs.folders import pipeline_of
+from minbert.runs.folders import pipeline_of, recorded_flags
 from minbert.runs.identity import flag_spelling
 
 ASO_MIN_SEEDS, ASO_THRESHOLD = 3, 0.2  # Ulmer et al. (2022): claim order only where epsilon_min < 0.2
@@ -82,12 +82,12 @@ def same_pretraining(a, b):
 
 def check_one_configuration(group):
     """A group over seeds repeats one configuration: its runs' recorded flags may differ in the seed alone,
-    and each seed counts once. A run without a checkpoint cannot be checked: one warning line says so."""
+    and each seed counts once. A run whose folder records no flags cannot be checked: one warning line says so."""
     known = [(r, r.flags()) for r in group.runs]
     for r, flags in known:
         if flags is None and len(known) > 1:
-            print(f"warning: {group.flag}: {r.folder} keeps no checkpoint, so its configuration cannot be "
-                  "checked against the group's")
+            print(f"warning: {group.flag}: {r.folder} records no flags (an ensemble's folder, or a "
+                  "run of an earlier minbert), so its configuration cannot be checked against the group's")
     known = [(r, f) for r, f in known if f is not None]
     for r, f in known[1:]:
         first, ff = known[0]
@@ -189,8 +189,9 @@ def compare_handout(settings):
         flags = first.flags() or {}
         mode = flags.get("fine_tune_mode")
         if mode is None:
-            raise MinbertError(f"--handout: {first.folder} keeps no checkpoint recording its "
-                               "--fine-tune-mode, which picks the handout's reference row")
+            raise MinbertError(f"--handout: {first.folder} records no flags (an ensemble's "
+                               "folder, or a run of an earlier minbert), so not the --fine-tune-mode that picks "
+                               "the handout's reference row")
         local = any(k.startswith("--pretrained") for k in flags.get("inputs") or {})
         pretrained = "a local checkpoint" if local else flags.get("pretrained")
         if pretrained != "bert-base-uncased":

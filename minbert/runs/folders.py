@@ -18,7 +18,7 @@ from pathlib import Path, PurePath
 from minbert.cli import MinbertError, is_main
 from minbert.files import check_writable, file_digest, plain, remove_temporaries, special_file
 from minbert.places import among_sources, too_long
-from minbert.runs.lock import RUN_MARK, RunLock, holder
+from minbert.runs.lock import RUN_MARK, RunLock, holder, read_mark
 
 RUNS_ROOT = Path("runs")
 
@@ -140,6 +140,17 @@ def check_run_place(folder, flag):
                            "goes under runs/ or a folder of its own")
 
 
+def recorded_flags(folder):
+    """The flags that define the run in `folder`, as its mark records them (Run.note_flags; a Part 1 run's
+    first dataset's), or None: no mark (a folder no run wrote), or no model recorded there (an ensemble's,
+    or a run of a minbert before the mark held them)."""
+    noted = read_mark(folder).get("flags")
+    if not isinstance(noted, dict) or not noted:
+        return None
+    flags = noted[sorted(noted)[0]]
+    return flags if isinstance(flags, dict) else None
+
+
 def run_folder_of(path):
     """The run folder `path` lies in (or is), or None."""
     path = Path(os.path.abspath(path))
@@ -162,6 +173,14 @@ class Run:
 
     def files(self, stem):
         return RunFiles(self.folder, stem)
+
+    def note_flags(self, stem, flags):
+        """Record, in the folder's mark, the flags that define model `stem` (runs/identity.run_defining, as its
+        checkpoints carry them), so that a command reading runs finds them without loading a checkpoint."""
+        if self.lock is None:
+            return
+        noted = holder(self.lock.fd).get("flags")
+        self.lock.note("flags", {**(noted if isinstance(noted, dict) else {}), stem: plain(flags)})
 
     def note_outputs(self, stem, result, published, settings):
         """Record, in the folder's mark, the files model `stem` wrote for publishing (their sha256, the paths

@@ -1,7 +1,8 @@
 """One process per run folder: the lock a run holds on its folder's `.minbert-run` for as long as it writes
 there (flock, released by the kernel when the process ends, so a killed run leaves no stale lock; where the
 file system has no flock, the process id written in the file is checked instead), and what the file says:
-which pipeline's run the folder holds, which process holds it now, what a finished run wrote (folders.py)."""
+which pipeline's run the folder holds, which process holds it now, the flags that define each of its models
+and what a finished run wrote (folders.py). It is JSON, so that reading a run (report.py) needs no torch."""
 import json
 import os
 import socket
@@ -22,10 +23,22 @@ def holder(fd):
     """What the lock file says about the process that holds (or last held) it."""
     try:
         os.lseek(fd, 0, os.SEEK_SET)
-        info = json.loads(os.read(fd, 1 << 16).decode() or "{}")
+        info = json.loads(os.read(fd, 1 << 20).decode() or "{}")
         return info if isinstance(info, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def read_mark(folder):
+    """What `folder`'s mark says ({} where it has none, or one that is not the JSON a run writes)."""
+    try:
+        fd = os.open(Path(folder) / RUN_MARK, os.O_RDONLY)
+    except OSError:
+        return {}
+    try:
+        return holder(fd)
+    finally:
+        os.close(fd)
 
 
 def _alive(info):
@@ -88,12 +101,13 @@ class RunLock:
 
     def claim(self):
         """Write who holds the lock into the file (once the run's other checks have passed, so that a refused
-        run leaves the folder byte for byte as it was), keeping the record of the outputs written so far."""
-        outputs = holder(self.fd).get("outputs")
+        run leaves the folder byte for byte as it was), keeping the record of the models' flags and of the
+        outputs written so far."""
+        before = holder(self.fd)
         self._write({"pipeline": self.pipeline, "pid": os.getpid(), "host": socket.gethostname(),
                      "since": time.strftime("%Y-%m-%d %H:%M:%S"),
                      "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
-                    | ({"outputs": outputs} if isinstance(outputs, dict) else {}))
+                    | {k: before[k] for k in ("flags", "outputs") if isinstance(before.get(k), dict)})
         self.claimed = True
         return self
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, main_print
 from minbert.course_data import Example, Task
 from minbert.files import read_text, require_file, text_lines
-from utils import main_print
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 SKIP = None  # what a label rule returns for a pair left out (counted in the line that reads the file)

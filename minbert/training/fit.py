@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from minbert.cli import MinbertError, is_main, set_interrupt_hint
+from minbert.cli import MinbertError, is_main, main_print, set_interrupt_hint
 from minbert.files import append_jsonl, deferred_interrupt, plain
 from minbert.finetuning.modes import merge_for_inference
 from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state,
@@ -18,7 +18,7 @@ from minbert.runs.identity import check_same_run, run_defining
 from minbert.runs.publishing import publish
 from minbert.training.monitor import TensorBoard
 from minbert.training.trainer import Diverged
-from utils import barrier, distributed, main_print
+from utils import barrier, distributed
 
 
 class EarlyStopping:
@@ -135,6 +135,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     retry = f"the same command plus --resume {run.how}".rstrip()
     stopper = EarlyStopping(settings.recipe.patience)
     start = resume(pipeline, trainer, stopper, files, flags, epochs) if settings.run.resume else 0
+    run.note_flags(files.stem, flags)  # (after resume's check: a refused resumption leaves the record as it was)
     interrupt_hint(files, start - 1, retry)
     monitor = (TensorBoard(files.folder / f"tb-{files.stem}")
                if settings.runtime.tensorboard and is_main() and start < epochs else None)

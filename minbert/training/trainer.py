@@ -11,7 +11,7 @@ import torch
 from tqdm.auto import tqdm
 
 from datasets import set_fixed_shapes
-from minbert.cli import MinbertError, Progress
+from minbert.cli import MinbertError, Progress, main_print
 from minbert.embedding_grad import Embedding
 from minbert.finetuning.freezing import frozen_parameters, setup_freezing
 from minbert.objectives.gradvac import GradVaccine
@@ -22,7 +22,7 @@ from minbert.training.prefetch import prefetch
 from minbert.training.recorded import RecordedStep, RecordingFailed, cannot_record
 from minbert.training.step import TrainingStep
 from optimizer import OPTIMIZERS, STATE_TENSORS, make_optimizer, portable_state
-from utils import distributed, main_print, to_device
+from utils import distributed, to_device
 
 
 def count_tokens(batch):

@@ -14,8 +14,14 @@ def test_a_folder_a_checkpoint_or_a_log_names_its_logs(tmp_path):
     (tmp_path / "mt-log.jsonl").write_text("")
     save_checkpoint(tmp_path / "mt.pt", {"format": "minbert-checkpoint", "version": 2, "model_name": "mt",
                                          "model": {"w": torch.zeros(1)}})
+    (tmp_path / "mt-last.pt").write_bytes((tmp_path / "mt.pt").read_bytes())
     assert logs_of(tmp_path) == [tmp_path / "mt-log.jsonl"]
-    assert logs_of(tmp_path / "mt.pt") == [tmp_path / "mt-log.jsonl"]
+    assert logs_of(tmp_path / "mt.pt") == logs_of(tmp_path / "mt-last.pt") == [tmp_path / "mt-log.jsonl"]
+    with pytest.raises(MinbertError, match="gone.pt: no such checkpoint"):
+        logs_of(tmp_path / "gone.pt")
+    (tmp_path / "renamed.pt").write_bytes((tmp_path / "mt.pt").read_bytes())
+    with pytest.raises(MinbertError, match=r"renamed.pt: no log beside this checkpoint \(renamed-log.jsonl\)"):
+        logs_of(tmp_path / "renamed.pt")
     assert logs_of(tmp_path / "mt-log.jsonl") == [tmp_path / "mt-log.jsonl"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(MinbertError, match="no run log"):

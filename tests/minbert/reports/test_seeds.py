@@ -6,7 +6,7 @@ import pytest
 
 from minbert.reports.compare import CompareSettings
 from minbert.reports.seeds import compare_groups, compare_handout
-from tests.course import COMPARED_GOLD, COMPARED_IDS, COMPARED_N, make_compared_run, make_part2_run
+from tests.course import COMPARED_GOLD, COMPARED_IDS, COMPARED_N, make_compared_run, make_part2_run, mark_run
 from utils import MinbertError
 
 
@@ -50,13 +50,9 @@ def test_groups_that_mix_configurations_or_seeds_or_hold_one_run_each_are_refuse
 def test_a_group_may_pretrain_each_seed_afresh_but_not_with_another_configuration(tmp_path):
     """Part 2 runs fine-tuned from checkpoints that pretrain.py wrote with one configuration, one per seed,
     form one group; a checkpoint pretrained with another configuration does not."""
-    from minbert.runs.checkpoint import save_checkpoint
-
     def pretrained(name, seed, **flags):
         folder = tmp_path / name
-        folder.mkdir()
-        save_checkpoint(folder / "pretrain.pt", {"format": "minbert-checkpoint", "version": 2, "model": {},
-                                                 "flags": {"lr": 1e-4, "nsp": 0.0, "seed": seed, **flags}})
+        mark_run(folder, "pretrain", {"lr": 1e-4, "nsp": 0.0, "seed": seed, **flags}, stem="pretrain")
         return {"--pretrained weights": {"path": str(folder / "model.safetensors"), "sha256": name}}
 
     def run(name, seed, inputs):
@@ -77,7 +73,7 @@ def test_part1_groups_against_the_handouts_published_means(tmp_path, capsys):
         pred = np.where(np.arange(COMPARED_N) < acc * COMPARED_N, gold, (gold + 1) % 5)
         runs.append(str(make_compared_run(tmp_path / f"p1-{s}", {"sst": (COMPARED_IDS, gold, pred)},
                                           {"fine_tune_mode": "full-model", "seed": s,
-                                           "pretrained": "all-minilm-l6-v2"})))
+                                           "pretrained": "all-minilm-l6-v2"}, "classifier")))
     rows = compare_handout(CompareSettings(handout=True, candidates=(tuple(runs),)))
     (row,) = rows
     assert row.a == "0.515 ± 0.004 (10 seeds)" and row.b == "0.520 ± 0.010 (3 seeds)"
@@ -130,7 +126,8 @@ def test_the_handout_comparison_is_welchs_test_from_the_sample_std(tmp_path):
         gold = COMPARED_GOLD["sst"]
         pred = np.where(np.arange(COMPARED_N) < acc * COMPARED_N, gold, (gold + 1) % 5)
         runs.append(str(make_compared_run(tmp_path / f"h-{s}", {"sst": (COMPARED_IDS, gold, pred)},
-                                          {"fine_tune_mode": "full-model", "seed": s, "pretrained": "bert-base-uncased"})))
+                                          {"fine_tune_mode": "full-model", "seed": s, "pretrained": "bert-base-uncased"},
+                                          "classifier")))
     (row,) = compare_handout(CompareSettings(handout=True, candidates=(tuple(runs),)))
     b = np.array([round(a * COMPARED_N) / COMPARED_N for a in accs])
     t = stats.ttest_ind_from_stats(b.mean(), b.std(ddof=1), 3, 0.515, 0.004, 10, equal_var=False)

@@ -55,7 +55,10 @@ def test_a_crafted_checkpoint_executes_nothing_anywhere(tmp_path, course_data, t
     _refused(cli("multitask_classifier.py", *part2_args(tmp_path / "e", course_data, tiny_model), "--eval_only", str(evil)))
     _refused(run_main("ensemble.py", str(evil), str(trained / "ck" / "mt.pt"), "--data_dir", str(course_data),
                       "--run_dir", str(tmp_path / "ens"), "--out", str(tmp_path / "ens-out")))
-    _refused(run_main("report.py", str(evil), "--out", str(tmp_path / "report")))
+    # report.py reads the log named after a checkpoint, never the checkpoint itself
+    out = run_main("report.py", str(evil), "--out", str(tmp_path / "report"))
+    assert out.returncode == 2 and out.stderr.strip().endswith("evil.pt: no log beside this checkpoint "
+                                                               "(evil-log.jsonl)"), out.stderr
     # --resume reads the run's '-last' checkpoint
     last = trained / "ck" / "mt-last.pt"
     torch.save({**torch.load(last, weights_only=True), "extra": payload(marker)}, last)
