@@ -25,12 +25,12 @@ minbert/reports/.
 import sys
 from pathlib import Path
 
+from minbert.cli import MinbertError, Parser, main_guard
 from minbert.flags.groups import add_backup_flag
 from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.flags.types import resamples, seed, share
 from minbert.reports.compare import CompareSettings, compare
 from minbert.reports.report import report, results_view
-from utils import MinbertError, Parser, main_guard
 
 
 def build_parser():

@@ -14,6 +14,10 @@ from minbert.files import read_text, require_file, text_lines
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
 
+# The course's data folder, relative to the project folder, as the handout lays it out: every command's
+# --data_dir default.
+DATA_DIR = "data"
+
 
 @dataclass(frozen=True)
 class Task:

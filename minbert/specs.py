@@ -21,6 +21,7 @@ from typing import Mapping, Optional
 import torch
 
 from minbert.cli import MinbertError
+from minbert.course_data import DATA_DIR
 from minbert.files import plain
 
 
@@ -210,7 +211,7 @@ class ClassifierSettings:
     runtime: Runtime = Runtime()
     run: RunSpec = RunSpec()
     datasets: tuple = ("sst", "cfimdb")
-    data_dir: str = "data"
+    data_dir: str = DATA_DIR
     batch_size: int = 8
     bucket: bool = True                  # length-bucketed batches (--no_bucket: plain shuffled order)
     predictions_dir: str = "predictions"

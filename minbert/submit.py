@@ -18,7 +18,6 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation import read_predictions
 from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
 from minbert.files import read_text, special_file
@@ -27,6 +26,7 @@ from minbert.runs.lock import RUN_MARK
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import backup_line, finish_publishing, keep_as_backup, publish, write_output
 from minbert.runs.sources import check_record, origins, read_record, run_folders, written_by
+from minbert.scoring import read_predictions
 
 ZIP_NAME = "cs224n_default_final_project_submission.zip"
 PART1 = [f"{m}-{d}-{s}-out.csv" for m in ("full-model", "last-linear-layer") for d in ("sst", "cfimdb")

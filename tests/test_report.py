@@ -1,12 +1,32 @@
 """report.py on tiny generated runs: the files appear as valid PNGs of the stated size, the numbers in the
-figures are the ones a hand count or evaluation.py gives, and bad logs are one line."""
+figures are the ones a hand count or minbert/scoring.py gives, bad logs are one line, and a comparison loads
+none of the libraries that take seconds to import."""
+import json
+import subprocess
+import sys
 
 import pytest
 
 import report
-from tests.course import make_multitask_run
+from tests.course import ROOT, make_multitask_run, make_part2_run
 from tests.processes import run_main
 from utils import MinbertError
+
+
+def test_a_comparison_imports_no_torch_scipy_or_scikit_learn(tmp_path):
+    """report.py trains nothing: comparing two runs over seeds (their recorded flags read too) and writing its
+    table and figure loads neither torch nor scipy nor scikit-learn, seconds of a command's start. In a
+    process of its own: what it imported is the subject."""
+    runs = [str(make_part2_run(tmp_path / f"{arm}-{s}", skill, s, {"lr": lr}))
+            for arm, skill, lr in (("a", 0.6, 1e-4), ("b", 0.7, 2e-4)) for s in (1, 2, 3)]
+    code = ("import json, sys, report\n"
+            f"report.main(['--compare', '--baseline', *{runs[:3]!r}, '--candidate', *{runs[3:]!r}, "
+            f"'--resamples', '200', '--out', {str(tmp_path / 'cmp')!r}])\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'scipy', 'sklearn'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert (tmp_path / "cmp" / "comparison.md").is_file() and (tmp_path / "cmp" / "comparison.png").is_file()
 
 
 def test_missing_or_truncated_log_is_one_line(tmp_path):

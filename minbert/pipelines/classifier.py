@@ -12,12 +12,13 @@ from pathlib import Path
 import torch
 
 from datasets import SentenceClassificationDataset, set_pad_multiple
-from evaluation import accuracy, macro_f1, predict, write_dev_scores, write_predictions
+from evaluation import predict
 from minbert.cli import main_print
 from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
+from minbert.scoring import accuracy, macro_f1, write_dev_scores, write_predictions
 from minbert.tasks.sentiment import BertSentimentClassifier
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer

@@ -12,8 +12,7 @@ import numpy as np
 import torch
 
 from datasets import load_multitask_data, set_pad_multiple
-from evaluation import (format_scores, model_eval_multitask, output_name, read_predictions, score,
-                        write_predictions)
+from evaluation import model_eval_multitask
 from minbert.cli import MinbertError
 from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
@@ -21,6 +20,7 @@ from minbert.runs.checkpoint import load_checkpoint, read_spec
 from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import publish
+from minbert.scoring import format_scores, output_name, read_predictions, score, write_predictions
 from minbert.tasks.multitask import load_multitask
 from tokenizer import BertTokenizer
 

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from datasets import TaskData, load_multitask_data, set_pad_multiple
-from evaluation import (format_scores, model_eval_multitask, multitask_mean, output_name,
-                        write_multitask_outputs)
+from evaluation import model_eval_multitask, write_multitask_outputs
 from minbert.cli import main_print
 from minbert.course_data import MULTITASK, TASK_PREFIX
 from minbert.finetuning.modes import merge_for_inference
@@ -25,6 +24,7 @@ from minbert.objectives.losses import MultitaskLoss
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import RESULTS_TABLE, append_once, check_outputs, check_table
 from minbert.runs.publishing import publish, same_file
+from minbert.scoring import format_scores, multitask_mean, output_name
 from minbert.tasks.extra import EXTRA_TASKS, read_extra
 from minbert.tasks.multitask import MultitaskBERT, load_multitask
 from minbert.tasks.sampling import MultitaskBatches

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from minbert.cli import MinbertError
-from minbert.course_data import MULTITASK, TASKS, check_scorable
+from minbert.course_data import DATA_DIR, MULTITASK, TASKS, check_scorable
 from minbert.reports.dev_outputs import METRICS, aligned, read_run
 from minbert.reports.figures import plot_differences
 from minbert.reports.report import OutFolder
@@ -25,7 +25,6 @@ from minbert.reports.verdicts import (MEAN_WEIGHTS, NAMES, Row, check_resamples,
 from minbert.reports.seeds import ASO_THRESHOLD, HANDOUT_SEEDS, compare_groups, compare_handout
 from minbert.reports.significance import combine, paired
 from minbert.runs.folders import new_run_name
-from minbert.specs import ClassifierSettings
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class CompareSettings:
     resamples: int = 10000
     alpha: float = 0.05
     seed: int = 0                        # of the resamples: the same command gives the same intervals
-    data_dir: str = ClassifierSettings.data_dir  # the course's dev CSVs, for runs keeping only prediction files
+    data_dir: str = DATA_DIR             # the course's dev CSVs, for runs keeping only prediction files
     backup: bool = False
     command: tuple = ()                  # report.py's own command line, written beside the table
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import output_name, read_predictions
 from minbert.cli import MinbertError
-from minbert.course_data import TASKS, data_file, read_examples, read_sonnets
+from minbert.course_data import DATA_DIR, TASKS, data_file, read_examples, read_sonnets
 from minbert.files import file_digest
 from minbert.reports.read import load_scores
 from minbert.reports.significance import ACCURACY, CHRF, PEARSON, accuracy_stats, chrf_stats, pearson_stats
 from minbert.runs.folders import recorded_flags
+from minbert.scoring import output_name, read_predictions
 
 # What each task's row is called and the metric it is compared on, in the order rows are shown.
 METRICS = {"sst": ("SST accuracy", ACCURACY), "cfimdb": ("CFIMDB accuracy", ACCURACY),
@@ -70,7 +70,7 @@ class RunOutputs:
         return self._flags or None
 
 
-def read_run(target, data_dir="data"):
+def read_run(target, data_dir=DATA_DIR):
     """The dev outputs of the run folder `target`; every problem is one line naming the folder or file."""
     folder = Path(target)
     if not folder.exists():

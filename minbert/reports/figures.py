@@ -8,9 +8,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from sklearn.metrics import f1_score, precision_recall_curve  # noqa: E402
 
-from evaluation import pearson  # noqa: E402
+from minbert.scoring import pearson  # noqa: E402
 
 DPI = 150
 # The panels of each pipeline's learning curves: (record field or dev metric, title, axis label).
@@ -110,9 +109,9 @@ def plot_quora(s, run_name, path):
     gold, logit = s["gold"][labelled].astype(int), s["output"][labelled]
     prob = 1 / (1 + np.exp(-logit.astype(np.float64)))
     pred = (logit > 0).astype(int)
-    acc, f1 = float(np.mean(pred == gold)), float(f1_score(gold, pred))
-    precision, recall, _ = precision_recall_curve(gold, prob)
     tp = int(((pred == 1) & (gold == 1)).sum())
+    acc, f1 = float(np.mean(pred == gold)), 2 * tp / max(2 * tp + int((pred != gold).sum()), 1)
+    precision, recall = precision_recall(gold, prob)
     p_at, r_at = tp / max(int(pred.sum()), 1), tp / max(int(gold.sum()), 1)
     fig, ax = plt.subplots(figsize=(5.2, 4.4))
     ax.plot(recall, precision, color="C0", label="precision-recall curve")
@@ -131,6 +130,20 @@ def plot_quora(s, run_name, path):
 
 
 STS_BINS = [0, 1, 2, 3, 4, 5.0001]
+
+
+def precision_recall(gold, score):
+    """(precision, recall) of predicting 1 where `score` >= t, for each distinct score t from the highest down,
+    then the curve's end at recall 0, precision 1: scikit-learn's precision_recall_curve, written here so that
+    report.py does not import scikit-learn (most of a second of every start)."""
+    order = np.argsort(-np.asarray(score, dtype=np.float64), kind="stable")
+    score, gold = np.asarray(score, dtype=np.float64)[order], np.asarray(gold)[order] == 1
+    last = np.r_[np.flatnonzero(np.diff(score)), len(score) - 1]  # the last row of each distinct score
+    tp = np.cumsum(gold)[last]
+    predicted = last + 1
+    precision = tp / predicted
+    recall = tp / tp[-1] if tp[-1] > 0 else np.ones_like(precision)
+    return np.r_[precision[::-1], 1.0], np.r_[recall[::-1], 0.0]
 
 
 def plot_sts(s, run_name, path):

@@ -17,18 +17,19 @@ a few matrix products:
 
 Over seeds: Almost Stochastic Order (del Barrio et al. 2018; Dror et al. 2019; Ulmer et al. 2022)
 compares the two score distributions, and `welch` tests two means from their summary statistics (a table
-that gives mean, std and the number of seeds). Many comparisons at once: `holm` (Holm 1979). scipy.stats
-gives the normal and t distributions; the resampling is our own vectorised numpy (scipy's generic
-bootstrap and permutation test evaluate the statistic through Python per batch and per example, far
-slower on 3,000 examples), held to scipy's answers by the tests.
+that gives mean, std and the number of seeds). Many comparisons at once: `holm` (Holm 1979). The normal
+distribution is the standard library's; Student's t is written here from the incomplete beta function, as
+the resampling is our own vectorised numpy (scipy's generic bootstrap and permutation test evaluate the
+statistic through Python per batch and per example, far slower on 3,000 examples), so that report.py does
+not import scipy.stats (seconds of every start). The tests hold all of it to scipy's answers.
 """
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
 from sacrebleu.metrics import CHRF as SacrebleuCHRF
-from scipy import stats
 
 CHUNK = 1000  # resamples drawn at a time: 1000 x 3000 indices are 24 MB
 
@@ -241,21 +242,71 @@ def aso(better, worse, alpha=0.05, resamples=1000, rng=None, draws=None):
     eps = float(violation_ratio(a, b))
     scale = math.sqrt(n * m / (n + m))
     sigma = float(np.std(scale * (violation_ratio(rep_a, rep_b) - eps)))
-    return float(np.clip(eps - sigma / scale * stats.norm.ppf(alpha), 0.0, 1.0))
+    return float(np.clip(eps - sigma / scale * NormalDist().inv_cdf(alpha), 0.0, 1.0))
 
 
 def welch(mean_a, std_a, n_a, mean_b, std_b, n_b, level=0.95):
     """B - A from two groups' means, sample standard deviations and sizes (Welch's t-test, unequal
     variances): (difference, (low, high) at `level`, two-sided p)."""
-    t, p = stats.ttest_ind_from_stats(mean_b, std_b, n_b, mean_a, std_a, n_a, equal_var=False)
     va, vb = std_a ** 2 / n_a, std_b ** 2 / n_b
     se = math.sqrt(va + vb)
     diff = mean_b - mean_a
     if se == 0:
         return diff, (diff, diff), 1.0 if diff == 0 else 0.0
-    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
-    half = stats.t.ppf(0.5 + level / 2, df) * se
-    return diff, (diff - half, diff + half), float(p)
+    df = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))  # Welch-Satterthwaite
+    half = t_quantile(0.5 + level / 2, df) * se
+    return diff, (diff - half, diff + half), t_two_sided_p(diff / se, df)
+
+
+def incomplete_beta(a, b, x):
+    """I_x(a, b), the regularised incomplete beta function: its continued fraction (DLMF 8.17.22), evaluated
+    by the modified Lentz method where it converges fast, x < (a + 1) / (a + b + 2), and through
+    I_x(a, b) = 1 - I_(1-x)(b, a) elsewhere."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - incomplete_beta(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
+    for i in range(1000):
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2:  # the odd terms d_(2m+1)
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        else:  # the even terms d_(2m)
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * (f - 1.0) / a
+
+
+def t_two_sided_p(t, df):
+    """P(|T| >= |t|) for Student's t with `df` degrees of freedom (any df > 0, Welch's fractional ones too):
+    I_(df / (df + t^2))(df / 2, 1 / 2)."""
+    return incomplete_beta(df / 2, 0.5, df / (df + t * t)) if math.isfinite(t) else 0.0
+
+
+def t_quantile(q, df):
+    """The t with P(T <= t) = q for Student's t with `df` degrees of freedom (0.5 <= q < 1), by bisection on
+    t_two_sided_p: to within 1e-12 of the exact quantile."""
+    target = 2.0 * (1.0 - q)  # the two-sided p at the quantile
+    if target >= 1.0:
+        return 0.0
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > target:
+        low, high = high, 2.0 * high
+    while high - low > 1e-12 * max(1.0, high):
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_two_sided_p(mid, df) > target else (low, mid)
+    return (low + high) / 2
 
 
 def seeds_needed(diff, std, alpha=0.05, power=0.8):
@@ -264,7 +315,7 @@ def seeds_needed(diff, std, alpha=0.05, power=0.8):
     diff)^2, and at least 3, what ASO needs). None when there is no spread or no difference to go on."""
     if not std > 0 or diff == 0:
         return None
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
     return max(3, math.ceil(2 * (z * std / diff) ** 2))
 
 

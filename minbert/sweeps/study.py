@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 
 from minbert.cli import MinbertError, set_interrupt_hint
+from minbert.course_data import DATA_DIR
 from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
 from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
@@ -53,7 +54,7 @@ def sweep(settings):
         raise MinbertError(f"--seeds {' '.join(map(str, st.seeds))}: a "
                            "seed given twice; each seed runs once per trial")
     check_flags(st.pipeline, base, space)
-    check_baseline(st.baseline, "data")
+    check_baseline(st.baseline, DATA_DIR)
     study_name = check_run_name(st.study, "--study", SWEEPS) if st.study else f"{st.pipeline}-sweep"
     folder = SWEEPS / study_name
     storage = open_storage(st.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db

@@ -1,10 +1,13 @@
-"""reports/figures.py: the numbers in the figures are the ones a hand count or evaluation.py gives; the
-comparison's figure has a row per comparison."""
+"""reports/figures.py: the numbers in the figures are the ones a hand count, minbert/scoring.py or scikit-learn
+gives; the comparison's figure has a row per comparison."""
+import warnings
+
 import numpy as np
 import pytest
+from sklearn.metrics import f1_score, precision_recall_curve
 
-from evaluation import pearson
-from minbert.reports.figures import DPI, plot_confusion, plot_differences, plot_quora, plot_sts
+from minbert.reports.figures import DPI, plot_confusion, plot_differences, plot_quora, plot_sts, precision_recall
+from minbert.scoring import pearson
 from minbert.reports.read import load_scores
 from minbert.reports.verdicts import NAMES, Row, judge
 from tests.course import make_multitask_run, png_size
@@ -34,6 +37,21 @@ def test_quora_leaves_unlabelled_rows_out(tmp_path):
     _, stats = plot_quora(s, "r", tmp_path / "q.png")
     keep = ~np.isnan(s["gold"])
     assert stats["accuracy"] == pytest.approx(np.mean((s["output"][keep] > 0) == s["gold"][keep]))
+    assert stats["f1"] == pytest.approx(f1_score(s["gold"][keep], s["output"][keep] > 0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_precision_recall_curve_is_scikit_learns(seed):
+    """Against scikit-learn's, on scores with ties (rounded), and on gold with no positive at all."""
+    rng = np.random.default_rng(seed)
+    gold = rng.integers(0, 2, 60) if seed else np.zeros(60, dtype=int)
+    score = np.round(rng.random(60) + 0.3 * gold, 1)
+    precision, recall = precision_recall(gold, score)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn's warning that no positive class is found (seed 0)
+        expected_p, expected_r, _ = precision_recall_curve(gold, score)
+    np.testing.assert_allclose(precision, expected_p)
+    np.testing.assert_allclose(recall, expected_r)
 
 
 def test_the_differences_figure_has_a_row_per_comparison(tmp_path):

@@ -1,18 +1,18 @@
 """reports/significance.py against known answers: identical systems give p = 1 and an interval of 0; on 1,000
 synthetic examples 5% more right is better at 0.05 and 0.5% more is not; the bootstrap interval is
 scipy.stats.bootstrap's from the same resamples and the permutation p scipy.stats.permutation_test's; the metrics
-from summed statistics are evaluation.py's and sacrebleu's; ASO is deepsig's on the same draws; Holm, Welch and
-the seeds needed are their hand computations."""
+from summed statistics are minbert/scoring.py's and sacrebleu's; ASO is deepsig's on the same draws; Holm, Welch
+and the seeds needed are their hand computations; Student's t and the incomplete beta function are scipy's."""
 import math
 
 import numpy as np
 import pytest
 import sacrebleu
-from scipy import stats
+from scipy import special, stats
 
-from evaluation import pearson as pearson_r
 from minbert.course_data import read_sonnets
 from minbert.reports import significance as S
+from minbert.scoring import pearson as pearson_r
 from tests.course import real_data_folder
 
 
@@ -165,6 +165,19 @@ def test_holm_welch_and_the_seeds_needed_are_the_hand_computations():
     # 2 (1.960 + 0.842)^2 = 15.7 seeds when the difference is one standard deviation
     assert S.seeds_needed(0.01, 0.01) == 16 and S.seeds_needed(0.01, 0.001) == 3
     assert S.seeds_needed(0.0, 0.01) is None and S.seeds_needed(0.01, 0.0) is None
+
+
+@pytest.mark.parametrize("df", [1, 1.5, 2, 2.7, 4, 9.3, 30, 300, 1e4])
+def test_students_t_is_scipys(df):
+    """Welch's degrees of freedom are fractional: the t distribution is checked at fractional ones too, in both
+    tails' depths, against scipy.stats.t; the incomplete beta function beneath it against scipy.special's."""
+    for t in (0.0, 0.01, 0.5, 1.0, 2.0, 3.3, 10.0, 100.0):
+        assert S.t_two_sided_p(t, df) == pytest.approx(2 * stats.t.sf(t, df), rel=1e-9, abs=1e-300)
+        assert S.t_two_sided_p(-t, df) == S.t_two_sided_p(t, df)
+    for q in (0.5, 0.6, 0.9, 0.975, 0.995, 0.9999):
+        assert S.t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-9, abs=1e-9)
+    for a, b, x in ((df / 2, 0.5, 0.3), (0.5, df / 2, 0.97), (df, df, 0.5), (df + 200, 3, 0.99), (0.1, df, 1e-3)):
+        assert S.incomplete_beta(a, b, x) == pytest.approx(special.betainc(a, b, x), rel=1e-9, abs=1e-300)
 
 
 def test_verdicts_in_words():
