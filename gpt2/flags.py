@@ -99,8 +99,9 @@ def classifier_settings(args):
                            f"is {v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     v["lr"], why = resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"], None, FULL_MODEL_LR)
     model = from_flags(ModelSpec, v, pipeline=script, dropout=[v["hidden_dropout_prob"]])
-    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, v["lr"], why),
-                      regularizers=regularizers(v), runtime=runtime(v), run=run_spec(v, v["lr"]),
+    train = recipe(v, v["lr"], why)
+    return from_flags(ClassifierSettings, v, model=model, recipe=train,
+                      regularizers=regularizers(v), runtime=runtime(v, train), run=run_spec(v, v["lr"]),
                       datasets=tuple(v["datasets"]),
                       published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
                                  if v.get(f"para_{split}_out")})
@@ -116,5 +117,6 @@ def sonnet_settings(args):
                            "the sonnets have none (their loss is the language model's alone): drop it")
     model = from_flags(ModelSpec, v, pipeline="gpt2-sonnet")
     v["lr"], why = resolve_lr(v["lr"], "full-model", v["optimizer"], None, FULL_MODEL_LR)
-    return from_flags(SonnetSettings, v, model=model, recipe=recipe(v, v["lr"], why),
-                      runtime=runtime(v), run=run_spec(v, v["lr"]))
+    train = recipe(v, v["lr"], why)
+    return from_flags(SonnetSettings, v, model=model, recipe=train, runtime=runtime(v, train),
+                      run=run_spec(v, v["lr"]))

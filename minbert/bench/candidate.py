@@ -16,7 +16,7 @@ from minbert.hub import resolve_pretrained
 from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.objectives.regularizers import build_regularizers, regularizer_weights
 from minbert.precision import autocast
-from minbert.specs import ModelSpec
+from minbert.specs import ModelSpec, Recipe
 from minbert.tasks.sentiment import BertSentimentClassifier
 from minbert.training.recorded import RecordedFunction, RecordedStep, cannot_record, shape_key
 from minbert.training.schedule import DeviceSchedule
@@ -190,7 +190,7 @@ class Candidate:
                 return run
             train_step, infer_step = begin(train_step), begin(infer_step)
         if record_step:  # the whole step, as the pipelines record it on a GPU
-            why = cannot_record(amp=amp)
+            why = cannot_record(Recipe(lr=0.0), amp)  # bench.py's step: AdamW, one batch a step, no surgery
             if why:
                 raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; add --no_record_step")
             train_step, eager_infer = RecordedStep(step), infer_step

@@ -82,11 +82,11 @@ def lr_help(modes, gpt2=False):
     return f"{head}{full}; {factors}"
 
 
-def resolve_record_step(v, device, amp, world, eager=None):
+def resolve_record_step(v, recipe, device, amp, world, eager=None):
     """(whether the training step is recorded as CUDA graphs, the start line's reason), from the parsed flags
-    `v`, the resolved precision and the number of processes: recorded on a CUDA GPU unless --no_record_step,
-    and only when nothing in the run needs the eager step (training/recorded.py CANNOT_RECORD, or the
-    pipeline's own reason `eager`).
+    `v` (--no_record_step, --sampler), the run's Recipe, the resolved precision and the number of processes:
+    recorded on a CUDA GPU unless --no_record_step, and only when nothing in the run needs the eager step
+    (training/recorded.py cannot_record, or the pipeline's own reason `eager`).
 
     Recorded is the GPU's default because tools/gpu_check.sh showed it correct there (50 bf16 steps equal to
     eager, new dropout masks at every replay, an exact resume) and faster than the eager step on the same card,
@@ -96,11 +96,7 @@ def resolve_record_step(v, device, amp, world, eager=None):
                        "as it comes)")
     if not v.get("record_step", True):
         return False, "eager (--no_record_step)"
-    why = cannot_record(processes=world, amp=amp, grad_accum=v.get("grad_accum", 1),
-                        surgery="pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None,
-                        every_task=v.get("sampler") == "all", unfreezing=bool(v.get("gradual_unfreeze")),
-                        optimizer=v.get("optimizer", "adamw"))
-    why += [eager] if eager else []
+    why = cannot_record(recipe, amp, world, every_task=v.get("sampler") == "all") + ([eager] if eager else [])
     if why:
         return False, "eager (the recorded step, a GPU's default, cannot take " + "; ".join(why) + ")"
     return True, ("recorded (a GPU's default: one CUDA graph per batch shape, recorded once and replayed: "

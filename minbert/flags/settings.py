@@ -64,16 +64,17 @@ def recipe(v, lr, lr_why):
     return from_flags(Recipe, v, lr=lr, lr_why=lr_why, surgery=surgery)
 
 
-def runtime(v, log=main_print, eager=None, training=True):
-    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step (eager, or
-    recorded on a GPU unless --no_record_step; `eager` a pipeline's own reason for the eager step) resolved
-    for it, a line saying each."""
+def runtime(v, train_recipe=None, log=main_print, eager=None):
+    """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step of
+    `train_recipe` (the run's Recipe; None for a command that only evaluates) resolved for it, eager or
+    recorded on a GPU unless --no_record_step (`eager`: a pipeline's own reason for the eager step), a line
+    saying each."""
     device = get_device(v["use_gpu"])
     amp, why = resolve_amp(v["amp"], device)
     log(f"precision: {why}")
     record_step = False
-    if training:
-        record_step, path = resolve_record_step(v, device, amp, distributed()[1], eager)
+    if train_recipe is not None:
+        record_step, path = resolve_record_step(v, train_recipe, device, amp, distributed()[1], eager)
         if v.get("compile"):  # nothing else is printed while Inductor compiles, which can take minutes
             path += (", with --compile: torch.compile (Inductor) compiles the model first, which takes "
                      + ("minutes on a CPU" if device.type == "cpu" else "a minute or two")
@@ -128,12 +129,12 @@ def parse_classifier(argv=None):
 
 def classifier_settings(args, log=main_print):
     v = _classifier_values(args)
-    run_time = runtime(v, log)
     check_max_length(v["max_length"], v["pretrained"])
     lr, why = _lr(v)
+    train = recipe(v, lr, why)
+    run_time = runtime(v, train, log)
     model = from_flags(ModelSpec, v, pipeline="classifier", dropout=[v["hidden_dropout_prob"]])
-    return from_flags(ClassifierSettings, v, model=model, recipe=recipe(v, lr, why),
-                      regularizers=regularizers(v),
+    return from_flags(ClassifierSettings, v, model=model, recipe=train, regularizers=regularizers(v),
                       runtime=run_time, run=run_spec(v, lr), datasets=tuple(v["datasets"]))
 
 
@@ -184,7 +185,12 @@ def multitask_settings(args, log=main_print):
         best = best_checkpoint(v["eval_only"], "multitask", "--eval_only")
         log(f"--eval_only {v['eval_only']}: a run folder; its checkpoint {best} is re-scored")
         v["eval_only"] = str(best)
-    run_time = runtime(v, log, training=not v["eval_only"])
+    train = None
+    if not v["eval_only"]:
+        check_max_length(v["max_length"], v["pretrained"])
+        lr, why = _lr(v)
+        train = recipe(v, lr, why)
+    run_time = runtime(v, train, log)
     data = from_flags(MultitaskData, v, extra=tuple(parse_extra(e) for e in v["extra_task"]),
                       paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev",
                                                                          "test")} for t in MULTITASK},
@@ -197,10 +203,8 @@ def multitask_settings(args, log=main_print):
                           given={k: v[k] for k in ARCHITECTURE if k in typed},
                           max_length_given="max_length" in typed,
                           run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), **common)
-    check_max_length(v["max_length"], v["pretrained"])
-    lr, why = _lr(v)
     losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
-    return from_flags(MultitaskSettings, v, recipe=recipe(v, lr, why), losses=losses,
+    return from_flags(MultitaskSettings, v, recipe=train, losses=losses,
                       regularizers=regularizers(v), run=run_spec(v, lr, v["checkpoint_name"]),
                       results_given="results" in typed, **common)
 
@@ -219,14 +223,15 @@ def pretrain_settings(args, log=print):
     if v["mask_prob"] == 0:
         raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict "
                            "and the loss is 0 at every step: give a share above 0 (BERT's is 0.15)")
-    run_time = runtime(v, log, eager="the masked-LM head reads only the masked "
-                                     "positions, a number that changes with every batch")
     check_max_length(v["max_length"], v["pretrained"])
+    train = recipe(v, v["lr"], f"lr {v['lr']:g}")
+    run_time = runtime(v, train, log, eager="the masked-LM head reads only the masked positions, a number that "
+                                            "changes with every batch")
     corpus = v["corpus"] or ("cfimdb" if v["nsp"] else "tasks")
     if v["nsp"] and corpus == "tasks" and not v["texts"]:
         raise MinbertError(f"--nsp {v['nsp']:g} --corpus tasks: the task sentences are single sentences, not "
                            "documents, so none has a next one: give --corpus cfimdb or sonnets, or --texts")
-    return from_flags(PretrainSettings, v, recipe=recipe(v, v["lr"], f"lr {v['lr']:g}"), runtime=run_time,
+    return from_flags(PretrainSettings, v, recipe=train, runtime=run_time,
                       corpus=corpus, run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)))
 
 
@@ -235,7 +240,7 @@ def pretrain_settings(args, log=print):
 def ensemble_settings(args):
     v = vars(args)
     return from_flags(EnsembleSettings, v, members=tuple(v["members"]),
-                      runtime=runtime(v, print, training=False),
+                      runtime=runtime(v, None, print),
                       run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]))
 
 
@@ -254,6 +259,7 @@ def bench_settings(args):
     if v["seq_len"] > limit:
         raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "
                            f"({v['pretrained'] or '--config ' + v['config']}); give at most {limit}")
-    run_time = runtime({**v, "tensorboard": False}, print)
+    # bench.py times AdamW's step on one batch at a time (bench/candidate.py): the plain Recipe's
+    run_time = runtime({**v, "tensorboard": False}, Recipe(lr=0.0), print)
     why = resolve_amp(v["amp"], run_time.device)[1]
     return from_flags(BenchSettings, v, runtime=run_time, regularizers=regularizers(v)), why

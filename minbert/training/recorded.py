@@ -50,7 +50,7 @@ from minbert.training.schedule import DeviceSchedule
 
 
 # What the recorded step cannot take: (a setting of the step, whether its value rules recording out, why, in
-# one line with the value at {}). PLAIN_STEP holds each setting's plain value.
+# one line with the value at {}). cannot_record reads each setting from the run's settings.
 CANNOT_RECORD = (
     ("processes", lambda n: n > 1,
      "{} processes: DistributedDataParallel reduces the gradients outside the step"),
@@ -63,17 +63,14 @@ CANNOT_RECORD = (
     ("optimizer", lambda name: name != "adamw",
      "--optimizer {} reads its learning rate as a number (only AdamW's step takes it from the device)"),
 )
-PLAIN_STEP = {"processes": 1, "amp": "none", "grad_accum": 1, "surgery": None, "every_task": False,
-              "unfreezing": False, "optimizer": "adamw"}
 
 
-def cannot_record(**step):
-    """Why a training step with these settings (any of PLAIN_STEP's; the others plain) cannot be recorded:
-    one line per reason, [] when it can."""
-    unknown = sorted(set(step) - set(PLAIN_STEP))
-    if unknown:
-        raise TypeError(f"cannot_record: unknown setting(s) {', '.join(unknown)}")
-    step = {**PLAIN_STEP, **step}
+def cannot_record(recipe, amp, processes=1, every_task=False):
+    """Why the training step of `recipe` (specs.Recipe) at precision `amp` (resolved: none, bf16 or fp16), run
+    by `processes` processes, each step a batch of every task or not (`every_task`: Part 2's --sampler all),
+    cannot be recorded: one line per reason, [] when it can. The start line, the Trainer and bench.py ask it."""
+    step = {"processes": processes, "amp": amp, "grad_accum": recipe.grad_accum, "surgery": recipe.surgery,
+            "every_task": every_task, "unfreezing": bool(recipe.gradual_unfreeze), "optimizer": recipe.optimizer}
     return [why.format(step[name]) for name, rules_out, why in CANNOT_RECORD if rules_out(step[name])]
 
 

@@ -4,6 +4,7 @@ gradient surgery, clipping, the optimizer, the schedule, the loss's after-step),
 accumulation and DistributedDataParallel, or recorded as CUDA graphs and replayed (recorded.py); a tqdm bar
 and tokens/s; and `build_trainer`, which makes the optimizer, schedule and freezing a Recipe asks for. The
 epoch protocol around it (checkpoints, resuming, early stopping, the log) is fit.py's."""
+import dataclasses
 import math
 import time
 
@@ -78,10 +79,11 @@ class Trainer:
                                  self.world_size, forward=loss_module)
         self.recorded = None  # recorded.RecordedStep when the step is recorded, else the eager step runs
         if runtime.record_step:
-            why = cannot_record(processes=self.world_size, amp=runtime.amp, grad_accum=self.grad_accum,
-                                surgery=surgery.flag if surgery is not None else None,
-                                unfreezing=bool(self.step_hooks),
-                                optimizer=optimizer_name(optimizer))
+            # the step as built: the optimizer and surgery objects given, whatever the recipe names (a test or a
+            # tool may build a Trainer with its own)
+            built = dataclasses.replace(recipe, optimizer=optimizer_name(optimizer),
+                                        surgery=surgery.flag if surgery is not None else None)
+            why = cannot_record(built, runtime.amp, self.world_size)
             if why:
                 raise MinbertError(f"the recorded training step cannot take {why[0]}: run it with "
                                    "--no_record_step")

@@ -100,25 +100,29 @@ def test_lion_and_lamb_default_to_their_own_rates(tiny_model, name, lr, reason):
 
 def test_the_training_step_is_recorded_on_a_gpu_unless_no_record_step_or_something_needs_it_eager():
     """--use_gpu records the step (measured correct and faster there); --no_record_step runs it eagerly, and the
-    start line names each reason it cannot be recorded."""
+    start line names each reason it cannot be recorded, read from the flags through the run's Recipe."""
     from minbert.flags.defaults import resolve_record_step
+    from minbert.flags.settings import recipe
+
+    def resolve(flags, device, amp, world, eager=None):  # the flags as settings.py turns them into a Recipe
+        return resolve_record_step(flags, recipe(flags, 1e-3, ""), device, amp, world, eager)
     cuda, plain = torch.device("cuda"), {"record_step": True, "optimizer": "adamw", "grad_accum": 1}
-    assert resolve_record_step(plain, torch.device("cpu"), "none", 1) == (
+    assert resolve(plain, torch.device("cpu"), "none", 1) == (
         False, "eager (recording the step as CUDA graphs needs a CUDA GPU; cpu runs it as it comes)")
-    on, why = resolve_record_step(plain, cuda, "bf16", 1)
+    on, why = resolve(plain, cuda, "bf16", 1)
     assert on and why.startswith("recorded (a GPU's default: one CUDA graph per batch shape")
-    assert resolve_record_step({"optimizer": "adamw"}, cuda, "bf16", 1)[0]  # the flag not given: recorded
-    assert resolve_record_step({**plain, "compile": True}, cuda, "bf16", 1)[0]  # Inductor's kernels, recorded
-    assert resolve_record_step({**plain, "record_step": False}, cuda, "bf16", 1) == (False, "eager (--no_record_step)")
+    assert resolve({"optimizer": "adamw"}, cuda, "bf16", 1)[0]  # the flag not given: recorded
+    assert resolve({**plain, "compile": True}, cuda, "bf16", 1)[0]  # Inductor's kernels, recorded
+    assert resolve({**plain, "record_step": False}, cuda, "bf16", 1) == (False, "eager (--no_record_step)")
     for change, amp, world, reason in (({"grad_accum": 2}, "bf16", 1, "--grad_accum"), ({}, "fp16", 1, "fp16"),
                                        ({}, "bf16", 2, "2 processes"), ({"pcgrad": True}, "bf16", 1, "--pcgrad"),
                                        ({"gradvac": True}, "bf16", 1, "--gradvac"),
                                        ({"sampler": "all"}, "bf16", 1, "--sampler all"),
                                        ({"gradual_unfreeze": 2}, "bf16", 1, "--gradual_unfreeze"),
                                        ({"optimizer": "lion"}, "bf16", 1, "--optimizer lion")):
-        on, why = resolve_record_step({**plain, **change}, cuda, amp, world)
+        on, why = resolve({**plain, **change}, cuda, amp, world)
         assert not on and why.startswith("eager (the recorded step, a GPU's default, cannot take ") and reason in why
-    on, why = resolve_record_step(plain, cuda, "bf16", 1, eager="the masked-LM head")
+    on, why = resolve(plain, cuda, "bf16", 1, eager="the masked-LM head")
     assert not on and "the masked-LM head" in why
 
 

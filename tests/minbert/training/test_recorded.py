@@ -400,15 +400,18 @@ def test_what_cannot_be_recorded_is_one_list_read_by_the_resolver_the_trainer_an
     from minbert.specs import BenchSettings
     from tokenizer import BertTokenizer
     from config import BertConfig
-    assert cannot_record() == []
-    assert cannot_record(amp="fp16", grad_accum=2) == [
+    assert cannot_record(Recipe(lr=1e-3), "bf16") == []
+    assert cannot_record(Recipe(lr=1e-3, grad_accum=2), "fp16") == [
         "fp16's loss scaler reads every step's gradients back to skip the steps that overflow",
         "--grad_accum 2 steps the optimizer every few batches"]
-    with pytest.raises(TypeError, match="unknown setting"):
-        cannot_record(amps="fp16")
+    assert cannot_record(Recipe(lr=1e-3, surgery="pcgrad", gradual_unfreeze=2, optimizer="lion"), "none", 2, True) == [
+        "2 processes: DistributedDataParallel reduces the gradients outside the step",
+        "--pcgrad combines the task gradients on the host", "--sampler all puts a batch of every task in each step",
+        "--gradual_unfreeze changes which parameters train during the run",
+        "--optimizer lion reads its learning rate as a number (only AdamW's step takes it from the device)"]
     monkeypatch.setattr(recorded_module, "CANNOT_RECORD", recorded_module.CANNOT_RECORD + (
         ("amp", lambda amp: amp == "none", "a new reason, {}"),))
-    on, why = resolve_record_step({"record_step": True}, torch.device("cuda"), "none", 1)
+    on, why = resolve_record_step({"record_step": True}, Recipe(lr=1e-3), torch.device("cuda"), "none", 1)
     assert not on and why == "eager (the recorded step, a GPU's default, cannot take a new reason, none)"
     model = torch.nn.Linear(2, 2)
     with pytest.raises(MinbertError, match="cannot take a new reason, none: run it with --no_record_step"):
