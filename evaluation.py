@@ -56,7 +56,8 @@ def main(argv=None):
            for w in ("missing", "duplicated", "unknown") if r[w]]
     if bad:  # a score over part of the ids would mislead: say what is wrong instead
         raise MinbertError(f"{args.score[0]}: not scored against {args.score[1]}: " + "; ".join(bad))
-    print(f"{r['task']} {r['metric']}: {r[r['metric']]:.4f} over {r['n']} ids")
+    value = f"undefined ({r['undefined']})" if r["undefined"] else f"{r[r['metric']]:.4f}"
+    print(f"{r['task']} {r['metric']}: {value} over {r['n']} ids")
 
 
 

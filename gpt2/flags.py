@@ -77,46 +77,46 @@ def gpt2_config(pretrained):
 def _gpt2_values(args, script):
     """The parsed flags, --max_length held to the model's positions (the default asks for
     more than a small GPT-2 has)."""
-    v = values(args, script)
-    v["max_length"] = min(v["max_length"], gpt2_config(v["pretrained"]).max_position_embeddings)
-    return v
+    flags = values(args, script)
+    flags["max_length"] = min(flags["max_length"], gpt2_config(flags["pretrained"]).max_position_embeddings)
+    return flags
 
 
 def classifier_settings(args):
     """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with
     GPT-2's (gpt2/sentiment.py)."""
     script = G1 if "datasets" in vars(args) else GP  # the cloze task takes no --datasets: it is Quora's
-    v = _gpt2_values(args, script)
-    if v["fine_tune_mode"] not in ADAPTER_MODES:
-        changed = [k for k in ADAPTER_FLAGS if v[k] != parsers.value(k, G1)] + (["merge"] if v["merge"] else [])
+    flags = _gpt2_values(args, script)
+    if flags["fine_tune_mode"] not in ADAPTER_MODES:
+        changed = [k for k in ADAPTER_FLAGS if flags[k] != parsers.value(k, G1)] + (["merge"] if flags["merge"] else [])
         if changed:
             raise MinbertError(f"--{changed[0]} configures LoRA/DoRA adapters, but --fine-tune-mode is "
-                               f"{v['fine_tune_mode']}: give --fine-tune-mode lora or dora, or drop it")
-    if v["prefix_length"] != parsers.value("prefix_length", G1):
-        raise MinbertError(f"--prefix_length {v['prefix_length']}: prefix tuning is BERT's here, not GPT-2's")
-    if v["adapter_dim"] != parsers.value("adapter_dim", G1) and v["fine_tune_mode"] != "adapter":
-        raise MinbertError(f"--adapter_dim {v['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
-                           f"is {v['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
-    v["lr"], why = resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"], None, FULL_MODEL_LR)
-    model = from_flags(ModelSpec, v, pipeline=script, dropout=[v["hidden_dropout_prob"]])
-    train = recipe(v, v["lr"], why)
-    return from_flags(ClassifierSettings, v, model=model, recipe=train,
-                      regularizers=regularizers(v), runtime=runtime(v, train), run=run_spec(v, v["lr"]),
-                      datasets=tuple(v["datasets"]),
-                      published={("quora", split): v[f"para_{split}_out"] for split in ("dev", "test")
-                                 if v.get(f"para_{split}_out")})
+                               f"{flags['fine_tune_mode']}: give --fine-tune-mode lora or dora, or drop it")
+    if flags["prefix_length"] != parsers.value("prefix_length", G1):
+        raise MinbertError(f"--prefix_length {flags['prefix_length']}: prefix tuning is BERT's here, not GPT-2's")
+    if flags["adapter_dim"] != parsers.value("adapter_dim", G1) and flags["fine_tune_mode"] != "adapter":
+        raise MinbertError(f"--adapter_dim {flags['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
+                           f"is {flags['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
+    flags["lr"], why = resolve_lr(flags["lr"], flags["fine_tune_mode"], flags["optimizer"], None, FULL_MODEL_LR)
+    model = from_flags(ModelSpec, flags, pipeline=script, dropout=[flags["hidden_dropout_prob"]])
+    train = recipe(flags, flags["lr"], why)
+    return from_flags(ClassifierSettings, flags, model=model, recipe=train,
+                      regularizers=regularizers(flags), runtime=runtime(flags, train), run=run_spec(flags, flags["lr"]),
+                      datasets=tuple(flags["datasets"]),
+                      published={("quora", split): flags[f"para_{split}_out"] for split in ("dev", "test")
+                                 if flags.get(f"para_{split}_out")})
 
 
 def sonnet_settings(args):
     """SonnetSettings of the parsed flags (gpt2/sonnets.py)."""
-    v = _gpt2_values(args, GS)
-    on = regularizer_weights(regularizers(v))
+    flags = _gpt2_values(args, GS)
+    on = regularizer_weights(regularizers(flags))
     if on:  # the language-model loss (gpt2/sonnets.py lm_loss) adds no regulariser
         r = REGULARIZERS[next(iter(on))]
         raise MinbertError(f"--{r.weight} {on[r.name]:g}: {r.label} regularises a prediction of a label, and "
                            "the sonnets have none (their loss is the language model's alone): drop it")
-    model = from_flags(ModelSpec, v, pipeline="gpt2-sonnet")
-    v["lr"], why = resolve_lr(v["lr"], "full-model", v["optimizer"], None, FULL_MODEL_LR)
-    train = recipe(v, v["lr"], why)
-    return from_flags(SonnetSettings, v, model=model, recipe=train, runtime=runtime(v, train),
-                      run=run_spec(v, v["lr"]))
+    model = from_flags(ModelSpec, flags, pipeline="gpt2-sonnet")
+    flags["lr"], why = resolve_lr(flags["lr"], "full-model", flags["optimizer"], None, FULL_MODEL_LR)
+    train = recipe(flags, flags["lr"], why)
+    return from_flags(SonnetSettings, flags, model=model, recipe=train, runtime=runtime(flags, train),
+                      run=run_spec(flags, flags["lr"]))

@@ -7,8 +7,8 @@ import sacrebleu
 import torch
 
 from datasets import set_pad_multiple
-from gpt2.sonnets import (LanguageModelLoss, SonnetGPT, check_prompts, complete, perplexity, read_sonnets,
-                          write_sonnets)
+from gpt2.sonnets import (LanguageModelLoss, SonnetGPT, check_prompts, check_true_dev, complete, perplexity,
+                          read_sonnets, write_sonnets)
 from gpt2.tokenizer import GPT2Tokenizer
 from minbert.cli import main_print
 from minbert.files import require_file
@@ -45,6 +45,7 @@ class SonnetPipeline(Pipeline):
                 for n, text in read_sonnets(path)]
         check_prompts(both, None, self.tokenizer, limit, s.max_line_tokens,
                       s.no_repeat_ngram_size if s.decoding == "beam" else 0)
+        check_true_dev(s.held_out_dev_path, s.true_dev_path)
         self.spec, self.loss = s.model, LanguageModelLoss()
         self.file_stem = "sonnet"
         self.inputs = sonnet_inputs(s)

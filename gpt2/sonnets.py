@@ -84,6 +84,18 @@ def perplexity(model, data, device, amp="none", batch_size=8):
     return math.exp(sums[:, 0].sum() / max(sums[:, 1].sum(), 1.0))
 
 
+def check_true_dev(dev_path, true_path):
+    """Refuse in one line, before any training, a held-out dev file none of whose sonnets has its true sonnet
+    (by number) in the true dev file: chrF against no reference is undefined, not 0."""
+    dev, true = read_sonnets(dev_path), dict(read_sonnets(true_path))
+    if dev and not any(n in true for n, _ in dev):
+        raise MinbertError(f"--held_out_dev_path {dev_path}, --true_dev_path {true_path}: none of the {len(dev)} "
+                           f"dev sonnets (numbers {', '.join(str(n) for n, _ in dev[:3])}, ...) has its true "
+                           "sonnet in the true file, so their chrF is undefined: give the dev prompts and the "
+                           "true dev sonnets that go together (the course's sonnets_held_out_dev.txt and "
+                           "TRUE_sonnets_held_out_dev.txt)")
+
+
 def check_prompts(sonnets, where, tokenizer, limit, max_line_tokens, no_repeat_ngram_size=0):
     """Refuse in one line, before any training, held-out sonnets [(number, prompt)] (or [(number, prompt,
     their file)], several files at once: the advice then holds for all of them) that `complete` cannot bring

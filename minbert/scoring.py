@@ -2,6 +2,7 @@
 leaderboard's prediction files (written and read) and scoring one against a labelled course CSV. NumPy only, no
 torch, so that a command reading runs (report.py) starts in a fraction of a second; evaluation.py, which runs
 models, re-exports it all under the handout's names."""
+import math
 from pathlib import Path
 
 import numpy as np
@@ -74,8 +75,9 @@ def write_dev_scores(path, task, data, outputs, preds):
     return path
 
 
-def read_predictions(path):
-    """{id: value string} from a prediction file (ours or the course's 'id \\t Predicted_...' header)."""
+def read_predictions(path, task=None):
+    """({id: value}, [ids given more than once]) from a prediction file (ours or the course's 'id \\t
+    Predicted_...' header); with `task`, each value checked to be one of the task's (value_problem)."""
     path = Path(path)
     if not path.is_file():
         raise MinbertError(f"{path}: prediction file not found")
@@ -97,11 +99,29 @@ def read_predictions(path):
         except ValueError:
             raise MinbertError(f"{path}: line {n} (id {parts[0]}): "
                                f"prediction {parts[1]!r} is not a number") from None
+        problem = value_problem(task, preds[parts[0]]) if task is not None else None
+        if problem:
+            raise MinbertError(f"{path}: line {n} (id {parts[0]}): prediction {parts[1]!r} {problem}")
     return preds, duplicated
 
 
+def value_problem(task, value):
+    """Why `value` is no prediction of `task` (a class of SST's 0-4 or CFIMDB's and Quora's 0-1; a finite
+    similarity within STS's 0-5), or None."""
+    t = TASKS[task]
+    if t.kind == "regression":
+        low, high = t.label_range
+        if not (math.isfinite(value) and low <= value <= high):
+            return f"is outside {task.upper()}'s similarity range, {low:g} to {high:g}"
+    elif not (value == int(value) if math.isfinite(value) else False) or not 0 <= value < t.num_labels:
+        return f"is not one of {task.upper()}'s classes, 0 to {t.num_labels - 1}"
+    return None
+
+
 def score_file(pred_path, gold_path, task=None):
-    """Score a prediction file against a labelled course CSV; report missing, duplicated, unknown ids."""
+    """Score a prediction file against a labelled course CSV; report missing, duplicated, unknown ids, and
+    (`undefined`) why the metric has no value: Pearson r of predictions (or gold scores) that are all one
+    value."""
     task = task or guess_task(gold_path)
     label = TASKS[task].label_col
     header = text_lines(read_text(gold_path, "labelled CSV")[:10000])[:1] if Path(gold_path).is_file() else []
@@ -109,7 +129,7 @@ def score_file(pred_path, gold_path, task=None):
         raise MinbertError(f"{gold_path}: no {label} column, so no labels to score against (a test file has none): "
                            f"give the labelled dev or train file of {task}")
     gold = {e.id: e.label for e in read_examples(gold_path, task, "dev", log=lambda *_: None)}
-    preds, duplicated = read_predictions(pred_path)
+    preds, duplicated = read_predictions(pred_path, task)
     missing = [i for i in gold if i not in preds]
     unknown = [i for i in preds if i not in gold]
     scored = [i for i in gold if i in preds and gold[i] is not None]  # unlabelled gold rows: not scored
@@ -117,7 +137,11 @@ def score_file(pred_path, gold_path, task=None):
     result = {"task": task, "metric": metric, "n": len(scored),
               metric: score(task, [preds[i] for i in scored],
                             [gold[i] for i in scored]) if scored else float("nan"),
-              "missing": missing, "duplicated": duplicated, "unknown": unknown}
+              "missing": missing, "duplicated": duplicated, "unknown": unknown, "undefined": None}
+    for values, what in (([preds[i] for i in scored], "prediction"), ([gold[i] for i in scored], "gold score")):
+        if metric == "pearson" and len(set(values)) == 1:  # no spread, so no correlation: not r = 0
+            result.update(pearson=float("nan"), undefined=f"every {what} is {values[0]:g}, so there is no "
+                                                          "correlation to measure")
     return result
 
 

@@ -74,7 +74,7 @@ def id_problem(path, data_dir):
     if not gold.is_file():
         raise MinbertError(f"{gold}: not found, so the ids of {path} cannot be checked (pass --data_dir)")
     ids = [e.id for e in read_examples(gold, task, split, log=lambda *_: None)]
-    preds, duplicated = read_predictions(path)
+    preds, duplicated = read_predictions(path, task)
     missing = [i for i in ids if i not in preds]
     unknown = [i for i in preds if i not in set(ids)]
     if missing or unknown or duplicated:

@@ -21,6 +21,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from minbert.reports.significance import (ACCURACY, PEARSON, accuracy_stats, combine, paired,  # noqa: E402
                                           pearson_stats, pooled)
+from minbert.flags.types import positive_int, resamples  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
@@ -78,9 +79,9 @@ def measure(examples, resamples, repeats, scipy_row=False, seed=0):
 
 def main(argv=None):
     ap = Parser(prog="tools/compare_speed.py", description=__doc__)
-    ap.add_argument("--examples", type=int, default=3000, help="dev examples per task")
-    ap.add_argument("--resamples", type=int, default=10000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--examples", type=positive_int, default=3000, help="dev examples per task")
+    ap.add_argument("--resamples", type=resamples, default=10000)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--scipy", action="store_true", help="also time scipy.stats.bootstrap on one task")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)

@@ -24,6 +24,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import beam_search, generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
+from minbert.flags.types import positive_int  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 from utils import Parser, main_guard  # noqa: E402
@@ -83,10 +84,10 @@ def measure(shape, prompt_len, new, repeats, seed=0, beams=()):
 def main(argv=None):
     ap = Parser(prog="tools/generation_speed.py", description=__doc__)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2")
-    ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
-    ap.add_argument("--new", type=int, default=64, help="tokens generated")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--prompt", type=positive_int, default=32, help="prompt tokens")
+    ap.add_argument("--new", type=positive_int, default=64, help="tokens generated")
+    ap.add_argument("--repeats", type=positive_int, default=3)
+    ap.add_argument("--threads", type=positive_int, default=None)
     ap.add_argument("--beams", type=int, nargs="*", default=[], help="also beam search with these numbers of "
                                                                      "beams, ours and HF's")
     ap.add_argument("--json", help="write the results here")
@@ -97,6 +98,10 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     if any(k < 1 for k in args.beams):
         ap.error(f"--beams {' '.join(map(str, args.beams))}: beam search needs at least one beam")
+    positions = SHAPES[args.shape].get("n_positions", 1024)  # HF's GPT-2 default where the shape names none
+    if args.prompt + args.new > positions:
+        ap.error(f"--prompt {args.prompt} --new {args.new}: {args.prompt + args.new} tokens, beyond the "
+                 f"{args.shape} shape's {positions} positions")
     r = measure(args.shape, args.prompt, args.new, args.repeats, beams=args.beams)
     print(f"{r['shape']}, prompt {r['prompt']}, {r['new_tokens']} new tokens, CPU {r['cpu_capability']}, "
           f"{r['threads']} threads; ours and HF's give the same tokens: {r['same_tokens']}")

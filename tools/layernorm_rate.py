@@ -7,6 +7,7 @@ LAMB at 5e-4 moves the weight matrices about as far as AdamW at 1e-4 does, but t
 values sit near 1, about ten times further relative to their size (tools/weight_drift.py). If that is what
 helps, AdamW with the gains alone at about ten times its rate should help as much.
 """
+import math
 import runpy
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ if __name__ == "__main__":
         factor = float(sys.argv[1])
     except (IndexError, ValueError):
         sys.exit("usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags]")
+    if not (math.isfinite(factor) and factor > 0):  # 0 would freeze the gains: --freeze_layers' job, not this one's
+        sys.exit(f"error: FACTOR {sys.argv[1]}: a learning-rate factor must be a number > 0")
     schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
     print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters", flush=True)
     sys.argv = [str(ROOT / "multitask_classifier.py"), *sys.argv[2:]]

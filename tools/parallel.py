@@ -41,6 +41,9 @@ def read_plan(path, values):
             runs.append((name, cmd.strip().format(**values)))
         except KeyError as e:
             raise MinbertError(f"{path}, line {n}: {e} is not given by --set") from None
+    if not runs:
+        raise MinbertError(f"{path}: no run in this plan (each line NAME COMMAND; blank lines and # comments "
+                           "are skipped)")
     return runs
 
 

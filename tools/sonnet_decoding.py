@@ -16,9 +16,10 @@ import torch
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gpt2.sonnet_pipeline import dev_chrf  # noqa: E402
-from gpt2.sonnets import SonnetGPT, check_prompts, complete, read_sonnets  # noqa: E402
+from gpt2.sonnets import SonnetGPT, check_prompts, check_true_dev, complete, read_sonnets  # noqa: E402
 from gpt2.tokenizer import GPT2Tokenizer  # noqa: E402
-from minbert.flags.types import early_stopping, finite_float, nonneg_int  # noqa: E402
+from minbert.flags.types import (early_stopping, finite_float, nonneg_int, positive_float, positive_int,  # noqa: E402
+                                 seed, share)
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.specs import Recipe, SonnetSettings  # noqa: E402
@@ -54,11 +55,11 @@ def main(argv=None):
     ap.add_argument("checkpoint", help="a sonnet_generation.py run's sonnet.pt")
     ap.add_argument("--held_out_dev_path", default="data/sonnets_held_out_dev.txt")
     ap.add_argument("--true_dev_path", default="data/TRUE_sonnets_held_out_dev.txt")
-    ap.add_argument("--max_line_tokens", type=int, default=SonnetSettings.max_line_tokens)
-    ap.add_argument("--temperature", type=float, default=SonnetSettings.temperature,
+    ap.add_argument("--max_line_tokens", type=positive_int, default=SonnetSettings.max_line_tokens)
+    ap.add_argument("--temperature", type=positive_float, default=SonnetSettings.temperature,
                     help="top-p sampling's temperature")
-    ap.add_argument("--top_p", type=float, default=SonnetSettings.top_p)
-    ap.add_argument("--seed", type=int, default=Recipe.seed, help="seeds the sampling")
+    ap.add_argument("--top_p", type=share, default=SonnetSettings.top_p)
+    ap.add_argument("--seed", type=seed, default=Recipe.seed, help="seeds the sampling")
     ap.add_argument("--beams", type=int, nargs="*", default=[SonnetSettings.num_beams],
                     help="beam search with each of these")
     ap.add_argument("--length_penalty", type=finite_float, default=SonnetSettings.length_penalty)
@@ -76,6 +77,7 @@ def main(argv=None):
     prompts = read_sonnets(args.held_out_dev_path)
     check_prompts(prompts, args.held_out_dev_path, tok, model.gpt.config.max_position_embeddings,
                   args.max_line_tokens, args.no_repeat_ngram_size if args.beams else 0)
+    check_true_dev(args.held_out_dev_path, args.true_dev_path)
     true = dict(read_sonnets(args.true_dev_path))
     blocking = f", no repeated {args.no_repeat_ngram_size}-grams" if args.no_repeat_ngram_size else ""
     blocking += f", early_stopping {str(args.early_stopping).lower()}"

@@ -22,6 +22,7 @@ from gpt2.models.base_gpt import ours_to_hf  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
 from gpt2.tokenizer import EOS  # noqa: E402
 from minbert.course_data import read_sonnets  # noqa: E402
+from minbert.flags.types import positive_int  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
@@ -29,16 +30,19 @@ def main(argv=None):
     ap = Parser(prog="tools/tiny_gpt2.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="the checkpoint folder to write (new, or empty)")
     ap.add_argument("--sonnets", default="data/sonnets.txt", help="the text the vocabulary is learnt from")
-    ap.add_argument("--vocab_size", type=int, default=2000, help="BPE tokens, <|endoftext|> among them")
-    ap.add_argument("--n_embd", type=int, default=128)
-    ap.add_argument("--n_layer", type=int, default=4)
-    ap.add_argument("--n_head", type=int, default=4)
-    ap.add_argument("--n_positions", type=int, default=512, help="enough for a sonnet's 14 lines")
+    ap.add_argument("--vocab_size", type=positive_int, default=2000, help="BPE tokens, <|endoftext|> among them")
+    ap.add_argument("--n_embd", type=positive_int, default=128)
+    ap.add_argument("--n_layer", type=positive_int, default=4)
+    ap.add_argument("--n_head", type=positive_int, default=4)
+    ap.add_argument("--n_positions", type=positive_int, default=512, help="enough for a sonnet's 14 lines")
     ap.add_argument("--seed", type=int, default=0, help="seeds the random weights")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise MinbertError(f"{out}: exists and is not an empty folder; give a new one")
+    if args.n_embd % args.n_head:  # checked before anything is written, so that the same command can run again
+        raise MinbertError(f"--n_embd {args.n_embd} --n_head {args.n_head}: the width must be a multiple of "
+                           "the number of heads (each head takes width / heads dimensions)")
     lines = [line for _, text in read_sonnets(args.sonnets) for line in text.split("\n")]
     from tokenizers import ByteLevelBPETokenizer
     bpe = ByteLevelBPETokenizer()

@@ -82,7 +82,7 @@ def lr_help(modes, gpt2=False):
     return f"{head}{full}; {factors}"
 
 
-def resolve_record_step(v, recipe, device, amp, world, eager=None):
+def resolve_record_step(flags, recipe, device, amp, world, eager=None):
     """(whether the training step is recorded as CUDA graphs, the start line's reason), from the parsed flags
     `v` (--no_record_step, --sampler), the run's Recipe, the resolved precision and the number of processes:
     recorded on a CUDA GPU unless --no_record_step, and only when nothing in the run needs the eager step
@@ -94,9 +94,9 @@ def resolve_record_step(v, recipe, device, amp, world, eager=None):
     if device.type != "cuda":
         return False, (f"eager (recording the step as CUDA graphs needs a CUDA GPU; {device.type} runs it "
                        "as it comes)")
-    if not v.get("record_step", True):
+    if not flags.get("record_step", True):
         return False, "eager (--no_record_step)"
-    why = cannot_record(recipe, amp, world, every_task=v.get("sampler") == "all") + ([eager] if eager else [])
+    why = cannot_record(recipe, amp, world, every_task=flags.get("sampler") == "all") + ([eager] if eager else [])
     if why:
         return False, "eager (the recorded step, a GPU's default, cannot take " + "; ".join(why) + ")"
     return True, ("recorded (a GPU's default: one CUDA graph per batch shape, recorded once and replayed: "

@@ -45,57 +45,57 @@ def shaping_rule(regularizer, flag):
     return lambda v, t: v[weight] > 0 and holds(v), f"{what}, used only with --{weight} above 0 and {words}"
 
 
-def check_recipe_combination(v):
+def check_recipe_combination(flags):
     """Recipe flags that cannot work together in either pipeline, refused in one line."""
     for r in REGULARIZERS.values():
-        if r.embedding_gradient and v[r.weight] and (v["freeze_layers"] or v["gradual_unfreeze"]):
+        if r.embedding_gradient and flags[r.weight] and (flags["freeze_layers"] or flags["gradual_unfreeze"]):
             raise MinbertError(f"--{r.weight} needs the gradient at BERT's embeddings, which frozen layers "
                                "do not pass on (--freeze_layers, --gradual_unfreeze): drop one of them")
 
 
-def check_classifier_combination(v):
+def check_classifier_combination(flags):
     """Part 1's flags that cannot work together (after its regularisers' defaults are resolved)."""
-    twice = sorted({d for d in v["datasets"] if v["datasets"].count(d) > 1})
+    twice = sorted({d for d in flags["datasets"] if flags["datasets"].count(d) > 1})
     if twice:
-        raise MinbertError(f"--datasets {' '.join(v['datasets'])}: "
+        raise MinbertError(f"--datasets {' '.join(flags['datasets'])}: "
                            f"{twice[0]} given twice; each dataset trains once")
     for r in REGULARIZERS.values():
-        if r.embedding_gradient and v[r.weight] and v["fine_tune_mode"] == "last-linear-layer":
+        if r.embedding_gradient and flags[r.weight] and flags["fine_tune_mode"] == "last-linear-layer":
             raise MinbertError(f"--{r.weight} needs the gradient at BERT's embeddings, but last-linear-layer "
                                "trains on cached features of a frozen BERT: use --fine-tune-mode full-model")
-    check_recipe_combination(v)
-    if v["merge"]:
-        check_merge(v["fine_tune_mode"])
+    check_recipe_combination(flags)
+    if flags["merge"]:
+        check_merge(flags["fine_tune_mode"])
 
 
-def check_multitask_combination(v):
+def check_multitask_combination(flags):
     """Part 2's flags that cannot work together, each refused in one line naming the fix."""
-    if v["pair_encoding"] == "cross":
-        needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if v[f]]
+    if flags["pair_encoding"] == "cross":
+        needs = [f for f in ("mnrl_weight", "simcse_weight", "siamese_proj") if flags[f]]
         if needs:
             raise MinbertError(f"--{needs[0]} works on sentence embeddings, which cross-encoded pairs do not "
                                "have: add --pair_encoding siamese (or mixed)")
-    if v["merge"]:
-        check_merge(v["fine_tune_mode"])
+    if flags["merge"]:
+        check_merge(flags["fine_tune_mode"])
     for surgery in ("pcgrad", "gradvac"):
-        if v[surgery] and v["sampler"] != "all":
+        if flags[surgery] and flags["sampler"] != "all":
             raise MinbertError(f"--{surgery} needs the gradients of "
                                "every task in one step: add --sampler all")
-        if v[surgery] and v["sequential"]:
+        if flags[surgery] and flags["sequential"]:
             raise MinbertError(f"--{surgery} cannot be combined with --sequential (one task at a time)")
-    if v["pcgrad"] and v["gradvac"]:
+    if flags["pcgrad"] and flags["gradvac"]:
         raise MinbertError("--pcgrad and --gradvac are two ways to combine the task gradients: choose one")
-    names = [e.partition("=")[0] for e in v["extra_task"]]
+    names = [e.partition("=")[0] for e in flags["extra_task"]]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise MinbertError(f"--extra_task: {twice[0]} given twice; each "
                            "data set has one head (concatenate the files)")
-    for item in v["extra_task"]:
+    for item in flags["extra_task"]:
         parse_extra(item)
-    if v["shared_head"] and v["pair_encoding"] == "siamese":
+    if flags["shared_head"] and flags["pair_encoding"] == "siamese":
         raise MinbertError("--shared_head shares a hidden layer between the heads of SST and cross-encoded "
                            "pairs; with --pair_encoding siamese only SST has such a head: use cross or mixed")
-    check_recipe_combination(v)
-    if not any(v["loss_weights"]):
+    check_recipe_combination(flags)
+    if not any(flags["loss_weights"]):
         raise MinbertError("--loss_weights 0 0 0: every task's loss is switched off, so nothing would train; "
                            "give at least one task a weight above 0")

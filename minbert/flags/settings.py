@@ -53,55 +53,55 @@ def from_flags(cls, values, **resolved):
     return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
 
 
-def regularizers(v):
+def regularizers(flags):
     """Regularizers from the parsed flags ({destination: value}, their weights resolved)."""
-    return from_flags(Regularizers, v)
+    return from_flags(Regularizers, flags)
 
 
-def recipe(v, lr, lr_why):
+def recipe(flags, lr, lr_why):
     """Recipe from the parsed flags, with the learning rate resolved (defaults.resolve_lr)."""
-    surgery = "pcgrad" if v.get("pcgrad") else "gradvac" if v.get("gradvac") else None
-    return from_flags(Recipe, v, lr=lr, lr_why=lr_why, surgery=surgery)
+    surgery = "pcgrad" if flags.get("pcgrad") else "gradvac" if flags.get("gradvac") else None
+    return from_flags(Recipe, flags, lr=lr, lr_why=lr_why, surgery=surgery)
 
 
-def runtime(v, train_recipe=None, log=main_print, eager=None):
+def runtime(flags, train_recipe=None, log=main_print, eager=None):
     """Runtime for this machine: the device, --amp auto, --pad_multiple and the training step of
     `train_recipe` (the run's Recipe; None for a command that only evaluates) resolved for it, eager or
     recorded on a GPU unless --no_record_step (`eager`: a pipeline's own reason for the eager step), a line
     saying each."""
-    device = get_device(v["use_gpu"])
-    amp, why = resolve_amp(v["amp"], device)
+    device = get_device(flags["use_gpu"])
+    amp, why = resolve_amp(flags["amp"], device)
     log(f"precision: {why}")
     record_step = False
     if train_recipe is not None:
-        record_step, path = resolve_record_step(v, train_recipe, device, amp, distributed()[1], eager)
-        if v.get("compile"):  # nothing else is printed while Inductor compiles, which can take minutes
+        record_step, path = resolve_record_step(flags, train_recipe, device, amp, distributed()[1], eager)
+        if flags.get("compile"):  # nothing else is printed while Inductor compiles, which can take minutes
             path += (", with --compile: torch.compile (Inductor) compiles the model first, which takes "
                      + ("minutes on a CPU" if device.type == "cpu" else "a minute or two")
                      + " before the first step, then a little more at each new batch shape")
         log(f"training step: {path}")
-    pad = resolve_pad_multiple(v["pad_multiple"], device)
+    pad = resolve_pad_multiple(flags["pad_multiple"], device)
     if record_step:
-        log(f"fixed shapes: every training batch {v['batch_size']} rows (a short one filled with rows of "
+        log(f"fixed shapes: every training batch {flags['batch_size']} rows (a short one filled with rows of "
             "loss weight 0), its width the smallest of a few chosen from the data (minbert/shapes.py)")
     elif pad:
         log(f"fixed shapes: each batch padded to a multiple of {pad} tokens (--pad_multiple; 0 turns it off)")
-    return Runtime(device=device, amp=amp, attn=v["attn"], pad_multiple=pad, compile=v.get("compile", False),
-                   fast_dropout=v.get("fast_dropout", True), tensorboard=v.get("tensorboard", False),
+    return Runtime(device=device, amp=amp, attn=flags["attn"], pad_multiple=pad, compile=flags.get("compile", False),
+                   fast_dropout=flags.get("fast_dropout", True), tensorboard=flags.get("tensorboard", False),
                    record_step=record_step)
 
 
-def _lr(v):
+def _lr(flags):
     """(lr, why) for the run: --lr, or the default for what trains and the checkpoint's width."""
-    return resolve_lr(v["lr"], v["fine_tune_mode"], v["optimizer"],
-                      checkpoint_config(v["pretrained"]).hidden_size)
+    return resolve_lr(flags["lr"], flags["fine_tune_mode"], flags["optimizer"],
+                      checkpoint_config(flags["pretrained"]).hidden_size)
 
 
-def run_spec(v, lr, stem=None):
+def run_spec(flags, lr, stem=None):
     """RunSpec of the parsed flags: the run folder, --resume, --backup, and the run-defining flags with the
     learning rate resolved."""
-    return RunSpec(name=v["run_name"], dir=v["run_dir"], resume=v["resume"], backup=v["backup"], stem=stem,
-                   flags=defining_flags({**v, "lr": lr}))
+    return RunSpec(name=flags["run_name"], dir=flags["run_dir"], resume=flags["resume"], backup=flags["backup"],
+                   stem=stem, flags=defining_flags({**flags, "lr": lr}))
 
 
 # ----------------------------------------------------------------------------- Part 1: classifier.py
@@ -109,33 +109,33 @@ def run_spec(v, lr, stem=None):
 def _classifier_values(args):
     """The parsed flags with the defaults that depend on the fine-tune mode resolved: the handout recipe's
     full-model rate, and the regularisers (they need BERT in the graph: by default full-model only)."""
-    v = values(args, P1)
-    if v["lr"] is None and v["fine_tune_mode"] == "full-model" and v["recipe"] == "handout":
-        v["lr"] = FULL_MODEL_LR["handout"]
+    flags = values(args, P1)
+    if flags["lr"] is None and flags["fine_tune_mode"] == "full-model" and flags["recipe"] == "handout":
+        flags["lr"] = FULL_MODEL_LR["handout"]
     for name in REGULARIZER_WEIGHTS:
-        if v[name] is None:
-            v[name] = DEFAULT_REGULARIZERS["classifier"][name] if v["fine_tune_mode"] == "full-model" else 0.0
-    return v
+        if flags[name] is None:
+            flags[name] = DEFAULT_REGULARIZERS["classifier"][name] if flags["fine_tune_mode"] == "full-model" else 0.0
+    return flags
 
 
 def parse_classifier(argv=None):
     """classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
     args = parse_flags(classifier_parser(), argv, HANDOUT_RECIPE)
-    v = _classifier_values(args)
-    check_idle_flags(v, args.typed, parsers.idle_rules(P1))
-    check_classifier_combination(v)
+    flags = _classifier_values(args)
+    check_idle_flags(flags, args.typed, parsers.idle_rules(P1))
+    check_classifier_combination(flags)
     return args
 
 
 def classifier_settings(args, log=main_print):
-    v = _classifier_values(args)
-    check_max_length(v["max_length"], v["pretrained"])
-    lr, why = _lr(v)
-    train = recipe(v, lr, why)
-    run_time = runtime(v, train, log)
-    model = from_flags(ModelSpec, v, pipeline="classifier", dropout=[v["hidden_dropout_prob"]])
-    return from_flags(ClassifierSettings, v, model=model, recipe=train, regularizers=regularizers(v),
-                      runtime=run_time, run=run_spec(v, lr), datasets=tuple(v["datasets"]))
+    flags = _classifier_values(args)
+    check_max_length(flags["max_length"], flags["pretrained"])
+    lr, why = _lr(flags)
+    train = recipe(flags, lr, why)
+    run_time = runtime(flags, train, log)
+    model = from_flags(ModelSpec, flags, pipeline="classifier", dropout=[flags["hidden_dropout_prob"]])
+    return from_flags(ClassifierSettings, flags, model=model, recipe=train, regularizers=regularizers(flags),
+                      runtime=run_time, run=run_spec(flags, lr), datasets=tuple(flags["datasets"]))
 
 
 # ---------------------------------------------------------------------------- Part 2: multitask_classifier.py
@@ -143,69 +143,69 @@ def classifier_settings(args, log=main_print):
 def _multitask_values(args):
     """The parsed flags with --task_dropout and the data files (--sst_train, ...
     under --data_dir) filled in."""
-    v = values(args, P2)
-    if v["task_dropout"] is None:
-        v["task_dropout"] = [v["hidden_dropout_prob"]] * 3
+    flags = values(args, P2)
+    if flags["task_dropout"] is None:
+        flags["task_dropout"] = [flags["hidden_dropout_prob"]] * 3
     for task, prefix in TASK_PREFIX.items():
         for split in ("train", "dev", "test"):
-            if v[f"{prefix}_{split}"] is None:
-                v[f"{prefix}_{split}"] = str(data_file(v["data_dir"], task, split))
-    return v
+            if flags[f"{prefix}_{split}"] is None:
+                flags[f"{prefix}_{split}"] = str(data_file(flags["data_dir"], task, split))
+    return flags
 
 
 def parse_multitask(argv=None):
     """multitask_classifier.py's flags, parsed and checked (one line for a flag
     that cannot do what it says)."""
     args = parse_flags(multitask_parser(), argv, {**HANDOUT_RECIPE, **MULTITASK_HANDOUT})
-    typed, v = args.typed, _multitask_values(args)
-    if v["eval_only"]:
+    typed, flags = args.typed, _multitask_values(args)
+    if flags["eval_only"]:
         ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that
         if ignored:
             main_print(f"--eval_only re-scores the saved model, so the training flags "
                        f"{', '.join(map(flag_spelling, ignored))} change nothing")
     else:
-        check_idle_flags(v, typed, parsers.idle_rules(P2))
-        check_multitask_combination(v)
-    if v["sampler"] == "all" and distributed()[1] > 1:
+        check_idle_flags(flags, typed, parsers.idle_rules(P2))
+        check_multitask_combination(flags)
+    if flags["sampler"] == "all" and distributed()[1] > 1:
         raise MinbertError("--sampler all (and --pcgrad, --gradvac) run in one "
                            "process only; drop torchrun or pick another sampler")
     return args
 
 
-def multitask_model(v):
+def multitask_model(flags):
     """The ModelSpec of a multitask_classifier.py run."""
-    return from_flags(ModelSpec, v, pipeline="multitask", dropout=v["task_dropout"],
-                      extra_tasks=[parse_extra(e)[0] for e in v["extra_task"]])
+    return from_flags(ModelSpec, flags, pipeline="multitask", dropout=flags["task_dropout"],
+                      extra_tasks=[parse_extra(e)[0] for e in flags["extra_task"]])
 
 
 def multitask_settings(args, log=main_print):
     """MultitaskSettings of a parsed command line (parse_multitask's Flags, which know the flags typed)."""
-    v, typed = _multitask_values(args), args.typed
-    if v["eval_only"] and Path(v["eval_only"]).is_dir():  # a run's folder stands for its best checkpoint
-        best = best_checkpoint(v["eval_only"], "multitask", "--eval_only")
-        log(f"--eval_only {v['eval_only']}: a run folder; its checkpoint {best} is re-scored")
-        v["eval_only"] = str(best)
+    flags, typed = _multitask_values(args), args.typed
+    if flags["eval_only"] and Path(flags["eval_only"]).is_dir():  # a run's folder stands for its best checkpoint
+        best = best_checkpoint(flags["eval_only"], "multitask", "--eval_only")
+        log(f"--eval_only {flags['eval_only']}: a run folder; its checkpoint {best} is re-scored")
+        flags["eval_only"] = str(best)
     train = None
-    if not v["eval_only"]:
-        check_max_length(v["max_length"], v["pretrained"])
-        lr, why = _lr(v)
-        train = recipe(v, lr, why)
-    run_time = runtime(v, train, log)
-    data = from_flags(MultitaskData, v, extra=tuple(parse_extra(e) for e in v["extra_task"]),
-                      paths={t: {s: v[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev",
+    if not flags["eval_only"]:
+        check_max_length(flags["max_length"], flags["pretrained"])
+        lr, why = _lr(flags)
+        train = recipe(flags, lr, why)
+    run_time = runtime(flags, train, log)
+    data = from_flags(MultitaskData, flags, extra=tuple(parse_extra(e) for e in flags["extra_task"]),
+                      paths={t: {s: flags[f"{TASK_PREFIX[t]}_{s}"] for s in ("train", "dev",
                                                                          "test")} for t in MULTITASK},
-                      sampler="sequential" if v["sequential"] else v["sampler"],
-                      fold=tuple(v["fold"]) if v["fold"] else None)
-    published = {(t, s): v[f"{TASK_PREFIX[t]}_{s}_out"] for t in MULTITASK for s in ("dev", "test")}
-    common = dict(data=data, runtime=run_time, published=published, model=multitask_model(v))
-    if v["eval_only"]:
-        return from_flags(MultitaskSettings, v, recipe=Recipe(lr=v["lr"] or 0.0),
-                          given={k: v[k] for k in ARCHITECTURE if k in typed},
+                      sampler="sequential" if flags["sequential"] else flags["sampler"],
+                      fold=tuple(flags["fold"]) if flags["fold"] else None)
+    published = {(t, s): flags[f"{TASK_PREFIX[t]}_{s}_out"] for t in MULTITASK for s in ("dev", "test")}
+    common = dict(data=data, runtime=run_time, published=published, model=multitask_model(flags))
+    if flags["eval_only"]:
+        return from_flags(MultitaskSettings, flags, recipe=Recipe(lr=flags["lr"] or 0.0),
+                          given={k: flags[k] for k in ARCHITECTURE if k in typed},
                           max_length_given="max_length" in typed,
-                          run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]), **common)
-    losses = from_flags(TaskLosses, v, weights=dict(zip(MULTITASK, v["loss_weights"])))
-    return from_flags(MultitaskSettings, v, recipe=train, losses=losses,
-                      regularizers=regularizers(v), run=run_spec(v, lr, v["checkpoint_name"]),
+                          run=RunSpec(name=flags["run_name"], dir=flags["run_dir"], backup=flags["backup"]), **common)
+    losses = from_flags(TaskLosses, flags, weights=dict(zip(MULTITASK, flags["loss_weights"])))
+    return from_flags(MultitaskSettings, flags, recipe=train, losses=losses,
+                      regularizers=regularizers(flags), run=run_spec(flags, lr, flags["checkpoint_name"]),
                       results_given="results" in typed, **common)
 
 
@@ -219,47 +219,47 @@ def parse_pretrain(argv=None):
 
 
 def pretrain_settings(args, log=print):
-    v = values(args, PRE)
-    if v["mask_prob"] == 0:
-        raise MinbertError(f"--mask_prob {v['mask_prob']}: masks no token, so there is nothing to predict "
+    flags = values(args, PRE)
+    if flags["mask_prob"] == 0:
+        raise MinbertError(f"--mask_prob {flags['mask_prob']}: masks no token, so there is nothing to predict "
                            "and the loss is 0 at every step: give a share above 0 (BERT's is 0.15)")
-    check_max_length(v["max_length"], v["pretrained"])
-    train = recipe(v, v["lr"], f"lr {v['lr']:g}")
-    run_time = runtime(v, train, log, eager="the masked-LM head reads only the masked positions, a number that "
+    check_max_length(flags["max_length"], flags["pretrained"])
+    train = recipe(flags, flags["lr"], f"lr {flags['lr']:g}")
+    run_time = runtime(flags, train, log, eager="the masked-LM head reads only the masked positions, a number that "
                                             "changes with every batch")
-    corpus = v["corpus"] or ("cfimdb" if v["nsp"] else "tasks")
-    if v["nsp"] and corpus == "tasks" and not v["texts"]:
-        raise MinbertError(f"--nsp {v['nsp']:g} --corpus tasks: the task sentences are single sentences, not "
+    corpus = flags["corpus"] or ("cfimdb" if flags["nsp"] else "tasks")
+    if flags["nsp"] and corpus == "tasks" and not flags["texts"]:
+        raise MinbertError(f"--nsp {flags['nsp']:g} --corpus tasks: the task sentences are single sentences, not "
                            "documents, so none has a next one: give --corpus cfimdb or sonnets, or --texts")
-    return from_flags(PretrainSettings, v, recipe=train, runtime=run_time,
-                      corpus=corpus, run=RunSpec(dir=v["out"], resume=v["resume"], flags=defining_flags(v)))
+    return from_flags(PretrainSettings, flags, recipe=train, runtime=run_time,
+                      corpus=corpus, run=RunSpec(dir=flags["out"], resume=flags["resume"], flags=defining_flags(flags)))
 
 
 # ----------------------------------------------------------------------------- the other commands
 
 def ensemble_settings(args):
-    v = vars(args)
-    return from_flags(EnsembleSettings, v, members=tuple(v["members"]),
-                      runtime=runtime(v, None, print),
-                      run=RunSpec(name=v["run_name"], dir=v["run_dir"], backup=v["backup"]))
+    flags = vars(args)
+    return from_flags(EnsembleSettings, flags, members=tuple(flags["members"]),
+                      runtime=runtime(flags, None, print),
+                      run=RunSpec(name=flags["run_name"], dir=flags["run_dir"], backup=flags["backup"]))
 
 
 def sweep_settings(args, base, command):
     """SweepSettings of sweep.py's own flags; `base` are the flags after --, `command` the sweep's argv."""
-    v = vars(args)
-    return from_flags(SweepSettings, v, space=tuple(v["space"]), base=tuple(base), command=tuple(command),
-                      seeds=tuple(v["seeds"]))
+    flags = vars(args)
+    return from_flags(SweepSettings, flags, space=tuple(flags["space"]), base=tuple(base), command=tuple(command),
+                      seeds=tuple(flags["seeds"]))
 
 
 def bench_settings(args):
     """(BenchSettings, the precision's reason) of bench.py's flags."""
-    v = values(args, BENCH)
-    config = checkpoint_config(v["pretrained"]) if v["pretrained"] else BertConfig(**SHAPES[v["config"]])
+    flags = values(args, BENCH)
+    config = checkpoint_config(flags["pretrained"]) if flags["pretrained"] else BertConfig(**SHAPES[flags["config"]])
     limit = config.max_position_embeddings
-    if v["seq_len"] > limit:
-        raise MinbertError(f"--seq_len {v['seq_len']}: longer than the model's {limit} position embeddings "
-                           f"({v['pretrained'] or '--config ' + v['config']}); give at most {limit}")
+    if flags["seq_len"] > limit:
+        raise MinbertError(f"--seq_len {flags['seq_len']}: longer than the model's {limit} position embeddings "
+                           f"({flags['pretrained'] or '--config ' + flags['config']}); give at most {limit}")
     # bench.py times AdamW's step on one batch at a time (bench/candidate.py): the plain Recipe's
-    run_time = runtime({**v, "tensorboard": False}, Recipe(lr=0.0), print)
-    why = resolve_amp(v["amp"], run_time.device)[1]
-    return from_flags(BenchSettings, v, runtime=run_time, regularizers=regularizers(v)), why
+    run_time = runtime({**flags, "tensorboard": False}, Recipe(lr=0.0), print)
+    why = resolve_amp(flags["amp"], run_time.device)[1]
+    return from_flags(BenchSettings, flags, runtime=run_time, regularizers=regularizers(flags)), why

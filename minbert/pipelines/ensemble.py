@@ -103,31 +103,31 @@ def checkpoint_member(path, settings, ref, cache):
     """The outputs of one multitask checkpoint: ({(task, split): outputs to average}, and with --soft_targets
     {task: (training ids, raw outputs), "fold": its --fold or None}, else None). `cache` keeps the tokenised
     data between members that share a tokenizer, length and pair encoding (the usual case)."""
-    s, rt = settings, settings.runtime
-    model, state, spec = load_multitask(path, rt.device, rt.attn)
+    runtime = settings.runtime
+    model, state, spec = load_multitask(path, runtime.device, runtime.attn)
     classes = model.sst_head[-1].out_features
     if classes != N_SST:
         raise MinbertError(f"{path}: its SST head has {classes} classes, the ensemble's task has {N_SST}")
-    splits = SPLITS + (("train",) if s.soft_targets else ())
+    splits = SPLITS + (("train",) if settings.soft_targets else ())
     key = (spec.pretrained, spec.max_length, spec.pair_encoding)
     if key not in cache:
-        paths = {t: {split: data_file(s.data_dir, t, split) for split in splits} for t in MULTITASK}
+        paths = {t: {split: data_file(settings.data_dir, t, split) for split in splits} for t in MULTITASK}
         cache[key] = load_multitask_data(paths, BertTokenizer.from_pretrained(spec.pretrained),
                                          spec.max_length, spec.pair_encoding, splits)
-        set_pad_multiple(cache[key], rt.pad_multiple)
+        set_pad_multiple(cache[key], runtime.pad_multiple)
     data = cache[key]
     outputs = {}
     for split in SPLITS:
         raw = {}
-        model_eval_multitask(model, data[split], s.batch_size, rt.device, rt.amp, raw=raw)
+        model_eval_multitask(model, data[split], settings.batch_size, runtime.device, runtime.amp, raw=raw)
         for task in MULTITASK:
             if data[split][task].ids != list(ref[task, split][0]):
-                raise MinbertError(f"{path}: its {task} {split} ids differ from {s.data_dir}'s")
+                raise MinbertError(f"{path}: its {task} {split} ids differ from {settings.data_dir}'s")
             outputs[task, split] = as_probabilities(task, raw[task])
-    if not s.soft_targets:
+    if not settings.soft_targets:
         return outputs, None
     raw = {}
-    model_eval_multitask(model, data["train"], s.batch_size, rt.device, rt.amp, raw=raw)
+    model_eval_multitask(model, data["train"], settings.batch_size, runtime.device, runtime.amp, raw=raw)
     fold = (state.get("flags") or {}).get("fold")  # --fold I/K: the member did not see fold I
     return outputs, {"fold": tuple(fold) if fold else None,
                      **{task: (data["train"][task].ids, raw[task]) for task in MULTITASK}}
@@ -138,7 +138,7 @@ def folder_member(folder, ref):
     outputs = {}
     for (task, split), (ids, _) in ref.items():
         path = Path(folder) / output_name(task, split)
-        preds, duplicated = read_predictions(path)
+        preds, duplicated = read_predictions(path, task)
         if duplicated:
             raise MinbertError(f"{path}: id {duplicated[0]} appears more than once")
         if list(preds) != list(ids):
@@ -171,33 +171,32 @@ def dev_scores(outputs, ref):
 def run_ensemble(settings):
     """ensemble.py: every member checked, then run (or read), averaged and
     published; returns the dev scores."""
-    st = settings
-    out = Path(st.out)
-    st = dataclasses.replace(st, members=tuple(resolve_member(m) for m in st.members))
-    folds = check_members(st.members)
-    if st.in_sample and not (st.soft_targets and any(folds)):
+    out = Path(settings.out)
+    settings = dataclasses.replace(settings, members=tuple(resolve_member(m) for m in settings.members))
+    folds = check_members(settings.members)
+    if settings.in_sample and not (settings.soft_targets and any(folds)):
         raise MinbertError("--in_sample changes cross-fitted soft targets: it "
                            "needs --soft_targets and members trained with --fold")
-    if st.in_sample:
+    if settings.in_sample:
         folds = [None] * len(folds)
-    if st.soft_targets:
+    if settings.soft_targets:
         held_out_weights(folds, [])  # members of cross-fitted targets: one per fold, checked before any runs
-    ref = reference(st.data_dir)
+    ref = reference(settings.data_dir)
     # cheap: checked up front too
-    folders = {m: folder_member(m, ref) for m in st.members if Path(m).is_dir()}
-    if st.soft_targets and folders:
+    folders = {m: folder_member(m, ref) for m in settings.members if Path(m).is_dir()}
+    if settings.soft_targets and folders:
         raise MinbertError(f"--soft_targets: member {next(iter(folders))} is a folder of predictions, which "
                            "hold no outputs on the training sets; give checkpoints")
-    inputs = [(f"the {t} {s} data file", data_file(st.data_dir, t, s)) for t in MULTITASK for s in SPLITS] + [
-        (f"member {m}", m) for m in st.members if not Path(m).is_dir()] + [
+    inputs = [(f"the {t} {s} data file", data_file(settings.data_dir, t, s)) for t in MULTITASK for s in SPLITS] + [
+        (f"member {m}", m) for m in settings.members if not Path(m).is_dir()] + [
         ("a file of "
          f"member {m}", Path(m) / output_name(t, s)) for m in folders for t in MULTITASK for s in SPLITS]
-    with open_run("ensemble", None, st.run.name, st.run.dir) as run:
+    with open_run("ensemble", None, settings.run.name, settings.run.dir) as run:
         check_outputs(dirs=[("--out", out)],
                       files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
-                      inputs=inputs, own=run.folder, backup=st.run.backup)
+                      inputs=inputs, own=run.folder, backup=settings.run.backup)
         members, cache, soft = [], {}, []
-        for m in st.members:
+        for m in settings.members:
             outputs, train = ((folders[m], None) if m in folders
                               else checkpoint_member(m, settings, ref, cache))
             members.append(outputs)
@@ -210,12 +209,12 @@ def run_ensemble(settings):
         files = [write_predictions(run.folder / output_name(task, split), task, ids,
                                    decide(task, mean[task, split]))
                  for (task, split), (ids, _) in ref.items()]
-        (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in st.members))
+        (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in settings.members))
         scores = dev_scores(mean, ref)
         print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
-        if st.soft_targets:
-            folds = [None if st.in_sample else s["fold"] for s in soft]
-            path = save_soft_targets(run.folder / SOFT_TARGETS, st.members,
+        if settings.soft_targets:
+            folds = [None if settings.in_sample else s["fold"] for s in soft]
+            path = save_soft_targets(run.folder / SOFT_TARGETS, settings.members,
                                      {t: (soft[0][t][0], [s[t][1] for s in soft]) for t in MULTITASK}, folds)
             how = ", each example's from the members that did not train on it (--fold)" if any(folds) else ""
             print(f"soft targets of {len(soft)} members on the training sets{how}: {path}; train a student "

@@ -136,7 +136,7 @@ def from_predictions(path, task, data_dir):
         raise MinbertError(f"{path}: a prediction file without the run's raw dev outputs; scoring it needs "
                            f"the course's {gold_path.name}, not in --data_dir {data_dir}")
     examples = read_examples(gold_path, task, "dev", log=lambda *_: None)
-    preds, _ = read_predictions(path)
+    preds, _ = read_predictions(path, task)
     missing = [e.id for e in examples if e.id not in preds]
     if missing:
         raise MinbertError(f"{path}: no prediction for {len(missing)} of the {len(examples)} ids of "

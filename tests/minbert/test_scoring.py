@@ -1,11 +1,14 @@
 """scoring.py: --score counts and reports bad ids, names a non-numeric prediction's line, leaves unlabelled rows
 unscored, reads the course's header; Pearson of constant predictions is 0; a Quora logit above 0 (P > 0.5) is a
 paraphrase; macro F1 is scikit-learn's."""
+import re
+
 import numpy as np
 import pytest
 
 from minbert.cli import MinbertError
-from minbert.scoring import macro_f1, multitask_mean, pearson, score_file, to_predictions, write_predictions
+from minbert.scoring import (macro_f1, multitask_mean, pearson, read_predictions, score_file, to_predictions,
+                             write_predictions)
 from tests.processes import run_main
 
 
@@ -83,8 +86,37 @@ def test_score_accepts_the_course_header_and_sts(tmp_path):
     assert score_file(pred, gold)["pearson"] == pytest.approx(1.0)
 
 
-def test_pearson_of_constant_predictions_is_zero():
+def test_pearson_of_constant_predictions_is_zero_in_training_and_undefined_when_a_file_is_scored(tmp_path):
+    """A model's dev r (a run's log, its best epoch) counts constant predictions as no correlation; scoring a
+    file says that r is undefined there, and why, instead of printing 0."""
     assert pearson([1, 1, 1], [1, 2, 3]) == 0.0
+    gold = tmp_path / "sts-dev.csv"
+    gold.write_text("id\tsentence1\tsentence2\tsimilarity\ns1\ta\tb\t1.0\ns2\tc\td\t3.0\ns3\te\tf\t5.0\n")
+    pred = write_predictions(tmp_path / "sts-dev-output.csv", "sts", ["s1", "s2", "s3"], [2.5, 2.5, 2.5])
+    r = score_file(pred, gold)
+    assert np.isnan(r["pearson"]) and r["undefined"] == "every prediction is 2.5, so there is no correlation to measure"
+    out = run_main("evaluation.py", "--score", str(pred), str(gold))
+    assert out.returncode == 0 and out.stdout.strip() == ("sts pearson: undefined (every prediction is 2.5, so there "
+                                                          "is no correlation to measure) over 3 ids")
+
+
+@pytest.mark.parametrize("task, value, problem", [
+    ("sts", "nan", "is outside STS's similarity range, 0 to 5"), ("sts", "inf", "is outside STS's similarity range"),
+    ("sts", "1e308", "is outside STS's similarity range"), ("sts", "-0.01", "is outside STS's similarity range"),
+    ("sst", "9", "is not one of SST's classes, 0 to 4"), ("sst", "-1", "is not one of SST's classes"),
+    ("sst", "2.5", "is not one of SST's classes"), ("quora", "2", "is not one of QUORA's classes, 0 to 1")])
+def test_a_prediction_outside_the_tasks_values_is_refused_naming_its_line(tmp_path, task, value, problem):
+    """Each boundary from both sides: 0 and 5 are STS similarities, 4 an SST class, 1 a Quora one."""
+    header = {"sts": "Predicted_Similarity", "sst": "Predicted_Sentiment", "quora": "Predicted_Is_Paraphrase"}[task]
+    last = {"sts": "5", "sst": "4", "quora": "1"}[task]
+    pred = tmp_path / "p.csv"
+    pred.write_text(f"id , {header}\na , 0\nb , {last}\n")
+    assert read_predictions(pred, task)[0] == {"a": 0.0, "b": float(last)}
+    pred.write_text(f"id , {header}\na , 0\nb , {value}\n")
+    with pytest.raises(MinbertError, match=rf"p.csv: line 3 \(id b\): prediction '{re.escape(value)}' "
+                                           rf"{re.escape(problem)}"):
+        read_predictions(pred, task)
+    assert read_predictions(pred)[0]["b"] == float(value) or value == "nan"  # without a task: read as it is
 
 
 def test_quora_decides_at_probability_one_half():

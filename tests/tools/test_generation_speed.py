@@ -20,3 +20,13 @@ def test_beam_search_is_timed_against_hf_for_each_k(tmp_path):
     assert "ours, beam search K=3 (key-value cache)" in r["runs"] and "HF transformers generate num_beams=3" in r["runs"]
     with pytest.raises(MinbertError, match=r"--beams 2 0: beam search needs at least one beam"):
         generation_speed.main(["--shape", "tiny", "--beams", "2", "0"])
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--new", "0"], r"argument --new: 0 must be an integer >= 1"), (["--repeats", "0"], r"--repeats: 0 must be"),
+    (["--prompt", "0"], r"--prompt: 0 must be"), (["--new", "-1"], r"--new: -1 must be"),
+    (["--prompt", "100000", "--new", "4"], r"--prompt 100000 --new 4: 100004 tokens, beyond the tiny shape's 128 "
+                                           r"positions")])
+def test_sizes_no_run_can_take_are_one_line_before_any_model_is_built(argv, match):
+    with pytest.raises(MinbertError, match=match):
+        generation_speed.main(["--shape", "tiny", *argv])

@@ -56,3 +56,12 @@ def test_a_log_the_tool_did_not_write_is_never_replaced(tmp_path):
     for _ in range(2):  # its own log, it replaces when the plan runs again
         assert _parallel(str(plan), "--logs", "logs", cwd=tmp_path).returncode == 0
         assert (tmp_path / "logs" / "one.log").read_text().splitlines()[-1] == "hello"
+
+
+def test_a_plan_without_a_run_is_one_line(tmp_path):
+    plan = tmp_path / "empty.csv"
+    plan.write_text("# nothing yet\n\n")
+    out = run_main("tools/parallel.py", str(plan), "--logs", str(tmp_path / "logs"))
+    assert out.returncode == 2 and out.stderr.strip().endswith("empty.csv: no run in this plan (each line NAME "
+                                                               "COMMAND; blank lines and # comments are skipped)")
+    assert not (tmp_path / "logs").exists()

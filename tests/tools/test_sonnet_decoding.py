@@ -32,3 +32,18 @@ def test_each_decodings_chrf_from_one_checkpoint(tmp_path):
     with pytest.raises(MinbertError, match=r"other.pt: not a sonnet_generation.py checkpoint \(its pipeline is "
                                            r"'multitask'\)"):
         sonnet_decoding.main([str(tmp_path / "other.pt")])
+
+
+def test_decoding_values_no_sampler_takes_and_dev_files_that_do_not_pair_are_one_line(tmp_path):
+    """As sonnet_generation.py refuses them: before the checkpoint is read."""
+    files = sonnet_files(tmp_path / "data")
+    for argv, match in ((["--max_line_tokens", "0"], r"--max_line_tokens: 0 must be an integer >= 1"),
+                        (["--temperature", "0"], r"--temperature: 0 must be a number > 0"),
+                        (["--top_p", "2"], r"--top_p: 2 must be a share in \(0, 1\]")):
+        with pytest.raises(MinbertError, match=match):
+            sonnet_decoding.main([str(tmp_path / "none.pt"), *argv])
+    from gpt2.sonnets import check_true_dev
+    check_true_dev(files / "sonnets_held_out_dev.txt", files / "TRUE_sonnets_held_out_dev.txt")
+    with pytest.raises(MinbertError, match=r"none of the \d+ dev sonnets .* has its true sonnet in the true file, so "
+                                           r"their chrF is undefined"):
+        check_true_dev(files / "sonnets_held_out_dev.txt", files / "sonnets.txt")

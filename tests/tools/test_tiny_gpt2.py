@@ -34,3 +34,16 @@ def test_the_folder_loads_as_a_gpt2_and_its_vocabulary_fits_the_sonnets(tmp_path
     assert checked.returncode == 0 and "Your GPT-2 implementation is correct!" in checked.stdout, checked.stderr
     with pytest.raises(MinbertError, match=r"tiny: exists and is not an empty folder; give a new one"):
         tiny_gpt2.main([str(out), "--sonnets", str(files / "sonnets.txt")])
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--n_embd", "30", "--n_head", "4"], r"--n_embd 30 --n_head 4: the width must be a multiple of the number "
+                                          r"of heads"),
+    (["--n_positions", "0"], r"--n_positions: 0 must be an integer >= 1"),
+    (["--n_layer", "-1"], r"--n_layer: -1 must be an integer >= 1")])
+def test_a_shape_no_model_can_take_is_one_line_and_writes_nothing(tmp_path, argv, match):
+    """Refused before the vocabulary is written, so that the same command, mended, runs in the same folder."""
+    files = sonnet_files(tmp_path / "data")
+    with pytest.raises(MinbertError, match=match):
+        tiny_gpt2.main([str(tmp_path / "tiny"), "--sonnets", str(files / "sonnets.txt"), *argv])
+    assert not (tmp_path / "tiny").exists()
