@@ -122,6 +122,11 @@ def main(argv=None):
         ref = None if path is None else read_reference(
             path, f"{path} (the course's sanity_check.data; python datasets.py --fetch puts the right one there)")
     model = BertModel.from_pretrained(args.pretrained).eval()
+    largest = max(max(row) for row in INPUT_IDS)
+    if largest >= model.config.vocab_size:  # the handout's inputs are bert-base-uncased's WordPiece ids
+        raise MinbertError(f"--pretrained {args.pretrained}: its vocabulary has {model.config.vocab_size} tokens, "
+                           f"but the handout's check sentences hold token id {largest}: it checks a model with "
+                           "bert-base-uncased's vocabulary (30522 tokens), as all-minilm-l6-v2 has")
     ids = torch.tensor(INPUT_IDS)
     mask = (ids != model.config.pad_token_id).long()
     with torch.inference_mode():

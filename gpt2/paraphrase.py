@@ -51,8 +51,14 @@ class GPT2ParaphraseCloze(nn.Module):
         self.spec = spec
         self.gpt = GPT2Model.from_pretrained(spec.pretrained, attn_impl=attn)
         tokenizer = GPT2Tokenizer.from_pretrained(spec.pretrained)
-        self.register_buffer("answer_ids", torch.tensor([tokenizer.token_id(a) for a in ANSWERS]),
-                             persistent=False)
+        try:
+            answers = [tokenizer.token_id(a) for a in ANSWERS]
+        except MinbertError as e:  # a small vocabulary of its own (tools/tiny_gpt2.py's) may split an answer
+            raise MinbertError(f"--pretrained {spec.pretrained}: {e}; the cloze task answers with one token "
+                               f"each ({' and '.join(map(repr, ANSWERS))}), so it needs a vocabulary holding "
+                               "both, as GPT-2's does (a tiny_gpt2.py vocabulary learnt with a larger "
+                               "--vocab_size may)") from None
+        self.register_buffer("answer_ids", torch.tensor(answers), persistent=False)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         """[B, 2]: the LM head's logits for " no" and " yes" after each prompt: the two rows of the tied head

@@ -183,7 +183,10 @@ def _parse_label(path, line, task, raw):
 
 
 def data_file(data_dir, task, split):
-    """The course's file name for a task and split."""
+    """The course's file name for a task and split in the folder `data_dir` (one line when it is a file)."""
+    if Path(data_dir).is_file():
+        raise MinbertError(f"--data_dir {data_dir}: a file, not the folder of the course's CSVs (give its "
+                           f"folder, {Path(data_dir).parent})")
     prefix = {"sst": "ids-sst", "cfimdb": "ids-cfimdb", "quora": "quora", "sts": "sts"}[task]
     return Path(data_dir) / f"{prefix}-{'test-student' if split == 'test' else split}.csv"
 

@@ -125,6 +125,12 @@ class Checkpoint:
             if w == "vocab" and not p.is_file() and "merges.txt" in tokenizer_files(self.config):
                 raise MinbertError(f"{self.name}: {GPT2_NOT_BERT}")  # a BERT script asks for vocab.txt
             if p is None or not p.is_file():
+                runs = sorted(q.name for q in self.folder.glob("*.pt")) if w == "config" else []
+                if runs:  # a fine-tuning run's folder: its checkpoints hold a task model, not a backbone to start from
+                    raise MinbertError(f"{self.name}: a run folder of fine-tuned checkpoints ({', '.join(runs[:3])}), "
+                                       "not a pretrained model (config.json and its weights): --pretrained takes "
+                                       "the model a run starts from (a hub name, or a folder pretrain.py wrote); "
+                                       "to score this run's model use --eval_only")
                 shown = p if p is not None else self.folder / "model.safetensors (or pytorch_model.bin)"
                 raise MinbertError(f"{self.name}: missing {w} file {shown}")
         return self

@@ -31,6 +31,13 @@ def test_passes_on_a_hub_layout_checkpoint(wide_vocab_checkpoint):
     assert "Your BERT implementation is correct!" in out.stdout
 
 
+def test_a_vocabulary_too_small_for_the_handouts_sentences_is_one_line(tiny_model):
+    out = _run("--pretrained", str(tiny_model))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().startswith(f"error: --pretrained {tiny_model}: its vocabulary has ")
+    assert "but the handout's check sentences hold token id 17953" in out.stderr
+
+
 def test_numpy_reference_catches_a_wrong_model(wide_vocab_checkpoint, monkeypatch):
     """Break one thing in our model (ReLU for GELU in one layer); the independent NumPy pass must notice."""
     import sanity_check

@@ -27,10 +27,18 @@ def new_run_name(prefix):
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def published_where(settings):
-    """The settings that say where a run publishes its files, as one string (a finished run's record)."""
-    return repr([(f, str(getattr(settings, f))) for f in ("published", "predictions_dir", "out", "sonnet_out")
-                 if hasattr(settings, f)])
+def published_where(settings, spelled=False):
+    """The settings that say where a run publishes its files, as one string (a finished run's record): each
+    path made absolute, so that `predictions`, `./predictions/` and its full path are one place (with
+    `spelled`, as the flags spelled them: the record of a run finished before paths were made absolute)."""
+    def where(value):
+        if spelled or value is None:
+            return value
+        if isinstance(value, dict):
+            return {k: where(v) for k, v in value.items()}
+        return os.path.abspath(value)
+    return repr([(f, str(where(getattr(settings, f)))) for f in ("published", "predictions_dir", "out",
+                                                                   "sonnet_out") if hasattr(settings, f)])
 
 
 MAX_NAME = 100  # characters in a run's name: printed in every line about it, and a folder's name on any disk
@@ -214,7 +222,7 @@ class Run:
                 print(f"{path}: {'changed since' if path.exists() else 'missing, though'} the run wrote it; "
                       f"{stem}'s outputs are written again from its best checkpoint")
                 return None
-        if done.get("where") != published_where(settings):
+        if done.get("where") not in (published_where(settings), published_where(settings, spelled=True)):
             raise MinbertError(f"{self.how}: the run had finished, and --resume neither scores it again nor "
                                "publishes it under other paths than its own (--*_out, --predictions_dir or "
                                f"--sonnet_out differ): its files are in {self.folder}; copy them where you "

@@ -163,7 +163,8 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         if score != score:
             raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not "
                                     "numbers): the weights diverged; "
-                                    "lower --lr, or add --max_grad_norm 1.0"),
+                                    "lower --lr (or a weight that scales the loss: --loss_weights, a "
+                                    "regulariser's), or add --max_grad_norm 1.0"),
                            pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
         with spent("checkpoints"):

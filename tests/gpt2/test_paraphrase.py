@@ -40,3 +40,12 @@ def test_label_1_is_the_answer_yes(tiny_gpt2):
         head = model.gpt.hidden_state_to_token(model.gpt(batch["input_ids"], batch["attention_mask"])["last_token"])
     torch.testing.assert_close(logits, head[:, [tok.token_id(" no"), tok.token_id(" yes")]])
     assert GPT2ParaphrasePipeline.raw_output(torch.tensor([[0.5, 2.0]])).tolist() == [1.5]
+
+
+def test_a_vocabulary_splitting_an_answer_names_the_checkpoint_and_what_it_needs(tiny_gpt2, monkeypatch):
+    def split(self, text):
+        raise MinbertError(f"{text!r} is 2 tokens in this vocabulary, not one")
+    monkeypatch.setattr(GPT2Tokenizer, "token_id", split)
+    with pytest.raises(MinbertError, match=rf"^--pretrained {tiny_gpt2}: ' no' is 2 tokens in this vocabulary, not "
+                                           r"one; the cloze task answers with one token each \(' no' and ' yes'\)"):
+        GPT2ParaphraseCloze(ModelSpec(pipeline="gpt2-paraphrase", pretrained=str(tiny_gpt2)))

@@ -56,3 +56,11 @@ def test_a_dev_set_its_metric_is_undefined_on_is_one_line(tmp_path, rows, why):
     one = tmp_path / "ids-sst-dev.csv"  # accuracy is defined on one example
     one.write_text("\tid\tsentence\tsentiment\n0\ta1\t Fine .\t3\n")
     assert len(read_examples(one, "sst", "dev")) == 1
+
+
+def test_a_data_dir_that_is_a_file_is_named_as_one(tmp_path):
+    assert course_data.data_file(tmp_path, "sst", "dev") == tmp_path / "ids-sst-dev.csv"
+    (tmp_path / "sts-dev.csv").write_text("id\tsentence1\tsentence2\tsimilarity\n")
+    with pytest.raises(MinbertError, match=rf"^--data_dir {re.escape(str(tmp_path / 'sts-dev.csv'))}: a file, not "
+                                           rf"the folder of the course's CSVs \(give its folder, "):
+        course_data.data_file(tmp_path / "sts-dev.csv", "sst", "train")

@@ -245,3 +245,11 @@ def test_a_gpt2_folder_asked_for_berts_vocabulary_is_named_as_gpt2(tiny_gpt2):
                                            r"scripts take it"):
         resolve_pretrained(tiny_gpt2).require("vocab")
     assert resolve_pretrained(tiny_gpt2).require("config", "weights").weights.is_file()  # GPT-2's own requests
+
+
+def test_a_fine_tuning_runs_folder_given_as_pretrained_says_what_it_is(trained_part2):
+    """A Part 2 run's folder holds task checkpoints, not a backbone with its config: one line says so and points
+    to --eval_only, rather than only that config.json is missing."""
+    with pytest.raises(MinbertError, match=r"ck: a run folder of fine-tuned checkpoints \(mt-last.pt, mt.pt\), not a "
+                                           r"pretrained model .* to score this run's model use --eval_only"):
+        resolve_pretrained(trained_part2.checkpoint.parent).require("config", "weights")

@@ -365,6 +365,12 @@ def test_resuming_a_finished_run_never_rewrites_its_predictions(tmp_path, course
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".csv", ".npz")} == before
     _consistent(tmp_path / "pred", folder)
     assert results.read_text() == rows
+    # the same folders spelled another way ("/./", a trailing "/") are the same paths
+    respelled = [a.replace(str(tmp_path / "pred"), f"{tmp_path}/./pred/") for a in
+                 _part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume")]
+    mt.main(respelled)
+    assert "the run had finished, nothing is left to train" in capsys.readouterr().out
+    assert results.read_text() == rows
     with pytest.raises(MinbertError, match=r"the run had finished, and --resume neither scores it again nor publishes "
                                            r"it under other paths than its own"):
         mt.main(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7", "--resume", "--sst_dev_out",
