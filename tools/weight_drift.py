@@ -62,6 +62,10 @@ def main(argv=None):
         if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
             raise MinbertError(f"{path}: not a minbert checkpoint (no model weights in it)")
         by_kind = drift(state["model"], start)
+        if not by_kind and (state.get("spec") or {}).get("fine_tune_mode") == "last-linear-layer":
+            raise MinbertError(f"{path}: holds no encoder tensor: its run trained the head alone (a checkpoint "
+                               "keeps what trains, and --fine-tune-mode last-linear-layer freezes BERT), so "
+                               f"the encoder is {args.pretrained}'s unchanged")
         if not by_kind:
             raise MinbertError(f"{path}: none of its tensors is one of "
                                f"{args.pretrained}'s (another checkpoint?)")

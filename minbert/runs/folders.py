@@ -18,7 +18,7 @@ from pathlib import Path, PurePath
 from minbert.cli import MinbertError, is_main
 from minbert.files import check_writable, file_digest, plain, remove_temporaries, special_file
 from minbert.places import among_sources, too_long
-from minbert.runs.lock import RUN_MARK, RunLock, holder, read_mark
+from minbert.runs.lock import RUN_MARK, RunLock, a_run_of, holder, read_mark
 
 RUNS_ROOT = Path("runs")
 
@@ -121,8 +121,8 @@ def best_checkpoint(folder, pipeline, flag):
     folder = Path(folder)
     wrote = pipeline_of(folder)
     if wrote not in (None, pipeline):
-        raise MinbertError(f"{flag} {folder}: the folder of a {SCRIPTS.get(wrote, wrote)} run; {flag} takes a "
-                           f"{SCRIPTS.get(pipeline, pipeline)} run's checkpoint or folder")
+        raise MinbertError(f"{flag} {folder}: the folder of {a_run_of(wrote)}; {flag} takes "
+                           f"{a_run_of(pipeline)}'s checkpoint or folder")
     best = sorted(f for f in folder.glob("*.pt") if not f.name.endswith("-last.pt"))
     if len(best) != 1:
         raise MinbertError(f"{flag} {folder}: a folder with "

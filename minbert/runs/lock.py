@@ -19,6 +19,12 @@ SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py"
            "gpt2-sonnet": "gpt2/sonnet_generation.py"}
 
 
+def a_run_of(pipeline):
+    """'a classifier.py run', 'an ensemble.py run': a pipeline's run named in a message."""
+    script = SCRIPTS.get(pipeline, pipeline)
+    return f"{'an' if script[:1] in 'aeiou' else 'a'} {script} run"
+
+
 def holder(fd):
     """What the lock file says about the process that holds (or last held) it."""
     try:
@@ -93,9 +99,8 @@ class RunLock:
         before = holder(fd).get("pipeline")
         if before and before != pipeline:
             self.release()
-            raise MinbertError(f"{flag} {self.path.parent}: the run folder of a "
-                               f"{SCRIPTS.get(before, before)} run; a {SCRIPTS.get(pipeline, pipeline)} run "
-                               "writes into a folder of its own: pick another")
+            raise MinbertError(f"{flag} {self.path.parent}: the run folder of {a_run_of(before)}; "
+                               f"{a_run_of(pipeline)} writes into a folder of its own: pick another")
         self.pipeline = pipeline
         return self
 

@@ -23,3 +23,7 @@ def test_weight_drift_measures_each_kind_of_tensor(tmp_path, tiny_model, capsys)
     torch.save({"model": {"other.weight": torch.ones(2)}}, tmp_path / "other.pt")
     with pytest.raises(MinbertError, match="none of its tensors is one of"):
         weight_drift.main([str(tmp_path / "other.pt"), "--pretrained", str(tiny_model)])
+    torch.save({"model": {"classifier.weight": torch.ones(2)}, "spec": {"fine_tune_mode": "last-linear-layer"}},
+               tmp_path / "head.pt")  # what a last-linear-layer run keeps
+    with pytest.raises(MinbertError, match="head.pt: holds no encoder tensor: its run trained the head alone"):
+        weight_drift.main([str(tmp_path / "head.pt"), "--pretrained", str(tiny_model)])

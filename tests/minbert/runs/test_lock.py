@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import multitask_classifier as mt
+from minbert.runs import lock
 from minbert.runs.lock import RUN_MARK, RunLock
 from tests.course import ROOT, part2_args
 from utils import MinbertError
@@ -93,3 +94,8 @@ def test_without_flock_the_process_id_in_the_lock_file_decides(tmp_path, monkeyp
                 RunLock(folder).acquire("--run_dir", "multitask")
         else:
             RunLock(folder).acquire("--run_dir", "multitask").release()
+
+
+def test_a_pipelines_run_is_named_with_its_article():
+    assert lock.a_run_of("ensemble") == "an ensemble.py run" and lock.a_run_of("classifier") == "a classifier.py run"
+    assert lock.a_run_of("eval") == "a multitask_classifier.py --eval_only run"
