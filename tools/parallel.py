@@ -68,9 +68,9 @@ def main(argv=None):
     for name, _ in todo:  # a log this tool did not write (a user's file) is never replaced
         check_file(logs / f"{name}.log", "--logs")
     logs.mkdir(parents=True, exist_ok=True)
-    running = {}
+    running, names = {}, [name for name, _ in todo]
     try:
-        run_plan(todo, running, logs, args.jobs, args.deadline)
+        ended = run_plan(todo, running, logs, args.jobs, args.deadline)
     # the runs going are stopped, and their logs kept as this tool's, for the next start
     except KeyboardInterrupt:
         for name, (p, fp, _) in running.items():
@@ -80,12 +80,17 @@ def main(argv=None):
             record([logs / f"{name}.log"], "tools/parallel.py", "")
             print(f"stopped {name}: interrupted (its log is {logs / f'{name}.log'})", flush=True)
         raise
+    failed = [f"{name} ({ended[name]})" for name in names if ended[name] != "rc=0"]
+    if failed:  # the exit status says so too, for a script that runs the plan
+        raise MinbertError(f"{len(failed)} of the plan's {len(names)} runs did not end with exit code 0: "
+                           f"{', '.join(failed[:5])}{', ...' if len(failed) > 5 else ''}; their logs are in {logs}")
+    return ended
 
 
 def run_plan(todo, running, logs, jobs, deadline):
-    """Run the plan's (name, command) pairs `todo`, `jobs` at a time, into `logs`;
-    `running` holds those going."""
-    t0 = time.time()
+    """Run the plan's (name, command) pairs `todo`, `jobs` at a time, into `logs`; `running` holds those going.
+    Returns {name: how it ended}: "rc=N", or "skipped" or "stopped" at the deadline."""
+    t0, ended, stopped = time.time(), {}, set()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     while todo or running:
         late = deadline is not None and time.time() - t0 > deadline
@@ -99,11 +104,14 @@ def run_plan(todo, running, logs, jobs, deadline):
             print(f"[{time.time() - t0:6.0f}s] start {name}", flush=True)
         if late:
             for name, _ in todo:
+                ended[name] = "skipped"
                 print(f"skipped {name}: deadline", flush=True)
             todo = []
             for name, (p, fp, _) in running.items():
-                p.kill()
-                print(f"stopped {name}: deadline", flush=True)
+                if name not in stopped:  # once: a killed run stays in `running` until it is reaped below
+                    p.kill()
+                    stopped.add(name)
+                    print(f"stopped {name}: deadline", flush=True)
         for name, (p, fp, start) in list(running.items()):
             if p.poll() is not None:
                 fp.close()
@@ -112,8 +120,11 @@ def run_plan(todo, running, logs, jobs, deadline):
                 tail = (logs / f"{name}.log").read_text().strip().splitlines()[-1:] or [""]
                 print(f"[{time.time() - t0:6.0f}s] done {name} rc={p.returncode} in "
                       f"{time.time() - start:.0f}s: {tail[0][:300]}", flush=True)
+                ended[name] = "stopped" if name in stopped else f"rc={p.returncode}"
                 del running[name]
-        time.sleep(1)
+        if todo or running:
+            time.sleep(1)
+    return ended
 
 
 if __name__ == "__main__":

@@ -65,3 +65,20 @@ def test_a_plan_without_a_run_is_one_line(tmp_path):
     assert out.returncode == 2 and out.stderr.strip().endswith("empty.csv: no run in this plan (each line NAME "
                                                                "COMMAND; blank lines and # comments are skipped)")
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_run_that_fails_or_misses_the_deadline_makes_the_plan_fail_naming_it(tmp_path):
+    """Each run's end is said once; the tool's exit status and one line name every run that did not end with
+    exit code 0, so a script running the plan sees it."""
+    plan = tmp_path / "plan.txt"
+    plan.write_text(f"ok {sys.executable} -c \"print('fine')\"\nbad {sys.executable} -c \"import sys; sys.exit(3)\"\n")
+    out = _parallel(str(plan), "--logs", "logs", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: 1 of the plan's 2 runs did not end with exit code 0: bad (rc=3); their logs are in logs")
+    late = tmp_path / "late.txt"
+    late.write_text(f"slow {sys.executable} -c \"import time; time.sleep(60)\"\nnext {sys.executable} -c \"print(1)\"\n")
+    out = _parallel(str(late), "--logs", "logs2", "--jobs", "1", "--deadline", "2", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: 2 of the plan's 2 runs did not end with exit code 0: slow (stopped), next (skipped); their logs "
+        "are in logs2")
+    assert out.stdout.count("stopped slow: deadline") == 1 and "skipped next: deadline" in out.stdout
