@@ -81,7 +81,7 @@ def vote_ties(mean, n_members):
 def check_members(members):
     """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs.
     Returns each checkpoint member's --fold (I, K), or None."""
-    seen, folds = {}, []
+    seen, epochs, folds = {}, {}, []
     for m in members:
         p = Path(m)
         if not p.exists():
@@ -96,6 +96,12 @@ def check_members(members):
             read_spec(state, p, "multitask")
             fold = (state.get("flags") or {}).get("fold")
             folds.append(tuple(fold) if fold else None)
+            # a run's best and last checkpoints hold the same weights when its last epoch scored best
+            saved = (p.resolve().parent, state.get("model_name"), state.get("epoch"))
+            if saved[2] is not None and saved in epochs:
+                raise MinbertError(f"{m}: the same weights as {epochs[saved]} (run {saved[0]}, epoch {saved[2]}: "
+                                   "its best epoch was its last); an ensemble of one model twice is that model")
+            epochs[saved] = m
     return folds
 
 
