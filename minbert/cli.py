@@ -39,6 +39,17 @@ class Parser(argparse.ArgumentParser):
         raise MinbertError(f"{self.prog}: {message}")
 
 
+# Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
+SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused",
+           "record_step": "--no_record_step",
+           "bucket": "--no_bucket", "fast_dropout": "--no_fast_dropout"}
+
+
+def flag_spelling(dest):
+    """How the flag of argparse destination `dest` is typed, as every message names it."""
+    return SPELLED.get(dest, f"--{dest}")
+
+
 # What an interrupted run should be told: set by a pipeline each time it saves a resumable checkpoint. `retry`
 # is the command that continues the run (e.g. "the same command plus --resume --run_name r"), which a failed
 # write (a full disk) names too: once a run folder holds files, the plain same command is refused there.

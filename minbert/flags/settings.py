@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from config import SHAPES, BertConfig
-from minbert.cli import MinbertError, main_print
+from minbert.cli import MinbertError, flag_spelling, main_print
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
 from minbert.flags import parsers
 from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
@@ -25,7 +25,7 @@ from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
 from minbert.shapes import resolve_pad_multiple
 from minbert.runs.folders import best_checkpoint
-from minbert.runs.identity import defining_flags, flag_spelling
+from minbert.runs.identity import defining_flags
 from minbert.objectives.regularizers import Regularizers
 from minbert.specs import (BenchSettings, ClassifierSettings, EnsembleSettings, ModelSpec, MultitaskData,
                            MultitaskSettings, PretrainSettings, Recipe, RunSpec, Runtime, SweepSettings,

@@ -4,8 +4,7 @@ torch, so that a command that trains nothing (report.py) parses its flags withou
 import argparse
 import sys
 
-from minbert.cli import MinbertError
-from minbert.runs.identity import flag_spelling
+from minbert.cli import MinbertError, flag_spelling
 
 
 class Flags(argparse.Namespace):

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, flag_spelling
 from minbert.course_data import MULTITASK
 from minbert.reports.dev_outputs import aligned, read_run
 from minbert.reports.verdicts import MEAN_WEIGHTS, Row, check_resamples, digits, judge, multitask_mean, row_order
 from minbert.reports.significance import aso, bootstrap_p, combine, pooled, seeds_needed, welch
 from minbert.runs.folders import pipeline_of, recorded_flags
-from minbert.runs.identity import flag_spelling
 
 ASO_MIN_SEEDS, ASO_THRESHOLD = 3, 0.2  # Ulmer et al. (2022): claim order only where epsilon_min < 0.2
 # The handout's Part 1 reference, bert-base-uncased: (--fine-tune-mode, dataset) -> (dev accuracy mean, std).

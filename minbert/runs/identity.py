@@ -7,7 +7,7 @@ each difference; an input found at a new path with the same bytes (a data folder
 """
 from pathlib import Path
 
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, flag_spelling
 from minbert.files import file_digest, plain
 from minbert.hub import resolve_pretrained
 
@@ -24,16 +24,6 @@ PATH_FLAGS = {"data_dir", "texts", "extra_task", "distill"} | {f"{p}_{s}" for p 
                                                                  for s in ("train", "dev", "test")} | {
     # gpt2/sonnet_generation.py's
     "sonnet_path", "held_out_sonnet_path", "held_out_dev_path", "true_dev_path"}
-# Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
-SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused",
-           "record_step": "--no_record_step",
-           "bucket": "--no_bucket", "fast_dropout": "--no_fast_dropout"}
-
-
-def flag_spelling(dest):
-    return SPELLED.get(dest, f"--{dest}")
-
-
 def defining_flags(values):
     """The run-defining part of {flag destination: value} (all parsed flags, with the defaults that depend on
     the machine or the checkpoint resolved), as plain values."""

@@ -18,13 +18,12 @@ import torch.nn.functional as F
 
 from bert import BertModel
 from datasets import join_pair, task_encoding
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, flag_spelling
 from minbert.course_data import MULTITASK
 from minbert.files import plain
 from minbert.finetuning.modes import prepare_backbone
 from minbert.finetuning.pals import PALs
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec
-from minbert.runs.identity import flag_spelling
 from minbert.specs import ModelSpec
 from minbert.tasks.extra import EXTRA_TASKS
 
