@@ -27,12 +27,12 @@ def new_run_name(prefix):
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def published_where(settings, spelled=False):
-    """The settings that say where a run publishes its files, as one string (a finished run's record): each
-    path made absolute, so that `predictions`, `./predictions/` and its full path are one place (with
-    `spelled`, as the flags spelled them: the record of a run finished before paths were made absolute)."""
+def published_where(settings, absolute=False):
+    """The settings that say where a run publishes its files, as one string (a finished run's record): as the
+    flags spell them (the same in a project moved since), or with `absolute`, each path made absolute (so that
+    `predictions`, `./predictions/` and its full path are one place)."""
     def where(value):
-        if spelled or value is None:
+        if not absolute or value is None:
             return value
         if isinstance(value, dict):
             return {k: where(v) for k, v in value.items()}
@@ -200,6 +200,7 @@ class Run:
         outputs = holder(self.lock.fd).get("outputs")
         outputs = outputs if isinstance(outputs, dict) else {}
         outputs[stem] = {"result": plain(result), "where": published_where(settings),
+                         "where_absolute": published_where(settings, absolute=True),
                          "published": [[Path(s).name, str(d)] for s, d in published],
                          "files": {Path(s).name: file_digest(s) for s, _ in published}}
         if getattr(settings, "results", None) is not None:  # the table its row went to (Part 2's --results)
@@ -222,7 +223,8 @@ class Run:
                 print(f"{path}: {'changed since' if path.exists() else 'missing, though'} the run wrote it; "
                       f"{stem}'s outputs are written again from its best checkpoint")
                 return None
-        if done.get("where") not in (published_where(settings), published_where(settings, spelled=True)):
+        if (done.get("where") != published_where(settings)
+                and done.get("where_absolute") != published_where(settings, absolute=True)):
             raise MinbertError(f"{self.how}: the run had finished, and --resume neither scores it again nor "
                                "publishes it under other paths than its own (--*_out, --predictions_dir or "
                                f"--sonnet_out differ): its files are in {self.folder}; copy them where you "

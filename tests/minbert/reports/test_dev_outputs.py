@@ -30,7 +30,9 @@ def test_an_ensembles_prediction_files_are_scored_against_the_dev_csvs(tmp_path,
     folder = tmp_path / "ens"
     folder.mkdir()
     sts = read_examples(course_data / "sts-dev.csv", "sts", "dev")
-    pred = [3.0 if e.label is None else e.label + (0.5 if i % 2 else -0.5) for i, e in enumerate(sts)]
+    # an ensemble's files average similarities, each within 0-5
+    pred = [3.0 if e.label is None else min(5.0, max(0.0, e.label + (0.5 if i % 2 else -0.5)))
+            for i, e in enumerate(sts)]
     write_predictions(folder / "sts-dev-output.csv", "sts", [e.id for e in sts], pred)
     run = read_run(folder, course_data)
     keep = [i for i, e in enumerate(sts) if e.label is not None]
