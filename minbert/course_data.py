@@ -119,7 +119,9 @@ def read_examples(path, task, split, log=None):
         get = lambda c: row[col[c]].strip() if col[c] < len(row) else ""
         ex_id = get("id")
         if not ex_id:
-            raise MinbertError(f"{path}: line {line}: empty id")
+            fields = (f" (the line has {len(row)} tab-separated field{'s' if len(row) != 1 else ''}, the header "
+                      f"{len(header)}: is it tab-separated?)" if len(row) < len(header) else "")
+            raise MinbertError(f"{path}: line {line}: empty id{fields}")
         if ex_id in seen:
             raise MinbertError(f"{path}: line {line}: id {ex_id} already on line {seen[ex_id]}")
         seen[ex_id] = line

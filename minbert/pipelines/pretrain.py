@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
 from datasets import TaskData, set_pad_multiple
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, main_print
 from minbert.course_data import Example, Task, data_file, read_examples, read_sonnets
 from minbert.files import append_jsonl, require_file, text_lines
 from minbert.hub import resolve_pretrained
@@ -162,6 +162,11 @@ class PretrainLoss(TermLoss):
         return self.track("mlm", out.loss) + self.nsp * self.track("nsp", nsp)
 
 
+# Held-out masked tokens below which the start line says the best epoch is chosen on little evidence: at 100, one
+# token more or less right moves the accuracy by a point.
+FEW_SCORED = 100
+
+
 def held_out_batches(data, tokenizer, vocab_size, settings):
     """The held-out text's batches, masked the same way every time (one fixed seed)."""
     g = torch.Generator().manual_seed(settings.recipe.seed + 1)
@@ -250,6 +255,10 @@ class PretrainPipeline(Pipeline):
             raise MinbertError(f"the {len(self.dev)} held-out {'pairs' if s.nsp else 'sentences'} get no masked "
                                f"token at --mask_prob {s.mask_prob:g}, so the held-out accuracy that picks the best "
                                "epoch is undefined: give more text (5% of it is held out) or a higher --mask_prob")
+        if scored < FEW_SCORED:
+            main_print(f"note: the held-out text holds {scored} masked token(s), so its accuracy moves in steps of "
+                       f"{1 / scored:.2f} and the best epoch is picked on little evidence: give more text for a "
+                       "steadier choice")
         self.spec = ModelSpec(pipeline="pretrain", pretrained=str(s.pretrained), fine_tune_mode="full-model",
                               max_length=s.max_length)
         self.per_epoch = -(-len(self.train) // s.batch_size)

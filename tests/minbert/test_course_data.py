@@ -64,3 +64,11 @@ def test_a_data_dir_that_is_a_file_is_named_as_one(tmp_path):
     with pytest.raises(MinbertError, match=rf"^--data_dir {re.escape(str(tmp_path / 'sts-dev.csv'))}: a file, not "
                                            rf"the folder of the course's CSVs \(give its folder, "):
         course_data.data_file(tmp_path / "sts-dev.csv", "sst", "train")
+
+
+def test_a_line_that_is_not_tab_separated_is_said_to_be_one(tmp_path):
+    path = tmp_path / "ids-sst-dev.csv"
+    path.write_text("\tid\tsentence\tsentiment\n0\ta1\tfine .\t3\n1,a2,spaces instead of tabs,2\n")
+    with pytest.raises(MinbertError, match=r"ids-sst-dev.csv: line 3: empty id \(the line has 1 tab-separated "
+                                           r"field, the header 4: is it tab-separated\?\)"):
+        read_examples(path, "sst", "dev")

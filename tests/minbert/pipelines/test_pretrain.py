@@ -222,10 +222,10 @@ def test_the_sonnets_are_documents_of_their_lines(tmp_path, tiny_model):
     assert log[-1]["total_steps"] == 2 and "nsp_acc" in log[-1]["dev"]
 
 
-def test_held_out_text_that_gets_no_masked_token_is_one_line_before_training(tmp_path, tiny_model):
+def test_held_out_text_that_gets_no_masked_token_is_one_line_before_training(tmp_path, tiny_model, capsys):
     """Twenty one-word sentences: the one held out gets no masked token at --mask_prob 0.05 (seed 11711), so its
     accuracy would be undefined and every epoch tie with the first: refused, nothing trained; at a --mask_prob
-    that masks one, the run goes on."""
+    that masks one, the run goes on, a note saying how little picks its best epoch."""
     texts = tmp_path / "one-word.txt"
     texts.write_text("".join(f"{w}\n" for w in ("good", "bad", "fun", "sad") * 5))
     with pytest.raises(MinbertError, match=r"^the 1 held-out sentences get no masked token at --mask_prob 0.05, so the "
@@ -236,6 +236,9 @@ def test_held_out_text_that_gets_no_masked_token_is_one_line_before_training(tmp
                                       "--max_steps", "1", texts=texts))
     log = [json.loads(l) for l in (out / "pretrain-log.jsonl").read_text().splitlines()]
     assert all(r["dev"]["masked_tokens"] >= 1 for r in log)
+    tokens = log[0]["dev"]["masked_tokens"]
+    assert (f"note: the held-out text holds {tokens} masked token(s), so its accuracy moves in steps of "
+            f"{1 / tokens:.2f}") in capsys.readouterr().out
 
 
 def test_next_sentence_accuracy_is_scored_on_the_pairs_unmasked(tiny_model):
