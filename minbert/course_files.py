@@ -7,7 +7,7 @@ from pathlib import Path
 from minbert.cli import MinbertError
 from minbert.files import atomic_write, check_writable, git_blob_id
 from minbert.hub import DownloadError, download
-from minbert.places import check_output
+from minbert.project_paths import check_output
 
 COURSE_REPO = "amahankali10/CS224N-Spring2024-DFP-Student-Handout"
 COURSE_COMMIT = "3f64c60c8a0e40a9fe581235b08f4607ff187077"

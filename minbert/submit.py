@@ -21,7 +21,7 @@ from pathlib import Path
 from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
 from minbert.files import read_text, special_file
-from minbert.places import OUTPUT_FOLDERS, check_output, project_parts
+from minbert.project_paths import OUTPUT_FOLDERS, check_output, project_parts
 from minbert.runs.lock import RUN_MARK
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import backup_line, finish_publishing, keep_as_backup, publish, write_output

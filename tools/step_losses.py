@@ -101,7 +101,7 @@ def check_out(path):
     path = Path(path)
     if path.is_dir():
         raise SystemExit(f"error: --out {path}: is a folder; name the JSON file to write")
-    if path.is_symlink() or path.exists() and not path.is_file():  # minbert/places.py's rule, kept here
+    if path.is_symlink() or path.exists() and not path.is_file():  # minbert/project_paths.py's rule, kept here
         raise SystemExit(f"error: --out {path}: is a link, a named pipe or a device, not a regular file; "
                          "name another path")
     if path.exists():

@@ -17,7 +17,7 @@ from pathlib import Path, PurePath
 
 from minbert.cli import MinbertError, is_main
 from minbert.files import check_writable, file_digest, plain, remove_temporaries, special_file
-from minbert.places import among_sources, too_long
+from minbert.project_paths import among_sources, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, a_run_of, holder, read_mark
 
 RUNS_ROOT = Path("runs")

@@ -2,7 +2,7 @@
 before it writes: predictions, --*_out, --results, --json, --out, reports, ensembles, the zip):
 
   - an output is a regular file or nothing: a link, a folder, a device or a named pipe is refused, and so is
-    an existing file that cannot be written (immutable, write-protected), before any work (places.py);
+    an existing file that cannot be written (immutable, write-protected), before any work (project_paths.py);
   - a new file may be created;
   - an existing file is replaced only if this project wrote it and no one has changed it since: its bytes are
     those its folder's `.sources.json` records, or those of a run folder's file (runs/sources.py);
@@ -23,7 +23,7 @@ from pathlib import Path
 from minbert.cli import MinbertError
 from minbert.course_files import COURSE_FILES
 from minbert.files import check_writable, deferred_interrupt, special_file
-from minbert.places import among_sources, check_output, in_project, too_long
+from minbert.project_paths import among_sources, check_output, in_project, too_long
 from minbert.runs.folders import run_folder_of
 from minbert.runs.publishing import finish_publishing, same_file
 from minbert.runs.sources import SOURCES, check_record, written_by

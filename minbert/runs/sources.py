@@ -15,7 +15,7 @@ from pathlib import Path
 
 from minbert.cli import MinbertError
 from minbert.files import atomic_write, file_digest
-from minbert.places import PROJECT, output_problem
+from minbert.project_paths import PROJECT, output_problem
 from minbert.runs.lock import RUN_MARK
 
 SOURCES = ".sources.json"

@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 
 from minbert.cli import MinbertError, process_alive
-from minbert.places import check_output
+from minbert.project_paths import check_output
 from minbert.sweeps.space import describe_space, distributions
 
 # seconds: a worker's heartbeat interval, and how old it may get before others step in
@@ -48,7 +48,7 @@ def open_storage(url, default):
         path = Path(url[len("sqlite:///"):])
         if path.is_dir():
             raise MinbertError(f"--storage {url}: {path} is a folder; the SQLite database is a file")
-        check_output(path, f"--storage {url}", append=True)  # the one rule for written files (places.py)
+        check_output(path, f"--storage {url}", append=True)  # the one rule for written files (project_paths.py)
         if path.is_file() and path.stat().st_size and path.read_bytes()[:16] != b"SQLite format 3\0":
             raise MinbertError(f"--storage {url}: {path} is not an SQLite "
                                "database; name a new file or an existing study")

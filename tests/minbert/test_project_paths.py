@@ -1,8 +1,8 @@
-"""minbert/places.py: the project's code, docs and data folders are told from its output folders and from paths
+"""minbert/project_paths.py: the project's code, docs and data folders are told from its output folders and from paths
 elsewhere; an output is a regular file or nothing, writable, and never among the project's code."""
 import pytest
 
-from minbert.places import PROJECT, among_sources, check_output, in_project
+from minbert.project_paths import PROJECT, among_sources, check_output, in_project
 from utils import MinbertError
 
 
