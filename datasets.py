@@ -177,8 +177,7 @@ def join_pair(ids1, mask1, ids2, mask2, max_length, pad_id):
 
 
 def task_dataset(examples, task, tokenizer, max_length=512, pair_mode="cross"):
-    """The handout's dataset class for `task`: SentencePairDataset for pairs, else
-    SentenceClassificationDataset."""
+    """The handout's dataset class for `task`: SentencePairDataset for pairs, else SentenceClassificationDataset."""
     task = TASKS[task] if isinstance(task, str) else task
     if task.is_pair:
         return SentencePairDataset(examples, task, tokenizer, max_length, pair_mode)

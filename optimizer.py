@@ -52,8 +52,7 @@ class AdamW(Optimizer):
         super().__init__(params, defaults)
 
     def _init(self, p, capturable):
-        """A parameter's state before its first step (or, made capturable, its step
-        count moved to its device)."""
+        """A parameter's state before its first step (or, made capturable, its step count moved to its device)."""
         state = self.state[p]
         if not state:
             state["step"] = torch.zeros((), dtype=torch.float32, device=p.device) if capturable else 0

@@ -82,8 +82,7 @@ def main(argv=None):
 
 
 def compare_settings(args, argv):
-    """CompareSettings of report.py's flags, the ways of asking for a comparison checked against each
-    other."""
+    """CompareSettings of report.py's flags, the ways of asking for a comparison checked against each other."""
     if args.results:
         raise MinbertError("--results and --compare: one at a time (a results table ranks runs by their "
                            "means; --compare tests runs on their dev outputs)")

@@ -83,8 +83,7 @@ def _gpt2_values(args, script):
 
 
 def classifier_settings(args):
-    """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with
-    GPT-2's (gpt2/sentiment.py)."""
+    """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with GPT-2's (gpt2/sentiment.py)."""
     script = G1 if "datasets" in vars(args) else GP  # the cloze task takes no --datasets: it is Quora's
     flags = _gpt2_values(args, script)
     if flags["fine_tune_mode"] not in ADAPTER_MODES:

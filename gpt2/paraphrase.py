@@ -31,8 +31,7 @@ CLOZE = dataclasses.replace(TASKS["quora"], text_cols=("prompt",))
 
 
 def cloze_examples(examples):
-    """Quora pairs as prompts (a broken row's missing question stays empty, so its
-    id still gets a prediction)."""
+    """Quora pairs as prompts (a broken row's missing question stays empty, so its id still gets a prediction)."""
     return [Example(e.id, (PROMPT.format(*e.texts),), e.label, e.line) for e in examples]
 
 

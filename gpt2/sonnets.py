@@ -197,8 +197,7 @@ def complete(model, tokenizer, prompt, temperature=1.2, top_p=0.9, max_line_toke
 
 
 def printable(piece):
-    """`piece` without control characters (some, \\x1c or \\x85, are line breaks to a reader of the file),
-    stripped."""
+    """`piece` without control characters (some, \\x1c or \\x85, are line breaks to a reader of the file), stripped."""
     return "".join(c for c in piece if c.isprintable()).strip()
 
 

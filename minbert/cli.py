@@ -226,8 +226,7 @@ def finish_distributed():
 
 
 def process_alive(pid):
-    """Whether process `pid` on this machine may still be running (one we may not signal counts as
-    running)."""
+    """Whether process `pid` on this machine may still be running (one we may not signal counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -19,8 +19,7 @@ LEVELS = 1 << 16  # values of one 16-bit draw
 
 
 def keep_mask(shape, p, device="cpu"):
-    """(a bool mask of `shape`, each element kept with probability 1 - round(p 65536)
-    / 65536; that probability)."""
+    """(a bool mask of `shape`, each element kept with probability 1 - round(65536 p) / 65536; that probability)."""
     n = 1
     for s in shape:
         n *= s
@@ -31,8 +30,7 @@ def keep_mask(shape, p, device="cpu"):
 
 
 class Dropout(nn.Dropout):
-    """nn.Dropout, with bulk masks on the CPU in training unless `fast` is False
-    (see the module's docstring)."""
+    """nn.Dropout, with bulk masks on the CPU in training unless `fast` is False (see the module's docstring)."""
 
     def __init__(self, p=0.5, fast=True):
         super().__init__(p)

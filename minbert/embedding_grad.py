@@ -38,8 +38,7 @@ class _Lookup(torch.autograd.Function):
 
 
 class Embedding(nn.Embedding):
-    """nn.Embedding whose weight gradient is written into a buffer kept between steps
-    (see the module docstring)."""
+    """nn.Embedding whose weight gradient is written into a buffer kept between steps (see the module docstring)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

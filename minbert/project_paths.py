@@ -44,8 +44,7 @@ def among_sources(path, root=True, data=False):
 
 
 def in_project(path):
-    """Whether `path` lies in the project folder outside its output folders (a file
-    of its code, docs or data)."""
+    """Whether `path` lies in the project folder outside its output folders (a file of its code, docs or data)."""
     parts = _inside(path)
     return parts is not None and (not parts or parts[0] not in OUTPUT_FOLDERS)
 

@@ -23,8 +23,7 @@ def padded_width(longest, multiple, max_length, widths=()):
 
 
 def resolve_pad_multiple(requested, device):
-    """--pad_multiple as the run uses it: not given (None), GPU_PAD_MULTIPLE on a GPU and 0 (off)
-    elsewhere."""
+    """--pad_multiple as the run uses it: not given (None), GPU_PAD_MULTIPLE on a GPU and 0 (off) elsewhere."""
     return (GPU_PAD_MULTIPLE if device.type == "cuda" else 0) if requested is None else requested
 
 

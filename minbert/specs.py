@@ -310,8 +310,7 @@ class SweepSettings:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """bench.py: what is timed (the model, the batches, what trains, the recipe's
-    regularisers) and against what."""
+    """bench.py: what is timed (the model, the batches, what trains, the recipe's regularisers) and against what."""
     runtime: Runtime
     regularizers: object = None          # objectives/regularizers.Regularizers (None: none)
     pretrained: Optional[str] = None     # a checkpoint, or None for random weights of `config`

@@ -23,8 +23,7 @@ class GPT2Model(GPTPreTrainedModel):
         self.init_weights()
 
     def embed(self, input_ids, past_length=0):
-        """Token plus position embeddings, positions counted from `past_length`
-        (the tokens already cached)."""
+        """Token plus position embeddings, positions counted from `past_length` (the tokens already cached)."""
         positions = torch.arange(past_length, past_length + input_ids.shape[1], device=input_ids.device)
         return self.embed_dropout(self.word_embedding(input_ids) + self.pos_embedding(positions))
 
@@ -66,6 +65,5 @@ class GPT2Model(GPTPreTrainedModel):
         return {"last_hidden_state": hidden, "last_token": hidden[torch.arange(hidden.shape[0]), last.long()]}
 
     def hidden_state_to_token(self, hidden_state):
-        """Logits over the vocabulary: the LM head is the token embedding matrix
-        (tied, as GPT-2 was trained)."""
+        """Logits over the vocabulary: the LM head is the token embedding matrix (tied, as GPT-2 was trained)."""
         return F.linear(hidden_state, self.word_embedding.weight)

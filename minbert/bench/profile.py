@@ -33,8 +33,7 @@ CATEGORIES = [
 
 
 def category(name):
-    """The category of an operator: a name listed ends with "_" or "." is a prefix,
-    any other is the exact name."""
+    """The category of an operator: a name listed ends with "_" or "." is a prefix, any other is the exact name."""
     for label, names in CATEGORIES:
         if name in names or any(n.endswith(("_", ".")) and name.startswith(n) for n in names):
             return label

@@ -43,8 +43,7 @@ def mfu(flop_per_s, peak):
 
 
 def seconds(device, fn, items):
-    """Seconds to run fn(item) for each of `items` on `device`, the device's
-    queue drained before and after."""
+    """Seconds to run fn(item) for each of `items` on `device`, the device's queue drained before and after."""
     sync(device)
     t0 = time.perf_counter()
     for item in items:

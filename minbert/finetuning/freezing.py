@@ -34,8 +34,7 @@ class GradualUnfreezing:
 
 
 def frozen_parameters(bert, freeze_layers):
-    """The parameters --freeze_layers keeps frozen for the whole run: the
-    embeddings' and the lowest layers'."""
+    """The parameters --freeze_layers keeps frozen for the whole run: the embeddings' and the lowest layers'."""
     if not freeze_layers:
         return []
     lowest = bert.layers[:freeze_layers]
@@ -43,8 +42,7 @@ def frozen_parameters(bert, freeze_layers):
 
 
 def setup_freezing(bert, freeze_layers=0, gradual_unfreeze=0, log=print):
-    """Freeze what --freeze_layers asks for; returns the GradualUnfreezing schedule
-    (or None) the trainer calls."""
+    """Freeze what --freeze_layers asks for; returns the GradualUnfreezing schedule (or None) the trainer calls."""
     layers = bert.config.num_hidden_layers
     if freeze_layers > layers:
         raise MinbertError(f"--freeze_layers {freeze_layers}: the model has {layers} layers")

@@ -46,8 +46,7 @@ class HoulsbyAdapter(nn.Module):
 
 
 def add_houlsby_adapters(bert, dim=DEFAULT_DIM):
-    """Freeze BERT, give every layer its two adapters, and let the layers' LayerNorms
-    train; returns the adapters."""
+    """Freeze BERT, give every layer its two adapters, and let the layers' LayerNorms train; returns the adapters."""
     for p in bert.parameters():
         p.requires_grad = False
     adapters = []

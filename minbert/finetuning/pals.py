@@ -22,8 +22,7 @@ from minbert.finetuning.lora import layer_part
 
 
 def default_dim(hidden_size, heads):
-    """204 at BERT-base's 768, scaled to `hidden_size` and rounded to a multiple of
-    `heads` (at least one each)."""
+    """204 at BERT-base's 768, scaled to `hidden_size` and rounded to a multiple of `heads` (at least one each)."""
     return heads * max(1, round(204 * hidden_size / 768 / heads))
 
 

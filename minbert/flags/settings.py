@@ -141,8 +141,7 @@ def classifier_settings(args, log=main_print):
 # ---------------------------------------------------------------------------- Part 2: multitask_classifier.py
 
 def _multitask_values(args):
-    """The parsed flags with --task_dropout and the data files (--sst_train, ...
-    under --data_dir) filled in."""
+    """The parsed flags with --task_dropout and the data files (--sst_train, ... under --data_dir) filled in."""
     flags = values(args, P2)
     if flags["task_dropout"] is None:
         flags["task_dropout"] = [flags["hidden_dropout_prob"]] * 3
@@ -154,8 +153,7 @@ def _multitask_values(args):
 
 
 def parse_multitask(argv=None):
-    """multitask_classifier.py's flags, parsed and checked (one line for a flag
-    that cannot do what it says)."""
+    """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
     args = parse_flags(multitask_parser(), argv, {**HANDOUT_RECIPE, **MULTITASK_HANDOUT})
     typed, flags = args.typed, _multitask_values(args)
     if flags["eval_only"]:

@@ -60,8 +60,7 @@ def fold_of(example_id, folds):
 
 
 def outside_fold(fold):
-    """The training-example filter of --fold I/K: keeps the examples that are not
-    in fold I (None: keeps all)."""
+    """The training-example filter of --fold I/K: keeps the examples that are not in fold I (None: keeps all)."""
     if not fold:
         return None
     held_out, folds = fold

@@ -26,8 +26,7 @@ import torch
 
 
 class GradVaccine:
-    """The averages phi_hat of every ordered task pair (saved with a resumable
-    checkpoint) and the combination."""
+    """The averages phi_hat of every ordered task pair (saved with a resumable checkpoint) and the combination."""
     # the flag, and the per-epoch log field counting what it did
     flag, stat = "gradvac", "gradvac_adjustments"
 
@@ -38,8 +37,7 @@ class GradVaccine:
         self.ema = torch.zeros(num_tasks, num_tasks, dtype=torch.float64)
 
     def combine(self, grads, generator=None):
-        """grads: one flat gradient per task. Returns (the sum of the adjusted
-        gradients, how many adjustments)."""
+        """grads: one flat gradient per task. Returns (the sum of the adjusted gradients, how many adjustments)."""
         adjusted, n = [], 0
         norms = [g.norm() for g in grads]
         for i, g in enumerate(grads):

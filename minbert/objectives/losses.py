@@ -95,8 +95,7 @@ class TermLoss(nn.Module):
         return loss
 
     def after_step(self):
-        """After each optimizer step, each regulariser's own after-step (the Bregman teacher follows the
-        model)."""
+        """After each optimizer step, each regulariser's own after-step (the Bregman teacher follows the model)."""
         for name in self.on:
             after = getattr(getattr(self, name), "after_step", None)
             if after is not None:
@@ -155,8 +154,7 @@ class MultitaskLoss(TermLoss):
         return self.one(model, batch)
 
     def task_loss(self, task, out, y, w=None):
-        """`task`'s own loss on one batch's outputs `out` and labels `y` (over the
-        rows of weight 1: rows.py)."""
+        """`task`'s own loss on one batch's outputs `out` and labels `y` (over the rows of weight 1: rows.py)."""
         eps = self.label_smoothing
         if task in EXTRA_TASKS:
             return (rows.cross_entropy(out.output, y, w, eps) if EXTRA_TASKS[task].kind == "class"

@@ -29,8 +29,7 @@ def project_conflicting(grads, generator=None):
 
 
 def pcgrad_combine(grads, generator=None):
-    """(PCGrad's combined gradient, the number of conflicting task pairs): the
-    Trainer's `combine` for --pcgrad."""
+    """(PCGrad's combined gradient, the number of conflicting task pairs): the Trainer's `combine` for --pcgrad."""
     conflicts = sum(int(torch.dot(grads[i], grads[j]) < 0)
                     for i in range(len(grads)) for j in range(i + 1, len(grads)))
     return project_conflicting(grads, generator), conflicts

@@ -133,8 +133,7 @@ class SmartRegularizer(nn.Module):
                    spec.smart_projection, spec.smart_eps, spec.smart_dropout)
 
     def regularize(self, loss, p):
-        """The term of the pass `p`, perturbing the model's backbone (objectives/regularizers.py's
-        protocol)."""
+        """The term of the pass `p`, perturbing the model's backbone (objectives/regularizers.py's protocol)."""
         return loss, self(p.model, p.model.backbone, p.rerun, p.output(p.first), p.kind, p.weight)
 
     def ascend(self, delta, grad):
@@ -214,8 +213,7 @@ class BregmanProximal(nn.Module):
 
     @contextlib.contextmanager
     def as_teacher(self):
-        """Within the block the model's trainable parameters hold the teacher's
-        values (swapped, not copied)."""
+        """Within the block the model's trainable parameters hold the teacher's values (swapped, not copied)."""
         teacher = self.teacher()
         for p, t in zip(self.params, teacher):
             p.data, t.data = t.data, p.data

@@ -175,8 +175,7 @@ def dev_scores(outputs, ref):
 
 
 def run_ensemble(settings):
-    """ensemble.py: every member checked, then run (or read), averaged and
-    published; returns the dev scores."""
+    """ensemble.py: every member checked, then run (or read), averaged and published; returns the dev scores."""
     out = Path(settings.out)
     settings = dataclasses.replace(settings, members=tuple(resolve_member(m) for m in settings.members))
     folds = check_members(settings.members)

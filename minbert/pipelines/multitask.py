@@ -68,8 +68,7 @@ def note_split_overlap(settings):
 
 
 class MultitaskPipeline(Pipeline):
-    """Part 2 for training/fit.py: the three tasks' data, the sampler, the loss,
-    the dev mean, the six files."""
+    """Part 2 for training/fit.py: the three tasks' data, the sampler, the loss, the dev mean, the six files."""
     kind, score_name = "multitask", "dev mean"
 
     def __init__(self, settings):

@@ -91,8 +91,7 @@ LEGACY = {"multitask_dropout": 0.1, "classifier_dropout": 0.3, "fine_tune_mode":
 
 
 def convert_legacy(state, source):
-    """An earlier-format checkpoint ({'model', 'args': the whole namespace,
-    'epoch', ...}) in the new format."""
+    """An earlier-format checkpoint ({'model', 'args': the whole namespace, 'epoch', ...}) in the new format."""
     old = state["args"]  # the earlier format: the flags of its run, as a dict
     if not isinstance(old, dict):
         raise MinbertError(f"{source}: not a minbert checkpoint (its 'args' is a {type(old).__name__})")

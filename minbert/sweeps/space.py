@@ -16,8 +16,7 @@ RESERVED = ["--seed", "--run_name", "--run_dir", "--checkpoint_dir", "--checkpoi
 
 
 def parse_space(items):
-    """['lr=log:1e-5:2e-4', 'hidden_dropout_prob=0.1,0.3'] -> {flag: (kind,
-    values)}; a bad item is one line."""
+    """['lr=log:1e-5:2e-4', 'hidden_dropout_prob=0.1,0.3'] -> {flag: (kind, values)}; a bad item is one line."""
     space, items_of = {}, {}
     for item in items:
         if "=" not in item:

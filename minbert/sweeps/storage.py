@@ -20,8 +20,7 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def optuna_tables(path):
-    """Whether the SQLite database at `path` is Optuna's (or empty): its tables,
-    read without changing the file."""
+    """Whether the SQLite database at `path` is Optuna's (or empty): its tables, read without changing the file."""
     import sqlite3
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:

@@ -40,6 +40,5 @@ class BertSentimentClassifier(nn.Module):
         return self.classifier(self.dropout(pooled))
 
     def logits(self, batch):
-        """The logits of a batch (token inputs, or cached features): the one path
-        training and evaluation use."""
+        """The logits of a batch (token inputs, or cached features): the one path training and evaluation use."""
         return self(features=batch["features"]) if "features" in batch else self(**batch["x"])

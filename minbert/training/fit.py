@@ -85,8 +85,7 @@ class Pipeline:
         return ", ".join(f"dev {k} {v:.3f}" for k, v in metrics.items())
 
     def write_outputs(self, files, best):
-        """After the best epoch is reloaded: write the run's outputs; returns
-        (result, [(file, published path)])."""
+        """After the best epoch is reloaded: write the run's outputs; returns (result, [(file, published path)])."""
         raise NotImplementedError
 
     def state_dict(self):

@@ -79,8 +79,7 @@ class RecordingFailed(RuntimeError):
 
 
 def shape_key(batch):
-    """What a graph is recorded for: the task, and every tensor's name, shape and dtype (nested dicts
-    flattened)."""
+    """What a graph is recorded for: the task, and every tensor's name, shape and dtype (nested dicts flattened)."""
     def walk(prefix, value):
         if isinstance(value, dict):
             for k in sorted(value):
@@ -158,8 +157,7 @@ class RecordedFunction:
 
 @contextlib.contextmanager
 def side_stream(device):
-    """Run the block on a side stream (a CUDA graph's warm-up must not run on the stream it is recorded
-    from)."""
+    """Run the block on a side stream (a CUDA graph's warm-up must not run on the stream it is recorded from)."""
     if device.type != "cuda":
         yield
         return

@@ -45,8 +45,7 @@ def make_scheduler(optimizer, kind, warmup_ratio, total_steps):
 
 
 def lr_factor_tensor(step, kind, warmup_steps, total_steps):
-    """lr_factor with the step count a tensor, computed on its device without a
-    host sync (the same formula)."""
+    """lr_factor with the step count a tensor, computed on its device without a host sync (the same formula)."""
     step = step.float()
     warm = (step + 1) / max(1, warmup_steps)
     p = ((step - warmup_steps) / max(1, total_steps - warmup_steps)).clamp(max=1.0)

@@ -47,8 +47,7 @@ class Trainer:
 
     def __init__(self, model, loss_fn, optimizer, recipe=None, runtime=None, scheduler=None, surgery=None,
                  step_hooks=(), progress_every=60.0):
-        """`recipe` and `runtime` default to specs.Recipe's and specs.Runtime's defaults (one plain CPU
-        step)."""
+        """`recipe` and `runtime` default to specs.Recipe's and specs.Runtime's defaults (one plain CPU step)."""
         recipe, runtime = recipe or Recipe(lr=0.0), runtime or Runtime()
         self.model, self.loss_fn, self.optimizer, self.scheduler = model, loss_fn, optimizer, scheduler
         self.surgery, self.device, self.grad_accum = surgery, runtime.device, recipe.grad_accum
