@@ -33,6 +33,8 @@ def read_plan(path, values):
         if not line or line.startswith("#"):
             continue
         name, _, cmd = line.partition(" ")
+        if not cmd.strip():
+            raise MinbertError(f"{path}, line {n}: run {name} has no command (each line NAME COMMAND)")
         if name in lines:  # both would write NAME.log
             raise MinbertError(f"{path}, line {n}: the run name {name} is on line {lines[name]} already; "
                                "each run's output goes to NAME.log, so give each run its own name")

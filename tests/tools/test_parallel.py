@@ -65,6 +65,10 @@ def test_a_plan_without_a_run_is_one_line(tmp_path):
     assert out.returncode == 2 and out.stderr.strip().endswith("empty.csv: no run in this plan (each line NAME "
                                                                "COMMAND; blank lines and # comments are skipped)")
     assert not (tmp_path / "logs").exists()
+    plan.write_text("alone\n")
+    out = run_main("tools/parallel.py", str(plan), "--logs", str(tmp_path / "logs"))
+    assert out.returncode == 2 and out.stderr.strip().endswith("empty.csv, line 1: run alone has no command (each line "
+                                                               "NAME COMMAND)")
 
 
 def test_a_run_that_fails_or_misses_the_deadline_makes_the_plan_fail_naming_it(tmp_path):
