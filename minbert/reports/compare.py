@@ -99,11 +99,12 @@ def method(settings, rows, mode):
     holm_line = (f"p (Holm): Holm-Bonferroni over the {k} rows (the test's own p in brackets); a row is "
                  f"\"better\" or \"worse\" where its adjusted p is below {settings.alpha:g}.")
     if mode == "runs":
+        mean = (" The multitask mean is (SST + Quora + (STS r + 1) / 2) / 3, each task's examples resampled "
+                "within that task." if any(r.task == "mean" for r in rows) else "")
         return [f"B - A per dev set. 95% CI: the paired bootstrap over dev examples (Koehn 2004), "
                 f"{settings.resamples} resamples drawn the same for both runs, seed {settings.seed}. p: the "
                 f"paired permutation test (approximate randomisation), {settings.resamples} random swaps of "
-                "the two runs' outputs per example. The multitask mean is (SST + Quora + (STS r + 1) / 2) "
-                "/ 3, each task's examples resampled within that task.", holm_line]
+                f"the two runs' outputs per example.{mean}", holm_line]
     if mode == "handout":
         return [f"B - A against the handout's Part 1 reference (bert-base-uncased, mean ± std over "
                 f"{HANDOUT_SEEDS} seeds): Welch's t-test and its 95% CI from the two groups' means, stds and "

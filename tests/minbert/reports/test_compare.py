@@ -22,7 +22,7 @@ def test_two_runs_give_a_row_per_dev_set_and_the_mean_judged_together(tmp_path, 
     assert md.parent.parent == tmp_path / "reports" and md.parent.name.startswith("compare-")
     text = md.read_text()
     assert "`python report.py --compare a b`" in text and "| multitask mean | a | b |" in text
-    assert "Holm-Bonferroni over the 4 rows" in text and "![differences" in text
+    assert "Holm-Bonferroni over the 4 rows" in text and "![differences" in text and "The multitask mean is" in text
     assert png_size(md.parent / "comparison.png")[0] > 500
     assert snapshot(tmp_path / "runs") == before  # nothing written into a run folder
     again, md2 = compare(CompareSettings(runs=(str(a), str(b)), resamples=2000))
@@ -70,9 +70,15 @@ def test_what_one_run_lacks_is_named_not_dropped(tmp_path, capsys):
     assert "note: p2 against p1: not compared: Quora (only p2 has it), STS (only p2 has it)" in capsys.readouterr().out
 
 
-def test_a_dev_set_the_metric_is_undefined_on_is_one_line(tmp_path):
-    """STS scored on one pair (or on pairs of one gold score): Pearson r is undefined there, never 0 against 0."""
+def test_a_dev_set_the_metric_is_undefined_on_is_one_line_and_a_lone_task_has_no_mean(tmp_path):
+    """STS scored on one pair (or on pairs of one gold score): Pearson r is undefined there, never 0 against 0;
+    STS alone has no multitask mean, and the method says nothing of one."""
     from tests.course import make_compared_run
+    ids = [f"e{k}" for k in range(5)]  # STS alone, where it is defined: no multitask mean, none explained
+    a = make_compared_run(tmp_path / "sts-a", {"sts": (ids, [0.0, 1.0, 2.0, 3.0, 4.0], [0.5, 1.0, 2.5, 3.0, 4.0])})
+    b = make_compared_run(tmp_path / "sts-b", {"sts": (ids, [0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 0.5, 2.0, 3.5, 4.5])})
+    rows, md = compare(CompareSettings(runs=(str(a), str(b)), resamples=100, out=str(tmp_path / "cmp")))
+    assert [r.task for r in rows] == ["sts"] and "multitask mean" not in (tmp_path / md).read_text()
     for name, gold in (("one", [3.0]), ("flat", [2.0, 2.0, 2.0])):
         ids = [f"e{k}" for k in range(len(gold))]
         a = make_compared_run(tmp_path / f"{name}-a", {"sts": (ids, gold, [1.0 + k for k in range(len(gold))])})
