@@ -1,7 +1,8 @@
-"""What every command shares and needs no torch: the one-line error, the parser that raises it, the entry
-guard that prints it, a stream a closed pipe cannot kill, and progress lines without a terminal. Kept free of
-torch so that a command that trains nothing (report.py) starts in a fraction of a second; utils.py re-exports
-it all beside the helpers that need torch."""
+"""What every command shares and needs no torch: the one-line error, the parser that raises it, how each flag
+is spelled in messages, the entry guard that prints the error, a stream a closed pipe cannot kill, which rank
+speaks, and progress lines without a terminal. Kept free of torch, whose import takes seconds, so that a
+command that trains nothing (report.py) never loads it; utils.py re-exports it all beside the helpers that
+need torch."""
 import argparse
 import os
 import re
