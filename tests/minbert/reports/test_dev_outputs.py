@@ -107,3 +107,21 @@ def test_bad_folders_and_other_dev_sets_are_one_line(tmp_path):
     with pytest.raises(MinbertError, match=r"the same dev ids as .* with other gold labels \(id i0: '1.0' against "
                                            r"'0.0'\): another version of the dev data"):
         aligned(a, relabelled)
+
+
+def test_a_prediction_files_unlabelled_dev_row_is_predicted_not_scored(tmp_path, course_data):
+    """A broken course row (its label empty) keeps its prediction in the file but counts in no score: the dev
+    accuracy is the one over the labelled rows, whatever the unlabelled row's prediction."""
+    path = course_data / "quora-dev.csv"
+    lines = path.read_text().splitlines()
+    header, row = lines[0].split("\t"), lines[1].split("\t")
+    row[header.index("is_duplicate")] = ""
+    path.write_text("\n".join([lines[0], "\t".join(row), *lines[2:]]) + "\n")
+    examples = read_examples(path, "quora", "dev", log=lambda *_: None)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    write_predictions(folder / "para-dev-output.csv", "quora", [e.id for e in examples], [1] * len(examples))
+    quora = read_run(folder, course_data).tasks["quora"]
+    labelled = [e.label for e in examples if e.label is not None]
+    assert len(labelled) == len(examples) - 1 and len(quora.ids) == len(labelled)
+    assert quora.value == pytest.approx(np.mean([label == 1 for label in labelled]))

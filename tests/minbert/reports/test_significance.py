@@ -216,3 +216,12 @@ def test_pooled_groups_of_different_sizes_split_at_the_baselines_runs():
 ])
 def test_the_bootstrap_p_is_twice_the_far_side_by_hand(boot, p):
     assert S.bootstrap_p(boot) == pytest.approx(p)
+
+
+def test_a_verdict_needs_p_strictly_below_alpha_and_a_difference():
+    """At p = alpha the difference is not significant; just below it is, in the direction of the difference; a
+    difference of 0 is never better or worse."""
+    assert S.verdict(0.01, 0.05, (0.001, 0.02), alpha=0.05).startswith("within noise (p = 0.05, 95% CI +0.001 to")
+    assert S.verdict(0.01, 0.0499, (0.001, 0.02), alpha=0.05) == "better"
+    assert S.verdict(-0.01, 0.0499, (-0.02, -0.001), alpha=0.05) == "worse"
+    assert S.verdict(0.0, 0.001, (0.0, 0.0), alpha=0.05).startswith("within noise")

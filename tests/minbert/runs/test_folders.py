@@ -287,3 +287,19 @@ def test_a_run_stopped_before_writing_removes_the_folders_it_made_and_no_other(t
         mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_name", "a/b",
                  "--no_tensorboard"])
     assert (tmp_path / "runs").is_dir() and list((tmp_path / "runs").iterdir()) == []
+
+
+def test_resume_without_a_name_takes_the_newest_run_of_the_pipeline(tmp_path):
+    """Two runs of the model under runs/: --resume alone continues the one written last, whichever that is."""
+    from minbert.runs.folders import open_run
+    old, new = tmp_path / "runs" / "mt-old", tmp_path / "runs" / "mt-new"
+    for folder, when in ((old, 1_000_000), (new, 2_000_000)):
+        folder.mkdir(parents=True)
+        (folder / "mt-log.jsonl").write_text("")
+        os.utime(folder, (when, when))
+    with open_run("multitask", ["mt"], resume=True, root=tmp_path / "runs") as run:
+        assert run.folder == new
+    os.utime(new, (2_000_000, 2_000_000))  # (opening it wrote its mark, which made it the newest anyway)
+    os.utime(old, (3_000_000, 3_000_000))
+    with open_run("multitask", ["mt"], resume=True, root=tmp_path / "runs") as run:
+        assert run.folder == old

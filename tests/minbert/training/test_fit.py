@@ -214,3 +214,20 @@ def test_a_nan_dev_score_stops_the_run(tmp_path, course_data, tiny_model, monkey
     import math
     from evaluation import pearson
     assert math.isnan(pearson([1.0, float("nan"), 2.0], [1.0, 2.0, 3.0])) and pearson([1.0, 1.0], [1.0, 2.0]) == 0.0
+
+
+def test_early_stopping_waits_exactly_patience_epochs_and_a_resumed_run_keeps_counting():
+    """Each boundary from both sides: a tie is no improvement, the run stops at the patience-th epoch without one
+    (not before, not after), 0 never stops, and a resumed run goes on counting from where it stopped."""
+    stopper = EarlyStopping(2)
+    assert stopper.update(0.5, 0) and not stopper.should_stop
+    assert not stopper.update(0.5, 1) and not stopper.should_stop  # one epoch without improvement
+    assert not stopper.update(0.4, 2) and stopper.should_stop  # two: stop here
+    assert stopper.reason() == ("stopping early: the dev score has not improved for 2 epoch(s) since epoch 0 "
+                                "(0.5000), --patience 2")
+    resumed = EarlyStopping(2)
+    resumed.load_state_dict(EarlyStopping(2, best=0.5, best_epoch=0, waited=1).state_dict())
+    assert not resumed.update(0.49, 2) and resumed.should_stop and resumed.best_epoch == 0
+    again = EarlyStopping(2, best=0.5, best_epoch=0, waited=1)
+    assert again.update(0.51, 2) and not again.should_stop and again.waited == 0
+    assert not EarlyStopping(0, best=0.5, best_epoch=0, waited=99).should_stop
