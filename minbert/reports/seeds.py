@@ -83,10 +83,12 @@ def check_one_configuration(group):
     """A group over seeds repeats one configuration: its runs' recorded flags may differ in the seed alone,
     and each seed counts once. A run whose folder records no flags cannot be checked: one warning line says so."""
     known = [(r, r.flags()) for r in group.runs]
-    for r, flags in known:
-        if flags is None and len(known) > 1:
-            print(f"warning: {group.flag}: {r.folder} records no flags (an ensemble's folder, or a "
-                  "run of an earlier minbert), so its configuration cannot be checked against the group's")
+    unknown = [str(r.folder) for r, flags in known if flags is None]
+    if unknown and len(known) > 1:
+        print(f"warning: {group.flag}: {', '.join(unknown)} record{'s' if len(unknown) == 1 else ''} no flags "
+              "(an ensemble's folder, or a run of an earlier minbert), so "
+              f"{'its configuration' if len(unknown) == 1 else 'their configurations'} cannot be checked against "
+              "the group's")
     known = [(r, f) for r, f in known if f is not None]
     for r, f in known[1:]:
         first, ff = known[0]

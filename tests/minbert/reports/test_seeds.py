@@ -136,3 +136,16 @@ def test_the_handout_comparison_is_welchs_test_from_the_sample_std(tmp_path):
     df = (va + vb) ** 2 / (va ** 2 / 9 + vb ** 2 / 2)
     half = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
     assert row.interval == pytest.approx((b.mean() - 0.515 - half, b.mean() - 0.515 + half), rel=1e-9)
+
+
+def test_runs_that_record_no_flags_are_named_in_one_warning(tmp_path, capsys):
+    """A group whose runs record no flags (an ensemble's folders, runs of an earlier minbert) is compared all
+    the same, one line naming the runs whose configuration could not be checked."""
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    bare = tuple(str(make_compared_run(tmp_path / f"bare-{s}", {t: (COMPARED_IDS, COMPARED_GOLD[t], COMPARED_GOLD[t])
+                                                                for t in ("sst", "quora", "sts")})) for s in (1, 2))
+    compare_groups(CompareSettings(baseline=base, candidates=(bare + (base[0],),), resamples=100))
+    out = capsys.readouterr().out
+    assert out.count("warning:") == 1
+    assert (f"warning: --candidate: {bare[0]}, {bare[1]} record no flags (an ensemble's folder, or a run of an "
+            "earlier minbert), so their configurations cannot be checked against the group's") in out
