@@ -186,3 +186,19 @@ def test_repeated_ngrams_are_found_wherever_they_are():
     assert banned(2) == [[4, 7, 9], []]
     assert banned(1) == [[2, 4, 5, 6, 7, 9], list(range(1, 12))]
     assert banned(12) == [[], []]  # no 12-gram yet
+
+
+def test_repeated_ngrams_equal_a_count_by_hand_at_every_length():
+    """Against the rule written out by hand, on random rows of every length from 0 to 9 (a row as long as n, one
+    token longer, one shorter) and n from 1 to 4: token t is banned when (last n - 1 tokens, t) is an n-gram
+    already in the row."""
+    g = torch.Generator().manual_seed(0)
+    for length in range(10):
+        seqs = torch.randint(0, 4, (6, length), generator=g)  # 4 tokens: repeats are common
+        for n in range(1, 5):
+            banned = repeated_ngrams(seqs, n, 4)
+            for row, seq in zip(banned, seqs.tolist()):
+                grams = {tuple(seq[i:i + n]) for i in range(len(seq) - n + 1)}
+                tail = tuple(seq[len(seq) - n + 1:]) if n > 1 else ()
+                expected = {t for t in range(4) if len(seq) >= n and tail + (t,) in grams}
+                assert set(row.nonzero().flatten().tolist()) == expected, (seq, n)
