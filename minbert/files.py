@@ -217,6 +217,8 @@ def read_text(path, what):
         raw = Path(path).read_bytes()
     except IsADirectoryError:
         raise MinbertError(f"{path}: is a folder, not a {what}") from None
+    except FileNotFoundError:
+        raise MinbertError(f"{path}: {what} not found") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -254,8 +254,8 @@ def check_max_length(max_length, pretrained):
     arrives mid-epoch. Returns the checkpoint's limit."""
     limit = checkpoint_config(pretrained).max_position_embeddings
     if max_length < 5:  # below it a sentence keeps no word, and a pair cannot be cut to fit at all
-        raise MinbertError(f"--max_length {max_length}: must be at least 5 ([CLS] A [SEP] B [SEP] with a "
-                           "word of each sentence of a pair)")
+        raise MinbertError(f"--max_length {max_length}: must be at least 5, the shortest input every pipeline "
+                           "takes (a pair is [CLS] A [SEP] B [SEP] with a word of each sentence)")
     if max_length > limit:
         raise MinbertError(f"--max_length {max_length}: {pretrained} has {limit} position embeddings, "
                            f"so at most --max_length {limit}")

@@ -40,7 +40,11 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="the CSV to write")
     args = ap.parse_args(argv)
     check_file(args.out, "--out")
+    seen = set()
     for folder in map(Path, args.runs):  # every folder checked before any row is written
+        if folder.resolve() in seen:
+            raise MinbertError(f"{folder}: given twice; each run's rows are written once")
+        seen.add(folder.resolve())
         if not folder.is_dir():
             raise MinbertError(f"{folder}: " + ("a file; give the run folder it lies in" if folder.exists()
                                                else "no such run folder"))

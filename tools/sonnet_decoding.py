@@ -18,7 +18,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 from gpt2.sonnet_pipeline import dev_chrf  # noqa: E402
 from gpt2.sonnets import SonnetGPT, check_prompts, check_true_dev, complete, read_sonnets  # noqa: E402
 from gpt2.tokenizer import GPT2Tokenizer  # noqa: E402
-from minbert.flags.types import (early_stopping, finite_float, nonneg_int, positive_float, positive_int,  # noqa: E402
+from minbert.flags.types import (early_stopping, length_penalty, nonneg_int, positive_float, positive_int,  # noqa: E402
                                  seed, share)
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
@@ -62,7 +62,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=seed, default=Recipe.seed, help="seeds the sampling")
     ap.add_argument("--beams", type=int, nargs="*", default=[SonnetSettings.num_beams],
                     help="beam search with each of these")
-    ap.add_argument("--length_penalty", type=finite_float, default=SonnetSettings.length_penalty)
+    ap.add_argument("--length_penalty", type=length_penalty, default=SonnetSettings.length_penalty)
     ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=SonnetSettings.no_repeat_ngram_size)
     ap.add_argument("--early_stopping", type=early_stopping, default=SonnetSettings.early_stopping,
                     metavar="{false,true,never}",

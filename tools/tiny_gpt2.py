@@ -25,11 +25,13 @@ from minbert.course_data import read_sonnets  # noqa: E402
 from minbert.flags.types import positive_int  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
+SONNETS = Path(__file__).resolve().parent.parent / "data" / "sonnets.txt"  # wherever the tool is run from
+
 
 def main(argv=None):
     ap = Parser(prog="tools/tiny_gpt2.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="the checkpoint folder to write (new, or empty)")
-    ap.add_argument("--sonnets", default="data/sonnets.txt", help="the text the vocabulary is learnt from")
+    ap.add_argument("--sonnets", default=str(SONNETS), help="the text the vocabulary is learnt from")
     ap.add_argument("--vocab_size", type=positive_int, default=2000, help="BPE tokens, <|endoftext|> among them")
     ap.add_argument("--n_embd", type=positive_int, default=128)
     ap.add_argument("--n_layer", type=positive_int, default=4)
@@ -60,6 +62,10 @@ def main(argv=None):
     from safetensors.torch import save_file
     save_file(ours_to_hf(model.state_dict()), str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    if config.vocab_size != args.vocab_size:  # BPE learns what the text holds: the bytes at least, its merges at most
+        why = "the 256 bytes and <|endoftext|> at least" if args.vocab_size < 257 else "every merge its text allows"
+        print(f"note: --vocab_size {args.vocab_size}: the vocabulary learnt from {args.sonnets} has "
+              f"{config.vocab_size} tokens ({why})")
     n = sum(p.numel() for p in model.parameters())
     print(f"{out}: a GPT-2 of {n / 1e6:.2f} M random weights ({args.n_layer} layers, width {args.n_embd}, "
           f"{args.n_positions} positions) and a {config.vocab_size}-token vocabulary "

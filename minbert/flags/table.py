@@ -263,7 +263,7 @@ def _rows():
           scripts=frozenset({GS}), idle=SAMPLING),
         F("num_beams", default(SonnetSettings, "num_beams"), "positive_int", "beam search's beams (1: greedy)",
           scripts=frozenset({GS}), idle=BEAM),
-        F("length_penalty", default(SonnetSettings, "length_penalty"), "finite_float",
+        F("length_penalty", default(SonnetSettings, "length_penalty"), "length_penalty",
           "a finished hypothesis' score is its log-probability over its length to this power (above 0 favours "
           "longer ones, below 0 shorter)", scripts=frozenset({GS}), idle=BEAM),
         F("no_repeat_ngram_size", default(SonnetSettings, "no_repeat_ngram_size"), "nonneg_int",

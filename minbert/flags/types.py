@@ -11,7 +11,9 @@ def _number(kind, check, what):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not "
                                              f"{'an integer' if kind is int else 'a number'}") from None
-        if not math.isfinite(value) or not check(value):  # NaN and infinity mean no run anyone wants
+        if not math.isfinite(value):  # NaN and infinity mean no run anyone wants
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number: {what}")
+        if not check(value):
             raise argparse.ArgumentTypeError(f"{text} must be {what}")
         return value
     parse.__name__ = what  # argparse names the type in some messages
@@ -35,6 +37,9 @@ lora_scale = _number(float, lambda v: 0 < v <= 1e4, "a number in (0, 10000]")
 resamples = _number(int, lambda v: v >= 100, "an integer >= 100")
 # A number beam search can rank by (NaN and infinity are refused, as for every number here).
 finite_float = _number(float, lambda v: True, "a number")
+# Beam search divides a score by the length to this power: at GPT-2's 1,024 positions a power above 100 leaves a
+# float's range (1024 ** 103 > 1.8e308), and far below that only the length decides.
+length_penalty = _number(float, lambda v: abs(v) <= 100, "a number in [-100, 100]")
 
 
 def early_stopping(text):

@@ -81,6 +81,9 @@ def vote_ties(mean, n_members):
 def check_members(members):
     """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs.
     Returns each checkpoint member's --fold (I, K), or None."""
+    if len(members) < 2:
+        raise MinbertError(f"{members[0]}: one member; an ensemble averages at least two models (one alone is "
+                           "that model: its own files are in its run folder)")
     seen, epochs, folds = {}, {}, []
     for m in members:
         p = Path(m)

@@ -23,7 +23,13 @@ def _md_escape(text, limit=160):
 
 
 def report(targets, out_dir, backup=False):
-    runs = [Run(log, read_log(log)) for t in targets for log in logs_of(t)]
+    logs = [log for t in targets for log in logs_of(t)]
+    twice = next((log for i, log in enumerate(logs) if Path(log).resolve() in {Path(x).resolve() for x in logs[:i]}),
+                 None)
+    if twice is not None:
+        raise MinbertError(f"{twice}: given twice (a run, its checkpoint or its log each stand for it); each run is "
+                           "reported once")
+    runs = [Run(log, read_log(log)) for log in logs]
     out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs}, backup=backup)
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []

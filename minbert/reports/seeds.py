@@ -127,6 +127,14 @@ def compare_groups(settings):
         raise MinbertError("--baseline and --candidate name one run each: a seed-level comparison needs at "
                            f"least 2 seeds per side ({ASO_MIN_SEEDS} for ASO); for two runs give report.py "
                            "--compare RUN_A RUN_B")
+    seen = {}
+    for g in (base, *candidates):  # a run in two groups would be compared with itself
+        for r in g.runs:
+            key = r.folder.resolve()
+            if key in seen:
+                raise MinbertError(f"{g.flag}: {r.folder} is in {seen[key]} too: each run belongs to one group "
+                                   "(a group against itself is no comparison)")
+            seen[key] = f"{g.flag} {g.name}"
     for g in (base, *candidates):
         check_one_configuration(g)
     rng = np.random.default_rng(settings.seed)

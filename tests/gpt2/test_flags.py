@@ -112,8 +112,10 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
                           (["--early_stopping", "true"], "--early_stopping shapes beam search")):
         with pytest.raises(MinbertError, match="^" + message + ".*would change nothing"):
             parse_sonnets(argv)
-    for argv, message in ((["--length_penalty", "nan"], "argument --length_penalty: nan must be a number"),
-                          (["--length_penalty", "inf"], "argument --length_penalty: inf must be a number"),
+    for argv, message in ((["--length_penalty", "nan"], "argument --length_penalty: nan must be a finite number"),
+                          (["--length_penalty", "inf"], "argument --length_penalty: inf must be a finite number"),
+                          (["--length_penalty", "1e308"], "argument --length_penalty: 1e308 must be a number in "
+                                                          r"\[-100, 100\]"),
                           (["--early_stopping", "always"], "argument --early_stopping: 'always': choose false "
                                                            r"\(HF's default\), true or never")):
         with pytest.raises(MinbertError, match=message):

@@ -102,7 +102,8 @@ def _scripts(tmp_path, locked, data, model, gpt2_model):
         "bench.py --json": ("bench", ["--pretrained", str(model), "--data_dir", str(data), "--data", "sst", "--steps", "2",
                                       "--json", str(locked / "b.json")]),
         "report.py --out": ("report", [str(tmp_path / "mt"), "--out", str(locked / "report")]),
-        "ensemble.py --run_dir": ("ensemble", [str(tmp_path / "mt" / "mt.pt"), "--data_dir", str(data), "--run_dir",
+        "ensemble.py --run_dir": ("ensemble", [str(tmp_path / "mt" / "mt.pt"), str(tmp_path / "copy.pt"), "--data_dir",
+                                               str(data), "--run_dir",
                                                str(locked / "ens"), "--out", str(tmp_path / "ens-out")]),
         "multitask_classifier.py --results": ("multitask_classifier", part2_args(
             tmp_path / "second", data, model, "--results", str(locked / "results.csv"))),
@@ -123,6 +124,7 @@ def test_a_folder_that_refuses_writes_is_one_line_before_any_work(tmp_path, unwr
     from tests.course import part2_args
     multitask_classifier.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--steps_per_epoch", "1",
                                          "--checkpoint", str(tmp_path / "mt" / "mt.pt")))  # what report etc. read
+    (tmp_path / "copy.pt").write_bytes((tmp_path / "mt" / "mt.pt").read_bytes())  # an ensemble's second member
     trained = []
     monkeypatch.setattr(Trainer, "run_epoch", lambda *a, **kw: trained.append(1))
     for what, (module, argv) in _scripts(tmp_path, unwritable, course_data, tiny_model, tiny_gpt2).items():
@@ -153,3 +155,10 @@ def test_plain_values_only():
     assert {k: out[k] for k in "abcd"} == {"a": "x", "b": [1, 2], "c": [1, 3], "d": 0.5} and out["e"] is value["e"]
     with pytest.raises(TypeError, match="not plain data"):
         files.plain({"f": object()})
+
+
+def test_a_text_file_that_is_not_there_is_one_line(tmp_path):
+    """Every reader of a user's text file goes through read_text: a missing one (pretrain.py --corpus sonnets
+    without DATA_DIR/sonnets.txt) is one line, not FileNotFoundError."""
+    with pytest.raises(MinbertError, match=r"sonnets.txt: sonnets file not found$"):
+        files.read_text(tmp_path / "sonnets.txt", "sonnets file")

@@ -105,3 +105,13 @@ def test_every_folder_is_checked_before_any_row_and_the_results_table_is_named(t
     with pytest.raises(MinbertError, match=r"--out .*multitask-results.csv: the results table Part 2's runs append "
                                            r"their rows to, which no tool replaces"):
         collect_logs.main([str(good), "--out", str(results)])
+
+
+def test_a_run_folder_given_twice_is_one_line(tmp_path):
+    from tests.processes import run_main
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "m-log.jsonl").write_text("")
+    out = run_main("tools/collect_logs.py", str(tmp_path / "r"), str(tmp_path / "r") + "/", "--out",
+                   str(tmp_path / "rows.csv"))
+    assert out.returncode == 2 and out.stderr.strip().endswith("/r: given twice; each run's rows are written once")
+    assert not (tmp_path / "rows.csv").exists()

@@ -21,9 +21,9 @@ from utils import MinbertError
     ("--seed", "-1", r"argument --seed: -1 must be an integer from 0 to 4294967295"),
     ("--seed", "99999999999", r"argument --seed: 99999999999 must be an integer from 0 to 4294967295"),
     # infinity passes "> 0" but is no learning rate, weight or norm anyone means
-    ("--lr", "inf", r"argument --lr: inf must be a number > 0"),
-    ("--max_grad_norm", "inf", r"argument --max_grad_norm: inf must be a number >= 0"),
-    ("--rdrop_weight", "inf", r"argument --rdrop_weight: inf must be a number >= 0"),
+    ("--lr", "inf", r"argument --lr: inf must be a finite number: a number > 0"),
+    ("--max_grad_norm", "inf", r"argument --max_grad_norm: inf must be a finite number: a number >= 0"),
+    ("--rdrop_weight", "inf", r"argument --rdrop_weight: inf must be a finite number: a number >= 0"),
     # alpha / r far above the papers' values swamps the frozen weights: a NaN loss that would blame --lr
     ("--lora_alpha", "1e308", r"argument --lora_alpha: 1e308 must be a number in \(0, 10000\]"),
     ("--lora_alpha", "0", r"argument --lora_alpha: 0 must be a number in \(0, 10000\]"),

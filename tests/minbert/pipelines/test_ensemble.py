@@ -47,6 +47,8 @@ def test_ensemble_refuses_a_member_twice_and_a_bad_one_before_running_any(tmp_pa
     ckpt, pred = trained
     with pytest.raises(MinbertError, match="the same member as"):
         ensemble.main([str(pred), str(pred) + "/", "--data_dir", str(course_data)])
+    with pytest.raises(MinbertError, match=r"one member; an ensemble averages at least two models"):
+        ensemble.main([str(pred), "--data_dir", str(course_data)])
     last = ckpt.with_name(ckpt.stem + "-last.pt")  # a one-epoch run: its best epoch is its last
     with pytest.raises(MinbertError, match=rf"{last.name}: the same weights as .*{ckpt.name} \(run .*, epoch 0: its "
                                            r"best epoch was its last\)"):

@@ -174,3 +174,11 @@ def test_a_real_gpt2_run_of_each_script_reports(tmp_path, course_data, tiny_gpt2
     assert "| run | gpt2-sonnet | 0 | 1 | true dev sonnets' perplexity " in text
     assert f"dev sonnets: {tmp_path / 'son' / 'run' / 'generated_sonnets_dev.txt'}" in text
     assert png_size(tmp_path / "out" / "curves-gpt2-sonnet.png") == (int(3.4 * 2 * DPI), int(3.4 * DPI))
+
+
+def test_a_run_given_twice_is_reported_once_or_refused(tmp_path):
+    run, _ = make_multitask_run(tmp_path / "r")
+    with pytest.raises(MinbertError, match=r"multitask.jsonl: given twice \(a run, its checkpoint or its log each "
+                                           r"stand for it\)"):
+        report([run, run / "multitask.jsonl"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -149,3 +149,13 @@ def test_runs_that_record_no_flags_are_named_in_one_warning(tmp_path, capsys):
     assert out.count("warning:") == 1
     assert (f"warning: --candidate: {bare[0]}, {bare[1]} record no flags (an ensemble's folder, or a run of an "
             "earlier minbert), so their configurations cannot be checked against the group's") in out
+
+
+def test_a_run_in_two_groups_is_refused(tmp_path):
+    base = groups(tmp_path, 0.6, "base", (1, 2, 3))
+    with pytest.raises(MinbertError, match=r"--candidate: .*base-1 is in --baseline base-\* too: each run belongs to "
+                                           r"one group"):
+        compare_groups(CompareSettings(baseline=base, candidates=(base,), resamples=100))
+    other = groups(tmp_path, 0.7, "b", (1, 2), lr=2e-4)
+    with pytest.raises(MinbertError, match=r"--candidate: .*b-1 is in --candidate b-\* too"):
+        compare_groups(CompareSettings(baseline=base, candidates=(other, other[:1] + (base[2],)), resamples=100))
