@@ -81,9 +81,6 @@ def vote_ties(mean, n_members):
 def check_members(members):
     """Each member once, each one a multitask checkpoint or a prediction folder: all checked before any runs.
     Returns each checkpoint member's --fold (I, K), or None."""
-    if len(members) < 2:
-        raise MinbertError(f"{members[0]}: one member; an ensemble averages at least two models (one alone is "
-                           "that model: its own files are in its run folder)")
     seen, epochs, folds = {}, {}, []
     for m in members:
         p = Path(m)
@@ -179,6 +176,9 @@ def dev_scores(outputs, ref):
 
 def run_ensemble(settings):
     """ensemble.py: every member checked, then run (or read), averaged and published; returns the dev scores."""
+    if len(settings.members) < 2 and not settings.soft_targets:  # one teacher's soft targets are a use of one
+        raise MinbertError(f"{settings.members[0]}: one member; an ensemble averages at least two models (one "
+                           "alone is that model: its own files are in its run folder)")
     out = Path(settings.out)
     settings = dataclasses.replace(settings, members=tuple(resolve_member(m) for m in settings.members))
     folds = check_members(settings.members)

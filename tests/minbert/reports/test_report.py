@@ -147,7 +147,8 @@ def test_a_report_interrupted_half_way_leaves_out_as_it_was_and_runs_again(tmp_p
         with pytest.raises(KeyboardInterrupt):
             report([run], tmp_path / "fresh")
         with pytest.raises(KeyboardInterrupt):
-            report([run, run], tmp_path / "out")  # another report over the first: its curves differ
+            second, _ = make_multitask_run(tmp_path / "runs" / "tiny2", seed=1)
+            report([run, second], tmp_path / "out")  # another report over the first: its curves differ
     assert not (tmp_path / "fresh").exists() or not list((tmp_path / "fresh").iterdir())
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
     md, figs = report([run], tmp_path / "fresh")

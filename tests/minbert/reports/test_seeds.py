@@ -144,7 +144,8 @@ def test_runs_that_record_no_flags_are_named_in_one_warning(tmp_path, capsys):
     base = groups(tmp_path, 0.6, "base", (1, 2, 3))
     bare = tuple(str(make_compared_run(tmp_path / f"bare-{s}", {t: (COMPARED_IDS, COMPARED_GOLD[t], COMPARED_GOLD[t])
                                                                 for t in ("sst", "quora", "sts")})) for s in (1, 2))
-    compare_groups(CompareSettings(baseline=base, candidates=(bare + (base[0],),), resamples=100))
+    flagged = str(make_part2_run(tmp_path / "flagged-1", 0.7, 1))
+    compare_groups(CompareSettings(baseline=base, candidates=(bare + (flagged,),), resamples=100))
     out = capsys.readouterr().out
     assert out.count("warning:") == 1
     assert (f"warning: --candidate: {bare[0]}, {bare[1]} record no flags (an ensemble's folder, or a run of an "
