@@ -36,6 +36,8 @@ def parse(script, argv=None):
     check_idle_flags(values(args, script), typed, parsers.idle_rules(script))
     # the default is held to the model's positions (_gpt2_values); a typed value is not
     if "max_length" in typed:
+        if args.max_length < 2:  # one token leaves nothing to predict: a loss of 0 and a perplexity of 1 mean nothing
+            raise MinbertError(f"--max_length {args.max_length}: at least 2 tokens, one to predict the next from")
         limit = gpt2_config(args.pretrained).max_position_embeddings
         if args.max_length > limit:
             raise MinbertError(f"--max_length {args.max_length}: {args.pretrained} "

@@ -172,11 +172,20 @@ def read_results(path):
     rows = list(csv.DictReader(lines))
     if not rows:
         raise MinbertError(f"{path}: no runs in the results table")
+    seen = {}
     for n, row in enumerate(rows, start=2):
         try:
             row["mean"] = float(row["mean"])
         except (KeyError, TypeError, ValueError):
             raise MinbertError(f"{path}: line {n}: no numeric 'mean' column (truncated row?)") from None
+        if not (math.isnan(row["mean"]) or 0.0 <= row["mean"] <= 1.0):  # NaN: a run that diverged
+            raise MinbertError(f"{path}: line {n}: mean {row['mean']:g} is no dev mean (SST and Quora accuracy "
+                               "and (STS r + 1) / 2 each lie in 0 to 1)")
+        key = tuple(sorted((k, str(v)) for k, v in row.items()))
+        if key in seen:
+            raise MinbertError(f"{path}: line {n} repeats line {seen[key]} (run {row.get('run')}): each run is "
+                               "ranked once")
+        seen[key] = n
     return rows
 
 

@@ -117,7 +117,8 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
                           (["--length_penalty", "1e308"], "argument --length_penalty: 1e308 must be a number in "
                                                           r"\[-100, 100\]"),
                           (["--early_stopping", "always"], "argument --early_stopping: 'always': choose false "
-                                                           r"\(HF's default\), true or never")):
+                                                           r"\(HF's default\), true or never"),
+                          (["--max_length", "1"], "--max_length 1: at least 2 tokens, one to predict the next from")):
         with pytest.raises(MinbertError, match=message):
             parse_sonnets(["--decoding", "beam", *argv])
     s = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--decoding", "beam", "--num_beams", "2",

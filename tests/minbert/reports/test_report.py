@@ -1,6 +1,7 @@
 """reports/report.py on tiny generated runs: every figure as a valid PNG of the stated size and report.md; several
 runs overlaid; a results table ranked; early-stopped, diverged and bad runs read or refused in one line."""
 import json
+import re
 import shutil
 
 import pytest
@@ -44,6 +45,16 @@ def test_results_table_is_ranked_by_mean(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:2] == ["1", "high"] and lines[3].split()[:2] == ["3", "low"]
     assert png_size(fig)[0] == 7 * DPI
+    p.write_text("run,mean\na,0.5\nb,nan\nc,1\nd,0\n")  # a diverged run (NaN) and the bounds are means
+    assert [r["run"] for r in results_view(p, tmp_path / "res2")[0]] == ["c", "a", "d", "b"]
+    for value in ("inf", "1e308", "-0.1", "1.0001"):
+        p.write_text(f"run,mean\na,0.5\nb,{value}\n")
+        shown = re.escape(f"{float(value):g}")
+        with pytest.raises(MinbertError, match=rf"results.csv: line 3: mean {shown} is no dev mean"):
+            results_view(p, tmp_path / "res3")
+    p.write_text("run,mean\na,0.5\nb,0.6\na,0.5\n")
+    with pytest.raises(MinbertError, match=r"results.csv: line 4 repeats line 2 \(run a\): each run is ranked once"):
+        results_view(p, tmp_path / "res4")
 
 
 def test_results_say_when_runs_differ_in_checkpoint_or_dev_data(tmp_path, course_data, tiny_model, monkeypatch,
