@@ -100,6 +100,9 @@ def compare_settings(args, argv):
     if not args.runs and not groups:
         raise MinbertError("report.py --compare: give two runs (RUN_A RUN_B), or groups of runs over seeds "
                            "(--baseline RUN... --candidate RUN...)")
+    if "data_dir" in args.typed and not Path(args.data_dir).is_dir():  # typed, it is meant: said before any run
+        raise MinbertError(f"--data_dir {args.data_dir}: no such folder (the course's dev CSVs, for runs that keep "
+                           "only their prediction files)")
     command = list(sys.argv[1:] if argv is None else argv)
     return CompareSettings(runs=tuple(args.runs), baseline=tuple(args.baseline or ()),
                            candidates=tuple(tuple(c) for c in args.candidate or ()), handout=args.handout,

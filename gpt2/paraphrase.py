@@ -55,8 +55,7 @@ class GPT2ParaphraseCloze(nn.Module):
         except MinbertError as e:  # a small vocabulary of its own (tools/tiny_gpt2.py's) may split an answer
             raise MinbertError(f"--pretrained {spec.pretrained}: {e}; the cloze task answers with one token "
                                f"each ({' and '.join(map(repr, ANSWERS))}), so it needs a vocabulary holding "
-                               "both, as GPT-2's does (a tiny_gpt2.py vocabulary learnt with a larger "
-                               "--vocab_size may)") from None
+                               "both as one token, as GPT-2's does") from None
         self.register_buffer("answer_ids", torch.tensor(answers), persistent=False)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):

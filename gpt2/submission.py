@@ -18,9 +18,13 @@ def sonnet_problem(path, data_dir):
     if not held.is_file():
         raise MinbertError(f"{held}: not found, so {path} cannot be checked (pass --data_dir)")
     wanted, got = [n for n, _ in read_sonnets(held)], read_sonnets(path)
-    if [n for n, _ in got] != wanted:
-        return (f"sonnets {', '.join(n for n, _ in got[:3])}, ... where {held.name} has "
-                f"{', '.join(wanted[:3])}, ...")
+    numbers = [n for n, _ in got]
+    if numbers != wanted:
+        missing = [n for n in wanted if n not in numbers]
+        extra = [n for n in numbers if n not in wanted]
+        said = ([f"{len(missing)} of {held.name}'s {len(wanted)} missing (first: {missing[0]})"] if missing else []) + (
+            [f"{len(extra)} not in it (first: {extra[0]})"] if extra else [])
+        return "; ".join(said) or f"its {len(numbers)} sonnets in another order than {held.name}'s"
     short = [n for n, t in got if len(t.split("\n")) != LINES]  # lines as read_sonnets splits them
     return f"sonnet {short[0]} is not {LINES} lines" if short else None
 

@@ -48,6 +48,7 @@ def test_missing_or_truncated_log_is_one_line(tmp_path):
     (["--compare", "--candidate", "a"], r"--candidate needs --baseline RUN... \(or --handout\)"),
     (["--compare", "--handout", "--baseline", "a", "--candidate", "b"], r"--handout is the baseline"),
     (["--compare", "--results", "r.csv", "a", "b"], r"--results and --compare: one at a time"),
+    (["--compare", "a", "b", "--data_dir", "/nonexistent"], r"--data_dir /nonexistent: no such folder"),
 ])
 def test_compare_flags_are_checked_in_one_line(argv, match):
     with pytest.raises(MinbertError, match=match):

@@ -11,7 +11,11 @@ def test_generated_sonnets_complete_every_held_out_one(tmp_path):
     short = write_sonnets(tmp_path / "short.txt", [("1", fourteen), ("2", "just one line")])
     assert sonnet_problem(short, tmp_path) == "sonnet 2 is not 14 lines"
     other = write_sonnets(tmp_path / "other.txt", [("1", fourteen)])
-    assert "where sonnets_held_out.txt has 1, 2" in sonnet_problem(other, tmp_path)
+    assert sonnet_problem(other, tmp_path) == "1 of sonnets_held_out.txt's 2 missing (first: 2)"
+    more = write_sonnets(tmp_path / "more.txt", [("1", fourteen), ("3", fourteen)])
+    assert sonnet_problem(more, tmp_path) == "1 of sonnets_held_out.txt's 2 missing (first: 2); 1 not in it (first: 3)"
+    turned = write_sonnets(tmp_path / "turned.txt", [("2", fourteen), ("1", fourteen)])
+    assert sonnet_problem(turned, tmp_path) == "its 2 sonnets in another order than sonnets_held_out.txt's"
 
 
 def test_a_line_separator_inside_a_generated_line_is_part_of_it(tmp_path):
