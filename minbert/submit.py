@@ -192,8 +192,8 @@ def provenance(predictions, names, units):
 def publish_runs(folders, root, project, chosen, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
     to the handout's paths, as the run did when it finished."""
-    predictions = Path(root) / project.predictions
-    for folder in map(Path, folders):
+    predictions, plan, source = Path(root) / project.predictions, [], {}
+    for folder in map(Path, folders):  # every folder checked before any file is copied
         if not (folder / RUN_MARK).is_file():
             raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
                                "of a finished run, e.g. runs/NAME")
@@ -201,6 +201,13 @@ def publish_runs(folders, root, project, chosen, backup=False):
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
                                f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
+        twice = next((n for n in names if n in source), None)
+        if twice is not None:  # the second would replace the first's file at once
+            raise MinbertError(f"--publish {source[twice]} {folder}: both hold {twice}; each submitted file comes "
+                               "from one run (publish a Part 1 run and a Part 2 run together, not two of a part)")
+        source.update({n: folder for n in names})
+        plan.append((folder, names))
+    for folder, names in plan:
         pairs = [(folder / n, predictions / n) for n in names]
         check_outputs(files=[("--publish", d) for _, d in pairs], backup=backup)
         publish(pairs, folder.name, folder)

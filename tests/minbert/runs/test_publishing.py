@@ -217,6 +217,11 @@ def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_
     assert f"from run a ({tmp_path / 'runs' / 'a'}): para-dev-output.csv, para-test-output.csv, " \
            "sts-dev-output.csv, sts-test-output.csv" in out
     assert any(line.startswith("zipped as they are (--mixed): ") for line in out)
+    with pytest.raises(MinbertError, match=r"--publish .*runs/a .*runs/b: both hold sst-dev-output.csv; each "
+                                           r"submitted file comes from one run"):
+        prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "a"),
+                             str(tmp_path / "runs" / "b")])
+    assert "from run a" not in capsys.readouterr().out  # nothing copied
     prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
     out = capsys.readouterr().out
     assert "run b's predictions copied to" in out and "replacing those of run a (still in" in out
