@@ -113,7 +113,7 @@ def value_problem(task, value):
         low, high = t.label_range
         if not (math.isfinite(value) and low <= value <= high):
             return f"is outside {task.upper()}'s similarity range, {low:g} to {high:g}"
-    elif not (value == int(value) if math.isfinite(value) else False) or not 0 <= value < t.num_labels:
+    elif not math.isfinite(value) or value != int(value) or not 0 <= value < t.num_labels:
         return f"is not one of {task.upper()}'s classes, 0 to {t.num_labels - 1}"
     return None
 

@@ -193,6 +193,10 @@ def publish_runs(folders, root, project, chosen, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
     to the handout's paths, as the run did when it finished."""
     predictions, plan, source = Path(root) / project.predictions, [], {}
+    twice = next((f for i, f in enumerate(folders) if Path(f).resolve() in {Path(g).resolve() for g in folders[:i]}),
+                 None)
+    if twice is not None:
+        raise MinbertError(f"--publish {twice}: given twice; each run is published once")
     for folder in map(Path, folders):  # every folder checked before any file is copied
         if not (folder / RUN_MARK).is_file():
             raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
@@ -201,9 +205,9 @@ def publish_runs(folders, root, project, chosen, backup=False):
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
                                f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
-        twice = next((n for n in names if n in source), None)
-        if twice is not None:  # the second would replace the first's file at once
-            raise MinbertError(f"--publish {source[twice]} {folder}: both hold {twice}; each submitted file comes "
+        held = next((n for n in names if n in source), None)
+        if held is not None:  # the second would replace the first's file at once
+            raise MinbertError(f"--publish {source[held]} {folder}: both hold {held}; each submitted file comes "
                                "from one run (publish a Part 1 run and a Part 2 run together, not two of a part)")
         source.update({n: folder for n in names})
         plan.append((folder, names))

@@ -154,7 +154,7 @@ def _multitask_values(args):
 
 def parse_multitask(argv=None):
     """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
-    args = parse_flags(multitask_parser(), argv, {**HANDOUT_RECIPE, **MULTITASK_HANDOUT})
+    args = parse_flags(multitask_parser(), argv, MULTITASK_HANDOUT)
     typed, flags = args.typed, _multitask_values(args)
     if flags["eval_only"]:
         ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that

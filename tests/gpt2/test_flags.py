@@ -121,6 +121,10 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
                           (["--max_length", "1"], "--max_length 1: at least 2 tokens, one to predict the next from")):
         with pytest.raises(MinbertError, match=message):
             parse_sonnets(["--decoding", "beam", *argv])
+    for edge in ("100", "-100"):  # the bound from inside: a power a float still holds at 1,024 positions
+        assert parse_sonnets(["--decoding", "beam", "--length_penalty", edge]).length_penalty == float(edge)
+    with pytest.raises(MinbertError, match=r"-100.5 must be a number in \[-100, 100\]"):
+        parse_sonnets(["--decoding", "beam", "--length_penalty", "-100.5"])
     s = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--decoding", "beam", "--num_beams", "2",
                                        "--length_penalty", "-0.5", "--no_repeat_ngram_size", "3"]))
     assert (s.decoding, s.num_beams, s.length_penalty, s.no_repeat_ngram_size, s.early_stopping) == \

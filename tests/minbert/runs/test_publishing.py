@@ -222,6 +222,9 @@ def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_
         prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "a"),
                              str(tmp_path / "runs" / "b")])
     assert "from run a" not in capsys.readouterr().out  # nothing copied
+    with pytest.raises(MinbertError, match=r"--publish .*runs/b/: given twice; each run is published once"):
+        prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b"),
+                             str(tmp_path / "runs" / "b") + "/"])
     prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
     out = capsys.readouterr().out
     assert "run b's predictions copied to" in out and "replacing those of run a (still in" in out
