@@ -1,7 +1,11 @@
 """One row of bench.py made ready to time (a Candidate): the model as a pipeline trains it (ours with the
 recipe's regularisers, ours plain, every switch off) or HF transformers' on the same weights, its optimizer,
-the batches as the pipelines build them, and its training and inference steps (the training step is the
-pipelines' own, training/step.py, whichever model it trains)."""
+the batches as the pipelines build them, and its training and inference steps. Our rows' optimizer, schedule
+and step come from the builder every training run calls (training/trainer.py build_trainer, with the default
+recipe's schedule); HF's rows take HF's Trainer's default AdamW. The training step is the pipelines' own
+(training/step.py) whichever model it trains."""
+from dataclasses import replace
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -19,10 +23,13 @@ from minbert.precision import autocast
 from minbert.specs import ModelSpec, Recipe
 from minbert.tasks.sentiment import BertSentimentClassifier
 from minbert.training.recorded import RecordedFunction, RecordedStep, cannot_record, shape_key
-from minbert.training.schedule import DeviceSchedule
 from minbert.training.step import TrainingStep
-from optimizer import AdamW
+from minbert.training.trainer import build_trainer
 from utils import to_device
+
+# The rate every row's optimizer takes: what is timed does not depend on it.
+LR = 1e-5
+
 
 def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches
@@ -119,7 +126,6 @@ class Candidate:
             model = BertModel.from_pretrained(s.pretrained, attn_impl=cfg.attn_impl)
         else:
             model = BertModel(cfg)
-        extra = torch.nn.ModuleList()
         if hf:
             head = torch.nn.Linear(cfg.hidden_size, 5)
         else:  # Part 1's classifier, what trains set up as the pipelines do it (--fine-tune-mode, --pals)
@@ -127,36 +133,13 @@ class Candidate:
                              lora_alpha=2.0 * s.lora_rank, dropout=[0.3], num_labels=5)
             classifier = BertSentimentClassifier(spec, bert=model)
             head = classifier.classifier
-            if s.pals:
-                pals = PALs(model.config, ("sst",))
-                pals.attach(model)
-                pals.task = "sst"
-                extra.append(pals)
+            if s.pals:  # a submodule of the classifier, so that its parameters train with it
+                classifier.pals = PALs(model.config, ("sst",))
+                classifier.pals.attach(model)
+                classifier.pals.task = "sst"
         model.to(device)
         head.to(device)
-        extra.to(device)
         self.model, self.head = model, head
-        self.params = [p for p in [*model.parameters(), *extra.parameters(),
-                                   *head.parameters()] if p.requires_grad]
-        if hf:
-            opt, adamw = hf_optimizer(self.params, lr=1e-5)
-        else:
-            opt = AdamW(self.params, lr=1e-5, foreach=fast, fused=fast and s.fused,
-                        compiled=fast and rt.compile and record_step)
-            # (a recorded step runs the capturable path: optimizer._step_capturable, or compiled)
-            adamw = ("capturable, compiled" if opt.compiled else "capturable" if record_step
-                     else "fused" if opt.defaults["fused"] else "foreach" if fast else "loop")
-        self.opt = opt
-        fwd = model
-        if compiled:
-            fwd = torch.compile(model, mode="reduce-overhead")
-        elif fast and rt.compile:
-            fwd = torch.compile(model, dynamic=True)
-        if fwd is not model and not hf:
-            classifier.bert = fwd
-        if hf:
-            hf_forward = fwd
-            fwd = lambda **x: {"pooler_output": hf_forward(**x).pooler_output}  # noqa: E731
         self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket,
                                                                    fixed=record_step or compiled)]
         # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
@@ -164,15 +147,36 @@ class Candidate:
                      for b in self.batches]
         self.padded = [b["x"]["input_ids"].numel() for b in self.batches]
         self.flops = [flops_per_batch(cfg, b) for b in self.batches]
-        regs = (build_regularizers(s.regularizers, classifier, s.warmup + s.steps * s.repeats)
-                if recipe and not hf else {})
-        # The pipelines' one training step: Part 1's loss (with the recipe's regularisers when asked), or HF's
-        # model and head on cross entropy; no clipping, a constant learning rate.
-        trained = torch.nn.ModuleList([model, head]) if hf else torch.nn.ModuleList([classifier, extra])
-        loss_fn = HFLoss(fwd, head) if hf else ClassificationLoss(**regs)
-        schedule = DeviceSchedule(opt, "constant", 0.0, 1, device) if record_step else None
-        step = TrainingStep(trained, loss_fn, opt, schedule, device, amp,
-                            forward=None if hf else lambda fn, b: fn(classifier, b))
+        fwd = model
+        if compiled:
+            fwd = torch.compile(model, mode="reduce-overhead")
+        elif fast and rt.compile:
+            fwd = torch.compile(model, dynamic=True)
+        if hf:
+            # HF's model and head on cross entropy, through the pipelines' one training step, with HF's
+            # Trainer's default AdamW; a constant rate
+            self.params = [p for p in [*model.parameters(), *head.parameters()] if p.requires_grad]
+            self.opt, adamw = hf_optimizer(self.params, lr=LR)
+            hf_forward = fwd
+            fwd = lambda **x: {"pooler_output": hf_forward(**x).pooler_output}  # noqa: E731
+            step = TrainingStep(torch.nn.ModuleList([model, head]), HFLoss(fwd, head), self.opt, None, device,
+                                amp)
+        else:
+            # Part 1's loss (with the recipe's regularisers when asked), its optimizer, schedule and step
+            # built as a training run builds them: the default recipe's (its linear schedule with warm-up,
+            # its clipping), AdamW's kernels as the row's switches say; --compile on a recorded step compiles
+            # AdamW's update too
+            total = s.warmup + s.steps * s.repeats
+            regs = build_regularizers(s.regularizers, classifier, total) if recipe else {}
+            trainer = build_trainer(
+                classifier, ClassificationLoss(**regs), Recipe(lr=LR, epochs=1, foreach=fast, fused=fast and s.fused),
+                replace(rt, amp=amp, compile=fast and rt.compile, record_step=record_step), total, quiet=True)
+            classifier.bert = fwd  # (after the builder: freezing and layer depths read the plain model)
+            self.params, self.opt = trainer.params, trainer.optimizer
+            # (a recorded step runs the capturable path: optimizer._step_capturable, or compiled)
+            adamw = ("capturable, compiled" if self.opt.compiled else "capturable" if record_step
+                     else "fused" if self.opt.defaults["fused"] else "foreach" if fast else "loop")
+            step = trainer.step
 
         def train_step(b):
             step(b)
@@ -190,10 +194,14 @@ class Candidate:
                 return run
             train_step, infer_step = begin(train_step), begin(infer_step)
         if record_step:  # the whole step, as the pipelines record it on a GPU
-            why = cannot_record(Recipe(lr=0.0), amp)  # bench.py's step: AdamW, one batch a step, no surgery
-            if why:
-                raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; add --no_record_step")
-            train_step, eager_infer = RecordedStep(step), infer_step
+            if hf:
+                why = cannot_record(Recipe(lr=0.0), amp)  # HF's step: AdamW, one batch a step, no surgery
+                if why:
+                    raise MinbertError(f"bench.py: the recorded step cannot take {why[0]}; add --no_record_step")
+                train_step = RecordedStep(step)
+            else:  # the trainer's, checked there
+                train_step = trainer.recorded
+            eager_infer = infer_step
             warm = lambda b: [eager_infer(b) for _ in range(2)]  # noqa: E731
             infer_step = RecordedFunction(eager_infer, warm, device)
         self.train_step, self.infer_step = train_step, infer_step

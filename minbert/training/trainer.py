@@ -255,7 +255,7 @@ SURGERIES = {"pcgrad": lambda tasks, recipe: PCGrad(),
 
 
 def build_trainer(model, loss_fn, recipe, runtime, steps_per_epoch, epochs=None, tasks=(), train_data=None,
-                  rows=None):
+                  rows=None, quiet=False):
     """The optimizer `recipe` (a specs.Recipe) names over `model`'s trainable parameters (grouped by
     layer-wise rate when recipe.llrd < 1), its schedule over all of the run's optimizer steps (`epochs`,
     default recipe.epochs, of `steps_per_epoch` batches), --freeze_layers and --gradual_unfreeze
@@ -263,13 +263,14 @@ def build_trainer(model, loss_fn, recipe, runtime, steps_per_epoch, epochs=None,
     `loss_fn` (an objectives.losses.TermLoss); with recipe.surgery it combines the gradients of `tasks`
     (Part 2). Where the step is recorded, the training batches of `train_data` (a datasets.TaskData, or dicts
     of them) take fixed shapes here, `rows` rows and a few widths: a graph replays one shape, so a few shapes
-    mean a few graphs."""
+    mean a few graphs. `quiet`: no line on what trains (bench.py says it in its own rows)."""
     if runtime.record_step and train_data is not None:
         set_fixed_shapes(train_data, rows)
     unfreeze = setup_freezing(model.backbone, recipe.freeze_layers, recipe.gradual_unfreeze, main_print)
     # schedule.param_groups through its module, so that a tool may swap it (tools/layernorm_rate.py)
     groups = schedule.param_groups(model, recipe.lr, recipe.llrd, recipe.head_lr, recipe.weight_decay)
-    describe_trainable(model, recipe.optimizer, frozen_parameters(model.backbone, recipe.freeze_layers))
+    if not quiet:
+        describe_trainable(model, recipe.optimizer, frozen_parameters(model.backbone, recipe.freeze_layers))
     # --compile on a recorded step compiles AdamW's update too (optimizer._step_compiled); an eager step
     # already takes torch's one-pass fused kernel
     optimizer = make_optimizer(recipe.optimizer, groups, recipe.lr, recipe.weight_decay, recipe.foreach,

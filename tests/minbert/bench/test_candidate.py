@@ -1,9 +1,10 @@
 """bench/candidate.py: a row is built as its pipeline trains (our model with the fused AdamW, every switch off with
 the reference loop and explicit attention, HF's with its Trainer's default AdamW) on the same batches, and its steps train."""
+import pytest
 import torch
 
 from config import BertConfig
-from minbert.bench.candidate import Candidate, flops_per_batch
+from minbert.bench.candidate import LR, Candidate, flops_per_batch
 from minbert.specs import BenchSettings, Runtime
 from tests.checkpoints import tiny_config, write_vocab
 from tokenizer import BertTokenizer
@@ -55,3 +56,22 @@ def test_the_recorded_row_trains_on_fixed_shapes(tmp_path, course_data, tiny_mod
     assert any(not torch.equal(a, p) for a, p in zip(before, c.params))
     c.train(False)
     assert c.infer_step(c.batches[0]).shape == (5, 32)
+
+
+def test_our_rows_take_the_training_runs_optimizer_schedule_and_pals(tmp_path):
+    """Our rows are optimised as a training run is (training/trainer.py build_trainer): the default recipe's linear
+    schedule over the timed steps, and with --pals the PALs' weights among those that train."""
+    tok = BertTokenizer(write_vocab(tmp_path / "vocab.txt"))
+    cfg = BertConfig(**{**tiny_config().to_dict(), "vocab_size": 30522})
+    plain = Candidate(_settings(tmp_path), tok, cfg, "plain")
+    c = Candidate(_settings(tmp_path, pals=True), tok, cfg, "plain")
+    own = {id(p) for p in [*c.model.parameters(), *c.head.parameters()]}
+    pals = [p for p in c.params if id(p) not in own]
+    assert pals and len(c.params) == len(plain.params) + len(pals)
+    # 3 steps (1 warm-up + 2 timed), warm-up round(0.1 * 3) = 0 steps: the rate falls by a third a step
+    assert c.opt.param_groups[0]["lr"] == pytest.approx(LR)
+    before = [p.detach().clone() for p in pals]
+    c.train(True)
+    c.train_step(c.batches[0])
+    assert c.opt.param_groups[0]["lr"] == pytest.approx(LR * 2 / 3)
+    assert any(not torch.equal(a, p) for a, p in zip(before, pals))  # (the decoder starts at zero)

@@ -417,6 +417,6 @@ def test_what_cannot_be_recorded_is_one_list_read_by_the_resolver_the_trainer_an
     with pytest.raises(MinbertError, match="cannot take a new reason, none: run it with --no_record_step"):
         Trainer(model, ClassificationLoss(), AdamW(model.parameters()), runtime=Runtime(record_step=True))
     settings = BenchSettings(runtime=Runtime(), data="synthetic", seq_len=8, batch_size=2, steps=1, warmup=0)
-    with pytest.raises(MinbertError, match="the recorded step cannot take a new reason, none"):
+    with pytest.raises(MinbertError, match="the recorded training step cannot take a new reason, none"):
         Candidate(settings, BertTokenizer.from_pretrained(str(tiny_model)),
                   BertConfig.from_json_file(str(tiny_model / "config.json")), "plain", record_step=True)
