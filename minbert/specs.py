@@ -4,7 +4,6 @@
     ModelSpec     a pipeline model's architecture; every checkpoint carries it, so that a saved model
                   can be rebuilt from the file alone
     Recipe        the optimisation: optimizer, learning rates, schedule, clipping, freezing, gradient surgery
-    Flag          a flag a library module declares beside what it configures (objectives/regularizers.py)
     TaskLosses    Part 2's task weights, similarity and embedding losses, distillation
     Runtime       where and how fast: the device, the precision, the attention path, fixed shapes, the
                   training step eager or recorded (never what is computed)
@@ -79,57 +78,6 @@ class ModelSpec:
     def differences(self, given):
         """[(field, saved value, given value)] for the fields in `given` ({field: value}) that differ."""
         return [(k, getattr(self, k), v) for k, v in given.items() if plain(getattr(self, k)) != plain(v)]
-
-
-class Per(dict):
-    """A flag's value that differs by script: {script: value}, and `other` for every script not named (a default,
-    a help text, an argument group, a rule). Per(8, multitask=32) is 8 everywhere but in multitask_classifier.py."""
-
-    def __init__(self, other=None, **by_script):
-        super().__init__({k.replace("_", "-"): v for k, v in by_script.items()})
-        self.other = other
-
-    def of(self, script):
-        return self.get(script, self.other)
-
-
-def per(value, script):
-    """`value` for `script`: a Per's entry, or the value itself."""
-    return value.of(script) if isinstance(value, Per) else value
-
-
-@dataclass(frozen=True)
-class Flag:
-    """One flag, declared once: every parser that takes it (minbert/flags/table.py builds them), the settings
-    field of its name, the rule that refuses it where it would change nothing and docs/flags.md all read this
-    row. Its destination and default (a Per where scripts differ); its checked type: a name in
-    minbert/flags/types.py or such a function, "switch" for a flag that turns something on, "off" for
-    --no_DEST that turns something off, a tuple of choices, None for text; its help; for the messages what it
-    does ("shapes <the term>" unless said) and, when it acts only under another flag's value too, that
-    condition: (its words, a test of the parsed flags). The rest say where it goes: `scripts` that take it
-    (None: set by its table), `name` when it is not spelled --DEST, its argument `group`, `nargs`, `metavar`,
-    `idle` ((acts(values, typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build
-    GPT-2's scripts leave it out, a line for one typed there), `action` (an argparse Action of its own) and
-    `const` (the value of a flag typed bare, with nargs="?")."""
-    dest: str
-    default: object
-    kind: object
-    help: object
-    what: Optional[str] = None
-    when: Optional[tuple] = None
-    scripts: Optional[frozenset] = None
-    name: Optional[str] = None
-    group: object = None
-    nargs: object = None
-    metavar: object = None
-    idle: object = None
-    not_gpt2: Optional[str] = None
-    action: object = None
-    const: object = None
-
-    @property
-    def spelling(self):
-        return self.name or (f"--no_{self.dest}" if self.kind == "off" else f"--{self.dest}")
 
 
 @dataclass(frozen=True)

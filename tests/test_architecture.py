@@ -18,7 +18,7 @@ COMMANDS = {"pretrain", "ensemble", "sweep", "report", "bench"}
 SCRIPTS = {"optimizer_test", "sanity_check", "classifier", "multitask_classifier", "prepare_submit"} | COMMANDS
 # Lowest first; a module imports only from its own layer or lower. Anything not named is an entry point (layer 8).
 LAYERS = [
-    {"utils", "config", "optimizer", "minbert.cli", "minbert.scoring", "minbert.specs", "minbert.files", "minbert.safe_load", "minbert.project_paths", "minbert.hub", "minbert.course_data",
+    {"utils", "config", "optimizer", "minbert.cli", "minbert.scoring", "minbert.specs", "minbert.flag", "minbert.files", "minbert.safe_load", "minbert.project_paths", "minbert.hub", "minbert.course_data",
      "minbert.course_files", "minbert.shapes", "minbert.precision", "minbert.dropout", "minbert.embedding_grad"},
     {"base_bert", "bert", "tokenizer", "datasets", "evaluation"},
     {"minbert.finetuning", "minbert.runs", "minbert.submit"},

@@ -8,7 +8,7 @@ from minbert.cli import Parser
 from minbert.course_data import TASK_PREFIX
 from minbert.flags import types
 from minbert.flags.table import GP, GPT2, NOT_GPT2, P1, P2, PRE, ROWS, SCRIPTS, TRAINING
-from minbert.specs import per
+from minbert.flag import per
 
 
 # ----------------------------------------------------------------------------- what the rows build
@@ -71,18 +71,11 @@ def idle_rules(script):
     return {r.dest: per(r.idle, script) for r in rows(script) if per(r.idle, script) is not None}
 
 
-# The flags a script does not take whose value its settings still need (and record as the run's): pretrain.py's
-# recipe beyond its own flags, the adapters and datasets of Build GPT-2's cloze task, which has one of each.
-IMPLIED = {PRE: ("scheduler", "max_grad_norm", "llrd", "head_lr", "patience", "optimizer", "freeze_layers",
-                 "gradual_unfreeze"),
-           GP: ("datasets", "merge", "adapter_dim", "prefix_length", "lora_rank", "lora_alpha", "lora_dropout",
-                "lora_targets")}
-
-
 def defaults(script):
-    """{destination: its value in `script`} of the flags the script does not take but its settings need
-    (IMPLIED), each from its row."""
-    return {r.dest: per(r.default, script) for r in ROWS if r.dest in IMPLIED.get(script, ())}
+    """{destination: its value in `script`} of the flags the script does not take but its settings need (a row's
+    `implied`: pretrain.py's recipe beyond its own flags, the adapters and datasets of Build GPT-2's cloze task),
+    each from its row."""
+    return {r.dest: per(r.default, script) for r in ROWS if script in r.implied}
 
 
 # ----------------------------------------------------------------------------- the pipelines' parsers

@@ -1,4 +1,4 @@
-"""Every flag of the training scripts, one row each (specs.Flag): minBERT's classifier.py,
+"""Every flag of the training scripts, one row each (flag.Flag): minBERT's classifier.py,
 multitask_classifier.py and pretrain.py, Build GPT-2's classifier.py, paraphrase_detection.py and
 sonnet_generation.py, and bench.py, which times their step. A row says the flag's spelling, type, default and
 help (a Per where scripts differ), which scripts take it and in which argument group, and, where a
@@ -17,6 +17,7 @@ from dataclasses import fields
 from config import SHAPES
 from minbert.course_data import TASK_PREFIX, data_file
 from minbert.finetuning.lora import TARGETS
+from minbert.flag import Flag, Per
 from minbert.finetuning.modes import BENCH_MODES, FINE_TUNE_MODES, GPT2_MODES, modes_help
 from minbert.flags import types
 from minbert.flags.defaults import DEFAULT_REGULARIZERS, HANDOUT_DROPOUT, PRETRAIN_RECIPE, lr_help
@@ -26,9 +27,8 @@ from minbert.flags.rules import (ADAPTERS_ONLY, BEAM, DISTILL, FOREACH, FREEZING
 from minbert.objectives.sentence_losses import STS_LOSSES
 from minbert.objectives.regularizers import REGULARIZERS
 from minbert.precision import AMP_CHOICES
-from minbert.specs import (GPT2_DATA, MAX_LENGTH, BenchSettings, ClassifierSettings, Flag, ModelSpec, MultitaskData,
-                           MultitaskSettings, Per, PretrainSettings, Recipe, RunSpec, Runtime, SonnetSettings,
-                           TaskLosses)
+from minbert.specs import (GPT2_DATA, MAX_LENGTH, BenchSettings, ClassifierSettings, ModelSpec, MultitaskData,
+                           MultitaskSettings, PretrainSettings, Recipe, RunSpec, Runtime, SonnetSettings, TaskLosses)
 from minbert.tasks.extra import EXTRA_HELP
 from minbert.training.schedule import SCHEDULES
 from optimizer import OPTIMIZERS
@@ -131,7 +131,7 @@ def _rows():
                    bench=(lambda v, t: v["data"] != "synthetic", "is the folder of the course CSVs, which --data "
                                                                  "synthetic does not read (random token ids)"))),
         F("datasets", Per(list(default(ClassifierSettings, "datasets")), gpt2_paraphrase=["quora"]), ("sst", "cfimdb"),
-          "which datasets to train on, one after the other", nargs="+", scripts=frozenset({P1, G1})),
+          "which datasets to train on, one after the other", nargs="+", scripts=frozenset({P1, G1}), implied={GP}),
         F("max_length", Per(None, **{k.replace("-", "_"): v for k, v in MAX_LENGTH.items()}), "positive_int",
           Per("tokens per input, at most the checkpoint's max_position_embeddings",
               pretrain="tokens per sentence (or pair)", gpt2_classifier="tokens per input, at most the model's "
@@ -357,28 +357,33 @@ def _rows():
               bench="the adapters' rank (lora, dora)"),
           scripts=BERT | {G1, BENCH}, group=Per(ADAPTERS, bench=None), idle=Per(None, classifier=ADAPTERS_ONLY,
                                                                                  multitask=ADAPTERS_ONLY,
-                                                                                 bench=ADAPTERS_ONLY)),
+                                                                                 bench=ADAPTERS_ONLY), implied={GP}),
         F("lora_alpha", default(ModelSpec, "lora_alpha"), "lora_scale", "the update is scaled by alpha / r",
-          scripts=BERT | {G1}, group=ADAPTERS, idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY)),
+          scripts=BERT | {G1}, group=ADAPTERS, idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY),
+          implied={GP}),
         F("lora_dropout", default(ModelSpec, "lora_dropout"), "probability", "dropout on the adapters' input",
-          scripts=BERT | {G1}, group=ADAPTERS, idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY)),
+          scripts=BERT | {G1}, group=ADAPTERS, idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY),
+          implied={GP}),
         F("lora_targets", list(ModelSpec().lora_targets), types.names_among(TARGETS),
           f"the linears of every layer that get adapters: any of {','.join(TARGETS)} (default "
           f"{','.join(ModelSpec().lora_targets)})", scripts=BERT | {G1}, group=ADAPTERS,
-          idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY)),
+          idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY), implied={GP}),
         F("adapter_dim", default(ModelSpec, "adapter_dim"), "positive_int",
           "--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (minbert/finetuning/houlsby.py)",
           scripts=BERT | {G1}, group=ADAPTERS,
           idle=Per(None, classifier=(lambda v, t: v["fine_tune_mode"] == "adapter",
-                                     "sets the width of --fine-tune-mode adapter's adapters"), multitask=...)),
+                                     "sets the width of --fine-tune-mode adapter's adapters"), multitask=...),
+          implied={GP}),
         F("prefix_length", default(ModelSpec, "prefix_length"), "positive_int",
           "--fine-tune-mode prefix: the number of trainable keys and values in every layer "
           "(minbert/finetuning/prefix.py)", scripts=BERT | {G1}, group=ADAPTERS,
           idle=Per(None, classifier=(lambda v, t: v["fine_tune_mode"] == "prefix",
-                                     "sets the length of --fine-tune-mode prefix's prefix"), multitask=...)),
+                                     "sets the length of --fine-tune-mode prefix's prefix"), multitask=...),
+          implied={GP}),
         F("merge", default(ClassifierSettings, "merge"), "switch",
           "fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final predictions (and "
-          "in --eval_only), so inference costs what the plain model does", scripts=BERT | {G1}, group=ADAPTERS),
+          "in --eval_only), so inference costs what the plain model does", scripts=BERT | {G1}, group=ADAPTERS,
+          implied={GP}),
         # --- the training recipe
         F("recipe", "best", ("best", "handout"),
           "defaults: best (the recipe measured best, see RESULTS.md) or handout (its plain values: constant lr, no "
@@ -386,22 +391,23 @@ def _rows():
           "way", scripts=TRAINING, group=RECIPE),
         F("scheduler", default(Recipe, "scheduler"), SCHEDULES,
           "learning rate after warm-up: constant (the handout), linear or cosine decay to 0", scripts=TRAINING,
-          group=RECIPE),
+          group=RECIPE, implied={PRE}),
         F("warmup_ratio", Per(default(Recipe, "warmup_ratio"), pretrain=PRETRAIN_RECIPE["warmup_ratio"]), "fraction",
           Per("share of all optimizer steps spent warming up", pretrain="share of the steps spent warming up"),
           scripts=TRAINING | {PRE}, group=Per(RECIPE, pretrain=None)),
         F("max_grad_norm", Per(default(Recipe, "max_grad_norm"), pretrain=PRETRAIN_RECIPE["max_grad_norm"]),
-          "nonneg_float", "clip the global gradient norm (0: off)", scripts=TRAINING, group=RECIPE),
+          "nonneg_float", "clip the global gradient norm (0: off)", scripts=TRAINING, group=RECIPE, implied={PRE}),
         F("patience", default(Recipe, "patience"), "nonneg_int",
-          "stop after this many epochs without a better dev score (0: never)", scripts=TRAINING, group=RECIPE),
+          "stop after this many epochs without a better dev score (0: never)", scripts=TRAINING, group=RECIPE,
+          implied={PRE}),
         F("llrd", default(Recipe, "llrd"), "llrd_factor",
           "layer-wise lr decay: layer l of L trains at lr * GAMMA^(L-1-l), embeddings at GAMMA^L", scripts=BERT,
           group=RECIPE, not_gpt2="(layer-wise rates as measured for BERT)",
           idle=not_frozen_head("scales the learning rates of BERT's layers, which --fine-tune-mode "
-                                "last-linear-layer freezes")),
+                                "last-linear-layer freezes"), implied={PRE}),
         F("head_lr", default(Recipe, "head_lr"), "positive_float", "task heads' learning rate (default --lr)",
           scripts=TRAINING, group=RECIPE, idle=Per(None, gpt2_paraphrase=(lambda v, t: False, NO_HEAD),
-                                                   gpt2_sonnet=(lambda v, t: False, NO_HEAD))),
+                                                   gpt2_sonnet=(lambda v, t: False, NO_HEAD)), implied={PRE}),
         F("weight_decay", Per(default(Recipe, "weight_decay"), pretrain=PRETRAIN_RECIPE["weight_decay"]),
           "nonneg_float", Per("the optimizer's decoupled weight decay", pretrain="AdamW's decoupled weight decay"),
           scripts=TRAINING | {PRE}, group=Per(RECIPE, pretrain=None)),
@@ -411,16 +417,16 @@ def _rows():
           "minbert/objectives/rows.py)", scripts=BERT | {G1, GP}, group=RECIPE),
         F("optimizer", default(Recipe, "optimizer"), tuple(OPTIMIZERS),
           "adamw (the handout's), lion (Chen et al. 2023; default lr a third of AdamW's) or lamb (You et al. 2020; "
-          "default lr five times AdamW's): optimizer.py", scripts=TRAINING, group=RECIPE),
+          "default lr five times AdamW's): optimizer.py", scripts=TRAINING, group=RECIPE, implied={PRE}),
         F("freeze_layers", default(Recipe, "freeze_layers"), "nonneg_int",
           "keep the embeddings and the K lowest BERT layers frozen for the whole run (0: none; "
           "minbert/finetuning/freezing.py)", scripts=BERT, group=RECIPE,
-          not_gpt2="(freezing runs BERT's lower layers without a graph)", idle=FREEZING),
+          not_gpt2="(freezing runs BERT's lower layers without a graph)", idle=FREEZING, implied={PRE}),
         F("gradual_unfreeze", default(Recipe, "gradual_unfreeze"), "nonneg_int",
           "gradual unfreezing (Howard and Ruder 2018): start with BERT frozen, then unfreeze one more layer from "
           "the top every STEPS optimizer steps, the embeddings last (0: off; minbert/finetuning/freezing.py)",
           metavar="STEPS", scripts=BERT, group=RECIPE,
-          not_gpt2="(freezing runs BERT's lower layers without a graph)", idle=FREEZING),
+          not_gpt2="(freezing runs BERT's lower layers without a graph)", idle=FREEZING, implied={PRE}),
         *_regularizer_rows(),
         # --- the run folder
         F("run_name", default(RunSpec, "name"), None,

@@ -13,7 +13,7 @@ learning rate means what it means without R-Drop). Classifiers compare their sof
 import torch.nn as nn
 
 from minbert.objectives.smart import divergence
-from minbert.specs import Flag
+from minbert.flag import Flag
 
 FLAGS = (Flag("rdrop_weight", 0.0, "nonneg_float",
               "R-Drop (minbert/objectives/rdrop.py): each batch twice, the task loss averaged over both "

@@ -8,7 +8,7 @@ typed there, is one line saying why).
 
 A new regulariser is its module plus one row here:
   - The module holds an nn.Module, with its paper and equation in the docstring, and its flags (FLAGS, a tuple
-    of specs.Flag, the weight first: 0 is off). The module's `build(spec, model, total_steps)` makes it from
+    of flag.Flag, the weight first: 0 is off). The module's `build(spec, model, total_steps)` makes it from
     the settings; its `regularize(loss, p)` takes the task loss so far and the pass `p` (a Pass) and returns
     the new task loss and the term, which is added to the loss and whose epoch mean is logged under the row's
     name. An `after_step()` method, if it has one, follows every optimizer step (SMART's Bregman teacher).
@@ -27,7 +27,7 @@ class Regularizer:
     name: str                      # its term in the log (loss_terms) and in bench.py's lines
     label: str                     # what it is called in a message ("R-Drop")
     module: Callable               # its nn.Module: .build(spec, model, total_steps), .regularize(loss, p)
-    flags: tuple                   # its flags (specs.Flag), the weight first (0: off)
+    flags: tuple                   # its flags (flag.Flag), the weight first (0: off)
     defaults: Mapping              # the weight under --recipe best, per pipeline (--recipe handout: 0)
     gpt2: Optional[str] = None     # None: GPT-2's scripts take it; else why they do not
     # it perturbs the backbone's embeddings, so it needs their gradient: frozen layers and cached features

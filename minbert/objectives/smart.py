@@ -38,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from minbert.objectives.rows import mse_loss, row_mean
-from minbert.specs import Flag
+from minbert.flag import Flag
 
 SMART_FLAGS = (
     Flag("smart_weight", 0.0, "nonneg_float",

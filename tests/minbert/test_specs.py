@@ -1,9 +1,9 @@
 """specs.py: a model spec resolves its pipeline's defaults, travels through a checkpoint as plain values and back,
-and refuses fields a newer minbert wrote; a Per value differs by script."""
+and refuses fields a newer minbert wrote."""
 import pytest
 
 from minbert.cli import MinbertError
-from minbert.specs import MAX_LENGTH, ModelSpec, Per, per
+from minbert.specs import MAX_LENGTH, ModelSpec
 
 
 def test_a_model_spec_takes_its_pipelines_defaults_and_round_trips_through_plain_values():
@@ -19,8 +19,3 @@ def test_a_model_spec_takes_its_pipelines_defaults_and_round_trips_through_plain
                                            r"\(new_field\); it was written by a newer version"):
         ModelSpec.from_dict({**d, "new_field": 1}, source="ck.pt")
 
-
-def test_a_per_value_differs_by_script_and_a_plain_value_does_not():
-    lr = Per(1e-3, multitask=1e-5, gpt2_classifier=2e-5)
-    assert per(lr, "multitask") == 1e-5 and per(lr, "gpt2-classifier") == 2e-5 and per(lr, "pretrain") == 1e-3
-    assert per(0.5, "multitask") == 0.5

@@ -38,7 +38,7 @@ def test_build_gpt2_names_the_bert_only_flags_it_leaves_out(script):
 def test_each_row_reaches_the_scripts_it_names_with_its_default_rule_and_help():
     """For every row and every script it names: the parser takes the flag with the row's default and help, and
     the row's rule (if any) is that script's rule for it; a script it does not name refuses the flag."""
-    from minbert.specs import per
+    from minbert.flag import per
     for script in table.SCRIPTS | {"bench": None, "ensemble": None}:
         ap = parsers.parser(script)
         actions = {a.option_strings[0]: a for a in ap._actions if a.option_strings}
@@ -60,3 +60,16 @@ def test_no_flag_is_taken_by_an_abbreviation():
     with pytest.raises(MinbertError, match="unrecognized arguments: --warmup 1"):
         parsers.parser("classifier").parse_args(["--warmup", "1"])
     assert parsers.parser("classifier").parse_args(["--warmup_ratio", "0.2"]).warmup_ratio == 0.2
+
+
+def test_a_flag_a_script_implies_is_not_one_it_takes_and_reaches_its_settings_with_the_rows_default():
+    """pretrain.py's recipe beyond its flags, the cloze task's adapters and datasets: each row's `implied` scripts
+    get its default (parsers.defaults) and do not parse it."""
+    implied = [r for r in table.ROWS if r.implied]
+    assert {s for r in implied for s in r.implied} == {table.PRE, table.GP}
+    for r in implied:
+        for script in r.implied:
+            assert script not in (r.scripts or ())
+            assert parsers.defaults(script)[r.dest] == parsers.per(r.default, script)
+            assert r.dest not in vars(parsers.parser(script).parse_args([]))
+    assert parsers.defaults(table.PRE)["scheduler"] == "linear" and parsers.defaults(table.GP)["datasets"] == ["quora"]

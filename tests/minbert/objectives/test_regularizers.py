@@ -13,7 +13,7 @@ from minbert.flags.defaults import DEFAULT_REGULARIZERS, HANDOUT_RECIPE
 from minbert.flags.parsers import classifier_parser, multitask_parser
 from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.objectives.regularizers import REGULARIZERS, Regularizer, Regularizers, regularizer_weights
-from minbert.specs import Flag
+from minbert.flag import Flag
 from tests.checkpoints import sentiment_batch, sentiment_model
 from tests.course import ROOT
 
