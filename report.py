@@ -62,7 +62,7 @@ def build_parser():
 
 
 # Flags that act only with others (minbert/flags/rules.py check_idle_flags).
-COMPARE_ONLY = {f: (lambda v, t: v["compare"], "belongs to --compare")
+COMPARE_ONLY = {f: (lambda flags, typed: flags["compare"], "belongs to --compare")
                 for f in ("baseline", "candidate", "handout", "resamples", "alpha", "seed", "data_dir")}
 
 

@@ -83,9 +83,9 @@ def main(argv=None):
 
 # The sweep's own flags that act only with others (minbert/flags/rules.py check_idle_flags).
 SWEEP_IDLE = {
-    "sampler_seed": (lambda v, t: v["sampler"] == "tpe", "seeds TPE's suggestions, which "
-                                                         "--sampler grid does not draw"),
-    **{f: (lambda v, t: v["prune"], "tunes the median pruner, which --no_prune turns off")
+    "sampler_seed": (lambda flags, typed: flags["sampler"] == "tpe",
+                     "seeds TPE's suggestions, which --sampler grid does not draw"),
+    **{f: (lambda flags, typed: flags["prune"], "tunes the median pruner, which --no_prune turns off")
        for f in ("prune_startup", "prune_warmup")},
 }
 

@@ -14,25 +14,26 @@ from minbert.tasks.extra import parse_extra
 # refused in one line (check_idle_flags). Rows (table.py) name them; these are the ones several rows share.
 
 def not_frozen_head(what):
-    return lambda v, t: v["fine_tune_mode"] != "last-linear-layer", what
+    return lambda flags, typed: flags["fine_tune_mode"] != "last-linear-layer", what
 
 
-RECORD_STEP = (lambda v, t: v["use_gpu"], "runs the eager step instead of the recorded one, which only --use_gpu "
-                                          "records")
-ADAPTERS_ONLY = (lambda v, t: v["fine_tune_mode"] in ADAPTER_MODES,
+RECORD_STEP = (lambda flags, typed: flags["use_gpu"],
+               "runs the eager step instead of the recorded one, which only --use_gpu records")
+ADAPTERS_ONLY = (lambda flags, typed: flags["fine_tune_mode"] in ADAPTER_MODES,
                  "sets the adapters, which only --fine-tune-mode lora or dora adds")
-FOREACH = (lambda v, t: v["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which "
+FOREACH = (lambda flags, typed: flags["optimizer"] == "adamw", "switches off AdamW's multi-tensor kernels, which "
                                                    "--optimizer lion and lamb do not have")
-FUSED = (lambda v, t: v["optimizer"] == "adamw" and v["foreach"],
+FUSED = (lambda flags, typed: flags["optimizer"] == "adamw" and flags["foreach"],
          "switches off AdamW's fused pass, which --optimizer lion and lamb, and --no_foreach, do not use")
 FREEZING = not_frozen_head("freezes BERT's layers, which --fine-tune-mode last-linear-layer freezes all of "
                             "already")
 NO_HEAD = ("is the learning rate of task heads, and every weight here is GPT-2's (its LM head is the token "
            "embeddings)")
-SAMPLING = (lambda v, t: v["decoding"] == "sample", "shapes the sampling of --decoding sample, which --decoding "
-                                                    "greedy and beam do not draw")
-BEAM = (lambda v, t: v["decoding"] == "beam", "shapes beam search, which only --decoding beam runs")
-DISTILL = (lambda v, t: v["distill"] is not None, "shapes the distillation loss, which is off without --distill")
+SAMPLING = (lambda flags, typed: flags["decoding"] == "sample",
+            "shapes the sampling of --decoding sample, which --decoding greedy and beam do not draw")
+BEAM = (lambda flags, typed: flags["decoding"] == "beam", "shapes beam search, which only --decoding beam runs")
+DISTILL = (lambda flags, typed: flags["distill"] is not None,
+           "shapes the distillation loss, which is off without --distill")
 
 
 def shaping_rule(regularizer, flag):
@@ -40,9 +41,10 @@ def shaping_rule(regularizer, flag):
     term's weight is above 0, and flag.when holds."""
     weight, what = regularizer.weight, flag.what or f"shapes {regularizer.label}"
     if flag.when is None:
-        return lambda v, t: v[weight] > 0, f"{what}, which is off without --{weight} above 0"
+        return lambda flags, typed: flags[weight] > 0, f"{what}, which is off without --{weight} above 0"
     words, holds = flag.when
-    return lambda v, t: v[weight] > 0 and holds(v), f"{what}, used only with --{weight} above 0 and {words}"
+    return (lambda flags, typed: flags[weight] > 0 and holds(flags),
+            f"{what}, used only with --{weight} above 0 and {words}")
 
 
 def check_recipe_combination(flags):

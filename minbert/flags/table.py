@@ -110,9 +110,9 @@ def _rows():
         F("hidden_dropout_prob", Per(HANDOUT_DROPOUT, multitask=ModelSpec().dropout[0]), "probability",
           Per("dropout before the classifier head", multitask="dropout before every task head"),
           scripts=BERT | {G1, GP},
-          idle=Per(None, multitask=(lambda v, t: "task_dropout" not in t,
+          idle=Per(None, multitask=(lambda flags, typed: "task_dropout" not in typed,
                                     "is every head's dropout, which --task_dropout replaces with one per head"),
-                   gpt2_paraphrase=(lambda v, t: False, "is the dropout before a classifier head, which the "
+                   gpt2_paraphrase=(lambda flags, typed: False, "is the dropout before a classifier head, which the "
                                                         "cloze task does not have (it answers with the LM head)"))),
         F("epochs", Per(default(Recipe, "epochs"), pretrain=PRETRAIN_RECIPE["epochs"]), "positive_int",
           Per("passes over the training set", multitask="epochs of --steps_per_epoch steps",
@@ -126,10 +126,12 @@ def _rows():
               pretrain="the course CSVs whose training sentences are the text",
               gpt2_classifier="the folder of the course CSVs (the project's data/)", gpt2_paraphrase=...),
           scripts=BERT | {PRE, G1, GP, BENCH},
-          idle=Per(None, pretrain=(lambda v, t: v["texts"] is None, "is where the course CSVs' training sentences "
-                                                                    "are read, which --texts replaces as the text"),
-                   bench=(lambda v, t: v["data"] != "synthetic", "is the folder of the course CSVs, which --data "
-                                                                 "synthetic does not read (random token ids)"))),
+          idle=Per(None, pretrain=(lambda flags, typed: flags["texts"] is None,
+                                   "is where the course CSVs' training sentences are read, which --texts replaces "
+                                   "as the text"),
+                   bench=(lambda flags, typed: flags["data"] != "synthetic",
+                          "is the folder of the course CSVs, which --data synthetic does not read (random token "
+                          "ids)"))),
         F("datasets", Per(list(default(ClassifierSettings, "datasets")), gpt2_paraphrase=["quora"]), ("sst", "cfimdb"),
           "which datasets to train on, one after the other", nargs="+", scripts=frozenset({P1, G1}), implied={GP}),
         F("max_length", Per(None, **{k.replace("-", "_"): v for k, v in MAX_LENGTH.items()}), "positive_int",
@@ -149,7 +151,8 @@ def _rows():
         F("predictions_dir", default(ClassifierSettings, "predictions_dir"), None,
           "where the leaderboard files of this run are copied (the run folder keeps its own)",
           scripts=frozenset({P1, G1, GP}),
-          idle=Per(None, gpt2_paraphrase=(lambda v, t: v["para_dev_out"] is None or v["para_test_out"] is None,
+          idle=Per(None, gpt2_paraphrase=(lambda flags, typed: (flags["para_dev_out"] is None
+                                                                or flags["para_test_out"] is None),
                                           "is where the two files go that --para_dev_out and --para_test_out "
                                           "both name already"))),
         F("results", default(MultitaskSettings, "results"), None, "every run appends a row here",
@@ -163,7 +166,8 @@ def _rows():
               bench="with one task's PALs beside every layer"), scripts=frozenset({P2, BENCH})),
         F("pals_dim", default(ModelSpec, "pals_dim"), "positive_int",
           "the PALs' width d_s (default: 204 scaled from BERT-base to the checkpoint's hidden size)",
-          scripts=frozenset({P2}), idle=(lambda v, t: v["pals"], "is the width of the PALs, which only --pals adds")),
+          scripts=frozenset({P2}),
+          idle=(lambda flags, typed: flags["pals"], "is the width of the PALs, which only --pals adds")),
         F("pair_encoding", default(ModelSpec, "pair_encoding"), PAIR_ENCODINGS,
           "cross: '[CLS] a [SEP] b [SEP]'; siamese: two sentence embeddings; mixed: Quora cross, STS siamese",
           scripts=frozenset({P2})),
@@ -178,7 +182,8 @@ def _rows():
           scripts=frozenset({P2}), group=EMBEDDINGS),
         F("mnrl_scale", default(TaskLosses, "mnrl_scale"), "positive_float", "MNRL's scale on the cosine",
           scripts=frozenset({P2}), group=EMBEDDINGS,
-          idle=(lambda v, t: v["mnrl_weight"] > 0, "scales the MNRL loss, which is off without --mnrl_weight above 0")),
+          idle=(lambda flags, typed: flags["mnrl_weight"] > 0,
+                "scales the MNRL loss, which is off without --mnrl_weight above 0")),
         F("simcse_weight", default(TaskLosses, "simcse_weight"), "nonneg_float",
           "unsupervised SimCSE on each batch's sentences, temperature 0.05 (0: off)", scripts=frozenset({P2}),
           group=EMBEDDINGS),
@@ -188,7 +193,8 @@ def _rows():
         F("sequential", False, "switch", "train the tasks one after another each epoch", scripts=frozenset({P2})),
         F("sampler", default(MultitaskData, "sampler"), ("annealed", "proportional", "round-robin", "all"),
           "all: one batch of every task in each optimizer step (losses summed, or PCGrad)", scripts=frozenset({P2}),
-          idle=(lambda v, t: not v["sequential"], "picks each step's task, which --sequential does not do")),
+          idle=(lambda flags, typed: not flags["sequential"],
+                "picks each step's task, which --sequential does not do")),
         F("pcgrad", False, "switch", "gradient surgery (Yu et al. 2020) on the per-task gradients; needs "
                                      "--sampler all", scripts=frozenset({P2})),
         F("gradvac", False, "switch", "Gradient Vaccine (Wang et al. 2021; minbert/objectives/gradvac.py): align "
@@ -197,7 +203,8 @@ def _rows():
         F("gradvac_beta", default(Recipe, "gradvac_beta"), "probability",
           "the decay of GradVac's moving average of each pair's gradient similarity (the paper's 1e-2)",
           scripts=frozenset({P2}),
-          idle=(lambda v, t: v["gradvac"], "is GradVac's moving-average decay, which is off without --gradvac")),
+          idle=(lambda flags, typed: flags["gradvac"],
+                "is GradVac's moving-average decay, which is off without --gradvac")),
         F("shared_head", default(ModelSpec, "shared_head"), "nonneg_int",
           "one hidden layer (DIM units, GELU) shared by the task heads of SST and cross-encoded pairs, each task "
           "keeping its own output layer (0: separate heads)", metavar="DIM", scripts=frozenset({P2})),
@@ -232,7 +239,8 @@ def _rows():
           "the text without --texts: tasks (every training sentence of SST, CFIMDB, Quora and STS; the default "
           "without --nsp), cfimdb (the training reviews split into sentences, each review a document; the "
           "default with --nsp) or sonnets (DATA_DIR/sonnets.txt's lines, each sonnet a document)",
-          scripts=frozenset({PRE}), idle=(lambda v, t: v["texts"] is None, "picks the text, which --texts replaces")),
+          scripts=frozenset({PRE}),
+          idle=(lambda flags, typed: flags["texts"] is None, "picks the text, which --texts replaces")),
         F("nsp", default(PretrainSettings, "nsp"), "nonneg_float",
           "the weight of next-sentence prediction's loss beside the masked-LM loss, on pairs of spans of "
           "consecutive sentences built as BERT's data is (0: off, masked LM on single sentences; BERT's is 1)",
@@ -278,7 +286,7 @@ def _rows():
         # --- bench.py's own
         F("config", default(BenchSettings, "config"), tuple(sorted(SHAPES)),
           "the shape of the random model when no --pretrained is given", scripts=frozenset({BENCH}),
-          idle=(lambda v, t: v["pretrained"] is None,
+          idle=(lambda flags, typed: flags["pretrained"] is None,
                 "is the shape of the random model, which --pretrained replaces with the checkpoint's")),
         F("data", default(BenchSettings, "data"), ("sst", "quora", "synthetic"),
           "real training batches of a task, or random token ids of --seq_len", scripts=frozenset({BENCH})),
@@ -371,13 +379,13 @@ def _rows():
         F("adapter_dim", default(ModelSpec, "adapter_dim"), "positive_int",
           "--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (minbert/finetuning/houlsby.py)",
           scripts=BERT | {G1}, group=ADAPTERS,
-          idle=Per(None, classifier=(lambda v, t: v["fine_tune_mode"] == "adapter",
+          idle=Per(None, classifier=(lambda flags, typed: flags["fine_tune_mode"] == "adapter",
                                      "sets the width of --fine-tune-mode adapter's adapters"), multitask=...),
           implied={GP}),
         F("prefix_length", default(ModelSpec, "prefix_length"), "positive_int",
           "--fine-tune-mode prefix: the number of trainable keys and values in every layer "
           "(minbert/finetuning/prefix.py)", scripts=BERT | {G1}, group=ADAPTERS,
-          idle=Per(None, classifier=(lambda v, t: v["fine_tune_mode"] == "prefix",
+          idle=Per(None, classifier=(lambda flags, typed: flags["fine_tune_mode"] == "prefix",
                                      "sets the length of --fine-tune-mode prefix's prefix"), multitask=...),
           implied={GP}),
         F("merge", default(ClassifierSettings, "merge"), "switch",
@@ -406,8 +414,8 @@ def _rows():
           idle=not_frozen_head("scales the learning rates of BERT's layers, which --fine-tune-mode "
                                 "last-linear-layer freezes"), implied={PRE}),
         F("head_lr", default(Recipe, "head_lr"), "positive_float", "task heads' learning rate (default --lr)",
-          scripts=TRAINING, group=RECIPE, idle=Per(None, gpt2_paraphrase=(lambda v, t: False, NO_HEAD),
-                                                   gpt2_sonnet=(lambda v, t: False, NO_HEAD)), implied={PRE}),
+          scripts=TRAINING, group=RECIPE, idle=Per(None, gpt2_paraphrase=(lambda flags, typed: False, NO_HEAD),
+                                                   gpt2_sonnet=(lambda flags, typed: False, NO_HEAD)), implied={PRE}),
         F("weight_decay", Per(default(Recipe, "weight_decay"), pretrain=PRETRAIN_RECIPE["weight_decay"]),
           "nonneg_float", Per("the optimizer's decoupled weight decay", pretrain="AdamW's decoupled weight decay"),
           scripts=TRAINING | {PRE}, group=Per(RECIPE, pretrain=None)),

@@ -51,7 +51,7 @@ SMART_FLAGS = (
          "step; ball: the paper's Algorithm 1, projected onto the --smart_eps ball"),
     Flag("smart_eps", 1e-5, "nonneg_float", "the infinity-norm radius of --smart_projection ball",
          what="is the radius of --smart_projection ball",
-         when=("--smart_projection ball", lambda v: v["smart_projection"] == "ball")),
+         when=("--smart_projection ball", lambda flags: flags["smart_projection"] == "ball")),
     Flag("smart_dropout", False, "switch",
          "keep dropout on in SMART's perturbed passes (default off: the term then measures smoothness only, "
          "not the difference between two dropout masks)"),

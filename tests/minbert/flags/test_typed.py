@@ -25,12 +25,12 @@ def test_the_handout_recipe_changes_the_defaults_and_typed_flags_win():
 
 
 def test_a_typed_flag_its_rule_says_is_idle_is_refused_and_an_untyped_one_is_not():
-    rules = {"alpha": (lambda v, t: v["compare"], "belongs to --compare"),
-             "fine_tune_mode": (lambda v, t: True, "never idle")}
+    rules = {"alpha": (lambda flags, typed: flags["compare"], "belongs to --compare"),
+             "fine_tune_mode": (lambda flags, typed: True, "never idle")}
     check_idle_flags({"compare": False, "alpha": 0.05}, set(), rules)  # left at its default: nothing to refuse
     check_idle_flags({"compare": True, "alpha": 0.01}, {"alpha"}, rules)
     with pytest.raises(MinbertError, match=r"^--alpha belongs to --compare: as given it would change nothing, so it "
                                            r"is refused rather than ignored"):
         check_idle_flags({"compare": False, "alpha": 0.01}, {"alpha", "fine_tune_mode"}, rules)
     with pytest.raises(MinbertError, match=r"^--fine-tune-mode x"):  # a flag named by its own spelling
-        check_idle_flags({}, {"fine_tune_mode"}, {"fine_tune_mode": (lambda v, t: False, "x")})
+        check_idle_flags({}, {"fine_tune_mode"}, {"fine_tune_mode": (lambda flags, typed: False, "x")})
