@@ -40,10 +40,12 @@ class Parser(argparse.ArgumentParser):
         raise MinbertError(f"{self.prog}: {message}")
 
 
-# Flags whose spelling is not --DEST (store_false switches, the hyphenated handout flag).
-SPELLED = {"fine_tune_mode": "--fine-tune-mode", "foreach": "--no_foreach", "fused": "--no_fused",
-           "record_step": "--no_record_step",
-           "bucket": "--no_bucket", "fast_dropout": "--no_fast_dropout"}
+# The flags not typed as --DEST: the handout's hyphenated one, and the switches that turn something off (a row of
+# kind "off" in minbert/flags/table.py). Here, apart from the rows, so that the commands that import no torch
+# (report.py) name flags as they are typed; a flag row's spelling is read from here (flag.Flag.spelling).
+SPELLED = {"fine_tune_mode": "--fine-tune-mode",
+           **{dest: f"--no_{dest}" for dest in ("bucket", "foreach", "fused", "fast_dropout", "record_step",
+                                                "tensorboard")}}
 
 
 def flag_spelling(dest):

@@ -4,6 +4,8 @@ parsers, the settings, the rules and docs/flags.md are built from them."""
 from dataclasses import dataclass
 from typing import Optional
 
+from minbert.cli import flag_spelling
+
 
 class Per(dict):
     """A flag's value that differs by script: {script: value}, and `other` for every script not named (a default,
@@ -28,11 +30,11 @@ class Flag:
     field of its name, the rule that refuses it where it would change nothing and docs/flags.md all read this
     row. Its destination and default (a Per where scripts differ); its checked type: a name in
     minbert/flags/types.py or such a function, "switch" for a flag that turns something on, "off" for
-    --no_DEST that turns something off, a tuple of choices, None for text; its help; for the messages what it
-    does ("shapes <the term>" unless said) and, when it acts only under another flag's value too, that
-    condition: (its words, a test of the parsed flags). The rest say where it goes: `scripts` that take it
-    (None: set by its table), `name` when it is not spelled --DEST, its argument `group`, `nargs`, `metavar`,
-    `idle` ((acts(values, typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build
+    --no_DEST that turns something off (spelled so in cli.SPELLED), a tuple of choices, None for text; its help;
+    for the messages what it does ("shapes <the term>" unless said) and, when it acts only under another flag's
+    value too, that condition: (its words, a test of the parsed flags). The rest say where it goes: `scripts`
+    that take it (None: set by its table), `name` for a flag typed otherwise than cli.flag_spelling says (an
+    alias of a script's own), its argument `group`, `nargs`, `metavar`, `idle` ((acts(values, typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build
     GPT-2's scripts leave it out, a line for one typed there), `action` (an argparse Action of its own) and
     `const` (the value of a flag typed bare, with nargs="?"), and `implied`: the scripts that do not take it but
     whose settings need its default (and record it as the run's)."""
@@ -55,4 +57,4 @@ class Flag:
 
     @property
     def spelling(self):
-        return self.name or (f"--no_{self.dest}" if self.kind == "off" else f"--{self.dest}")
+        return self.name or flag_spelling(self.dest)

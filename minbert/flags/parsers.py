@@ -6,9 +6,23 @@ turns what they parse into the typed settings the library takes."""
 
 from minbert.cli import Parser
 from minbert.course_data import TASK_PREFIX
-from minbert.flags import types
-from minbert.flags.table import GP, GPT2, NOT_GPT2, P1, P2, PRE, ROWS, SCRIPTS, TRAINING
 from minbert.flag import per
+from minbert.flags import types
+from minbert.flags.table import G1, GP, GPT2, GS, NOT_GPT2, P1, P2, PRE, ROWS, TRAINING
+
+
+# The scripts as a user runs them, each with what its --help says it does.
+SCRIPTS = {
+    P1: ("classifier.py", "Part 1: fine-tune BERT for sentiment on SST and CFIMDB."),
+    P2: ("multitask_classifier.py", "Part 2: one BERT for sentiment (SST), paraphrase (Quora) and similarity "
+                                    "(STS)."),
+    PRE: ("pretrain.py", "Further masked-LM (and next-sentence) pretraining on the task text."),
+    G1: ("classifier.py", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token."),
+    GP: ("paraphrase_detection.py", "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
+                                    "answers yes or no)."),
+    GS: ("sonnet_generation.py", "Build GPT-2, Part 2: fine-tune on the sonnets, then complete held-out ones "
+                                 "from their first three lines."),
+}
 
 
 # ----------------------------------------------------------------------------- what the rows build

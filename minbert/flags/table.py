@@ -40,18 +40,6 @@ BERT = frozenset({P1, P2})           # minBERT's fine-tuning pipelines
 TRAINING = BERT | GPT2
 ALL = TRAINING | {PRE, BENCH}
 INFERENCE = frozenset({ENSEMBLE})  # ensemble.py: the speed flags that act where nothing trains
-# The scripts as a user runs them, each with what its --help says it does.
-SCRIPTS = {
-    P1: ("classifier.py", "Part 1: fine-tune BERT for sentiment on SST and CFIMDB."),
-    P2: ("multitask_classifier.py", "Part 2: one BERT for sentiment (SST), paraphrase (Quora) and similarity "
-                                    "(STS)."),
-    PRE: ("pretrain.py", "Further masked-LM (and next-sentence) pretraining on the task text."),
-    G1: ("classifier.py", "Build GPT-2, Part 1: sentiment on SST and CFIMDB from GPT-2's last token."),
-    GP: ("paraphrase_detection.py", "Build GPT-2, Part 2: Quora paraphrase detection as a cloze task (the LM "
-                                    "answers yes or no)."),
-    GS: ("sonnet_generation.py", "Build GPT-2, Part 2: fine-tune on the sonnets, then complete held-out ones "
-                                 "from their first three lines."),
-}
 
 SPEED, ADAPTERS, RECIPE, RUN = ("speed", "adapters (--fine-tune-mode lora, dora, adapter or prefix)",
                                 "training recipe", "run folder")
@@ -86,7 +74,7 @@ def _rows():
               gpt2_paraphrase=f"what trains: {modes_help(['full-model'])}",
               bench=f"what trains: {modes_help(BENCH_MODES)}; adapters on query and value, as the pipelines' "
                     "default"),
-          name="--fine-tune-mode", scripts=BERT | {G1, GP, BENCH}),
+          scripts=BERT | {G1, GP, BENCH}),
         F("pretrained", Per(default(ModelSpec, "pretrained"), gpt2_classifier=GPT2_PRETRAINED,
                             gpt2_paraphrase=GPT2_PRETRAINED, gpt2_sonnet=GPT2_PRETRAINED, bench=None), None,
           Per("bert-base-uncased (downloaded once), all-minilm-l6-v2 (packaged), a hub id, or a local folder",

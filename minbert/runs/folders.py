@@ -112,9 +112,6 @@ def pipeline_of(folder):
         return None
 
 
-SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py"}
-
-
 def best_checkpoint(folder, pipeline, flag):
     """A run folder given where a checkpoint is asked for: its best checkpoint, when `pipeline`'s run wrote the
     folder and it holds one; else one line saying what the folder is."""

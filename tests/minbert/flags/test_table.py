@@ -39,7 +39,7 @@ def test_each_row_reaches_the_scripts_it_names_with_its_default_rule_and_help():
     """For every row and every script it names: the parser takes the flag with the row's default and help, and
     the row's rule (if any) is that script's rule for it; a script it does not name refuses the flag."""
     from minbert.flag import per
-    for script in table.SCRIPTS | {"bench": None, "ensemble": None}:
+    for script in parsers.SCRIPTS | {"bench": None, "ensemble": None}:
         ap = parsers.parser(script)
         actions = {a.option_strings[0]: a for a in ap._actions if a.option_strings}
         rules = parsers.idle_rules(script)
@@ -73,3 +73,15 @@ def test_a_flag_a_script_implies_is_not_one_it_takes_and_reaches_its_settings_wi
             assert parsers.defaults(script)[r.dest] == parsers.per(r.default, script)
             assert r.dest not in vars(parsers.parser(script).parse_args([]))
     assert parsers.defaults(table.PRE)["scheduler"] == "linear" and parsers.defaults(table.GP)["datasets"] == ["quora"]
+
+
+def test_every_row_is_spelled_as_messages_name_it():
+    """The torch-free spelling every message uses (cli.flag_spelling) is the one each parser takes: a switch that
+    turns something off is --no_DEST, the handout's hyphenated flag keeps its hyphens."""
+    from minbert.cli import flag_spelling
+    for r in table.ROWS:
+        if r.name is None:  # (a row with a name of its own is an alias of one script's: --checkpoint_dir)
+            assert r.spelling == flag_spelling(r.dest)
+            if r.kind == "off":
+                assert r.spelling == f"--no_{r.dest}"
+    assert flag_spelling("tensorboard") == "--no_tensorboard" and flag_spelling("fine_tune_mode") == "--fine-tune-mode"
