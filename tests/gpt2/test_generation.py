@@ -202,3 +202,20 @@ def test_repeated_ngrams_equal_a_count_by_hand_at_every_length():
                 tail = tuple(seq[len(seq) - n + 1:]) if n > 1 else ()
                 expected = {t for t in range(4) if len(seq) >= n and tail + (t,) in grams}
                 assert set(row.nonzero().flatten().tolist()) == expected, (seq, n)
+
+
+def test_generate_fills_the_positions_exactly_stops_after_the_end_token_and_takes_zero_new_tokens(tiny_gpt2):
+    """A 60-token prompt takes 4 new tokens on a model of 64 positions, not 5; the sequence ends with the end token
+    the first time greedy decoding writes it (the token itself kept); no new token returns the prompt."""
+    model = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    prompt = torch.randint(1, model.config.vocab_size, (1, 60), generator=torch.Generator().manual_seed(2))
+    full = generate(model, prompt, 4)
+    assert full.shape == (1, 64) and torch.equal(full[:, :60], prompt)
+    with pytest.raises(ValueError, match="a prompt of 60 tokens plus 5 new ones exceeds the model's 64 positions"):
+        generate(model, prompt, 5)
+    short = prompt[:, :8]
+    free = generate(model, short, 6)[0, 8:].tolist()
+    eos = free[2]
+    stopped = generate(model, short, 6, eos_token_id=eos)[0, 8:].tolist()
+    assert stopped == free[:free.index(eos) + 1]
+    assert torch.equal(generate(model, short, 0), short)

@@ -225,3 +225,20 @@ def test_a_verdict_needs_p_strictly_below_alpha_and_a_difference():
     assert S.verdict(0.01, 0.0499, (0.001, 0.02), alpha=0.05) == "better"
     assert S.verdict(-0.01, 0.0499, (-0.02, -0.001), alpha=0.05) == "worse"
     assert S.verdict(0.0, 0.001, (0.0, 0.0), alpha=0.05).startswith("within noise")
+
+
+def test_the_small_rules_from_both_sides():
+    """A null value as far from 0 as the observed one counts (and one just inside does not); a constant
+    prediction has r 0, one that varies has its r; two groups with no spread differ for certain or not at all; p
+    is written as a number from 0.001 up and as '< 0.001' below; a difference that rounds to 0 has no sign."""
+    assert S.permutation_p(0.2, np.array([0.2, -0.2, 0.1999, 0.0])) == pytest.approx(3 / 5)
+    assert S.permutation_p(-0.2, np.array([0.3, 0.1])) == pytest.approx(2 / 3)
+    gold = np.array([1.0, 2.0, 3.0, 4.0])
+    flat = S.pearson_stats(np.full(4, 2.5), gold).sum(0)
+    assert float(S.pearson(flat, 4)) == 0.0
+    near = np.array([1.0, 2.0, 3.0, 5.0])
+    assert float(S.pearson(S.pearson_stats(near, gold).sum(0), 4)) == pytest.approx(np.corrcoef(near, gold)[0, 1])
+    assert S.welch(0.5, 0.0, 3, 0.5, 0.0, 3) == (0.0, (0.0, 0.0), 1.0)
+    assert S.welch(0.5, 0.0, 3, 0.6, 0.0, 3)[2] == 0.0
+    assert (S.format_p(0.001), S.format_p(0.000999), S.format_p(0.0456)) == ("0.001", "< 0.001", "0.046")
+    assert (S.signed(-0.0004, 3), S.signed(-0.0006, 3), S.signed(0.0126, 2)) == ("+0.000", "-0.001", "+0.01")

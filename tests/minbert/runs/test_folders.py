@@ -303,3 +303,15 @@ def test_resume_without_a_name_takes_the_newest_run_of_the_pipeline(tmp_path):
     os.utime(old, (3_000_000, 3_000_000))
     with open_run("multitask", ["mt"], resume=True, root=tmp_path / "runs") as run:
         assert run.folder == old
+
+
+@pytest.mark.parametrize("name,refused", [("a b", False), ("a~b", False), ("a\x1fb", True), ("a\x7fb", True),
+                                          ("a\tb", True), ("exp/run-1", False), ("exp/../x", True), ("x ", True)])
+def test_a_run_names_characters_from_both_sides_of_each_rule(name, refused):
+    """A space and '~' (32 and 126) are a name's, the control characters around them (31, 127, a tab) are not; a
+    nested name stays under runs/ unless it climbs out; spaces around a name are refused."""
+    if refused:
+        with pytest.raises(MinbertError, match=r"^--run_name "):
+            check_run_name(name)
+    else:
+        assert check_run_name(name) == name

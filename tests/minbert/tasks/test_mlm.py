@@ -174,3 +174,24 @@ def test_a_head_saved_under_tensorflows_layernorm_names_loads(tmp_path, tiny_mod
     model, loaded = BertForMaskedLM.from_pretrained(folder)
     assert loaded == {"mlm"}
     assert (model.head.layer_norm.weight == 2.0).all() and (model.head.layer_norm.bias == -1.0).all()
+
+
+def test_the_masking_rate_at_its_ends():
+    """mask_prob 0 chooses nothing and 1 every token but the specials."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(10, 1000, (6, 12), generator=g)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    special[:, 0] = special[:, -3:] = True
+    inputs, labels = mask_tokens(ids, special, 1000, mask_id=4, mask_prob=0.0, generator=g)
+    assert torch.equal(inputs, ids) and (labels == IGNORE).all()
+    inputs, labels = mask_tokens(ids, special, 1000, mask_id=4, mask_prob=1.0, generator=g)
+    assert torch.equal(labels != IGNORE, ~special) and torch.equal(labels[~special], ids[~special])
+    assert torch.equal(inputs[special], ids[special])
+
+
+def test_a_batch_with_no_chosen_token_has_loss_zero(tiny_model):
+    """Nothing to predict: loss 0, not the NaN of a mean over no tokens (which would read as a diverged run)."""
+    model, _ = BertForMaskedLM.from_pretrained(tiny_model)
+    ids = torch.randint(5, 40, (2, 6), generator=torch.Generator().manual_seed(0))
+    out = model.eval()(ids, torch.ones_like(ids), torch.full_like(ids, IGNORE))
+    assert out.logits.shape == (0, model.config.vocab_size) and float(out.loss) == 0.0

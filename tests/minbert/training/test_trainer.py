@@ -288,3 +288,40 @@ def test_under_bf16_each_weight_is_cast_once_per_step_even_when_the_loss_runs_tw
     assert sorted(n for n, dtype in casts) == sorted(weights.values())  # each matrix once, both passes included
     assert {dtype for _, dtype in casts} == {torch.bfloat16}
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_an_epoch_reports_every_log_every_th_batch_its_tokens_and_calls_the_hooks_after_each_update():
+    """on_step gets (batch count since the run began, that batch's loss, the rate it trained at) at every
+    log_every-th batch, counted across epochs; tokens/s is the non-pad tokens over the epoch's seconds; each
+    optimizer step calls the hooks with the count of updates so far (2 batches an update, a last one alone)."""
+    # (the rate logged is the schedule's after the batch: the next update's, as HF's Trainer logs it)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    fn = lambda m, b: torch.nn.functional.cross_entropy(m(b["x"]["input_ids"].float()), b["labels"])  # noqa: E731
+    hooks = []
+    opt = AdamW(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + step))
+    t = Trainer(model, Loss(fn), opt, Recipe(lr=0.1, grad_accum=2), scheduler=scheduler, step_hooks=[hooks.append])
+    g = torch.Generator().manual_seed(1)
+    masks = [torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]]), torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]]),
+             torch.tensor([[1, 0, 0, 0], [1, 1, 1, 0]])]
+    batches = [{"x": {"input_ids": torch.randn(2, 4, generator=g), "attention_mask": masks[i % 3]},
+                "labels": torch.randint(0, 3, (2,), generator=g)} for i in range(7)]
+    losses, real_step = [], t.train_batch
+
+    def watched(batch, update, *a):
+        with torch.no_grad():
+            losses.append(float(fn(model, batch)))
+        return real_step(batch, update, *a)
+    t.train_batch = watched
+    seen = []
+    stats = t.run_epoch(iter(batches[:5]), total=5, on_step=lambda *a: seen.append(a), log_every=2)
+    # batches 2 and 4 each end an update: the rate as it stands after it, 0.1 / (1 + updates so far)
+    assert [(n, lr) for n, _, lr in seen] == [(2, pytest.approx(0.1 / 2)), (4, pytest.approx(0.1 / 3))]
+    assert [loss for _, loss, _ in seen] == [pytest.approx(losses[1], rel=1e-5), pytest.approx(losses[3], rel=1e-5)]
+    assert hooks == [0, 1, 2, 3]  # the epoch's start (0 updates), then after updates 1, 2 and the lone 5th batch
+    assert stats["steps"] == 5 and stats["seconds"] > 0
+    assert stats["tokens_per_s"] == pytest.approx((5 + 5 + 4 + 5 + 5) / stats["seconds"])
+    assert stats["lr"] == pytest.approx(0.1 / 4)
+    t.run_epoch(iter(batches[5:]), total=2, on_step=lambda *a: seen.append(a), log_every=2)
+    assert [n for n, _, _ in seen] == [2, 4, 6]  # counted since the run began
