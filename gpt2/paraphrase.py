@@ -84,9 +84,9 @@ class GPT2ParaphrasePipeline(GPT2SentimentPipeline):
         return {split: f"para-{split}-output.csv" for split in ("dev", "test")}
 
     def dataset(self, split, tokenizer):
-        s = self.settings
-        examples = cloze_examples(read_examples(data_file(s.data_dir, "quora", split), "quora", split))
-        return SentenceClassificationDataset(examples, CLOZE, tokenizer, s.model.max_length)
+        settings = self.settings
+        examples = cloze_examples(read_examples(data_file(settings.data_dir, "quora", split), "quora", split))
+        return SentenceClassificationDataset(examples, CLOZE, tokenizer, settings.model.max_length)
 
     @staticmethod
     def raw_output(logits):

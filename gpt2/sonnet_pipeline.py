@@ -22,38 +22,40 @@ from utils import maybe_compile, seed_everything
 
 def sonnet_inputs(settings):
     """{what: path} of the four sonnet files a run reads."""
-    s = settings
-    return {"sonnets": s.sonnet_path, "held-out sonnets": s.held_out_sonnet_path,
-            "held-out dev sonnets": s.held_out_dev_path, "true dev sonnets": s.true_dev_path}
+    return {"sonnets": settings.sonnet_path, "held-out sonnets": settings.held_out_sonnet_path,
+            "held-out dev sonnets": settings.held_out_dev_path, "true dev sonnets": settings.true_dev_path}
 
 
 class SonnetPipeline(Pipeline):
     kind, score_name = "gpt2-sonnet", "negative dev perplexity"
 
     def __init__(self, settings):
-        s, rt = settings, settings.runtime
-        self.settings, self.device, self.amp = s, rt.device, rt.amp
-        self.tokenizer = GPT2Tokenizer.from_pretrained(s.model.pretrained, log=main_print)
-        self.train = as_data([t for _, t in read_sonnets(s.sonnet_path)], self.tokenizer, s.model.max_length)
-        self.dev = as_data([t for _, t in read_sonnets(s.true_dev_path)], self.tokenizer, s.model.max_length)
-        set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
-        self.model = maybe_compile(SonnetGPT(s.model.pretrained, rt.attn).to(rt.device), rt.compile)
+        runtime = settings.runtime
+        self.settings, self.device, self.amp = settings, runtime.device, runtime.amp
+        self.tokenizer = GPT2Tokenizer.from_pretrained(settings.model.pretrained, log=main_print)
+        length = settings.model.max_length
+        self.train = as_data([t for _, t in read_sonnets(settings.sonnet_path)], self.tokenizer, length)
+        self.dev = as_data([t for _, t in read_sonnets(settings.true_dev_path)], self.tokenizer, length)
+        set_pad_multiple({"train": self.train, "dev": self.dev}, runtime.pad_multiple)
+        self.model = maybe_compile(SonnetGPT(settings.model.pretrained, runtime.attn).to(runtime.device),
+                                   runtime.compile)
         limit = self.model.gpt.config.max_position_embeddings
         both = [(n, text, f"{flag} {path}")
-                for flag, path in (("--held_out_sonnet_path", s.held_out_sonnet_path),
-                                   ("--held_out_dev_path", s.held_out_dev_path))
+                for flag, path in (("--held_out_sonnet_path", settings.held_out_sonnet_path),
+                                   ("--held_out_dev_path", settings.held_out_dev_path))
                 for n, text in read_sonnets(path)]
-        check_prompts(both, None, self.tokenizer, limit, s.max_line_tokens,
-                      s.no_repeat_ngram_size if s.decoding == "beam" else 0)
-        check_true_dev(s.held_out_dev_path, s.true_dev_path)
-        self.spec, self.loss = s.model, LanguageModelLoss()
+        check_prompts(both, None, self.tokenizer, limit, settings.max_line_tokens,
+                      settings.no_repeat_ngram_size if settings.decoding == "beam" else 0)
+        check_true_dev(settings.held_out_dev_path, settings.true_dev_path)
+        self.spec, self.loss = settings.model, LanguageModelLoss()
         self.file_stem = "sonnet"
-        self.inputs = sonnet_inputs(s)
-        self.steps = -(-len(self.train) // s.batch_size)
+        self.inputs = sonnet_inputs(settings)
+        self.steps = -(-len(self.train) // settings.batch_size)
 
     def batches(self, epoch):
-        s = self.settings
-        return self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket), self.steps, {}
+        settings = self.settings
+        seed = settings.recipe.seed * 1000 + epoch
+        return self.train.batches(settings.batch_size, True, seed, settings.bucket), self.steps, {}
 
     def evaluate(self):
         ppl = perplexity(self.model, self.dev, self.device, self.amp)
@@ -65,28 +67,29 @@ class SonnetPipeline(Pipeline):
     def completions(self, path, seed):
         """Each sonnet of `path` (its first lines) completed to 14 lines as --decoding says, with one
         generator seeded once."""
-        s, g = self.settings, torch.Generator(device=self.device).manual_seed(seed)
-        temperature = 0.0 if s.decoding == "greedy" else s.temperature
-        beams = s.num_beams if s.decoding == "beam" else 0
-        return [(n, complete(self.model, self.tokenizer, text, temperature, s.top_p, s.max_line_tokens, g,
-                             self.device, beams, s.length_penalty, s.no_repeat_ngram_size, s.early_stopping))
+        settings, g = self.settings, torch.Generator(device=self.device).manual_seed(seed)
+        temperature = 0.0 if settings.decoding == "greedy" else settings.temperature
+        beams = settings.num_beams if settings.decoding == "beam" else 0
+        return [(n, complete(self.model, self.tokenizer, text, temperature, settings.top_p,
+                             settings.max_line_tokens, g, self.device, beams, settings.length_penalty,
+                             settings.no_repeat_ngram_size, settings.early_stopping))
                 for n, text in read_sonnets(path)]
 
     def write_outputs(self, files, best):
-        s = self.settings
-        dev = self.completions(s.held_out_dev_path, s.recipe.seed)
-        true = dict(read_sonnets(s.true_dev_path))
+        settings = self.settings
+        dev = self.completions(settings.held_out_dev_path, settings.recipe.seed)
+        true = dict(read_sonnets(settings.true_dev_path))
         missing = [n for n, _ in dev if n not in true]
         chrf = dev_chrf(dev, true)
         write_sonnets(files.folder / "generated_sonnets_dev.txt", dev)
-        held_out = self.completions(s.held_out_sonnet_path, s.recipe.seed + 1)
+        held_out = self.completions(settings.held_out_sonnet_path, settings.recipe.seed + 1)
         test = write_sonnets(files.folder / "generated_sonnets.txt", held_out)
         ppl = best["scores"]["perplexity"]  # the reloaded best epoch's, as evaluate() measured it
         print(f"sonnets: best epoch {best['epoch']}, dev perplexity {ppl:.2f}, dev chrF {chrf:.2f} "
               f"({len(dev)} completions" + (f"; {len(missing)} without a true sonnet" if missing else "") +
               f"); run folder {files.folder}")
         result = {"dev_perplexity": ppl, "dev_chrf": chrf, "best_epoch": best["epoch"]}
-        return result, [(test, Path(s.sonnet_out))]
+        return result, [(test, Path(settings.sonnet_out))]
 
 
 def dev_chrf(completions, true):
@@ -98,18 +101,19 @@ def dev_chrf(completions, true):
 
 def run_sonnets(settings, on_epoch=None):
     """sonnet_generation.py: a run folder, the inputs checked, training, then the completions."""
-    s = settings
-    for flag, path in (("--sonnet_path", s.sonnet_path), ("--held_out_sonnet_path", s.held_out_sonnet_path),
-                       ("--held_out_dev_path", s.held_out_dev_path), ("--true_dev_path", s.true_dev_path)):
+    for flag, path in (("--sonnet_path", settings.sonnet_path),
+                       ("--held_out_sonnet_path", settings.held_out_sonnet_path),
+                       ("--held_out_dev_path", settings.held_out_dev_path),
+                       ("--true_dev_path", settings.true_dev_path)):
         require_file(path, f"{flag} {path}", "sonnets file")
-    with open_run("gpt2-sonnet", ["sonnet"], s.run.name, s.run.dir, s.run.resume) as run:
-        check_outputs(files=[("--sonnet_out", s.sonnet_out)],
-                      inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(s).items()], own=run.folder,
-                      backup=s.run.backup)
-        seed_everything(s.recipe.seed)
-        pipeline = SonnetPipeline(s)
-        trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps,
-                                train_data=pipeline.train, rows=s.batch_size)
+    with open_run("gpt2-sonnet", ["sonnet"], settings.run.name, settings.run.dir, settings.run.resume) as run:
+        check_outputs(files=[("--sonnet_out", settings.sonnet_out)],
+                      inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(settings).items()], own=run.folder,
+                      backup=settings.run.backup)
+        seed_everything(settings.recipe.seed)
+        pipeline = SonnetPipeline(settings)
+        trainer = build_trainer(pipeline.model, pipeline.loss, settings.recipe, settings.runtime, pipeline.steps,
+                                train_data=pipeline.train, rows=settings.batch_size)
         main_print(f"sonnets: {len(pipeline.train)} for training, "
                    f"{len(pipeline.dev)} true dev sonnets; run folder {run.folder}")
-        return fit(pipeline, trainer, run, s, on_epoch)
+        return fit(pipeline, trainer, run, settings, on_epoch)

@@ -27,17 +27,17 @@ from utils import main_guard, seed_everything  # noqa: E402
 def grad_norms(settings, batches=3):
     """{task: (mean loss, mean encoder gradient norm)} over the first `batches` shuffled training batches of a
     specs.MultitaskSettings."""
-    s, spec = settings, settings.model
-    seed_everything(s.recipe.seed)
-    data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
+    spec = settings.model
+    seed_everything(settings.recipe.seed)
+    data = load_multitask_data(settings.data.paths, BertTokenizer.from_pretrained(spec.pretrained), spec.max_length,
                                spec.pair_encoding, ["train"])["train"]
     model = MultitaskBERT(spec).train()
-    loss_fn = MultitaskLoss.from_spec(s.losses)  # the regularisers left out: the task losses' own pull
+    loss_fn = MultitaskLoss.from_spec(settings.losses)  # the regularisers left out: the task losses' own pull
     encoder = [p for p in model.bert.parameters() if p.requires_grad]
     out = {}
     for task in MULTITASK:
         losses, norms = [], []
-        for i, batch in zip(range(batches), data[task].batches(s.data.batch_size, True, s.recipe.seed)):
+        for i, batch in zip(range(batches), data[task].batches(settings.data.batch_size, True, settings.recipe.seed)):
             model.zero_grad(set_to_none=True)
             loss = loss_fn(model, {**batch, "task": task})
             loss.backward()

@@ -114,33 +114,34 @@ class Candidate:
 
     def __init__(self, settings, tokenizer, cfg, label, fast=True, bucket=None, hf=False, amp=None,
                  recipe=False, record_step=False, compiled=False):
-        s, rt = settings, settings.runtime
-        self.device = device = rt.device
-        amp = amp or (rt.amp if fast else "none")
+        runtime = settings.runtime
+        self.device = device = runtime.device
+        amp = amp or (runtime.amp if fast else "none")
         bucket = fast if bucket is None else bucket
-        cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=rt.attn if fast else "explicit")
+        cfg = BertConfig.from_dict(cfg.to_dict(), attn_impl=runtime.attn if fast else "explicit")
         torch.manual_seed(0)
         if hf:
-            model = hf_model(s, cfg)
-        elif s.pretrained:
-            model = BertModel.from_pretrained(s.pretrained, attn_impl=cfg.attn_impl)
+            model = hf_model(settings, cfg)
+        elif settings.pretrained:
+            model = BertModel.from_pretrained(settings.pretrained, attn_impl=cfg.attn_impl)
         else:
             model = BertModel(cfg)
         if hf:
             head = torch.nn.Linear(cfg.hidden_size, 5)
         else:  # Part 1's classifier, what trains set up as the pipelines do it (--fine-tune-mode, --pals)
-            spec = ModelSpec(pipeline="classifier", fine_tune_mode=s.fine_tune_mode, lora_rank=s.lora_rank,
-                             lora_alpha=2.0 * s.lora_rank, dropout=[0.3], num_labels=5)
+            spec = ModelSpec(pipeline="classifier", fine_tune_mode=settings.fine_tune_mode,
+                             lora_rank=settings.lora_rank, lora_alpha=2.0 * settings.lora_rank, dropout=[0.3],
+                             num_labels=5)
             classifier = BertSentimentClassifier(spec, bert=model)
             head = classifier.classifier
-            if s.pals:  # a submodule of the classifier, so that its parameters train with it
+            if settings.pals:  # a submodule of the classifier, so that its parameters train with it
                 classifier.pals = PALs(model.config, ("sst",))
                 classifier.pals.attach(model)
                 classifier.pals.task = "sst"
         model.to(device)
         head.to(device)
         self.model, self.head = model, head
-        self.batches = [to_device(b, device) for b in make_batches(s, tokenizer, bucket=bucket,
+        self.batches = [to_device(b, device) for b in make_batches(settings, tokenizer, bucket=bucket,
                                                                    fixed=record_step or compiled)]
         # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
         self.real = [int(b["x"]["attention_mask"][b["weight"] > 0 if "weight" in b else slice(None)].sum())
@@ -150,7 +151,7 @@ class Candidate:
         fwd = model
         if compiled:
             fwd = torch.compile(model, mode="reduce-overhead")
-        elif fast and rt.compile:
+        elif fast and runtime.compile:
             fwd = torch.compile(model, dynamic=True)
         if hf:
             # HF's model and head on cross entropy, through the pipelines' one training step, with HF's
@@ -166,11 +167,11 @@ class Candidate:
             # built as a training run builds them: the default recipe's (its linear schedule with warm-up,
             # its clipping), AdamW's kernels as the row's switches say; --compile on a recorded step compiles
             # AdamW's update too
-            total = s.warmup + s.steps * s.repeats
-            regs = build_regularizers(s.regularizers, classifier, total) if recipe else {}
-            trainer = build_trainer(
-                classifier, ClassificationLoss(**regs), Recipe(lr=LR, epochs=1, foreach=fast, fused=fast and s.fused),
-                replace(rt, amp=amp, compile=fast and rt.compile, record_step=record_step), total, quiet=True)
+            total = settings.warmup + settings.steps * settings.repeats
+            regs = build_regularizers(settings.regularizers, classifier, total) if recipe else {}
+            train_recipe = Recipe(lr=LR, epochs=1, foreach=fast, fused=fast and settings.fused)
+            row_runtime = replace(runtime, amp=amp, compile=fast and runtime.compile, record_step=record_step)
+            trainer = build_trainer(classifier, ClassificationLoss(**regs), train_recipe, row_runtime, total, quiet=True)
             classifier.bert = fwd  # (after the builder: freezing and layer depths read the plain model)
             self.params, self.opt = trainer.params, trainer.optimizer
             # (a recorded step runs the capturable path: optimizer._step_capturable, or compiled)
@@ -205,12 +206,12 @@ class Candidate:
             warm = lambda b: [eager_infer(b) for _ in range(2)]  # noqa: E731
             infer_step = RecordedFunction(eager_infer, warm, device)
         self.train_step, self.infer_step = train_step, infer_step
-        self.row = {"label": label, "fine_tune_mode": "full-model" if hf else s.fine_tune_mode,
-                    "pals": bool(s.pals and not hf), "amp": amp, "attn": "sdpa (HF)" if hf else cfg.attn_impl,
-                    "bucket": bucket, "pad_multiple": rt.pad_multiple if bucket else 0,
+        self.row = {"label": label, "fine_tune_mode": "full-model" if hf else settings.fine_tune_mode,
+                    "pals": bool(settings.pals and not hf), "amp": amp, "attn": "sdpa (HF)" if hf else cfg.attn_impl,
+                    "bucket": bucket, "pad_multiple": runtime.pad_multiple if bucket else 0,
                     "adamw": adamw, "recorded": record_step,
-                    "compile": "reduce-overhead" if compiled else bool(fast and rt.compile),
-                    "regularizers": regularizer_weights(s.regularizers) if recipe and not hf else {}}
+                    "compile": "reduce-overhead" if compiled else bool(fast and runtime.compile),
+                    "regularizers": regularizer_weights(settings.regularizers) if recipe and not hf else {}}
 
     def train(self, on):
         self.model.train(on)

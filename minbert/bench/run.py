@@ -22,22 +22,22 @@ def rows(settings):
     --bf16/--fp16), and on a GPU `hf-compiled`, HF under torch.compile(mode="reduce-overhead") on the
     recorded step's fixed shapes; with --hf best the last of hf-bucketed, hf-amp and hf-compiled that this device
     runs."""
-    s, amp, recorded = settings, settings.runtime.amp, settings.runtime.record_step
-    out = [("recipe", dict(recipe=True, record_step=recorded))] if regularizer_weights(s.regularizers) else []
+    amp, recorded = settings.runtime.amp, settings.runtime.record_step
+    out = [("recipe", dict(recipe=True, record_step=recorded))] if regularizer_weights(settings.regularizers) else []
     out.append(("plain", dict(record_step=recorded)))
     if recorded:
         out.append(("eager", {}))
-    if s.compare:
+    if settings.compare:
         out.append(("baseline", dict(fast=False)))
     hf = []
-    if s.hf:
+    if settings.hf:
         hf += [("hf-bucketed", dict(fast=False, bucket=True, hf=True)),
                ("hf-random", dict(fast=False, bucket=False, hf=True))]
         if amp != "none":
             hf.append(("hf-amp", dict(fast=False, bucket=True, hf=True, amp=amp)))
         if settings.runtime.device.type == "cuda":
             hf.append(("hf-compiled", dict(fast=False, bucket=True, hf=True, amp=amp, compiled=True)))
-    if s.hf == "best":  # the fastest setting HF documents for this device and precision
+    if settings.hf == "best":  # the fastest setting HF documents for this device and precision
         hf = [r for r in hf if r[0] in ("hf-compiled", "hf-amp", "hf-bucketed")][-1:]
     return out + hf
 
@@ -46,26 +46,26 @@ def benchmark(settings, why=""):
     """Every row bench.py prints, measured now: the recipe's step (when it has regularisers), the plain step,
     with settings.compare every switch off, with settings.hf HF transformers; returns them with the peaks and
     ratios. `why` is the precision's reason, for the record."""
-    s, rt = settings, settings.runtime
-    device = rt.device
+    runtime = settings.runtime
+    device = runtime.device
     # real batches need a vocabulary (the checkpoint's, else MiniLM's, which has bert-base's); synthetic ones none
-    tokenizer = None if s.data == "synthetic" else BertTokenizer(
-        resolve_pretrained(s.pretrained or "all-minilm-l6-v2").require("vocab").vocab)
-    cfg = (BertConfig.from_json_file(resolve_pretrained(s.pretrained).config) if s.pretrained
-           else BertConfig(**SHAPES[s.config]))
+    tokenizer = None if settings.data == "synthetic" else BertTokenizer(
+        resolve_pretrained(settings.pretrained or "all-minilm-l6-v2").require("vocab").vocab)
+    cfg = (BertConfig.from_json_file(resolve_pretrained(settings.pretrained).config) if settings.pretrained
+           else BertConfig(**SHAPES[settings.config]))
     # The peak for fp32 and for each precision the hardware runs natively: an emulated one means nothing.
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     # A GPU reaches its peak only on large products (8192^3; 1024 and 2048 read about half of it on an H100)
     sizes = (8192,) if device.type == "cuda" else (1024, 2048)
-    peaks = {p: matmul_peak(device, dtypes[p], sizes=sizes, repeats=s.peak_repeats)
-             for p in ["fp32"] + [a for a in native_precisions(device) if a == rt.amp]}
-    runs = time_rows(s, tokenizer, cfg, rows(s))
-    model_name = s.pretrained or f"random {s.config}"
+    peaks = {p: matmul_peak(device, dtypes[p], sizes=sizes, repeats=settings.peak_repeats)
+             for p in ["fp32"] + [a for a in native_precisions(device) if a == runtime.amp]}
+    runs = time_rows(settings, tokenizer, cfg, rows(settings))
+    model_name = settings.pretrained or f"random {settings.config}"
     kind = device_kind(device)
     print(f"{model_name} ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}) on {device} ({kind}), "
           f"torch threads {torch.get_num_threads()}, data "
-          f"{s.data}, batch {s.batch_size}, max length {s.seq_len}")
-    print(f"matmul peak (best of {s.peak_repeats} per size, "
+          f"{settings.data}, batch {settings.batch_size}, max length {settings.seq_len}")
+    print(f"matmul peak (best of {settings.peak_repeats} per size, "
           f"{' and '.join(map(str, sizes))}, after warm-up; median, worst): " + ", ".join(
         f"{k} {v['best'] / 1e12:.2f} TFLOP/s "
         f"({v['median'] / 1e12:.2f}, {v['worst'] / 1e12:.2f})" for k, v in peaks.items()))
@@ -79,7 +79,7 @@ def benchmark(settings, why=""):
                   f"({m['padded_tokens_per_s']:.0f} padded, {m['padding_fraction']:.0%} padding), "
                   f"{m['ms_per_step']:7.1f} ms/step, {m['flop_per_s'] / 1e12:.3f} TFLOP/s, {shown} "
                   f"[{precision}, attn {r['attn']}, bucket {r['bucket']}, pad to {r['pad_multiple']}, AdamW "
-                  f"{r['adamw']}, compile {r['compile']}, recorded {r['recorded']}]; first {s.warmup} steps "
+                  f"{r['adamw']}, compile {r['compile']}, recorded {r['recorded']}]; first {settings.warmup} steps "
                   f"{m['first_s']:.2f}s (compiling and recording included)")
         if r["regularizers"]:
             print(f"{r['label']:>11} "
@@ -90,7 +90,7 @@ def benchmark(settings, why=""):
         print(f"{r['label']:>11} peak memory {r['peak_memory_mb']:.0f} MB"
               + ("" if device.type == "cuda" else " (the process's RSS high-water mark so far, CPU)"))
     out = {"device": str(device), "device_kind": kind, "cpu_capability": cpu_capability(),
-           "precision": "fp32" if rt.amp == "none" else rt.amp, "precision_why": why,
+           "precision": "fp32" if runtime.amp == "none" else runtime.amp, "precision_why": why,
            "torch_threads": torch.get_num_threads(), "matmul_peak_flop_per_s": peaks, "runs": runs}
     by = {r["label"]: r for r in runs}
     if "recipe" in by:
@@ -115,20 +115,20 @@ def benchmark(settings, why=""):
             print(f"speed-up, {what}: training {ratio['train']:.2f}x, "
                   f"inference {ratio['infer']:.2f}x (non-pad tokens/s)")
     for label, switches in (("plain", {}), ("hf-amp", dict(fast=False, bucket=True, hf=True,
-                                                           amp=rt.amp)))[:1 + bool(s.hf)]:
-        if s.profile and (label == "plain" or rt.amp != "none"):
-            out[f"profile_{label}"] = p = profile_steps(Candidate(s, tokenizer, cfg, label, **switches),
-                                                        s.profile, s.warmup)
+                                                           amp=runtime.amp)))[:1 + bool(settings.hf)]:
+        if settings.profile and (label == "plain" or runtime.amp != "none"):
+            out[f"profile_{label}"] = p = profile_steps(Candidate(settings, tokenizer, cfg, label, **switches),
+                                                        settings.profile, settings.warmup)
             size = (f"{p['padded_tokens_per_step']:.0f} padded tokens a step, the timed steps "
                     f"{by['plain']['padded_tokens_per_step']:.0f}")
-            print(f"{label} training step under the profiler ({s.profile} steps, {size}), "
+            print(f"{label} training step under the profiler ({settings.profile} steps, {size}), "
                   f"{p['ms_per_step']:.3g} ms/step of operator time"
                   f"{' (the kernels they launched)' if device.type == 'cuda' else ''}: "
                   + ", ".join(f"{k} {v:.3g}" for k, v in p["phases"].items()) + " ms; by kind: "
                   + ", ".join(f"{k} {v:.3g}" for k, v in p["categories"].items()) + " ms")
             print(f"{label} top operators (ms/step): " + ", ".join(f"{k} {v:.3g}" for k, v in p["top"]))
-    if s.profile:
-        out["floor"] = f = step_floor(Candidate(s, tokenizer, cfg, "plain"), cfg, rt.amp, s.warmup)
+    if settings.profile:
+        out["floor"] = f = step_floor(Candidate(settings, tokenizer, cfg, "plain"), cfg, runtime.amp, settings.warmup)
         plain = by["plain"]["train"]["ms_per_step"]
         print("floor of the plain step (its matrix products and optimizer step alone, same kernels and "
               f"precision): {f['ms_per_step']:.3g} ms (forward {f['forward_ms']:.3g}, backward "

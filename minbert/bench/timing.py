@@ -60,20 +60,20 @@ def _figures(counts, sec, mult):
             "padding_fraction": 1 - real / padded}
 
 
-def _measure(s, tokenizer, cfg, label, switches, timed):
+def _measure(settings, tokenizer, cfg, label, switches, timed):
     """One Candidate built, warmed up, timed alone and freed: its row, the timed batches' counts, its
     training and inference pass in seconds and its static figures (trainable parameters, optimizer
     state, peak memory so far)."""
-    device = s.runtime.device
+    device = settings.runtime.device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    c = Candidate(s, tokenizer, cfg, label, **switches)
+    c = Candidate(settings, tokenizer, cfg, label, **switches)
     sec = {}
     for name in ("train", "infer"):
         step = c.train_step if name == "train" else c.infer_step
         c.train(name == "train")
         # compiling and recording happen here
-        sec["first_" + name] = seconds(c.device, step, c.warmup(s.warmup))
+        sec["first_" + name] = seconds(c.device, step, c.warmup(settings.warmup))
         sec[name] = seconds(c.device, step, c.batches[timed])
     counts = {"real": sum(c.real[timed]), "padded": sum(c.padded[timed]), "flops": sum(c.flops[timed]),
               "steps": len(c.batches[timed])}
@@ -92,12 +92,11 @@ def time_rows(settings, tokenizer, cfg, rows):
     Rounds: in each, every row in turn is built, warmed up, timed and freed. One model resident at a time, as
     in a real run (several resident models share caches and the allocator, which slows some more than others),
     and rows alternate, so that a machine whose speed drifts over minutes moves every row alike."""
-    s = settings
-    timed = slice(s.warmup, None)
+    timed = slice(settings.warmup, None)
     passes, first = {}, {}
-    for _ in range(s.repeats):
+    for _ in range(settings.repeats):
         for label, switches in rows:
-            row, counts, sec, static = _measure(s, tokenizer, cfg, label, switches, timed)
+            row, counts, sec, static = _measure(settings, tokenizer, cfg, label, switches, timed)
             first.setdefault(label, (row, counts, static))
             for name, t in sec.items():
                 passes.setdefault((label, name), []).append(t)

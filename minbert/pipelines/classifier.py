@@ -85,39 +85,39 @@ class SentimentPipeline(Pipeline):
 
     def dataset(self, split, tokenizer):
         """One split of the dataset, tokenized."""
-        s = self.settings
-        examples = read_examples(data_file(s.data_dir, self.name, split), self.name, split)
-        return SentenceClassificationDataset(examples, self.name, tokenizer, s.model.max_length)
+        settings = self.settings
+        examples = read_examples(data_file(settings.data_dir, self.name, split), self.name, split)
+        return SentenceClassificationDataset(examples, self.name, tokenizer, settings.model.max_length)
 
     def __init__(self, settings, name):
-        s, rt = settings, settings.runtime
-        self.settings, self.name, self.device, self.amp = s, name, rt.device, rt.amp
-        self.file_stem = self.stem(s, name)
+        runtime = settings.runtime
+        self.settings, self.name, self.device, self.amp = settings, name, runtime.device, runtime.amp
+        self.file_stem = self.stem(settings, name)
         self.inputs = {f"{name} {split} "
-                       "data": data_file(s.data_dir, name, split) for split in ("train", "dev", "test")}
-        tokenizer = self.load_tokenizer(s.model.pretrained)
+                       "data": data_file(settings.data_dir, name, split) for split in ("train", "dev", "test")}
+        tokenizer = self.load_tokenizer(settings.model.pretrained)
         self.data = {split: self.dataset(split, tokenizer) for split in ("train", "dev", "test")}
-        set_pad_multiple(self.data, rt.pad_multiple)
-        self.spec = dataclasses.replace(s.model, num_labels=TASKS[name].num_labels)
-        self.model = self.build_model(self.spec, rt).to(self.device)
-        self.merge = s.merge
+        set_pad_multiple(self.data, runtime.pad_multiple)
+        self.spec = dataclasses.replace(settings.model, num_labels=TASKS[name].num_labels)
+        self.model = self.build_model(self.spec, runtime).to(self.device)
+        self.merge = settings.merge
         frozen = self.spec.fine_tune_mode == "last-linear-layer"
         if frozen:  # the backbone never changes: run it once per split, train the head on its outputs
             self.model.backbone.eval()
             for split, d in self.data.items():
                 d.features = torch.from_numpy(predict(lambda b: self.model.embed(**b["x"]), d, 64,
                                                       self.device, self.amp, desc=f"{name} {split} features"))
-        maybe_compile(self.model, rt.compile and not frozen)  # a frozen backbone has already done its work
-        self.steps = -(-len(self.data["train"]) // s.batch_size)
-        total = s.recipe.epochs * -(-self.steps // s.recipe.grad_accum)  # optimizer steps of the run
-        self.loss = ClassificationLoss(s.recipe.label_smoothing,
-                                       **ClassificationLoss.regularizers(s.regularizers, self.model, total))
+        maybe_compile(self.model, runtime.compile and not frozen)  # a frozen backbone has already done its work
+        self.steps = -(-len(self.data["train"]) // settings.batch_size)
+        total = settings.recipe.epochs * -(-self.steps // settings.recipe.grad_accum)  # optimizer steps of the run
+        self.loss = ClassificationLoss(settings.recipe.label_smoothing,
+                                       **ClassificationLoss.regularizers(settings.regularizers, self.model, total))
 
     def batches(self, epoch):
         rank, world = distributed()
-        s = self.settings
-        seed = s.recipe.seed * 1000 + epoch
-        batches = self.data["train"].batches(s.batch_size, True, seed, s.bucket, rank, world)
+        settings = self.settings
+        seed = settings.recipe.seed * 1000 + epoch
+        batches = self.data["train"].batches(settings.batch_size, True, seed, settings.bucket, rank, world)
         return batches, self.steps, {"dataset": self.name}
 
     def evaluate(self):
@@ -146,32 +146,30 @@ class SentimentPipeline(Pipeline):
 def train_dataset(settings, name, run, on_epoch=None, pipeline_class=SentimentPipeline):
     """Train on one dataset, keep the best dev epoch, reload it and write its dev and test predictions.
     `on_epoch(epoch, dev_acc)` is called after each epoch's evaluation."""
-    s = settings
-    seed_everything(s.recipe.seed)
-    pipeline = pipeline_class(s, name)
-    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.steps,
-                            train_data=pipeline.data["train"], rows=s.batch_size)
-    main_print(pipeline.data["train"].describe_batches(s.batch_size, s.bucket))
-    return fit(pipeline, trainer, run, s, on_epoch)
+    seed_everything(settings.recipe.seed)
+    pipeline = pipeline_class(settings, name)
+    trainer = build_trainer(pipeline.model, pipeline.loss, settings.recipe, settings.runtime, pipeline.steps,
+                            train_data=pipeline.data["train"], rows=settings.batch_size)
+    main_print(pipeline.data["train"].describe_batches(settings.batch_size, settings.bucket))
+    return fit(pipeline, trainer, run, settings, on_epoch)
 
 
 def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
     """Part 1 as classifier.py runs it: a run folder, then every --datasets entry trained in turn."""
-    s = settings
-    stems = [pipeline_class.stem(s, n) for n in s.datasets]
-    with open_run(pipeline_class.kind, stems, s.run.name, s.run.dir, s.run.resume) as run:
-        published = [out for n in s.datasets for out in pipeline_class.published_paths(s, n).values()]
-        inputs = [(f"the {n} {split} data file", data_file(s.data_dir, n, split))
-                  for n in s.datasets for split in ("train", "dev", "test")]
-        check_outputs(dirs=[("--predictions_dir", s.predictions_dir)], files=published, inputs=inputs,
-                      own=run.folder, backup=s.run.backup)
+    stems = [pipeline_class.stem(settings, n) for n in settings.datasets]
+    with open_run(pipeline_class.kind, stems, settings.run.name, settings.run.dir, settings.run.resume) as run:
+        published = [out for n in settings.datasets for out in pipeline_class.published_paths(settings, n).values()]
+        inputs = [(f"the {n} {split} data file", data_file(settings.data_dir, n, split))
+                  for n in settings.datasets for split in ("train", "dev", "test")]
+        check_outputs(dirs=[("--predictions_dir", settings.predictions_dir)], files=published, inputs=inputs,
+                      own=run.folder, backup=settings.run.backup)
         world = distributed()[1]
         processes = f", {world} processes" if world > 1 else ""
-        main_print(f"fine-tune mode {s.model.fine_tune_mode}, {s.recipe.lr_why}, {s.model.pretrained} on "
-                   f"{s.runtime.device}{processes}; run folder {run.folder}")
+        main_print(f"fine-tune mode {settings.model.fine_tune_mode}, {settings.recipe.lr_why}, "
+                   f"{settings.model.pretrained} on {settings.runtime.device}{processes}; run folder {run.folder}")
         results = []
-        for name in s.datasets:
+        for name in settings.datasets:
             t0 = time.perf_counter()
-            results.append(train_dataset(s, name, run, on_epoch, pipeline_class))
+            results.append(train_dataset(settings, name, run, on_epoch, pipeline_class))
             main_print(f"{name}: {(time.perf_counter() - t0) / 60:.1f} minutes")
         return results

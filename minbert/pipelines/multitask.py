@@ -72,10 +72,10 @@ class MultitaskPipeline(Pipeline):
     kind, score_name = "multitask", "dev mean"
 
     def __init__(self, settings):
-        s, rt = settings, settings.runtime
-        self.settings, self.device, self.amp, self.started = s, rt.device, rt.amp, time.perf_counter()
-        self.file_stem, self.inputs = s.run.stem or "multitask", data_paths_by_flag(s)
-        self.spec, d = s.model, s.data
+        runtime = settings.runtime
+        self.settings, self.device, self.amp, self.started = settings, runtime.device, runtime.amp, time.perf_counter()
+        self.file_stem, self.inputs = settings.run.stem or "multitask", data_paths_by_flag(settings)
+        self.spec, d = settings.model, settings.data
         tokenizer = BertTokenizer.from_pretrained(self.spec.pretrained)
         self.data = load_multitask_data(d.paths, tokenizer, self.spec.max_length, self.spec.pair_encoding,
                                         train_filter=outside_fold(d.fold))
@@ -86,20 +86,20 @@ class MultitaskPipeline(Pipeline):
         for name, path in d.extra:  # more training data, each with its own head
             self.data["train"][name] = TaskData(read_extra(name, path), EXTRA_TASKS[name], tokenizer,
                                                 self.spec.max_length)
-        set_pad_multiple(self.data, rt.pad_multiple)
-        self.model = maybe_compile(MultitaskBERT(self.spec, rt.attn, rt.fast_dropout).to(self.device),
-                                   rt.compile)
-        self.merge = s.merge
+        set_pad_multiple(self.data, runtime.pad_multiple)
+        self.model = maybe_compile(MultitaskBERT(self.spec, runtime.attn, runtime.fast_dropout).to(self.device),
+                                   runtime.compile)
+        self.merge = settings.merge
         rank, world = distributed()
         self.mode = d.sampler
-        self.stream = MultitaskBatches(self.data["train"], d.batch_size, s.recipe.seed, self.mode,
-                                       s.recipe.epochs, d.steps_per_epoch, d.bucket, rank, world)
+        self.stream = MultitaskBatches(self.data["train"], d.batch_size, settings.recipe.seed, self.mode,
+                                       settings.recipe.epochs, d.steps_per_epoch, d.bucket, rank, world)
         # optimizer steps of the run
-        total = s.recipe.epochs * -(-self.stream.steps_per_epoch // s.recipe.grad_accum)
+        total = settings.recipe.epochs * -(-self.stream.steps_per_epoch // settings.recipe.grad_accum)
         teacher = (teacher_targets(d.distill, self.data["train"],
-                                   s.losses.distill_temperature) if d.distill else None)
-        self.loss = MultitaskLoss.from_spec(s.losses, s.regularizers, self.model, total, teacher,
-                                            s.recipe.label_smoothing)
+                                   settings.losses.distill_temperature) if d.distill else None)
+        self.loss = MultitaskLoss.from_spec(settings.losses, settings.regularizers, self.model, total, teacher,
+                                            settings.recipe.label_smoothing)
 
     def batches(self, epoch):
         batches, steps, counts = self.stream.epoch(epoch)
@@ -119,35 +119,34 @@ class MultitaskPipeline(Pipeline):
         self.stream.load_state_dict(state)
 
     def write_outputs(self, files, best):
-        s = self.settings
+        settings = self.settings
         scores, _ = write_multitask_outputs(self.model, self.data["dev"], self.data["test"], files.folder,
                                             self.device, self.amp)
         minutes = (time.perf_counter() - self.started) / 60
-        append_once(s.results, RESULTS_TABLE, result_row(s, files.folder.name, self.mode, scores,
+        append_once(settings.results, RESULTS_TABLE, result_row(settings, files.folder.name, self.mode, scores,
                                                          best["epoch"], minutes))
         print(f"best epoch {best['epoch']}: dev {format_scores(scores)}; run folder {files.folder} "
               f"(checkpoint, log {files.log.name}, predictions); "
-              f"results table {s.results}; {minutes:.1f} minutes")
-        return scores, published_paths(s, files.folder)
+              f"results table {settings.results}; {minutes:.1f} minutes")
+        return scores, published_paths(settings, files.folder)
 
 
 def train_part2(settings, run, on_epoch=None):
     """Train, keep the best dev mean, write the six files. `on_epoch(epoch, dev_mean)` is called after each
     epoch's evaluation (sweep.py's pruner: it may raise to stop the run)."""
-    s = settings
-    seed_everything(s.recipe.seed)
-    pipeline = MultitaskPipeline(s)
-    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime,
+    seed_everything(settings.recipe.seed)
+    pipeline = MultitaskPipeline(settings)
+    trainer = build_trainer(pipeline.model, pipeline.loss, settings.recipe, settings.runtime,
                             pipeline.stream.steps_per_epoch, tasks=pipeline.stream.sizes,
-                            train_data=pipeline.data["train"], rows=s.data.batch_size)
-    world, m = distributed()[1], s.model
+                            train_data=pipeline.data["train"], rows=settings.data.batch_size)
+    world, m = distributed()[1], settings.model
     main_print(f"multitask: {pipeline.mode} training, {m.pair_encoding} pairs, {m.pooling} pooling, "
-               f"{m.fine_tune_mode}{' + PALs' if m.pals else ''}, {s.recipe.lr_why}, {m.pretrained} on "
-               f"{s.runtime.device}" + (f", {world} processes" if world > 1 else "")
+               f"{m.fine_tune_mode}{' + PALs' if m.pals else ''}, {settings.recipe.lr_why}, {m.pretrained} on "
+               f"{settings.runtime.device}" + (f", {world} processes" if world > 1 else "")
                + f"; train sizes {pipeline.stream.sizes}")
     for d in pipeline.data["train"].values():
-        main_print(d.describe_batches(s.data.batch_size, s.data.bucket))
-    return fit(pipeline, trainer, run, s, on_epoch)
+        main_print(d.describe_batches(settings.data.batch_size, settings.data.bucket))
+    return fit(pipeline, trainer, run, settings, on_epoch)
 
 
 def rescore_part2(settings, run):
@@ -155,21 +154,21 @@ def rescore_part2(settings, run):
     settings.eval_only into the run folder `run` (an eval run's own, never the checkpoint's), and
     publish them; the model is rebuilt from its own spec, and architecture flags typed on the command
     line (settings.given) must agree with it."""
-    s, rt = settings, settings.runtime
-    model, state, spec = load_multitask(s.eval_only, rt.device, rt.attn, s.given)
-    merge_for_inference(model.backbone, s.merge, spec.fine_tune_mode, main_print)
+    runtime = settings.runtime
+    model, state, spec = load_multitask(settings.eval_only, runtime.device, runtime.attn, settings.given)
+    merge_for_inference(model.backbone, settings.merge, spec.fine_tune_mode, main_print)
     max_length = spec.max_length
-    if s.max_length_given and s.model.max_length != spec.max_length:
-        check_max_length(s.model.max_length, spec.pretrained)
-        max_length = s.model.max_length
+    if settings.max_length_given and settings.model.max_length != spec.max_length:
+        check_max_length(settings.model.max_length, spec.pretrained)
+        max_length = settings.model.max_length
         main_print(f"tokenizing at --max_length {max_length} (the model was trained at {spec.max_length})")
-    data = load_multitask_data(s.data.paths, BertTokenizer.from_pretrained(spec.pretrained), max_length,
+    data = load_multitask_data(settings.data.paths, BertTokenizer.from_pretrained(spec.pretrained), max_length,
                                spec.pair_encoding, ("dev", "test"))
-    set_pad_multiple(data, rt.pad_multiple)
-    (run.folder / "evaluated.txt").write_text(f"{Path(s.eval_only).resolve()}\n")
-    scores, _ = write_multitask_outputs(model, data["dev"], data["test"], run.folder, rt.device, rt.amp)
-    publish(published_paths(s, run.folder), run.name, run.folder)
-    print(f"{s.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}; files in {run.folder}")
+    set_pad_multiple(data, runtime.pad_multiple)
+    (run.folder / "evaluated.txt").write_text(f"{Path(settings.eval_only).resolve()}\n")
+    scores, _ = write_multitask_outputs(model, data["dev"], data["test"], run.folder, runtime.device, runtime.amp)
+    publish(published_paths(settings, run.folder), run.name, run.folder)
+    print(f"{settings.eval_only} (epoch {state['epoch']}): dev {format_scores(scores)}; files in {run.folder}")
     return scores
 
 
@@ -187,23 +186,23 @@ def result_row(settings, run_name, mode, s, best_epoch, minutes):
 def run_multitask(settings, on_epoch=None):
     """Part 2 as multitask_classifier.py runs it: --eval_only re-scores a checkpoint; otherwise a run folder,
     the outputs checked against the inputs before anything trains, then training."""
-    s = settings
-    outputs = [(f"--{TASK_PREFIX[t]}_{x}_out", s.published[t, x]) for t in MULTITASK for x in ("dev", "test")]
-    splits = ("dev", "test") if s.eval_only else SPLITS
-    inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(s, splits).items()]
-    if s.eval_only:  # a run folder of its own: the checkpoint's run keeps the files it wrote
-        with open_run("eval", None, s.run.name, s.run.dir) as run:
+    outputs = [(f"--{TASK_PREFIX[t]}_{x}_out", settings.published[t, x]) for t in MULTITASK for x in ("dev", "test")]
+    splits = ("dev", "test") if settings.eval_only else SPLITS
+    inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(settings, splits).items()]
+    if settings.eval_only:  # a run folder of its own: the checkpoint's run keeps the files it wrote
+        with open_run("eval", None, settings.run.name, settings.run.dir) as run:
             check_outputs(files=outputs, inputs=inputs + [("the --eval_only "
-                                                           "checkpoint", s.eval_only)], own=run.folder,
-                          backup=s.run.backup)
-            return rescore_part2(s, run)
-    note_split_overlap(s)
-    stem = s.run.stem or "multitask"
-    with open_run("multitask", [stem], s.run.name, s.run.dir, s.run.resume) as run:
+                                                           "checkpoint", settings.eval_only)], own=run.folder,
+                          backup=settings.run.backup)
+            return rescore_part2(settings, run)
+    note_split_overlap(settings)
+    stem = settings.run.stem or "multitask"
+    with open_run("multitask", [stem], settings.run.name, settings.run.dir, settings.run.resume) as run:
         files = run.files(stem)
-        check_table(s.results, RESULTS_TABLE, "--results")
-        check_outputs(files=outputs, tables=[("--results", s.results)], own=run.folder, backup=s.run.backup,
+        check_table(settings.results, RESULTS_TABLE, "--results")
+        check_outputs(files=outputs, tables=[("--results", settings.results)], own=run.folder,
+                      backup=settings.run.backup,
                       inputs=inputs + [("this run's "
                                         "checkpoint", files.best), ("this run's checkpoint", files.last),
                                        ("this run's log", files.log)])
-        return train_part2(s, run, on_epoch)
+        return train_part2(settings, run, on_epoch)

@@ -47,9 +47,8 @@ TEXT_TASKS = ("sst", "cfimdb", "quora", "sts")
 def read_documents(settings):
     """The text as documents, each a list of its sentences in order (module docstring): --texts' groups of
     lines between blank lines, or --corpus's; the task sentences are one-sentence documents."""
-    s = settings
-    if s.texts:
-        path = Path(s.texts)
+    if settings.texts:
+        path = Path(settings.texts)
         require_file(path, f"--texts {path}", "text file")
         raw = path.read_bytes()
         try:
@@ -65,33 +64,31 @@ def read_documents(settings):
             else:  # a blank line ends a document
                 documents.append([])
         return [d for d in documents if d]
-    if s.corpus == "cfimdb":
+    if settings.corpus == "cfimdb":
         return [split_sentences(e.texts[0])
-                for e in read_examples(data_file(s.data_dir, "cfimdb", "train"), "cfimdb", "train")]
-    if s.corpus == "sonnets":
+                for e in read_examples(data_file(settings.data_dir, "cfimdb", "train"), "cfimdb", "train")]
+    if settings.corpus == "sonnets":
         return [[line.strip() for line in text.split("\n") if line.strip()]
-                for _, text in read_sonnets(Path(s.data_dir) / "sonnets.txt")]
+                for _, text in read_sonnets(Path(settings.data_dir) / "sonnets.txt")]
     return [[t.strip()] for task in TEXT_TASKS
-            for e in read_examples(data_file(s.data_dir, task, "train"), task, "train") for t in e.texts]
+            for e in read_examples(data_file(settings.data_dir, task, "train"), task, "train") for t in e.texts]
 
 
 def corpus_inputs(settings):
     """{what: path} of the files the text is read from."""
-    s = settings
-    if s.texts:
-        return {"--texts": s.texts}
-    if s.corpus == "sonnets":
-        return {"sonnets": str(Path(s.data_dir) / "sonnets.txt")}
-    return {f"{t} train data": data_file(s.data_dir, t, "train")
-            for t in (("cfimdb",) if s.corpus == "cfimdb" else TEXT_TASKS)}
+    if settings.texts:
+        return {"--texts": settings.texts}
+    if settings.corpus == "sonnets":
+        return {"sonnets": str(Path(settings.data_dir) / "sonnets.txt")}
+    return {f"{t} train data": data_file(settings.data_dir, t, "train")
+            for t in (("cfimdb",) if settings.corpus == "cfimdb" else TEXT_TASKS)}
 
 
 def read_texts(settings):
     """The pretraining sentences, each once, in a fixed order."""
-    s = settings
-    texts = list(dict.fromkeys(t for doc in read_documents(s) for t in doc if t))
+    texts = list(dict.fromkeys(t for doc in read_documents(settings) for t in doc if t))
     if len(texts) < 2:
-        raise MinbertError(f"{s.texts or s.data_dir}: {len(texts)} usable "
+        raise MinbertError(f"{settings.texts or settings.data_dir}: {len(texts)} usable "
                            "sentence(s); pretraining needs at least 2")
     return texts
 
@@ -225,53 +222,55 @@ class PretrainPipeline(Pipeline):
     kind, score_name = "pretrain", "held-out masked-token accuracy"
 
     def __init__(self, settings):
-        s, rt = settings, settings.runtime
-        self.settings = s
+        runtime = settings.runtime
+        self.settings = settings
         self.file_stem = "pretrain"
-        self.inputs = corpus_inputs(s)
-        self.source = resolve_pretrained(s.pretrained).require("config", "vocab", "weights")
-        self.tokenizer = BertTokenizer.from_pretrained(s.pretrained)
+        self.inputs = corpus_inputs(settings)
+        self.source = resolve_pretrained(settings.pretrained).require("config", "vocab", "weights")
+        self.tokenizer = BertTokenizer.from_pretrained(settings.pretrained)
         if "[MASK]" not in self.tokenizer.vocab:
             raise MinbertError(f"{self.source.vocab}: the vocabulary has no [MASK] token")
-        if s.nsp:
-            where = s.texts or ", ".join(str(p) for p in self.inputs.values())
-            docs = split_documents(read_documents(s), s.recipe.seed, where)
+        if settings.nsp:
+            where = settings.texts or ", ".join(str(p) for p in self.inputs.values())
+            docs = split_documents(read_documents(settings), settings.recipe.seed, where)
             length = token_counts([x for part in docs for doc in part for x in doc], self.tokenizer)
             # A and B fill what [CLS] A [SEP] B [SEP] leaves of --max_length
-            train, dev = (segment_pairs(part, s.recipe.seed, length.__getitem__, max(s.max_length - 3, 2))
+            train, dev = (segment_pairs(part, settings.recipe.seed, length.__getitem__, max(settings.max_length - 3, 2))
                           for part in docs)
-            self.train, self.dev = (as_pairs(p, self.tokenizer, s.max_length) for p in (train, dev))
+            self.train, self.dev = (as_pairs(p, self.tokenizer, settings.max_length) for p in (train, dev))
         else:
-            train, dev = split_texts(read_texts(s), s.recipe.seed)
-            self.train, self.dev = (as_data(t, self.tokenizer, s.max_length) for t in (train, dev))
-        set_pad_multiple({"train": self.train, "dev": self.dev}, rt.pad_multiple)
+            train, dev = split_texts(read_texts(settings), settings.recipe.seed)
+            self.train, self.dev = (as_data(t, self.tokenizer, settings.max_length) for t in (train, dev))
+        set_pad_multiple({"train": self.train, "dev": self.dev}, runtime.pad_multiple)
         self.model, self.loaded = BertForMaskedLM.from_pretrained(
-            s.pretrained, nsp=s.nsp > 0, attn_impl=rt.attn, fast_dropout=rt.fast_dropout)
-        maybe_compile(self.model.to(rt.device), rt.compile)
+            settings.pretrained, nsp=settings.nsp > 0, attn_impl=runtime.attn, fast_dropout=runtime.fast_dropout)
+        maybe_compile(self.model.to(runtime.device), runtime.compile)
         # masked once: every evaluation scores the same held-out tokens
-        self.held_out = list(held_out_batches(self.dev, self.tokenizer, self.model.config.vocab_size, s))
+        self.held_out = list(held_out_batches(self.dev, self.tokenizer, self.model.config.vocab_size, settings))
         scored = sum(int((b["labels"] != IGNORE).sum()) for b in self.held_out)
         if not scored:  # its accuracy and loss would be undefined, and every epoch would tie with the first
-            raise MinbertError(f"the {len(self.dev)} held-out {'pairs' if s.nsp else 'sentences'} get no masked "
-                               f"token at --mask_prob {s.mask_prob:g}, so the held-out accuracy that picks the best "
-                               "epoch is undefined: give more text (5% of it is held out) or a higher --mask_prob")
+            raise MinbertError(f"the {len(self.dev)} held-out {'pairs' if settings.nsp else 'sentences'} get no "
+                               f"masked token at --mask_prob {settings.mask_prob:g}, so the held-out accuracy that "
+                               "picks the best epoch is undefined: give more text (5% of it is held out) or a higher "
+                               "--mask_prob")
         if scored < FEW_SCORED:
             main_print(f"note: the held-out text holds {scored} masked token(s), so its accuracy moves in steps of "
                        f"{1 / scored:.2f} and the best epoch is picked on little evidence: give more text for a "
                        "steadier choice")
-        self.spec = ModelSpec(pipeline="pretrain", pretrained=str(s.pretrained), fine_tune_mode="full-model",
-                              max_length=s.max_length)
-        self.per_epoch = -(-len(self.train) // s.batch_size)
-        self.total = min(s.recipe.epochs * self.per_epoch, s.max_steps or float("inf"))
+        self.spec = ModelSpec(pipeline="pretrain", pretrained=str(settings.pretrained), fine_tune_mode="full-model",
+                              max_length=settings.max_length)
+        self.per_epoch = -(-len(self.train) // settings.batch_size)
+        self.total = min(settings.recipe.epochs * self.per_epoch, settings.max_steps or float("inf"))
         self.done = 0  # optimizer steps planned so far (a resumed run takes it from the checkpoint)
-        self.loss = PretrainLoss(s.nsp)
+        self.loss = PretrainLoss(settings.nsp)
 
     def batches(self, epoch):
-        s = self.settings
+        settings = self.settings
         n = min(self.per_epoch, self.total - self.done)
-        g = torch.Generator().manual_seed(s.recipe.seed * 1000 + epoch)
-        batches = masked(self.train.batches(s.batch_size, True, s.recipe.seed * 1000 + epoch, s.bucket),
-                         self.tokenizer, self.model.config.vocab_size, s.mask_prob, g)
+        seed = settings.recipe.seed * 1000 + epoch
+        g = torch.Generator().manual_seed(seed)
+        batches = masked(self.train.batches(settings.batch_size, True, seed, settings.bucket),
+                         self.tokenizer, self.model.config.vocab_size, settings.mask_prob, g)
         self.done += n
         return itertools.islice(batches, n), n, {"total_steps": self.done}
 
@@ -306,19 +305,18 @@ def run_pretrain(settings):
 
 def pretrain(settings, run):
     """Train in `run`'s folder (--out) and turn it into a checkpoint folder at the end."""
-    s = settings
     files = run.files("pretrain")
-    seed_everything(s.recipe.seed)
-    pipeline = PretrainPipeline(s)
-    trainer = build_trainer(pipeline.model, pipeline.loss, s.recipe, s.runtime, pipeline.total, epochs=1)
+    seed_everything(settings.recipe.seed)
+    pipeline = PretrainPipeline(settings)
+    trainer = build_trainer(pipeline.model, pipeline.loss, settings.recipe, settings.runtime, pipeline.total, epochs=1)
     heads = [f"{HEAD_WORDS[name]} head " + ("from the checkpoint" if name in pipeline.loaded
                                              else "fresh (the checkpoint has none)")
              for name in pipeline.model.heads()]
     held = (f"{len(pipeline.dev)} held out, {float(pipeline.dev.labels.float().mean()):.0%} of them NotNext: what "
-            "always answering NotNext scores" if s.nsp else f"{len(pipeline.dev)} held out")
-    print(f"pretrain: {len(pipeline.train)} {'pairs of spans' if s.nsp else 'sentences'} "
+            "always answering NotNext scores" if settings.nsp else f"{len(pipeline.dev)} held out")
+    print(f"pretrain: {len(pipeline.train)} {'pairs of spans' if settings.nsp else 'sentences'} "
           f"({held}), {pipeline.per_epoch} batches an epoch, {pipeline.total} steps; "
-          f"{', '.join(heads)}; {s.pretrained} on {s.runtime.device}")
+          f"{', '.join(heads)}; {settings.pretrained} on {settings.runtime.device}")
     # a new run (or one killed before its first epoch ended): start its log afresh
     if not files.last.exists():
         files.log.unlink(missing_ok=True)
@@ -327,4 +325,4 @@ def pretrain(settings, run):
         append_jsonl(files.log, {"run": run.name, "pipeline": "pretrain", "model": "pretrain", "epoch": -1,
                                  "dev": before, "dev_score": before["masked_acc"],
                                  "score_name": pipeline.score_name})
-    return fit(pipeline, trainer, run, s)
+    return fit(pipeline, trainer, run, settings)

@@ -45,23 +45,23 @@ def rerun_commands(pipeline, base, params, study, used_seeds, baseline=()):
 def judge_winner(best, settings, trials, study):
     """After the ranked table: the warning and the re-run commands, and with --baseline the winner's runs
     compared with the baseline's. Returns the comparison's rows, or None."""
-    st = settings
     if trials > 1:
         print(f"note: the best of {trials} trials on the dev set is biased upward: it was picked for a dev "
               "score that is partly noise. Re-run it on fresh seeds and compare those runs with the "
               "baseline's:")
-        for line in rerun_commands(st.pipeline, st.base, best.params, study, st.seeds, st.baseline):
+        for line in rerun_commands(settings.pipeline, settings.base, best.params, study, settings.seeds,
+                                   settings.baseline):
             print(f"  {line}")
-    if not st.baseline:
+    if not settings.baseline:
         return None
     folders = best.user_attrs.get("folders")
     if not folders:
         print(f"trial {best.number} recorded no run folders (a study begun by an earlier minbert): compare "
               "it with report.py --compare")
         return None
-    print(f"trial {best.number} (seeds {' '.join(map(str, st.seeds))}) against --baseline, on the dev set it "
+    print(f"trial {best.number} (seeds {' '.join(map(str, settings.seeds))}) against --baseline, on the dev set it "
           "was picked on:")
-    one_each = len(st.baseline) == 1 and len(folders) == 1
-    chosen = (CompareSettings(runs=(st.baseline[0], folders[0])) if one_each
-              else CompareSettings(baseline=tuple(st.baseline), candidates=(tuple(folders),)))
+    one_each = len(settings.baseline) == 1 and len(folders) == 1
+    chosen = (CompareSettings(runs=(settings.baseline[0], folders[0])) if one_each
+              else CompareSettings(baseline=tuple(settings.baseline), candidates=(tuple(folders),)))
     return compare(chosen)[0]
