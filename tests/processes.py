@@ -121,47 +121,58 @@ def child_pids(pid):
     return pids
 
 
-def freeze_first_trial(proc):
-    """Wait until the sweep `proc` runs its first trial, then freeze that trial's process (SIGSTOP) and return
-    its pid and the sweep's output so far. The sweep itself keeps running (its heartbeat goes on), so to other
-    workers the trial is simply running, however long they take; SIGCONT lets it finish."""
+def _stopped(pid):
+    """Whether process `pid` is stopped (state T in /proc/PID/stat), as a held trial stops itself."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except FileNotFoundError:
+        return False
+
+
+def _held(proc, trial_started):
+    """The pid of the sweep `proc`'s trial process once it has stopped itself (start_sweep's `hold`: it stops
+    right after logging its first epoch, so it cannot finish on its own). The test never stops it: a SIGCONT
+    sent before a trial's own SIGSTOP would leave it stopped for good, and the test waiting on it forever."""
+    while True:
+        assert proc.poll() is None, "the sweep ended before its held trial stopped"
+        trial = child_pids(proc.pid)
+        if trial_started() and len(trial) == 1 and _stopped(trial[0]):
+            return trial[0]
+        time.sleep(0.02)
+
+
+def held_first_trial(proc):
+    """Wait until the sweep `proc` (started with hold=0) runs its first trial and that trial has stopped itself
+    mid-run; return its pid and the sweep's output so far. The sweep itself keeps running (its heartbeat goes
+    on), so to other workers the trial is simply running, however long they take; SIGCONT lets it finish."""
     out = []
     for line in proc.stdout:
         out.append(line)
         if re.match(r"trial \d+: --", line):
             break
-    trial = []
-    while not trial:  # the trial's process is started right after its line
-        assert proc.poll() is None, "the sweep ended before its first trial's process started:\n" + "".join(out)
-        trial = child_pids(proc.pid)
-        time.sleep(0.05)
-    os.kill(trial[0], signal.SIGSTOP)
-    return trial[0], out
+    return _held(proc, lambda: True), out
 
 
 def stop_during_trial(proc, study_folder, number, sig):
-    """Send `sig` to the sweep while trial `number`'s process is provably mid-run; returns its output.
+    """Send `sig` to the sweep while trial `number`'s process (started with hold=number) is provably mid-run;
+    returns its output.
 
-    Nothing here waits on a clock: the trial's first epoch line in its log says it is training, and the
-    trial's process is then frozen (SIGSTOP) so that it cannot finish before the signal lands, however
-    busy the machine. It is let go (SIGCONT) once the signal is sent."""
+    Nothing here waits on a clock: the trial's first epoch line in its log says it is training, and the trial
+    has then stopped itself (tests/stub_trial.py), so that it cannot finish before the signal lands, however busy
+    the machine. It is let go (SIGCONT) once the signal is sent."""
     out = []
     for line in proc.stdout:
         out.append(line)
         if line.startswith(f"trial {number}: --"):
             break
-    logged = lambda: [p for p in study_folder.glob(f"t{number}-s*/*-log.jsonl") if p.read_text().strip()]  # noqa: E731
-    while not logged():
-        assert proc.poll() is None, "the sweep ended before trial %d logged an epoch" % number
-        time.sleep(0.02)
-    trial = child_pids(proc.pid)
-    assert len(trial) == 1, f"expected the trial's one process under the sweep, found {trial}"
-    os.kill(trial[0], signal.SIGSTOP)
+    logged = lambda: bool([p for p in study_folder.glob(f"t{number}-s*/*-log.jsonl")  # noqa: E731
+                           if p.read_text().strip()])
+    trial = _held(proc, logged)
     try:
         os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
     finally:
         try:
-            os.kill(trial[0], signal.SIGCONT)
+            os.kill(trial, signal.SIGCONT)
         except ProcessLookupError:
             pass
     rest, err = proc.communicate(timeout=600)

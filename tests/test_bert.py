@@ -130,3 +130,52 @@ def test_embedding_dropout_comes_after_the_layer_norm():
     kept = dropped != 0
     assert 0.3 < kept.float().mean() < 0.7
     torch.testing.assert_close(dropped[kept], 2 * normalised[kept])
+
+
+def test_the_defaults_of_the_mask_and_segments_and_the_last_position():
+    """No attention mask is every token attended, no token types is segment 0; an input of exactly
+    max_position_embeddings tokens runs (its last position exists), one more is refused."""
+    model = BertModel(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
+    ids, _, _ = _batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids)["pooler_output"],
+                                   model(ids, torch.ones_like(ids), torch.zeros_like(ids))["pooler_output"])
+        longest = model.config.max_position_embeddings
+        assert model.embed(torch.ones(1, longest, dtype=torch.long)).shape == (1, longest, 32)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3])
+def test_frozen_groups_stop_the_gradient_below_exactly_their_layers(groups):
+    """frozen_groups g: the embeddings (group 1) and the lowest g - 1 layers get no gradient, every layer above
+    them does (the tiny model's 2 layers: g = 3 freezes all but the pooler)."""
+    model = BertModel(tiny_config()).train()
+    model.frozen_groups = groups
+    ids, mask, types = _batch()
+    out = model(ids, mask, types)
+    (out["last_hidden_state"].sum() + out["pooler_output"].sum()).backward()
+    frozen = {"word_embedding", "pos_embedding", "tk_type_embedding", "embed_layer_norm"} | {
+        f"bert_layers.{i}" for i in range(groups - 1)}
+    for name, p in model.named_parameters():
+        stopped = any(name.startswith(f + ".") for f in frozen)
+        assert (p.grad is None) == stopped, name
+
+
+def test_a_parallel_branch_is_added_inside_the_last_layer_norm_and_a_perturbation_after_the_embeddings():
+    """PALs' hook: LN(h + FFN(h) + TS(layer input)); SMART's: the layers run on embed(x) + delta."""
+    torch.manual_seed(0)
+    layer = BertLayer(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
+    x, mask = torch.randn(2, 5, 32), torch.zeros(2, 1, 1, 5)
+    extra = torch.randn(2, 5, 32)
+    layer.parallel = lambda hidden, m: extra + 0 * hidden
+    h = layer.add_norm(x, layer.self_attention(x, mask), layer.attention_dense, layer.attention_dropout,
+                       layer.attention_layer_norm)
+    expected = layer.out_layer_norm(h + extra + layer.out_dense(layer.interm_af(layer.interm_dense(h))))
+    torch.testing.assert_close(layer(x, mask), expected)
+    model = BertModel(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
+    ids, amask, types = _batch()
+    delta = torch.randn(2, 8, 32)
+    model.perturb = lambda e: e + delta
+    with torch.no_grad():
+        got = model(ids, amask, types)["last_hidden_state"]
+        model.perturb = None
+        torch.testing.assert_close(got, model.encode(model.embed(ids, types) + delta, amask))

@@ -219,3 +219,21 @@ def test_generate_fills_the_positions_exactly_stops_after_the_end_token_and_take
     stopped = generate(model, short, 6, eos_token_id=eos)[0, 8:].tolist()
     assert stopped == free[:free.index(eos) + 1]
     assert torch.equal(generate(model, short, 0), short)
+
+
+def test_beam_search_ends_where_its_rule_says_fills_the_positions_exactly_and_needs_a_beam(tiny_gpt2):
+    """`ends` ending every hypothesis at its second new token: the best sequence is the prompt plus 2, whatever
+    max_new_tokens allows, and it is the best of the 2-token hypotheses by score (greedy's first two with one
+    beam); a 60-token prompt takes 4 new tokens on 64 positions, not 5; 0 beams is refused, 1 taken."""
+    model = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    prompt = torch.tensor([[5, 6, 7]])
+    ends = lambda count, token: ((count or 0) + 1, (count or 0) + 1 == 2)  # noqa: E731
+    out = beam_search(model, prompt, 6, 3, ends=ends)
+    assert out.shape == (1, 5) and torch.equal(out[:, :3], prompt)
+    assert torch.equal(beam_search(model, prompt, 6, 1, ends=ends), generate(model, prompt, 2))
+    long_prompt = torch.randint(1, model.config.vocab_size, (1, 60), generator=torch.Generator().manual_seed(4))
+    assert beam_search(model, long_prompt, 4, 2).shape[1] <= 64
+    with pytest.raises(ValueError, match="a prompt of 60 tokens plus 5 new ones exceeds the model's 64 positions"):
+        beam_search(model, long_prompt, 5, 2)
+    with pytest.raises(ValueError, match="num_beams 0: beam search needs at least one beam"):
+        beam_search(model, prompt, 4, 0)

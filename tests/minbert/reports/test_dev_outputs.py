@@ -8,7 +8,7 @@ import pytest
 import sacrebleu
 
 from evaluation import accuracy, pearson, write_predictions
-from minbert.course_data import read_examples, read_sonnets
+from minbert.course_data import data_file, read_examples, read_sonnets
 from minbert.reports.dev_outputs import aligned, read_run
 from tests.course import make_compared_run, make_multitask_run, real_data_folder
 from utils import MinbertError
@@ -125,3 +125,38 @@ def test_a_prediction_files_unlabelled_dev_row_is_predicted_not_scored(tmp_path,
     labelled = [e.label for e in examples if e.label is not None]
     assert len(labelled) == len(examples) - 1 and len(quora.ids) == len(labelled)
     assert quora.value == pytest.approx(np.mean([label == 1 for label in labelled]))
+
+
+def test_a_task_is_read_from_its_raw_outputs_first_then_the_handouts_file_name_then_any_other(tmp_path, course_data):
+    """SST with a dev-scores file and a prediction file: the dev-scores file is read; without it, the handout's
+    sst-dev-output.csv before a Part 1 run's full-model-sst-dev-out.csv; the tasks come in the metrics' order
+    (sst, cfimdb, quora, sts) whatever order the files sort in."""
+    sst = [e for e in read_examples(data_file(course_data, "sst", "dev"), "sst", "dev") if e.label is not None]
+    cfimdb = [e for e in read_examples(data_file(course_data, "cfimdb", "dev"), "cfimdb", "dev")
+              if e.label is not None]
+    ids, gold = [e.id for e in sst], np.array([e.label for e in sst])
+    right, wrong = list(gold), [(g + 1) % 5 for g in gold]
+    half = [g if i % 2 else (g + 1) % 5 for i, g in enumerate(gold)]
+    folder = make_compared_run(tmp_path / "run", {"sst": (ids, gold.astype(float), right)})
+    write_predictions(folder / "sst-dev-output.csv", "sst", ids, wrong)
+    write_predictions(folder / "full-model-cfimdb-dev-out.csv", "cfimdb", [e.id for e in cfimdb],
+                      [e.label for e in cfimdb])
+    run = read_run(folder, course_data)
+    assert list(run.tasks) == ["sst", "cfimdb"] and run.tasks["sst"].value == 1.0
+    assert run.tasks["cfimdb"].value == 1.0
+    (folder / "sst-dev-scores.npz").unlink()
+    write_predictions(folder / "full-model-sst-dev-out.csv", "sst", ids, half)  # sorts before sst-dev-output.csv
+    assert read_run(folder, course_data).tasks["sst"].value == 0.0  # the handout's name: every one wrong
+    (folder / "sst-dev-output.csv").unlink()
+    assert read_run(folder, course_data).tasks["sst"].value == pytest.approx(accuracy(half, list(gold)))
+
+
+def test_only_labelled_rows_count_as_broken_predictions(tmp_path):
+    """Of 4 rows, one unlabelled: its NaN prediction is no problem; two NaN predictions of labelled rows are '2 of
+    3', the first named by id."""
+    ids, gold = ["a", "b", "c", "d"], [1.0, np.nan, 2.0, 3.0]
+    ok = read_run(make_compared_run(tmp_path / "ok", {"sts": (ids, gold, [1.0, np.nan, 2.5, 2.0])})).tasks["sts"]
+    assert list(ok.ids) == ["a", "c", "d"]
+    assert ok.value == pytest.approx(np.corrcoef([1.0, 2.5, 2.0], [1.0, 2.0, 3.0])[0, 1])
+    with pytest.raises(MinbertError, match=r"2 of 3 dev predictions are not numbers \(NaN, first at id c\)"):
+        read_run(make_compared_run(tmp_path / "bad", {"sts": (ids, gold, [1.0, 2.0, np.nan, np.inf])}))

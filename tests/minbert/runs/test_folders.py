@@ -315,3 +315,55 @@ def test_a_run_names_characters_from_both_sides_of_each_rule(name, refused):
             check_run_name(name)
     else:
         assert check_run_name(name) == name
+
+
+def test_a_folder_given_for_a_checkpoint_yields_its_one_best_checkpoint_and_says_what_else_it_is(tmp_path):
+    """best_checkpoint: the one NAME.pt beside its NAME-last.pt; two best checkpoints, none, or another pipeline's
+    folder are each one line."""
+    from minbert.runs.folders import best_checkpoint
+    from tests.course import mark_run
+    run = tmp_path / "run"
+    run.mkdir()
+    mark_run(run, "multitask", {})
+    (run / "mt.pt").write_bytes(b"")
+    (run / "mt-last.pt").write_bytes(b"")
+    assert best_checkpoint(run, "multitask", "--eval_only") == run / "mt.pt"
+    with pytest.raises(MinbertError, match=r"^--checkpoint .*run: the folder of a multitask_classifier.py run; "
+                                           r"--checkpoint takes a classifier.py run's checkpoint or folder"):
+        best_checkpoint(run, "classifier", "--checkpoint")
+    (run / "other.pt").write_bytes(b"")
+    with pytest.raises(MinbertError, match=r"a folder with 2 checkpoints \(mt.pt, other.pt\); give the one to use"):
+        best_checkpoint(run, "multitask", "--eval_only")
+    (run / "mt.pt").unlink()
+    (run / "other.pt").unlink()
+    with pytest.raises(MinbertError, match=r"a folder with no best checkpoint \(NAME.pt\) in it"):
+        best_checkpoint(run, "multitask", "--eval_only")
+
+
+def test_what_a_folder_is_read_from_its_mark_or_its_log(tmp_path, monkeypatch):
+    """A folder is a run's when marked or (an earlier minbert's) holding a log; its run folder is the nearest
+    marked one above a path; the flags it records are its first model's in name order; a new run's name is
+    its prefix and the time, and two runs of one second get -2."""
+    from minbert.runs.folders import is_run_folder, new_run_name, open_run, recorded_flags, run_folder_of
+    from tests.course import mark_run
+    plain_folder, old, marked = tmp_path / "plain", tmp_path / "old", tmp_path / "marked"
+    for f in (plain_folder, old, marked):
+        f.mkdir()
+    (old / "mt-log.jsonl").write_text("")
+    mark_run(marked, "multitask", {"lr": 0.1}, stem="b")
+    assert [is_run_folder(f) for f in (plain_folder, old, marked)] == [False, True, True]
+    (marked / "sub" / "deeper").mkdir(parents=True)
+    assert run_folder_of(marked / "sub" / "deeper") == marked and run_folder_of(plain_folder) is None
+    assert recorded_flags(marked)["lr"] == 0.1 and recorded_flags(plain_folder) is None
+    mark = json.loads((marked / ".minbert-run").read_text())
+    mark["flags"]["a"] = {"lr": 0.2}  # a first model by name
+    (marked / ".minbert-run").write_text(json.dumps(mark))
+    assert recorded_flags(marked)["lr"] == 0.2
+    assert re.fullmatch(r"mt-\d{8}-\d{6}", new_run_name("mt"))
+    import minbert.runs.folders as folders
+    monkeypatch.setattr(folders, "new_run_name", lambda prefix: f"{prefix}-20260101-000000")  # one second
+    with open_run("multitask", ["mt"], root=tmp_path / "runs") as first:
+        (first.folder / "mt-log.jsonl").write_text("")
+    with open_run("multitask", ["mt"], root=tmp_path / "runs") as second:
+        assert (first.folder.name, second.folder.name) == ("multitask-20260101-000000",
+                                                           "multitask-20260101-000000-2")

@@ -8,7 +8,7 @@ import pytest
 
 import sweep
 from tests.course import ROOT
-from tests.processes import (freeze_first_trial, run_main, start_sweep, stop_during_trial, stub_trials, sweep_base,
+from tests.processes import (held_first_trial, run_main, start_sweep, stop_during_trial, stub_trials, sweep_base,
                              sweep_trials)
 from utils import MinbertError
 
@@ -48,7 +48,7 @@ def _two_workers(tmp_path, course_data, tiny_model, storage):
     argv = ["classifier", "--sampler", "grid", "--space", "lr=1e-3,2e-3,3e-3,4e-3", "--trials", "4", "--study", "w",
             "--no_prune", *(["--storage", storage] if storage else []), "--", *sweep_base(course_data, tiny_model)]
     first = start_sweep(tmp_path, argv, hold=0)
-    held, _ = freeze_first_trial(first)
+    held, _ = held_first_trial(first)
     try:
         second = start_sweep(tmp_path, argv)
         outs = {"second": second.communicate(timeout=600)}

@@ -97,3 +97,37 @@ def test_a_review_splits_into_its_sentences():
               'It costs 2 dollars , etc . , etc . 10/10')
     assert split_sentences(review) == ["I was never quite sure where this was going .", "These people seem interested !",
                                        "Why ?", '" Quite " he said .', "It costs 2 dollars , etc . , etc .", "10/10"]
+
+
+def test_a_random_span_stops_as_soon_as_it_fills_its_room_and_never_comes_from_its_own_document():
+    """Sentences of 2 tokens: room 4 takes exactly 2 sentences, room 5 three, room 1 one (at least one), unless the
+    document ends first; whatever the draw, never document d."""
+    from minbert.tasks.nsp import random_span
+    docs = [[f"d{d}s{i}" for i in range(30)] for d in range(3)]
+    for room, n in ((4, 2), (5, 3), (1, 1), (0, 1), (6, 3)):
+        for seed in range(20):
+            for d in range(3):
+                span = random_span(docs, d, room, np.random.default_rng(seed), lambda s: 2)
+                at = where(" ".join(span))
+                assert at[0][0] != d
+                assert len(span) == min(n, 30 - at[0][1]), (room, seed, d)
+    seen = {where(random_span(docs, 1, 4, np.random.default_rng(s), lambda s: 2)[0])[0][0] for s in range(40)}
+    assert seen == {0, 2}  # both other documents drawn
+
+
+@pytest.mark.parametrize("n,held", [(4, 2), (5, 2), (40, 2), (60, 3), (100, 5), (1000, 50)])
+def test_five_percent_of_the_documents_are_held_out_at_least_two_and_two_left_to_train(n, held):
+    docs = [[f"d{d}s{i}" for i in range(2)] for d in range(n)]
+    train, dev = split_documents(docs, 0)
+    assert (len(train), len(dev)) == (n - held, held)
+
+
+def test_a_short_target_is_drawn_from_two_up_to_the_length():
+    """short_prob 1: every span aims at a length drawn from 2 to max_tokens (6), both ends drawn; 0: always 6."""
+    docs = [[f"d{d}s{i}" for i in range(40)] for d in range(30)]
+    sizes = {len(where(a)) + len(where(b)) for a, b, label in segment_pairs(docs, 5, one_token, 6, short_prob=1.0)
+             if label == IS_NEXT}
+    assert sizes == {2, 3, 4, 5, 6}
+    full = {len(where(a)) + len(where(b)) for a, b, label in segment_pairs(docs, 5, one_token, 6, short_prob=0.0)
+            if label == IS_NEXT and where(b)[-1][1] < 39}
+    assert full == {6}
