@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from minbert.cli import MinbertError, is_main
-from minbert.files import check_writable, file_digest, plain, remove_temporaries, special_file
+from minbert.files import TEMPORARY, check_writable, file_digest, plain, remove_temporaries, special_file
 from minbert.project_paths import among_sources, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, a_run_of, holder, read_mark
 
@@ -310,12 +310,15 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     if is_main():
         run.lock = RunLock(folder).acquire(flag, prefix)
     try:
-        held = ([p for s in stems for p in RunFiles(folder, s).exist()] if stems is not None
-                else sorted(p for p in folder.iterdir() if p.name != RUN_MARK) if folder.is_dir() else [])
+        # a run starts in a folder holding nothing but its mark: never beside another model's files (a Part 1
+        # run of another fine-tune mode writes other names, but the folder is one run's)
+        held = sorted(p for p in folder.iterdir() if p.name != RUN_MARK and not TEMPORARY.match(p.name)) \
+            if folder.is_dir() else []
         if held and not resume:
             named = f"--run_name {run_name} ({folder})" if run_name and not run_dir else f"{flag} {folder}"
-            raise MinbertError(f"{named}: already holds a run ({held[0].name}); choose another"
-                               + (", or add --resume to continue it" if stems is not None else ""))
+            ours = [p for s in stems or () for p in RunFiles(folder, s).exist()]
+            raise MinbertError(f"{named}: already holds a run ({(ours or held)[0].name}); choose another"
+                               + (", or add --resume to continue it" if ours else ""))
     except BaseException:
         run.close()
         raise

@@ -367,3 +367,18 @@ def test_what_a_folder_is_read_from_its_mark_or_its_log(tmp_path, monkeypatch):
     with open_run("multitask", ["mt"], root=tmp_path / "runs") as second:
         assert (first.folder.name, second.folder.name) == ("multitask-20260101-000000",
                                                            "multitask-20260101-000000-2")
+
+
+def test_a_finished_runs_folder_takes_no_run_of_another_mode(tmp_path, course_data, tiny_model, monkeypatch):
+    """A Part 1 run of last-linear-layer, then one of full-model under the same --run_name: the second writes other
+    file names, but the folder is the first run's, so it is refused (with no --resume advice: it is not this run)
+    and the first run's files stay as they were."""
+    monkeypatch.chdir(tmp_path)
+    common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--batch_size", "16",
+              "--datasets", "sst", "--run_name", "one", "--predictions_dir", str(tmp_path / "pred")]
+    classifier.main(common)
+    before = snapshot(tmp_path / "runs" / "one")
+    with pytest.raises(MinbertError, match=r"^--run_name one \(.*one\): already holds a run "
+                                           r"\(last-linear-layer-sst.*\); choose another$"):
+        classifier.main(common + ["--fine-tune-mode", "full-model"])
+    assert snapshot(tmp_path / "runs" / "one") == before
