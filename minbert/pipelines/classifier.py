@@ -53,6 +53,7 @@ class SentimentPipeline(Pipeline):
     """One dataset of Part 1 for training/fit.py. Another backbone (GPT-2's, gpt2/sentiment.py) subclasses it
     and names its own tokenizer, model, run folder prefix and file stems; the rest is this one code path."""
     kind, score_name = "classifier", "dev accuracy"
+    loss_scales = " (or a regulariser's weight)"
 
     @staticmethod
     def load_tokenizer(pretrained):

@@ -70,6 +70,7 @@ def note_split_overlap(settings):
 class MultitaskPipeline(Pipeline):
     """Part 2 for training/fit.py: the three tasks' data, the sampler, the loss, the dev mean, the six files."""
     kind, score_name = "multitask", "dev mean"
+    loss_scales = " (or a weight that scales the loss: --loss_weights, a regulariser's)"
 
     def __init__(self, settings):
         runtime = settings.runtime

@@ -71,6 +71,14 @@ class Pipeline:
     dev score is), `merge` (fold adapters before the final predictions)."""
     kind, spec, score_name, merge = "train", None, "dev score", False
     file_stem, inputs = "model", {}
+    # the flags besides --lr that scale this pipeline's loss, for the advice to a run that diverged
+    loss_scales = ""
+
+    def steadier(self):
+        """What a run that diverged is advised, in the flags its script takes: a lower --lr (or a smaller weight
+        on the loss), and clipping where the run does not clip yet."""
+        clip = "" if self.settings.recipe.max_grad_norm else ", or add --max_grad_norm 1.0"
+        return f"lower --lr{self.loss_scales}{clip}"
 
     def batches(self, epoch):
         """(iterable of host batches, number of steps, {extra log fields}) of one epoch."""
@@ -116,7 +124,7 @@ def diverged(e, pipeline, files, run_name, epoch, stopper):
                                  "epoch": epoch, "stopped": str(e)})
     kept = (f"; epoch {stopper.best_epoch}, the best before it, is kept in {files.best}"
             if stopper.best_epoch >= 0 else "")
-    return Diverged(f"{files.stem} epoch {epoch}: {e}{kept}")
+    return Diverged(f"{files.stem} epoch {epoch}: {e}; {pipeline.steadier()}{kept}")
 
 
 def fit(pipeline, trainer, run, settings, on_epoch=None):
@@ -161,9 +169,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
         spent.add("dev evaluation", dev_seconds)
         if score != score:
             raise diverged(Diverged(f"the {pipeline.score_name} is NaN (the model's outputs are not "
-                                    "numbers): the weights diverged; "
-                                    "lower --lr (or a weight that scales the loss: --loss_weights, a "
-                                    "regulariser's), or add --max_grad_norm 1.0"),
+                                    "numbers): the weights diverged"),
                            pipeline, files, run_name, epoch, stopper) from None
         best = stopper.update(score, epoch)
         with spent("checkpoints"):

@@ -192,8 +192,7 @@ class Trainer:
         peak = max(float(g.get("initial_lr", g["lr"])) for g in self.optimizer.param_groups)
         raise Diverged(f"the training loss became {'NaN' if mean_loss != mean_loss else 'infinite'} by step "
                        f"{steps} of {total} (peak learning rate {peak:g}): the weights diverged, so training "
-                       "stopped; lower --lr (or a weight that scales the loss: --loss_weights, a regulariser's), or "
-                       "add --max_grad_norm 1.0")
+                       "stopped")  # (fit adds what the pipeline's flags can do about it)
 
     def state_dict(self):
         """Everything of the optimisation a resumed run needs: optimizer, schedule, fp16 grad scaler, and the

@@ -231,3 +231,36 @@ def test_early_stopping_waits_exactly_patience_epochs_and_a_resumed_run_keeps_co
     again = EarlyStopping(2, best=0.5, best_epoch=0, waited=1)
     assert again.update(0.51, 2) and not again.should_stop and again.waited == 0
     assert not EarlyStopping(0, best=0.5, best_epoch=0, waited=99).should_stop
+
+
+def test_a_diverged_run_is_advised_in_the_flags_its_own_script_takes():
+    """Part 2 names --loss_weights, Part 1 and Build GPT-2's classifiers a regulariser's weight, pretrain.py (which
+    clips at 1 already and weighs no loss) --lr alone; clipping is advised only where the run does not clip; every
+    flag named is one the script parses."""
+    import re
+    from types import SimpleNamespace
+    from gpt2.paraphrase import GPT2ParaphrasePipeline
+    from gpt2.sentiment import GPT2SentimentPipeline
+    from gpt2.sonnet_pipeline import SonnetPipeline
+    from minbert.flags.parsers import defaults, parser
+    from minbert.pipelines.classifier import SentimentPipeline
+    from minbert.pipelines.multitask import MultitaskPipeline
+    from minbert.pipelines.pretrain import PretrainPipeline
+
+    def advice(cls, clip):
+        pipeline = object.__new__(cls)  # (only its settings' clipping is read)
+        pipeline.settings = SimpleNamespace(recipe=SimpleNamespace(max_grad_norm=clip))
+        return pipeline.steadier()
+    assert advice(MultitaskPipeline, 0.0) == ("lower --lr (or a weight that scales the loss: --loss_weights, a "
+                                              "regulariser's), or add --max_grad_norm 1.0")
+    assert advice(MultitaskPipeline, 0.5) == "lower --lr (or a weight that scales the loss: --loss_weights, a regulariser's)"
+    assert advice(SentimentPipeline, 0.0) == "lower --lr (or a regulariser's weight), or add --max_grad_norm 1.0"
+    assert advice(PretrainPipeline, 1.0) == "lower --lr"
+    assert advice(SonnetPipeline, 0.0) == "lower --lr, or add --max_grad_norm 1.0"
+    for cls, script in ((MultitaskPipeline, "multitask"), (SentimentPipeline, "classifier"),
+                        (PretrainPipeline, "pretrain"), (GPT2SentimentPipeline, "gpt2-classifier"),
+                        (GPT2ParaphrasePipeline, "gpt2-paraphrase"), (SonnetPipeline, "gpt2-sonnet")):
+        ap = parser(script)
+        clip = ap.get_default("max_grad_norm")  # the script's default (pretrain.py's, which it does not parse: 1)
+        clip = defaults(script)["max_grad_norm"] if clip is None else clip
+        assert set(re.findall(r"--\w+", advice(cls, clip))) <= set(ap._option_string_actions), script
