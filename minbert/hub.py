@@ -129,11 +129,15 @@ class Checkpoint:
                 if runs:  # a fine-tuning run's folder: its checkpoints hold a task model, not a backbone to start from
                     raise MinbertError(f"{self.name}: a run folder of fine-tuned checkpoints ({', '.join(runs[:3])}), "
                                        "not a pretrained model (config.json and its weights): --pretrained takes "
-                                       "the model a run starts from (a hub name, or a folder pretrain.py wrote); "
-                                       "to score this run's model use --eval_only")
+                                       f"the model a run starts from (a hub name, or such a folder); {RUN_OUTPUTS}")
                 shown = p if p is not None else self.folder / "model.safetensors (or pytorch_model.bin)"
                 raise MinbertError(f"{self.name}: missing {w} file {shown}")
         return self
+
+
+# What a run's checkpoint given as --pretrained is pointed to instead, whichever script was run.
+RUN_OUTPUTS = ("a run's dev and test predictions are in its run folder (multitask_classifier.py --eval_only FILE "
+               "scores a Part 2 checkpoint again)")
 
 
 def _offline():
@@ -155,10 +159,8 @@ def resolve_pretrained(name_or_path, cache=None):
         if (p.parent / "config.json").is_file():
             raise MinbertError(f"--pretrained {name_or_path}: pretrain.py's training state, not the model; "
                                f"give the folder it wrote: --pretrained {p.parent}")
-        raise MinbertError(f"--pretrained {name_or_path}: a checkpoint of a training run (classifier.py or "
-                           "multitask_classifier.py), not a BERT checkpoint; re-score it with "
-                           f"multitask_classifier.py --eval_only {name_or_path}, "
-                           "and give --pretrained the BERT it started from")
+        raise MinbertError(f"--pretrained {name_or_path}: a checkpoint of a fine-tuning run, not a pretrained "
+                           f"model: give --pretrained the model that run started from; {RUN_OUTPUTS}")
     if p.is_file():  # a weights file: config.json and vocab.txt beside it
         return Checkpoint(p.parent, weights=p, name=f"--pretrained {name_or_path} (a file: its folder)")
     if (str(name_or_path).startswith((".", "/", "~"))

@@ -198,7 +198,11 @@ def test_training_files_and_missing_paths_are_named_for_what_they_are(tmp_path, 
     run = tmp_path / "runs" / "x"
     run.mkdir(parents=True)
     torch.save({"model": {}, "spec": {}}, run / "multitask.pt")
-    with pytest.raises(MinbertError, match=r"multitask.pt: a checkpoint of a training run .* --eval_only"):
+    # (whichever script was run: no --eval_only of its own is promised, no BERT named)
+    with pytest.raises(MinbertError, match=r"multitask.pt: a checkpoint of a fine-tuning run, not a pretrained model: "
+                                           r"give --pretrained the model that run started from; a run's dev and test "
+                                           r"predictions are in its run folder \(multitask_classifier.py --eval_only "
+                                           r"FILE scores a Part 2 checkpoint again\)$"):
         resolve_pretrained(run / "multitask.pt")
     out = tmp_path / "pt"
     make_hf_checkpoint(out)
@@ -251,5 +255,7 @@ def test_a_fine_tuning_runs_folder_given_as_pretrained_says_what_it_is(trained_p
     """A Part 2 run's folder holds task checkpoints, not a backbone with its config: one line says so and points
     to --eval_only, rather than only that config.json is missing."""
     with pytest.raises(MinbertError, match=r"ck: a run folder of fine-tuned checkpoints \(mt-last.pt, mt.pt\), not a "
-                                           r"pretrained model .* to score this run's model use --eval_only"):
+                                           r"pretrained model .*; a run's dev and test predictions are in its run "
+                                           r"folder \(multitask_classifier.py --eval_only FILE scores a Part 2 "
+                                           r"checkpoint again\)$"):
         resolve_pretrained(trained_part2.checkpoint.parent).require("config", "weights")
