@@ -9,7 +9,7 @@ import numpy as np
 
 from minbert.cli import MinbertError
 from minbert.course_data import TASKS, TASK_PREFIX, read_examples
-from minbert.files import atomic_write, read_text, text_lines
+from minbert.files import atomic_write, read_text, require_file, text_lines
 
 
 def accuracy(pred, gold):
@@ -122,6 +122,8 @@ def score_file(pred_path, gold_path, task=None):
     """Score a prediction file against a labelled course CSV; report missing, duplicated, unknown ids, and
     (`undefined`) why the metric has no value: Pearson r of predictions (or gold scores) that are all one
     value."""
+    require_file(pred_path, f"--score {pred_path}", "prediction file")
+    require_file(gold_path, f"--score ... {gold_path}", "labelled CSV (the gold file)")
     task = task or guess_task(gold_path)
     label = TASKS[task].label_col
     header = text_lines(read_text(gold_path, "labelled CSV")[:10000])[:1] if Path(gold_path).is_file() else []

@@ -71,7 +71,7 @@ def test_scoring_against_a_test_file_says_it_has_no_labels(tmp_path, course_data
         f"error: {course_data / 'ids-sst-test-student.csv'}: no sentiment column, so no labels to score against (a "
         "test file has none): give the labelled dev or train file of sst")
     out = run_main("evaluation.py", "--score", str(pred), str(tmp_path / "ids-sst-dev.csv"))
-    assert out.returncode == 2 and "ids-sst-dev.csv: data file not found" in out.stderr
+    assert out.returncode == 2 and "ids-sst-dev.csv: labelled CSV (the gold file) not found" in out.stderr
 
 
 def test_score_accepts_the_course_header_and_sts(tmp_path):
