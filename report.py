@@ -87,6 +87,9 @@ def compare_settings(args, argv):
         raise MinbertError("--results and --compare: one at a time (a results table ranks runs by their "
                            "means; --compare tests runs on their dev outputs)")
     groups = args.baseline or args.candidate
+    if args.runs and args.handout and not groups:
+        raise MinbertError(f"--compare --handout {' '.join(args.runs)}: --handout compares runs with the handout's "
+                           "published means: give them as --candidate RUN...")
     if args.runs and (groups or args.handout):
         raise MinbertError(f"--compare {' '.join(args.runs)}: give either runs (RUN_A RUN_B) or groups "
                            "(--baseline RUN... --candidate RUN...), not both")

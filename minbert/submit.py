@@ -198,6 +198,10 @@ def publish_runs(folders, root, project, chosen, backup=False):
     if twice is not None:
         raise MinbertError(f"--publish {twice}: given twice; each run is published once")
     for folder in map(Path, folders):  # every folder checked before any file is copied
+        if not folder.is_dir():
+            what = ("no such folder" if not folder.exists() and not folder.is_symlink()
+                    else special_file(folder) or "a file")
+            raise MinbertError(f"--publish {folder}: {what}: give the folder of a finished run, e.g. runs/NAME")
         if not (folder / RUN_MARK).is_file():
             raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
                                "of a finished run, e.g. runs/NAME")

@@ -2,6 +2,7 @@
 figures are the ones a hand count or minbert/scoring.py gives, bad logs are one line, and a comparison loads
 none of the libraries that take seconds to import."""
 import json
+import re
 import subprocess
 import sys
 
@@ -49,6 +50,10 @@ def test_missing_or_truncated_log_is_one_line(tmp_path):
     (["--compare", "--handout", "--baseline", "a", "--candidate", "b"], r"--handout is the baseline"),
     (["--compare", "--results", "r.csv", "a", "b"], r"--results and --compare: one at a time"),
     (["--compare", "a", "b", "--data_dir", "/nonexistent"], r"--data_dir /nonexistent: no such folder"),
+    (["--compare", "--handout", "a", "b"], r"--compare --handout a b: --handout compares runs with the handout's "
+                                           r"published means: give them as --candidate RUN..."),
+    (["--compare", "a", "b", "--resamples", "1000001"], r"--resamples.*an integer from 100 to 1,000,000"),
+    (["--compare", "a", "b", "--resamples", "99"], r"--resamples.*an integer from 100 to 1,000,000"),
 ])
 def test_compare_flags_are_checked_in_one_line(argv, match):
     with pytest.raises(MinbertError, match=match):
@@ -74,3 +79,9 @@ def test_two_real_part2_runs_compare_on_the_scores_they_logged(tmp_path, course_
     assert snapshot(tmp_path / "r1") == before
     with pytest.raises(MinbertError, match=r"--baseline and --candidate name one run each"):
         report.main(["--compare", "--baseline", str(tmp_path / "r1"), "--candidate", str(tmp_path / "r2")])
+
+
+def test_report_results_of_a_folder_says_it_is_one(tmp_path):
+    with pytest.raises(MinbertError, match=rf"^--results {re.escape(str(tmp_path))}: is a folder; give the results "
+                                           r"table \(CSV\) itself"):
+        report.main(["--results", str(tmp_path)])

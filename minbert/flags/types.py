@@ -34,7 +34,9 @@ momentum = _number(float, lambda v: 0 <= v < 1, "a momentum in [0, 1)")
 lora_scale = _number(float, lambda v: 0 < v <= 1e4, "a number in (0, 10000]")
 # report.py --compare's resamples: fewer than 100 leave no room between a 95% interval's ends, nor for a p below
 # 0.05 among several rows (Holm's smallest threshold, 0.05 / rows, needs p = 1 / (1 + resamples) below it).
-resamples = _number(int, lambda v: v >= 100, "an integer >= 100")
+# At most a million: 10,000 (the default) already puts a 95% interval's ends within Monte Carlo error of about
+# 0.1 of a point; a million takes minutes on the full dev sets, and 10**12 would run for days without a word.
+resamples = _number(int, lambda v: 100 <= v <= 10 ** 6, "an integer from 100 to 1,000,000")
 # A number beam search can rank by (NaN and infinity are refused, as for every number here).
 finite_float = _number(float, lambda v: True, "a number")
 # Beam search divides a score by the length to this power: at GPT-2's 1,024 positions a power above 100 leaves a

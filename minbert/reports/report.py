@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from minbert.cli import MinbertError
-from minbert.files import check_writable, read_text
+from minbert.files import check_writable, read_text, require_file
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
@@ -162,8 +162,7 @@ class OutFolder:
 
 def read_results(path):
     path = Path(path)
-    if not path.is_file():
-        raise MinbertError(f"{path}: results table not found")
+    require_file(path, f"--results {path}", "results table (CSV)")
     lines = read_text(path, "results table (CSV)").splitlines()
     header = next(csv.reader(lines[:1]), [])
     if "mean" not in header or "run" not in header:

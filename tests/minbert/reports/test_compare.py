@@ -93,7 +93,7 @@ def test_few_resamples_are_refused_and_an_interval_beside_its_point_is_drawn(tmp
     import report
     from minbert.reports.figures import plot_differences
     from minbert.reports.verdicts import Row
-    with pytest.raises(MinbertError, match=r"argument --resamples: 5 must be an integer >= 100"):
+    with pytest.raises(MinbertError, match=r"argument --resamples: 5 must be an integer from 100 to 1,000,000"):
         report.main(["--compare", "a", "b", "--resamples", "5"])
     row = Row("sst", "a", "b", "0.500", "0.520", 0.02, (0.025, 0.04), 0.3)
     row.p_holm, row.verdict = 0.3, "within noise"

@@ -509,3 +509,18 @@ def test_a_publishing_into_two_folders_cut_short_is_finished_by_a_command_writin
         name = f"sts-{split}-output.csv"
         assert (tmp_path / "other" / name).read_bytes() == (b / name).read_bytes()
     _consistent(tmp_path / "pred", tmp_path / "c" / "ck")
+
+
+def test_publish_names_a_path_that_is_no_folder_as_what_it_is(tmp_path):
+    """--publish of a path that does not exist, a file or a broken link: each said so (not "no .minbert-run in
+    it"), before anything is copied."""
+    two_runs_published(tmp_path)
+    (tmp_path / "afile").write_text("x\n")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "predictions").iterdir()}
+    for path, what in (("nope", "no such folder"), ("afile", "a file"),
+                       ("dangling", r"a broken link \(its target is missing\)")):
+        with pytest.raises(MinbertError, match=rf"^--publish .*{path}: {what}: give the folder of a finished run"):
+            prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / path)])
+    assert {p.name: p.read_bytes() for p in (tmp_path / "predictions").iterdir()} == before
+
