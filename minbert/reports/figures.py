@@ -184,8 +184,8 @@ def plot_sts(s, run_name, path):
 
 
 def worst_examples(s, task, k=5):
-    """The k labelled dev examples the model got most wrong: the most confident wrong class (SST, CFIMDB,
-    Quora), or the largest absolute error (STS)."""
+    """The k labelled dev examples the model got most wrong: of those predicted wrong, the most confident (SST,
+    CFIMDB, Quora: fewer than k where fewer are wrong, none where none is), or the largest absolute error (STS)."""
     labelled = np.flatnonzero(~np.isnan(s["gold"]))
     gold, out = s["gold"][labelled], s["output"][labelled].astype(np.float64)
     if task == "sts":
@@ -200,7 +200,9 @@ def worst_examples(s, task, k=5):
         probs /= probs.sum(-1, keepdims=True)
         err = 1 - probs[np.arange(len(gold)), gold.astype(int)]
         shown = lambda i: f"{int(probs[i].argmax())} (p={probs[i].max():.2f})"  # noqa: E731
-    order = np.argsort(-err, kind="stable")[:k]
+    # a right prediction is never shown as wrong, however unsure it was
+    wrong = np.ones(len(gold), bool) if task == "sts" else s["pred"][labelled].astype(np.float64) != gold
+    order = [i for i in np.argsort(-err, kind="stable") if wrong[i]][:k]
     rows = []
     for i in order:
         j = labelled[i]

@@ -100,9 +100,9 @@ def report(targets, out_dir, backup=False):
             written.append(fig)
             md += ["Most wrong dev "
                    f"examples ({task}):", "", "| id | text | gold | predicted |", "|---|---|---|---|"]
-            md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |"
-                   for e in worst_examples(s, task)]
-            md += [""]
+            worst = worst_examples(s, task)
+            md += [f"| {e['id'][:10]} | {_md_escape(e['text'])} | {e['gold']} | {e['predicted']} |" for e in worst]
+            md += ([""] if worst else ["", "None: every labelled dev example is predicted right.", ""])
     out.file("report.md").write_text("\n".join(md) + "\n")
     out.close()
     md_path, written = out.final("report.md"), [out.final(f) for f in written]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score, precision_recall_curve
 
-from minbert.reports.figures import DPI, plot_confusion, plot_differences, plot_quora, plot_sts, precision_recall
+from minbert.reports.figures import (DPI, plot_confusion, plot_differences, plot_quora, plot_sts, precision_recall,
+                                     worst_examples)
 from minbert.scoring import pearson
 from minbert.reports.read import load_scores
 from minbert.reports.verdicts import NAMES, Row, judge
@@ -59,3 +60,20 @@ def test_the_differences_figure_has_a_row_per_comparison(tmp_path):
                   for c, d, p in (("b", 0.02, 0.001), ("c", -0.001, 0.6))], 0.05)
     path = plot_differences(rows, NAMES, tmp_path / "d.png", "two candidates against a")
     assert png_size(path) == (int(7.5 * DPI), int((1.0 + 0.45 * 4) * DPI))
+
+
+def test_the_most_wrong_examples_are_wrong_ones_the_most_confident_first():
+    """Quora: of four, two predicted wrong: those two, the more confident first, and no right one however unsure
+    (p 0.50); SST with every example right: none; STS: the largest errors, every example eligible."""
+    def scores(gold, output, pred):
+        n = len(gold)
+        return {"gold": np.array(gold, dtype=float), "output": np.array(output), "pred": np.array(pred),
+                "ids": np.array([f"i{k}" for k in range(n)]), "text1": np.array([f"t{k}" for k in range(n)]),
+                "text2": np.array([""] * n)}
+    quora = worst_examples(scores([1, 0, 1, 0, 1], [0.01, 3.0, -2.0, -1.0, 5.0], [1, 1, 0, 0, 1]), "quora")
+    assert [e["id"] for e in quora] == ["i1", "i2"]
+    assert quora[0]["predicted"] == "1 (p=0.95)" and quora[0]["error"] == pytest.approx(1 / (1 + np.exp(-3.0)))
+    logits = np.eye(5)[[0, 3, 4]] * 2.0
+    assert worst_examples(scores([0, 3, 4], logits, [0, 3, 4]), "sst") == []
+    sts = worst_examples(scores([1.0, 4.0, 2.5], [1.5, 1.0, 2.4], [1.5, 1.0, 2.4]), "sts", k=2)
+    assert [(e["id"], e["error"]) for e in sts] == [("i1", pytest.approx(3.0)), ("i0", pytest.approx(0.5))]
