@@ -49,3 +49,25 @@ def test_a_switch_is_swept_as_yes_and_no_and_a_nested_study_has_one_folder(tmp_p
         given[t.params["no_bucket"]] = json.loads(log.read_text().splitlines()[0])["argv"]
     assert "--no_bucket" in given["yes"] and "--no_bucket" not in given["no"]
     assert given["no"][:len(sweep_base(course_data, tiny_model))] == sweep_base(course_data, tiny_model)
+
+
+def test_a_trials_spread_is_its_seeds_sample_deviation_and_none_for_one_seed(tmp_path, monkeypatch, course_data,
+                                                                            tiny_model, capsys):
+    """Two seeds: the table's spread and trials.csv's std are the seeds' sample standard deviation, computed here
+    from the scores the stub logged; one seed: no spread (n/a in the table, an empty cell), never 0."""
+    import csv
+    import statistics
+    monkeypatch.chdir(tmp_path)
+    stub_trials(monkeypatch)
+    for study, seeds in (("two", ["1", "2"]), ("one", ["1"])):
+        sweep.main(["classifier", "--sampler", "grid", "--space", "lr=1e-3", "--trials", "1", "--study", study,
+                    "--seeds", *seeds, "--no_prune", "--", *sweep_base(course_data, tiny_model)])
+        out = capsys.readouterr().out
+        row = next(csv.DictReader(open(tmp_path / "runs" / "sweeps" / study / "trials.csv")))
+        scores = [json.loads((Path(f) / "STUB-log.jsonl").read_text().splitlines()[-1])["dev_score"]
+                  for f in sweep_trials(tmp_path, study)[0].user_attrs["folders"]]
+        ranked = next(line for line in out.splitlines() if line.startswith("1 "))
+        if len(seeds) == 2:
+            assert row["std"] == f"{statistics.stdev(scores):.4f}" and f" {statistics.stdev(scores):.4f} " in ranked
+        else:
+            assert row["std"] == "" and " n/a " in ranked

@@ -42,24 +42,24 @@ def make_sampler(settings, space, study):
 
 def sweep(settings):
     """Run this worker's share of the study (a specs.SweepSettings); returns summarize's result."""
-    st, base, command = settings, list(settings.base), list(settings.command)
+    base, command = list(settings.base), list(settings.command)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    space = parse_space(st.space)
+    space = parse_space(settings.space)
     if not space:
         raise MinbertError("--space: give at least one FLAG=SPEC")
-    if st.sampler == "grid" and any(kind != "choice" for kind, _ in space.values()):
+    if settings.sampler == "grid" and any(kind != "choice" for kind, _ in space.values()):
         raise MinbertError("--sampler grid takes comma lists only (e.g. "
                            "lr=1e-5,3e-5); ranges need --sampler tpe")
-    if len(set(st.seeds)) != len(st.seeds):
-        raise MinbertError(f"--seeds {' '.join(map(str, st.seeds))}: a "
+    if len(set(settings.seeds)) != len(settings.seeds):
+        raise MinbertError(f"--seeds {' '.join(map(str, settings.seeds))}: a "
                            "seed given twice; each seed runs once per trial")
-    check_flags(st.pipeline, base, space)
-    check_baseline(st.baseline, DATA_DIR)
-    study_name = check_run_name(st.study, "--study", SWEEPS) if st.study else f"{st.pipeline}-sweep"
+    check_flags(settings.pipeline, base, space)
+    check_baseline(settings.baseline, DATA_DIR)
+    study_name = check_run_name(settings.study, "--study", SWEEPS) if settings.study else f"{settings.pipeline}-sweep"
     folder = SWEEPS / study_name
-    storage = open_storage(st.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db
-    pruner = (optuna.pruners.MedianPruner(n_startup_trials=st.prune_startup, n_warmup_steps=st.prune_warmup)
-              if st.prune else optuna.pruners.NopPruner())
+    storage = open_storage(settings.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db
+    pruner = (optuna.pruners.MedianPruner(n_startup_trials=settings.prune_startup, n_warmup_steps=settings.prune_warmup)
+              if settings.prune else optuna.pruners.NopPruner())
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own one line per trial, not Optuna's tracebacks
     try:
         study = optuna.create_study(study_name=study_name, storage=storage, pruner=pruner,
@@ -67,17 +67,17 @@ def sweep(settings):
     except Exception as e:
         raise MinbertError(f"study {study_name}: cannot create or load it "
                            f"({str(e).splitlines()[0][:300]})") from None
-    check_same_space(study, space, " ".join(st.space))
-    check_same_study(study, st.pipeline, base, st.seeds)
+    check_same_space(study, space, " ".join(settings.space))
+    check_same_study(study, settings.pipeline, base, settings.seeds)
     study.sampler = make_sampler(settings, space, study)
     folder.mkdir(parents=True, exist_ok=True)
     csv_path = folder / "trials.csv"
     reclaim_dead_workers(study)
     optuna.storages.fail_stale_trials(study)
-    wanted = min(st.trials, space_size(space))
+    wanted = min(settings.trials, space_size(space))
     print(f"study {study_name} in {storage.url}: {len(finished(study))} trial(s) finished before, wanting "
           f"{wanted}; worker {WORKER}; trials logged to {csv_path}")
-    seeds = " ".join(map(str, st.seeds))
+    seeds = " ".join(map(str, settings.seeds))
 
     def objective(trial):
         values = suggest(trial, space)
@@ -98,10 +98,10 @@ def sweep(settings):
             if trial.should_prune():
                 append_row(csv_path, {**row, "state": "pruned", "mean": score, "minutes": minutes()})
                 print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed "
-                      f"{st.seeds[step // 1000]} (dev score {score:.4f})")
+                      f"{settings.seeds[step // 1000]} (dev score {score:.4f})")
                 raise optuna.TrialPruned()
         try:
-            scores, folders = run_trial(st.pipeline, base, values, st.seeds, folder, trial.number, report)
+            scores, folders = run_trial(settings.pipeline, base, values, settings.seeds, folder, trial.number, report)
         except TrialFailed as e:
             trial.set_user_attr("error", str(e))
             append_row(csv_path, {**row, "state": "failed", "minutes": minutes(), "note": str(e)})
@@ -111,11 +111,12 @@ def sweep(settings):
             trial.set_user_attr("interrupted", True)
             raise
         mean = statistics.fmean(scores)
-        std = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        # one seed has no spread to measure: the cell stays empty, not 0
+        std = f"{statistics.stdev(scores):.4f}" if len(scores) > 1 else ""
         trial.set_user_attr("scores", scores)
         trial.set_user_attr("folders", [str(f) for f in folders])  # what --baseline compares the winner with
         append_row(csv_path, {**row, "state": "complete", "scores": " ".join(f"{s:.4f}" for s in scores),
-                              "mean": f"{mean:.4f}", "std": f"{std:.4f}", "minutes": minutes()})
+                              "mean": f"{mean:.4f}", "std": std, "minutes": minutes()})
         print(f"trial {trial.number}: mean dev score {mean:.4f} over seeds {seeds}")
         return mean
 
@@ -136,7 +137,7 @@ def sweep(settings):
 
 def summarize(study, settings):
     """The ranked table of the study's complete trials and the winning command line."""
-    st, base = settings, list(settings.base)
+    base = list(settings.base)
     S = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == S.COMPLETE]
@@ -153,13 +154,13 @@ def summarize(study, settings):
     print(f"{'rank':<5} {'trial':<6} {'mean':<8} {'spread':<8} flags")
     for i, t in enumerate(rows, start=1):
         scores = t.user_attrs.get("scores", [t.value])
-        spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
-        print(f"{i:<5} {t.number:<6} {t.value:<8.4f} {spread:<8.4f} {' '.join(as_argv(t.params))}")
+        spread = f"{statistics.stdev(scores):.4f}" if len(scores) > 1 else "n/a"  # (one seed: nothing to spread)
+        print(f"{i:<5} {t.number:<6} {t.value:<8.4f} {spread:<8} {' '.join(as_argv(t.params))}")
     best = rows[0]
-    command = " ".join(shlex.quote(a) for a in ["python", PIPELINES[st.pipeline].name, *base,
+    command = " ".join(shlex.quote(a) for a in ["python", PIPELINES[settings.pipeline].name, *base,
                                                 *as_argv(best.params)])
     print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds "
-          f"{' '.join(map(str, st.seeds))}")
+          f"{' '.join(map(str, settings.seeds))}")
     print(f"winning command: {command}")
     judged = judge_winner(best, settings, len(complete), study.study_name)
     return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete),
