@@ -54,7 +54,7 @@ def sweep(settings):
         raise MinbertError(f"--seeds {' '.join(map(str, settings.seeds))}: a "
                            "seed given twice; each seed runs once per trial")
     check_flags(settings.pipeline, base, space)
-    check_baseline(settings.baseline, DATA_DIR)
+    check_baseline(settings.baseline, DATA_DIR, settings.pipeline)
     study_name = check_run_name(settings.study, "--study", SWEEPS) if settings.study else f"{settings.pipeline}-sweep"
     folder = SWEEPS / study_name
     storage = open_storage(settings.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db

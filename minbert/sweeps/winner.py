@@ -5,19 +5,26 @@ runs; with --baseline, the winning trial's own runs are compared with the baseli
 --compare's tests, reports/compare.py)."""
 import shlex
 
+from minbert.cli import MinbertError
 from minbert.reports.compare import CompareSettings, compare
 from minbert.reports.dev_outputs import read_run
+from minbert.runs.folders import pipeline_of
+from minbert.runs.lock import a_run_of
 from minbert.sweeps.space import as_argv
 from minbert.sweeps.trials import PIPELINES
 
 FRESH = 3  # seeds the winner is re-run on: what ASO needs per side
 
 
-def check_baseline(folders, data_dir):
-    """--baseline's run folders, read before any trial runs: a missing folder or one without dev outputs is
-    one line now, not after the sweep."""
+def check_baseline(folders, data_dir, pipeline):
+    """--baseline's run folders, read before any trial runs: a missing folder, one without dev outputs or one of
+    another pipeline's runs than the sweep's trials is one line now, not after the sweep."""
     for f in folders:
         read_run(f, data_dir)
+        wrote = pipeline_of(f)
+        if wrote not in (None, pipeline):  # (None: an ensemble's folder, or an earlier minbert's run)
+            raise MinbertError(f"--baseline {f}: the folder of {a_run_of(wrote)}, and this sweep's trials are "
+                               f"{PIPELINES[pipeline].name} runs: give baseline runs of the same script")
 
 
 def fresh_seeds(used, count=FRESH):

@@ -74,3 +74,20 @@ def test_a_baseline_without_dev_outputs_is_refused_before_any_trial(tmp_path, mo
     with pytest.raises(MinbertError, match=r"empty: no dev outputs"):
         sweep.main(["classifier", "--space", "lr=1e-4,2e-4", "--baseline", "empty", "--", "--datasets", "sst"])
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_baseline_of_another_scripts_runs_is_refused_before_any_trial(tmp_path, monkeypatch):
+    """A Part 1 sweep against Part 2 runs would compare the tasks they share and leave the rest out: refused in one
+    line naming both scripts; a baseline of the sweep's own script, or one whose folder names none, is taken."""
+    from minbert.sweeps.winner import check_baseline
+    monkeypatch.chdir(tmp_path)
+    gold = COMPARED_GOLD["sst"]
+    part2 = make_compared_run(tmp_path / "p2", {"sst": (COMPARED_IDS, gold, gold)}, flags={}, pipeline="multitask")
+    with pytest.raises(MinbertError, match=rf"^--baseline {part2}: the folder of a multitask_classifier.py run, and "
+                                           r"this sweep's trials are classifier.py runs: give baseline runs of the "
+                                           r"same script$"):
+        sweep.main(["classifier", "--space", "lr=1e-4,2e-4", "--baseline", str(part2), "--", "--datasets", "sst"])
+    assert not (tmp_path / "runs").exists()
+    part1 = make_compared_run(tmp_path / "p1", {"sst": (COMPARED_IDS, gold, gold)}, flags={}, pipeline="classifier")
+    unmarked = make_compared_run(tmp_path / "ens", {"sst": (COMPARED_IDS, gold, gold)})
+    check_baseline([part1, unmarked], tmp_path, "classifier")
