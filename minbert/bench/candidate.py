@@ -52,7 +52,11 @@ def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
     if fixed:
         set_fixed_shapes(data, settings.batch_size)
     idx = batch_indices(data.lengths, settings.batch_size, shuffle=True, seed=seed, bucket=bucket)
-    return [data.batch(i) for i in idx[:settings.warmup + settings.steps]]
+    wanted = settings.warmup + settings.steps
+    if len(idx) < wanted:  # a small training file: the steps go round its batches again, as epochs would
+        print(f"{settings.data}: the training file holds {len(idx)} batches of {settings.batch_size}, fewer than the "
+              f"{wanted} steps asked for (--warmup + --steps): they are run again in turn")
+    return [data.batch(idx[i % len(idx)]) for i in range(wanted)]
 
 
 def flops_per_batch(cfg, batch):
@@ -129,9 +133,10 @@ class Candidate:
         if hf:
             head = torch.nn.Linear(cfg.hidden_size, 5)
         else:  # Part 1's classifier, what trains set up as the pipelines do it (--fine-tune-mode, --pals)
-            spec = ModelSpec(pipeline="classifier", fine_tune_mode=settings.fine_tune_mode,
-                             lora_rank=settings.lora_rank, lora_alpha=2.0 * settings.lora_rank, dropout=[0.3],
-                             num_labels=5)
+            # (the model is given, so `pretrained` only names it in messages: a random one is its --config)
+            spec = ModelSpec(pipeline="classifier", pretrained=settings.pretrained or f"--config {settings.config}",
+                             fine_tune_mode=settings.fine_tune_mode, lora_rank=settings.lora_rank,
+                             lora_alpha=2.0 * settings.lora_rank, dropout=[0.3], num_labels=5)
             classifier = BertSentimentClassifier(spec, bert=model)
             head = classifier.classifier
             if settings.pals:  # a submodule of the classifier, so that its parameters train with it
@@ -171,7 +176,8 @@ class Candidate:
             regs = build_regularizers(settings.regularizers, classifier, total) if recipe else {}
             train_recipe = Recipe(lr=LR, epochs=1, foreach=fast, fused=fast and settings.fused)
             row_runtime = replace(runtime, amp=amp, compile=fast and runtime.compile, record_step=record_step)
-            trainer = build_trainer(classifier, ClassificationLoss(**regs), train_recipe, row_runtime, total, quiet=True)
+            trainer = build_trainer(classifier, ClassificationLoss(**regs), train_recipe, row_runtime, total,
+                                    quiet=True)
             classifier.bert = fwd  # (after the builder: freezing and layer depths read the plain model)
             self.params, self.opt = trainer.params, trainer.optimizer
             # (a recorded step runs the capturable path: optimizer._step_capturable, or compiled)

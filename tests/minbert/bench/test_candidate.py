@@ -75,3 +75,24 @@ def test_our_rows_take_the_training_runs_optimizer_schedule_and_pals(tmp_path):
     c.train_step(c.batches[0])
     assert c.opt.param_groups[0]["lr"] == pytest.approx(LR * 2 / 3)
     assert any(not torch.equal(a, p) for a, p in zip(before, pals))  # (the decoder starts at zero)
+
+
+def test_a_random_models_messages_name_its_config_not_a_checkpoint(tmp_path):
+    """--lora_rank above a random --config tiny model's hidden size: the refusal names --config tiny, not the
+    bert-base-uncased a pipeline would load."""
+    from utils import MinbertError
+    tok = BertTokenizer(write_vocab(tmp_path / "vocab.txt"))
+    cfg = BertConfig(**{**tiny_config().to_dict(), "vocab_size": 30522})
+    with pytest.raises(MinbertError, match=r"--lora_rank 100: above the hidden size 32 of --config tiny, "):
+        Candidate(_settings(tmp_path, fine_tune_mode="lora", lora_rank=100), tok, cfg, "plain")
+
+
+def test_more_steps_than_the_data_holds_go_round_its_batches_and_say_so(tmp_path, course_data, tiny_model, capsys):
+    """48 SST rows in batches of 16 are 3 batches: 1 warm-up and 6 timed steps run them in turn, with a line."""
+    from minbert.bench.candidate import make_batches
+    s = BenchSettings(runtime=Runtime(), pretrained=str(tiny_model), data="sst", data_dir=str(course_data), seq_len=64,
+                      batch_size=16, steps=6, warmup=1, repeats=1)
+    batches = make_batches(s, BertTokenizer.from_pretrained(str(tiny_model)), bucket=False)
+    assert len(batches) == 7
+    assert all(torch.equal(batches[i]["x"]["input_ids"], batches[i % 3]["x"]["input_ids"]) for i in range(7))
+    assert "holds 3 batches of 16, fewer than the 7 steps asked for" in capsys.readouterr().out
