@@ -23,6 +23,7 @@ from gpt2.models.gpt2 import GPT2Model  # noqa: E402
 from gpt2.tokenizer import EOS  # noqa: E402
 from minbert.course_data import read_sonnets  # noqa: E402
 from minbert.flags.types import positive_int  # noqa: E402
+from minbert.project_paths import among_sources  # noqa: E402
 from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 SONNETS = Path(__file__).resolve().parent.parent / "data" / "sonnets.txt"  # wherever the tool is run from
@@ -40,8 +41,13 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="seeds the random weights")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if out.is_symlink() and not out.exists():
+        raise MinbertError(f"{out}: a broken link (its target is missing); give a new folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise MinbertError(f"{out}: exists and is not an empty folder; give a new one")
+    if among_sources(out):  # the rule for every output (docs/runs.md): never among the code, docs or data
+        raise MinbertError(f"{out}: among the project's own code, docs or data; write the checkpoint elsewhere, "
+                           "e.g. pretrained/tiny-gpt2")
     if args.n_embd % args.n_head:  # checked before anything is written, so that the same command can run again
         raise MinbertError(f"--n_embd {args.n_embd} --n_head {args.n_head}: the width must be a multiple of "
                            "the number of heads (each head takes width / heads dimensions)")
@@ -50,15 +56,16 @@ def main(argv=None):
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator([line + "\n" for line in lines], vocab_size=args.vocab_size, min_frequency=2,
                             special_tokens=[EOS], show_progress=False)
-    out.mkdir(parents=True, exist_ok=True)
-    bpe.save_model(str(out))
-    eos = json.loads((out / "vocab.json").read_text())[EOS]
+    eos = bpe.token_to_id(EOS)
+    # GPT-2 begins and ends a text with the same token (HF's config names both)
     config = GPT2Config(vocab_size=bpe.get_vocab_size(), hidden_size=args.n_embd,
                         num_hidden_layers=args.n_layer, num_attention_heads=args.n_head,
                         intermediate_size=4 * args.n_embd, max_position_embeddings=args.n_positions,
-                        eos_token_id=eos)
+                        eos_token_id=eos, extra={"bos_token_id": eos})
     torch.manual_seed(args.seed)
-    model = GPT2Model(config)
+    model = GPT2Model(config)  # built before anything is written: a size that fails leaves no half folder
+    out.mkdir(parents=True, exist_ok=True)
+    bpe.save_model(str(out))
     from safetensors.torch import save_file
     save_file(ours_to_hf(model.state_dict()), str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")

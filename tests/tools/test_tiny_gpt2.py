@@ -47,3 +47,34 @@ def test_a_shape_no_model_can_take_is_one_line_and_writes_nothing(tmp_path, argv
     with pytest.raises(MinbertError, match=match):
         tiny_gpt2.main([str(tmp_path / "tiny"), "--sonnets", str(files / "sonnets.txt"), *argv])
     assert not (tmp_path / "tiny").exists()
+
+
+def test_where_it_may_not_write_and_a_model_too_large_leave_nothing(tmp_path, monkeypatch):
+    """A broken link, a folder among the project's code or data: one line each; a shape the memory cannot hold
+    fails before the vocabulary is written, so the same folder takes the mended command."""
+    files = sonnet_files(tmp_path / "data")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(MinbertError, match=r"link: a broken link \(its target is missing\); give a new folder"):
+        tiny_gpt2.main([str(link), "--sonnets", str(files / "sonnets.txt")])
+    for inside in ("data", "gpt2", "minbert"):
+        with pytest.raises(MinbertError, match=r"among the project's own code, docs or data"):
+            tiny_gpt2.main([str(ROOT / inside / "tg-test"), "--sonnets", str(files / "sonnets.txt")])
+        assert not (ROOT / inside / "tg-test").exists()
+
+    def too_large(config):
+        raise MemoryError("out of memory")
+    monkeypatch.setattr(tiny_gpt2, "GPT2Model", too_large)
+    with pytest.raises(MemoryError):
+        tiny_gpt2.main([str(tmp_path / "big"), "--sonnets", str(files / "sonnets.txt"), "--vocab_size", "300"])
+    assert not (tmp_path / "big").exists()
+
+
+def test_the_config_names_the_begin_token_as_hf_expects(tmp_path):
+    """GPT-2 begins and ends with <|endoftext|>: config.json names it as bos_token_id too (HF warns otherwise)."""
+    import json
+    files = sonnet_files(tmp_path / "data")
+    out = tiny_gpt2.main([str(tmp_path / "t"), "--sonnets", str(files / "sonnets.txt"), "--vocab_size", "300",
+                          "--n_embd", "16", "--n_layer", "1", "--n_head", "2", "--n_positions", "32"])
+    config = json.loads((out / "config.json").read_text())
+    assert config["bos_token_id"] == config["eos_token_id"] == json.loads((out / "vocab.json").read_text())["<|endoftext|>"]
