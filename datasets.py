@@ -14,7 +14,7 @@ import torch
 from minbert.course_data import MULTITASK, TASKS, read_examples
 from minbert.course_files import fetch_data, fetch_references
 from minbert.shapes import choose_widths, padded_width
-from utils import Parser, main_guard
+from utils import MinbertError, Parser, main_guard
 
 # ----------------------------------------------------------------------------- tokenized data and batches
 
@@ -263,6 +263,10 @@ def build_parser():
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
+    idle = "--from" if args.source is not None else "--dest" if args.dest != ap.get_default("dest") else None
+    if not args.fetch and idle:  # without --fetch it would change nothing
+        raise MinbertError(f"{idle} belongs to --fetch: as given it would change nothing; add --fetch "
+                           "(python datasets.py --fetch --from DIR)")
     args.dest = Path(__file__).resolve().parent / args.dest
     args.source = args.source or os.environ.get("MINBERT_DATA") or None
     if not args.fetch:

@@ -296,3 +296,13 @@ def test_a_joined_pair_is_cut_to_max_length_with_its_three_special_tokens():
     out = join_pair(a, torch.ones_like(a), b, torch.ones_like(b), 12, 0)
     assert out["input_ids"].shape == (1, 12) and out["input_ids"][0].tolist().count(3) == 2
     assert out["input_ids"][0].tolist() == [2, *range(10, 14), 3, *range(40, 45), 3]  # 4 + 5 = 12 - 3, odd to b
+
+
+def test_a_fetch_flag_without_fetch_is_refused_and_plain_help_is_not(capsys):
+    """--from or --dest without --fetch would copy nothing: one line; no flag at all prints the usage."""
+    import datasets
+    for argv, flag in ((["--from", "/somewhere"], "--from"), (["--dest", "elsewhere"], "--dest")):
+        with pytest.raises(MinbertError, match=rf"^{flag} belongs to --fetch: as given it would change nothing"):
+            datasets.main(argv)
+    datasets.main([])
+    assert "--fetch" in capsys.readouterr().out
