@@ -21,7 +21,7 @@ from datasets import SentenceClassificationDataset
 from gpt2.models.gpt2 import GPT2Model
 from gpt2.sentiment import GPT2SentimentPipeline
 from gpt2.tokenizer import GPT2Tokenizer
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, main_print
 from minbert.course_data import TASKS, Example, data_file, read_examples
 
 PROMPT = 'Is "{1}" a paraphrase of "{0}"? Answer yes or no:'
@@ -84,9 +84,21 @@ class GPT2ParaphrasePipeline(GPT2SentimentPipeline):
         return {split: f"para-{split}-output.csv" for split in ("dev", "test")}
 
     def dataset(self, split, tokenizer):
-        settings = self.settings
+        settings, length = self.settings, self.settings.model.max_length
+        # GPT-2 reads a prompt's last token for its answer, and a prompt is cut at its end: the template alone
+        # must fit, with room for the questions, or no input would hold the cue it answers after
+        template = len(tokenizer.encode(PROMPT.format("", "")))
+        if length < template + 2:
+            raise MinbertError(f"--max_length {length}: the cloze prompt alone takes {template} tokens "
+                               f"({PROMPT.format('', '')!r}); give at least {template + 2}, room for the two "
+                               "questions (default: the model's positions)")
         examples = cloze_examples(read_examples(data_file(settings.data_dir, "quora", split), "quora", split))
-        return SentenceClassificationDataset(examples, CLOZE, tokenizer, settings.model.max_length)
+        data = SentenceClassificationDataset(examples, CLOZE, tokenizer, length)
+        cut = int((data.lengths >= length).sum())  # (one exactly that long is counted too)
+        if cut:
+            main_print(f"quora {split}: {cut} of {len(examples)} prompts reach --max_length {length}: a longer one "
+                       "is cut at its end, the answer cue with it")
+        return data
 
     @staticmethod
     def raw_output(logits):

@@ -38,3 +38,22 @@ def test_the_handouts_output_flags_name_the_two_files(tmp_path, course_data, tin
                                                str(tmp_path / "pred2"), "--para_test_out",
                                                str(tmp_path / "theirs.csv")])
     assert (tmp_path / "theirs.csv").read_text() == "a file of the user's\n"
+
+
+def test_a_max_length_too_short_for_the_prompt_is_refused_and_cut_prompts_are_counted(tmp_path, course_data, tiny_gpt2,
+                                                                                       capsys):
+    """--max_length 3 would keep three tokens of the template and never the questions nor the answer cue: refused
+    before training, naming the template's length; a length some prompts reach says how many."""
+    import re
+    from gpt2 import paraphrase_detection
+    from gpt2.paraphrase import PROMPT
+    from gpt2.tokenizer import GPT2Tokenizer
+    template = len(GPT2Tokenizer.from_pretrained(tiny_gpt2).encode(PROMPT.format("", "")))
+    args = ["--pretrained", str(tiny_gpt2), "--data_dir", str(course_data), "--epochs", "1", "--run_dir",
+            str(tmp_path / "run"), "--predictions_dir", str(tmp_path / "pred")]
+    with pytest.raises(MinbertError, match=rf"^--max_length 3: the cloze prompt alone takes {template} tokens .*give "
+                                           rf"at least {template + 2}"):
+        paraphrase_detection.main(args + ["--max_length", "3"])
+    assert not (tmp_path / "run").exists()
+    paraphrase_detection.main(args + ["--max_length", str(template + 2)])
+    assert re.search(rf"quora train: \d+ of \d+ prompts reach --max_length {template + 2}", capsys.readouterr().out)
