@@ -164,6 +164,19 @@ def folder_member(folder, ref):
     return outputs
 
 
+def same_predictions(names, members):
+    """The first two members whose decisions (decide) agree on every example of every file, or None (STS's
+    similarities to the 3 decimals a prediction file keeps them to, so that a folder and a checkpoint compare)."""
+    def same(key, a, b):
+        a, b = decide(key[0], a), decide(key[0], b)
+        return np.allclose(a, b, rtol=0, atol=1e-3) if key[0] == "sts" else np.array_equal(a, b)
+    for i in range(len(members)):
+        for j in range(i):
+            if all(same(k, members[i][k], members[j][k]) for k in members[i]):
+                return names[j], names[i]
+    return None
+
+
 def dev_scores(outputs, ref):
     scores = {}
     for task in MULTITASK:
@@ -210,6 +223,11 @@ def run_ensemble(settings):
             members.append(outputs)
             soft.append(train)
             print(f"member {m}: dev {format_scores(dev_scores(members[-1], ref))}")
+        twin = same_predictions(settings.members, members)
+        if twin:
+            print(f"note: members {twin[0]} and {twin[1]} predict the same on every example of the six files (one "
+                  "model given twice, as its prediction folder and its checkpoint?): together they weigh as one "
+                  "model counted twice")
         mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
         ties = vote_ties(mean, len(members)) if folders else None
         if ties:

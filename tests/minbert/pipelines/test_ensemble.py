@@ -30,6 +30,11 @@ def test_ensemble_of_two_copies_reproduces_the_model(tmp_path, course_data, trai
     assert output_files(tmp_path / "ens") == output_files(pred)
     out = capsys.readouterr().out
     assert "six files in runs/ensemble-" in out and f"predictions copied to {tmp_path / 'ens'}" in out
+    # one model twice is said to be: its checkpoint and a copy predict alike on every example
+    assert f"note: members {ckpt} and {copy} predict the same on every example of the six files" in out
+    # a run's prediction folder beside its own checkpoint: the same, though one is rounded to the files' 4 decimals
+    ensemble.main([str(pred), str(ckpt), "--data_dir", str(course_data), "--out", str(tmp_path / "ens2")])
+    assert f"note: members {pred} and {ckpt} predict the same" in capsys.readouterr().out
     # folders of prediction files: a vote of two copies is the copy; published over the first ensemble's
     # files, which the line names (they stay in the first ensemble's run folder)
     folder = tmp_path / "copy"
@@ -99,6 +104,7 @@ def test_an_ensemble_of_differing_members_writes_their_average(tmp_path, course_
                                                                    str(tmp_path / "ens")])
     a, b = seen[0][0], seen[1][0]
     assert not np.allclose(a["sts", "dev"], b["sts", "dev"])  # the members differ
+    assert "predict the same" not in capsys.readouterr().out
     written = {k: read_predictions(tmp_path / "ens" / output_name(*k))[0] for k in a}
     for (task, split), values in written.items():
         mean = (a[task, split] + b[task, split]) / 2
