@@ -242,6 +242,13 @@ class PretrainPipeline(Pipeline):
             train, dev = split_texts(read_texts(settings), settings.recipe.seed)
             self.train, self.dev = (as_data(t, self.tokenizer, settings.max_length) for t in (train, dev))
         set_pad_multiple({"train": self.train, "dev": self.dev}, runtime.pad_multiple)
+        # [CLS] and [SEP] (twice in a pair) are never masked: what is left can be
+        maskable = int(self.train.lengths.sum()) - (3 if settings.nsp else 2) * len(self.train)
+        if maskable * settings.mask_prob < 1:  # an epoch would mask no token as often as not: its loss undefined
+            raise MinbertError(f"the training text holds {maskable} maskable token(s): at --mask_prob "
+                               f"{settings.mask_prob:g} an epoch masks {maskable * settings.mask_prob:.2g} of them on "
+                               "average, so its training loss would mostly be undefined (shown as 0): give more "
+                               "text or a higher --mask_prob")
         self.model, self.loaded = BertForMaskedLM.from_pretrained(
             settings.pretrained, nsp=settings.nsp > 0, attn_impl=runtime.attn, fast_dropout=runtime.fast_dropout)
         maybe_compile(self.model.to(runtime.device), runtime.compile)

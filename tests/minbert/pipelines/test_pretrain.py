@@ -223,12 +223,13 @@ def test_the_sonnets_are_documents_of_their_lines(tmp_path, tiny_model):
 
 
 def test_held_out_text_that_gets_no_masked_token_is_one_line_before_training(tmp_path, tiny_model, capsys):
-    """Twenty one-word sentences: the one held out gets no masked token at --mask_prob 0.05 (seed 11711), so its
+    """Forty two-word sentences: the two held out get no masked token at --mask_prob 0.05 (seed 11711), so their
     accuracy would be undefined and every epoch tie with the first: refused, nothing trained; at a --mask_prob
     that masks one, the run goes on, a note saying how little picks its best epoch."""
-    texts = tmp_path / "one-word.txt"
-    texts.write_text("".join(f"{w}\n" for w in ("good", "bad", "fun", "sad") * 5))
-    with pytest.raises(MinbertError, match=r"^the 1 held-out sentences get no masked token at --mask_prob 0.05, so the "
+    texts = tmp_path / "two-words.txt"
+    words = "good bad fun sad dog cat man woman".split()
+    texts.write_text("".join([f"{a} {b}\n" for a in words for b in words if a != b][:40]))
+    with pytest.raises(MinbertError, match=r"^the 2 held-out sentences get no masked token at --mask_prob 0.05, so the "
                                            r"held-out accuracy that picks the best epoch is undefined"):
         pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "none", "--mask_prob", "0.05", texts=texts))
     assert not list((tmp_path / "none").glob("*.pt"))
@@ -257,3 +258,16 @@ def test_next_sentence_accuracy_is_scored_on_the_pairs_unmasked(tiny_model):
               for p in (0.15, 0.9)]
     assert scores[0]["nsp_acc"] == scores[1]["nsp_acc"] and scores[0]["nsp_loss"] == pytest.approx(scores[1]["nsp_loss"])
     assert scores[0]["masked_tokens"] != scores[1]["masked_tokens"]
+
+
+def test_training_text_too_short_to_mask_a_token_an_epoch_is_one_line(tmp_path, tiny_model):
+    """Four distinct one-word sentences, three of them trained on: 3 maskable tokens; at --mask_prob 0.3 an epoch
+    masks 0.9 of them on average, so its loss would mostly be undefined (shown as 0): refused before the model
+    loads; at 0.34 (1.02) this check passes (and the held-out sentence's is the next)."""
+    texts = tmp_path / "one-word.txt"
+    texts.write_text("".join(f"{w}\n" for w in ("good", "bad", "fun", "sad")))
+    with pytest.raises(MinbertError, match=r"^the training text holds 3 maskable token\(s\): at --mask_prob 0.3 an "
+                                           r"epoch masks 0.9 of them on average"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "none", "--mask_prob", "0.3", texts=texts))
+    with pytest.raises(MinbertError, match=r"^the 1 held-out sentences get no masked token at --mask_prob 0.34"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "n2", "--mask_prob", "0.34", texts=texts))
