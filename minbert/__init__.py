@@ -1,7 +1,8 @@
 """minbert: the library behind the handout's scripts and our commands (docs/architecture.md).
 
-    specs.py files.py hub.py course_data.py precision.py
-                  settings, files, downloads, precision (the lowest layer)
+    cli.py scoring.py specs.py flag.py files.py hub.py course_data.py precision.py
+                  the one-line error and parser, metrics, settings and flag rows, files, downloads,
+                  precision (the lowest layer)
     finetuning/   what --fine-tune-mode trains (LoRA, DoRA, Houlsby adapters, prefix tuning), PALs, freezing
     runs/         run folders and their lock, outputs and publishing, logs, checkpoints, and which
                   flags define a run
