@@ -211,7 +211,7 @@ def _rows():
         F("distill_temperature", default(TaskLosses, "distill_temperature"), "positive_float",
           "T: teacher and student probabilities are softened by T (the term is scaled by T^2)",
           scripts=frozenset({P2}), idle=DISTILL),
-        F("steps_per_epoch", default(MultitaskData, "steps_per_epoch"), "positive_int",
+        F("steps_per_epoch", default(MultitaskData, "steps_per_epoch"), "epoch_steps",
           "joint training steps per epoch (default: one pass's worth of batches over all tasks)",
           scripts=frozenset({P2})),
         F("loss_weights", list(TaskLosses().weights.values()), "nonneg_float",

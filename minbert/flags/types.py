@@ -37,6 +37,9 @@ lora_scale = _number(float, lambda v: 0 < v <= 1e4, "a number in (0, 10000]")
 # At most a million: 10,000 (the default) already puts a 95% interval's ends within Monte Carlo error of about
 # 0.1 of a point; a million takes minutes on the full dev sets, and 10**12 would run for days without a word.
 resamples = _number(int, lambda v: 100 <= v <= 10 ** 6, "an integer from 100 to 1,000,000")
+# Part 2's steps an epoch: its task schedule is drawn whole at the epoch's start (tasks/sampling.py), one entry a
+# step; ten million is weeks of training on any card, 10**8 would fill the memory before the first step.
+epoch_steps = _number(int, lambda v: 1 <= v <= 10 ** 7, "an integer from 1 to 10,000,000")
 # A number beam search can rank by (NaN and infinity are refused, as for every number here).
 finite_float = _number(float, lambda v: True, "a number")
 # Beam search divides a score by the length to this power: at GPT-2's 1,024 positions a power above 100 leaves a
