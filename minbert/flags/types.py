@@ -40,6 +40,10 @@ resamples = _number(int, lambda v: 100 <= v <= 10 ** 6, "an integer from 100 to 
 # Part 2's steps an epoch: its task schedule is drawn whole at the epoch's start (tasks/sampling.py), one entry a
 # step; ten million is weeks of training on any card, 10**8 would fill the memory before the first step.
 epoch_steps = _number(int, lambda v: 1 <= v <= 10 ** 7, "an integer from 1 to 10,000,000")
+# bench.py's batches are made before the clock starts, each held in memory: a hundred thousand of the default
+# recipe's step is minutes of timing already
+bench_steps = _number(int, lambda v: 1 <= v <= 10 ** 5, "an integer from 1 to 100,000")
+bench_warmup = _number(int, lambda v: 0 <= v <= 10 ** 5, "an integer from 0 to 100,000")
 # A number beam search can rank by (NaN and infinity are refused, as for every number here).
 finite_float = _number(float, lambda v: True, "a number")
 # Beam search divides a score by the length to this power: at GPT-2's 1,024 positions a power above 100 leaves a

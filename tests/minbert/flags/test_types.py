@@ -51,6 +51,8 @@ def test_the_largest_seed_runs(tmp_path, course_data, tiny_model):
     ("probability", ["0", "-0", "0.999999"], ["1", "-1e-9", "nan", "inf"]),         # --label_smoothing, dropouts
     ("resamples", ["100", "100000", "1000000"], ["99", "0", "-100", "1e3", "1000001"]),  # report.py --resamples
     ("epoch_steps", ["1", "10000000"], ["0", "-1", "10000001", "1e6", "nan"]),      # --steps_per_epoch
+    ("bench_steps", ["1", "100000"], ["0", "100001", "1000000000000"]),              # bench.py --steps
+    ("bench_warmup", ["0", "100000"], ["-1", "100001"]),                              # bench.py --warmup
     ("share", ["1", "1e-9"], ["0", "1.0000001", "nan"]),                           # --top_p
     ("finite_float", ["-1e300", "0", "2"], ["nan", "inf", "-inf"]),                # --length_penalty
 ])
