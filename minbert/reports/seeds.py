@@ -218,6 +218,11 @@ def compare_handout(settings):
                       f"on the course's {HANDOUT_DEV[task]}: the comparison holds only as far as the two dev "
                       "sets are alike")
             b = group.values(task)
+            if np.ptp(b) == 0:  # Welch's test would take the handout's spread alone and claim far too much
+                raise MinbertError(f"--handout: --candidate {group.name}'s {len(b)} runs all score {b[0]:.4f} on "
+                                   f"{task.upper()} dev: no spread over seeds (runs of one seed, or a dev set too "
+                                   "small to tell them apart), so Welch's test has no variance of theirs to go "
+                                   "on: give runs of different seeds")
             diff, interval, p = welch(mean, std, HANDOUT_SEEDS, b.mean(), np.std(b, ddof=1), len(b))
             reference = f"{mean:.3f} ± {std:.3f} ({HANDOUT_SEEDS} seeds)"
             rows.append(Row(task, f"handout, {mode}", group.name, reference, spread(b, task), diff, interval,

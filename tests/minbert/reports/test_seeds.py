@@ -84,6 +84,16 @@ def test_part1_groups_against_the_handouts_published_means(tmp_path, capsys):
     assert f"note: p1-* was scored on {COMPARED_N} SST dev examples, the handout's figures on the course's 1101" in out
     with pytest.raises(MinbertError, match=r"--handout: --candidate p1-1 is one run: its spread over seeds is unknown"):
         compare_handout(CompareSettings(handout=True, candidates=(tuple(runs[:1]),)))
+    same = []
+    for s in (4, 5):  # two runs scoring alike: no spread of theirs, which Welch's test would take as certainty
+        gold = COMPARED_GOLD["sst"]
+        pred = np.where(np.arange(COMPARED_N) < 0.5 * COMPARED_N, gold, (gold + 1) % 5)
+        same.append(str(make_compared_run(tmp_path / f"eq-{s}", {"sst": (COMPARED_IDS, gold, pred)},
+                                          {"fine_tune_mode": "full-model", "seed": s,
+                                           "pretrained": "all-minilm-l6-v2"}, "classifier")))
+    with pytest.raises(MinbertError, match=r"--handout: --candidate eq-\*'s 2 runs all score 0.5000 on SST dev: no "
+                                           r"spread over seeds .* give runs of different seeds"):
+        compare_handout(CompareSettings(handout=True, candidates=(tuple(same),)))
 
 
 def test_aso_runs_at_alpha_over_every_row_and_the_spread_has_two_means_estimated(tmp_path, monkeypatch):
