@@ -34,10 +34,11 @@ class Flag:
     for the messages what it does ("shapes <the term>" unless said) and, when it acts only under another flag's
     value too, that condition: (its words, a test of the parsed flags). The rest say where it goes: `scripts`
     that take it (None: set by its table), `name` for a flag typed otherwise than cli.flag_spelling says (an
-    alias of a script's own), its argument `group`, `nargs`, `metavar`, `idle` ((acts(values, typed), what it does) where a configuration would ignore it), `not_gpt2` (why Build
-    GPT-2's scripts leave it out, a line for one typed there), `action` (an argparse Action of its own) and
-    `const` (the value of a flag typed bare, with nargs="?"), and `implied`: the scripts that do not take it but
-    whose settings need its default (and record it as the run's)."""
+    alias of a script's own), its argument `group`, `nargs`, `metavar`, `idle` ((acts(values, typed), what it
+    does) where a configuration would ignore it), `not_gpt2` (why Build GPT-2's scripts leave it out, a line for
+    one typed there), `action` (an argparse Action of its own) and `const` (the value of a flag typed bare, with
+    nargs="?"), and `implied`: the scripts that do not take it but whose settings need its default (and record
+    it as the run's)."""
     dest: str
     default: object
     kind: object

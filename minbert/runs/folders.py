@@ -312,8 +312,8 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
     try:
         # a run starts in a folder holding nothing but its mark: never beside another model's files (a Part 1
         # run of another fine-tune mode writes other names, but the folder is one run's)
-        held = sorted(p for p in folder.iterdir() if p.name != RUN_MARK and not TEMPORARY.match(p.name)) \
-            if folder.is_dir() else []
+        held = (sorted(p for p in folder.iterdir() if p.name != RUN_MARK and not TEMPORARY.match(p.name))
+                if folder.is_dir() else [])
         if held and not resume:
             named = f"--run_name {run_name} ({folder})" if run_name and not run_dir else f"{flag} {folder}"
             ours = [p for s in stems or () for p in RunFiles(folder, s).exist()]
