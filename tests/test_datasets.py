@@ -190,14 +190,6 @@ def test_fixed_shapes_change_the_widths_and_not_the_predictions(course_data, tin
             torch.testing.assert_close(torch.as_tensor(fixed[task]), torch.as_tensor(plain[task]), rtol=1e-5, atol=1e-5)
 
 
-def test_an_unbalanced_quote_is_named(tmp_path):
-    path = tmp_path / "ids-sst-train.csv"
-    path.write_text('\tid\tsentence\tsentiment\n0\ta1\t A fine film .\t3\n1\ta2\t"A quote never closed .\t4\n')
-    with pytest.raises(MinbertError, match=r"line 3 \(id a2\): sentiment empty \(an unbalanced quote \" swallows the "
-                                           r"fields after it: close or remove it\)"):
-        read_examples(path, "sst", "train")
-
-
 def test_a_folder_given_for_a_file_is_said_to_be_one(tmp_path, course_data, tiny_model):
     """--sst_dev FOLDER and --extra_task snli=FOLDER name a path that exists: "not found" would mislead."""
     import multitask_classifier as mt

@@ -54,6 +54,8 @@ def test_a_max_length_too_short_for_the_prompt_is_refused_and_cut_prompts_are_co
     with pytest.raises(MinbertError, match=rf"^--max_length 3: the cloze prompt alone takes {template} tokens .*give "
                                            rf"at least {template + 2}"):
         paraphrase_detection.main(args + ["--max_length", "3"])
+    with pytest.raises(MinbertError, match=rf"^--max_length {template + 1}: the cloze prompt alone"):  # the other side
+        paraphrase_detection.main(args + ["--max_length", str(template + 1)])
     assert not (tmp_path / "run").exists()
     paraphrase_detection.main(args + ["--max_length", str(template + 2)])
     assert re.search(rf"quora train: \d+ of \d+ prompts reach --max_length {template + 2}", capsys.readouterr().out)

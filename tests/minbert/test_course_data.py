@@ -66,9 +66,16 @@ def test_a_data_dir_that_is_a_file_is_named_as_one(tmp_path):
         course_data.data_file(tmp_path / "sts-dev.csv", "sst", "train")
 
 
-def test_a_line_that_is_not_tab_separated_is_said_to_be_one(tmp_path):
-    path = tmp_path / "ids-sst-dev.csv"
-    path.write_text("\tid\tsentence\tsentiment\n0\ta1\tfine .\t3\n1,a2,spaces instead of tabs,2\n")
-    with pytest.raises(MinbertError, match=r"ids-sst-dev.csv: line 3: empty id \(the line has 1 tab-separated "
-                                           r"field, the header 4: is it tab-separated\?\)"):
-        read_examples(path, "sst", "dev")
+@pytest.mark.parametrize("split, body, match", [
+    ("dev", "1,a2,spaces instead of tabs,2\n", r"ids-sst-dev.csv: line 3: empty id \(the line has 1 tab-separated "
+                                              r"field, the header 4: is it tab-separated\?\)"),
+    ("train", '1\ta2\t"A quote never closed .\t4\n', r"line 3 \(id a2\): sentiment empty \(an unbalanced quote \" "
+                                                     r"swallows the fields after it: close or remove it\)"),
+])
+def test_a_malformed_line_is_named_with_what_is_wrong_with_it(tmp_path, split, body, match):
+    """A line not tab-separated, and an unbalanced quote that swallows the fields after it: each named by file and
+    line, with its likely cause."""
+    path = tmp_path / f"ids-sst-{split}.csv"
+    path.write_text("\tid\tsentence\tsentiment\n0\ta1\t A fine film .\t3\n" + body)
+    with pytest.raises(MinbertError, match=match):
+        read_examples(path, "sst", split)
