@@ -30,6 +30,9 @@ train it (adapters or PALs, only trainable tensors in AdamW), with the optimizer
 measurements: minbert/bench/."""
 import json
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import main_guard
+
 import torch
 
 from minbert.bench.run import benchmark
@@ -39,7 +42,6 @@ from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.flags.table import BENCH
 from minbert.runs.outputs import check_file
 from minbert.runs.publishing import write_output
-from utils import main_guard
 
 
 def build_parser():

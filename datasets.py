@@ -8,13 +8,15 @@ handout's two reference files (sanity_check.data, optimizer_test.npy).
 import os
 from pathlib import Path
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard
+
 import numpy as np
 import torch
 
 from minbert.course_data import MULTITASK, TASKS, read_examples
 from minbert.course_files import fetch_data, fetch_references
 from minbert.shapes import choose_widths, padded_width
-from utils import MinbertError, Parser, main_guard
 
 # ----------------------------------------------------------------------------- tokenized data and batches
 

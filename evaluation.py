@@ -2,6 +2,9 @@
 and `--score PRED GOLD`. The metrics and the files themselves (no torch): minbert/scoring.py, re-exported here."""
 from pathlib import Path
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, Progress, main_guard
+
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -11,7 +14,7 @@ from minbert.precision import autocast
 from minbert.scoring import (accuracy, format_prediction, format_scores, guess_task, macro_f1,  # noqa: F401
                              multitask_mean, output_name, pearson, read_predictions, score, score_file,
                              to_predictions, write_dev_scores, write_predictions)
-from utils import MinbertError, Parser, Progress, main_guard, to_device
+from utils import to_device
 
 
 @torch.inference_mode()

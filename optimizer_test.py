@@ -7,12 +7,14 @@ the same initial weights and sees the same inputs. The first line printed says w
 """
 from pathlib import Path
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard
+
 import numpy as np
 import torch
 
 from minbert.course_files import course_reference
 from optimizer import AdamW
-from utils import MinbertError, Parser, main_guard
 
 SEED = 0
 HERE = Path(__file__).resolve().parent

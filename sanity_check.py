@@ -10,6 +10,9 @@ or without that file, against an independent NumPy forward pass of the same pret
 from math import erf, sqrt
 from pathlib import Path
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard
+
 import numpy as np
 import torch
 
@@ -18,7 +21,6 @@ from bert import BertModel
 from minbert.course_files import course_reference
 from minbert.safe_load import refuse_code, safe_load
 from minbert.hub import HUB_NAMES, resolve_pretrained
-from utils import MinbertError, Parser, main_guard
 
 INPUT_IDS = [[101, 7592, 2088, 102, 0, 0, 0, 0], [101, 7592, 15756, 2897, 2005, 17953, 2361, 102]]
 ATOL, RTOL = 1e-5, 1e-3

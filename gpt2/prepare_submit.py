@@ -13,11 +13,12 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
 from gpt2.submission import GPT2  # noqa: E402
-from minbert.cli import MinbertError, Parser
 from minbert.flags.groups import add_zip_flags  # noqa: E402
 from minbert.submit import build  # noqa: E402
-from utils import main_guard  # noqa: E402
 
 
 def build_parser():

@@ -13,12 +13,13 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
 import torch  # noqa: E402
 
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
-from minbert.cli import MinbertError, Parser
 from minbert.safe_load import refuse_code, safe_load  # noqa: E402
-from utils import main_guard  # noqa: E402
 
 INPUT_IDS = [[5, 17, 42, 8, 3, 11, 29, 2], [7, 1, 13, 21, 9, 0, 0, 0]]
 MASK = [[1] * 8, [1] * 5 + [0] * 3]

@@ -144,6 +144,25 @@ def _guarded(main):
         sys.exit(2)
 
 
+def _interrupted_while_starting(kind, value, tb, _previous=sys.excepthook):
+    """A Ctrl-C before main_guard runs, most likely while torch loads (seconds), reaches the interpreter, which
+    would print a traceback: here it is main_guard's one line and exit code instead. Every script imports this
+    module before torch or numpy (tests/test_architecture.py checks it), so this hook is in place by then. At an
+    interactive prompt a Ctrl-C belongs to the prompt, and any other error keeps its traceback."""
+    if issubclass(kind, KeyboardInterrupt) and not hasattr(sys, "ps1") and not sys.flags.interactive:
+        print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+        for stream in sys.stdout, sys.stderr:
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader already gone (`| head`), or a stream closed
+                pass
+        os._exit(130)
+    _previous(kind, value, tb)
+
+
+sys.excepthook = _interrupted_while_starting
+
+
 def out_of_memory(e):
     """The one line for an allocation that failed (torch on the CPU or a GPU, or Python), or None for another
     error. What was saved stays as it was: checkpoints are written whole or not at all (atomic_write)."""

@@ -98,6 +98,51 @@ def test_imports_go_down_the_layers_at_the_top_of_each_file_and_never_in_a_circl
         visit(n)
 
 
+def _first_import_beyond_the_standard_library(path, seen):
+    """The first module outside the standard library that running `path` loads, following the project's own
+    modules in the order their top-level imports run: "minbert.cli" once that is reached (its hook is then in
+    place), else the foreign module (torch, numpy, ...) loaded before it, or None."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] in sys.stdlib_module_names:
+                continue
+            for i in range(1, len(parts) + 1):  # `import a.b.c` runs a, then a.b, then a.b.c
+                module = ".".join(parts[:i])
+                if module == "minbert.cli":
+                    return module
+                file = next((f for f in (ROOT.joinpath(*parts[:i]).with_suffix(".py"),
+                                         ROOT.joinpath(*parts[:i], "__init__.py")) if f.is_file()), None)
+                if file is None:
+                    if i == 1:
+                        return module  # a package from outside the project
+                    break  # `from package import name` where name is no module
+                if file not in seen:
+                    seen.add(file)
+                    found = _first_import_beyond_the_standard_library(file, seen)
+                    if found:
+                        return found
+    return None
+
+
+def test_every_script_sets_the_ctrl_c_line_before_torch_loads():
+    """Importing torch takes seconds, and a Ctrl-C in that time is met before main_guard runs: minbert.cli's
+    hook turns it into main_guard's one line, so every script that promises that line (all but four tools)
+    loads minbert.cli before any other package."""
+    scripts = [p for p in [*ROOT.glob("*.py"), *(ROOT / "gpt2").glob("*.py"), *(ROOT / "tools").glob("*.py")]
+               if "main_guard(main)" in p.read_text()]
+    assert len(scripts) > 20
+    late = {str(p.relative_to(ROOT)): first for p in scripts
+            if (first := _first_import_beyond_the_standard_library(p, set())) not in ("minbert.cli", None)}
+    assert not late, f"these load a package before minbert.cli: {late}"
+
+
 def test_below_the_builder_nothing_reads_an_argparse_namespace():
     # typed.py parses the command line into its Namespace; settings.py builds the settings objects from it
     builders = {ROOT / "minbert" / "flags" / "settings.py", ROOT / "minbert" / "flags" / "typed.py"}

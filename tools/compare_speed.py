@@ -14,17 +14,20 @@ import sys
 import timeit
 from pathlib import Path
 
-import numpy as np
-from scipy import stats
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import Parser, main_guard  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
+
 from minbert.reports.significance import (ACCURACY, PEARSON, accuracy_stats, combine, paired,  # noqa: E402
                                           pearson_stats, pooled)
 from minbert.flags.types import positive_int, resamples  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
-from utils import Parser, main_guard  # noqa: E402
 
 
 def system(n, skill, rng):

@@ -9,9 +9,12 @@ from pathlib import Path
 
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
 from minbert.runs.checkpoint import VERSION, load_checkpoint, save_checkpoint  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
-from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
 def build_parser():

@@ -17,17 +17,20 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import Parser, main_guard  # noqa: E402
+
+import torch  # noqa: E402
+
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import beam_search, generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
 from minbert.flags.types import positive_int  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
-from utils import Parser, main_guard  # noqa: E402
 
 SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12),
           "gpt2-medium": dict(n_embd=1024, n_layer=24, n_head=16),

@@ -10,18 +10,22 @@ moments: the other tasks' steps shrink by about the same factor and they stop le
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import main_guard  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 from minbert.course_data import MULTITASK  # noqa: E402
 from datasets import load_multitask_data  # noqa: E402
 from minbert.flags.settings import multitask_settings, parse_multitask  # noqa: E402
 from minbert.objectives.losses import MultitaskLoss  # noqa: E402
 from minbert.tasks.multitask import MultitaskBERT  # noqa: E402
 from tokenizer import BertTokenizer  # noqa: E402
-from utils import main_guard, seed_everything  # noqa: E402
+from utils import seed_everything  # noqa: E402
 
 
 def grad_norms(settings, batches=3):

@@ -29,8 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as `python tools/mutation.py`
     sys.path.insert(0, str(ROOT))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
 from minbert.flags.types import positive_int  # noqa: E402
-from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
 def read_mutants(path):

@@ -14,15 +14,18 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import torch
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import Parser, main_guard  # noqa: E402
+
+import torch  # noqa: E402
+
 from minbert.course_data import data_file, read_examples  # noqa: E402
 from evaluation import accuracy, pearson  # noqa: E402
 from minbert.flags.types import positive_float  # noqa: E402
 from minbert.objectives.distill import TASKS, teacher_targets  # noqa: E402
-from utils import Parser, main_guard  # noqa: E402
 
 
 def agreement(targets, examples):

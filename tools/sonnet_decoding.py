@@ -11,10 +11,14 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
+import torch  # noqa: E402
+
 from gpt2.sonnet_pipeline import dev_chrf  # noqa: E402
 from gpt2.sonnets import SonnetGPT, check_prompts, check_true_dev, complete, read_sonnets  # noqa: E402
 from gpt2.tokenizer import GPT2Tokenizer  # noqa: E402
@@ -24,7 +28,6 @@ from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.specs import Recipe, SonnetSettings  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
-from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
 def load_sonnet_model(path):

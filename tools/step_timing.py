@@ -26,12 +26,15 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-import transformers
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import main_guard  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import transformers  # noqa: E402
 
 from bert import BertModel  # noqa: E402
 from config import BertConfig  # noqa: E402
@@ -39,7 +42,6 @@ from minbert.hub import resolve_pretrained  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 from optimizer import AdamW  # noqa: E402
-from utils import main_guard  # noqa: E402
 
 SHAPES = {"base": {}, "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                                      intermediate_size=1536),

@@ -13,10 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
+import torch  # noqa: E402
+
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.models.base_gpt import ours_to_hf  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
@@ -24,7 +28,6 @@ from gpt2.tokenizer import EOS  # noqa: E402
 from minbert.course_data import read_sonnets  # noqa: E402
 from minbert.flags.types import positive_int  # noqa: E402
 from minbert.project_paths import among_sources  # noqa: E402
-from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 SONNETS = Path(__file__).resolve().parent.parent / "data" / "sonnets.txt"  # wherever the tool is run from
 

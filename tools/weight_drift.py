@@ -14,9 +14,12 @@ from pathlib import Path
 
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
 from bert import BertModel  # noqa: E402
 from minbert.safe_load import refuse_code, safe_load  # noqa: E402
-from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 KINDS = ("weight matrices", "linear biases", "embedding tables", "LayerNorm gains", "LayerNorm biases")
 

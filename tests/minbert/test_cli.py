@@ -1,6 +1,7 @@
 """minbert/cli.py: a MinbertError, Ctrl-C and running out of memory are one line each (another error keeps its
 traceback); a closed pipe stops nothing; progress lines without a terminal. (The scripts' own cases, in a
 process: tests/test_utils.py.)"""
+import subprocess
 import sys
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 from minbert import cli
 from minbert.cli import PipeSafe, Progress, main_guard, set_interrupt_hint
+from tests.course import ROOT
 
 
 def test_a_closed_pipe_drops_the_output_and_nothing_else(capsys):
@@ -37,6 +39,20 @@ def test_ctrl_c_before_any_checkpoint_says_so(capsys):
     with pytest.raises(SystemExit):
         main_guard(main)
     assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
+
+
+@pytest.mark.parametrize("raised, code, last_line", [
+    ("KeyboardInterrupt", 130, "interrupted: nothing was saved yet"),  # as main_guard says it
+    ("ValueError('a bug')", 1, "ValueError: a bug"),  # anything else keeps its traceback
+])
+def test_ctrl_c_before_main_guard_runs_is_one_line_too(raised, code, last_line):
+    """A Ctrl-C while a script's imports still run (torch's take seconds) is met before main_guard: the hook
+    minbert.cli sets on import says main_guard's line. A process, since the interpreter is what prints."""
+    out = subprocess.run([sys.executable, "-c", f"import minbert.cli\nraise {raised}"], cwd=ROOT,
+                         capture_output=True, text=True)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == code and lines[-1] == last_line
+    assert (len(lines) == 1) == (raised == "KeyboardInterrupt")
 
 
 @pytest.mark.parametrize("error, expected", [
