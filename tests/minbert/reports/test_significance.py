@@ -137,8 +137,8 @@ def test_the_violation_ratio_is_the_hand_integral_and_aso_is_deepsigs():
     rng = np.random.default_rng(9)
     for a, b in ((rng.normal(0.75, 0.01, 5), rng.normal(0.745, 0.01, 4)), (rng.normal(0.5, 0.02, 10),
                                                                            rng.normal(0.49, 0.02, 10))):
-        assert S.violation_ratio(a, b) == pytest.approx(compute_violation_ratio(a, b, dt=1e-5), abs=1e-3)
-        seed, count = 7, 500
+        assert S.violation_ratio(a, b) == pytest.approx(compute_violation_ratio(a, b, dt=1e-4), abs=1e-3)
+        seed, count = 7, 200
         draws_a, draws_b = [], []
         for i in range(1, count + 1):  # deepsig seeds its i-th bootstrap replicate with seed + i
             np.random.seed(seed + i)
