@@ -149,15 +149,23 @@ def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, ti
     assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
     unzipped = tmp_path / "unzipped"
     zipfile.ZipFile(root / prepare_submit.ZIP_NAME).extractall(unzipped)
-    out = subprocess.run([sys.executable, "classifier.py", "--pretrained", str(tiny_model), "--data_dir",
-                          str(course_data), "--datasets", "sst", "--epochs", "1", "--batch_size", "8", "--run_dir",
-                          "run", "--predictions_dir", "out"], cwd=unzipped, capture_output=True, text=True,
+    # one process from the unzipped folder (its own path first, no PYTHONPATH) runs both scripts as `python
+    # SCRIPT` would: a torch import saved, and a module missing from the zip still fails to import
+    both = (f"import runpy, sys\n"
+            f"sys.argv = ['classifier.py', '--pretrained', {str(tiny_model)!r}, '--data_dir', {str(course_data)!r}, "
+            f"'--datasets', 'sst', '--epochs', '1', '--batch_size', '8', '--run_dir', 'run', '--predictions_dir', "
+            f"'out']\n"
+            f"runpy.run_path('classifier.py', run_name='__main__')\n"
+            f"sys.argv = ['optimizer_test.py']\n"
+            f"runpy.run_path('optimizer_test.py', run_name='__main__')\n"
+            f"import minbert, optimizer\nprint('ran from', minbert.__file__, optimizer.__file__)\n")
+    out = subprocess.run([sys.executable, "-c", both], cwd=unzipped, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": ""})
     assert out.returncode == 0, out.stderr[-2000:]
     assert (unzipped / "out" / "last-linear-layer-sst-test-out.csv").is_file()
-    out = subprocess.run([sys.executable, "optimizer_test.py"], cwd=unzipped, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": ""})
-    assert out.returncode == 0 and "Optimizer test passed!" in out.stdout, out.stderr[-2000:]
+    assert "Optimizer test passed!" in out.stdout, out.stderr[-2000:]
+    ran_from = out.stdout.split("ran from ")[-1].split()
+    assert ran_from == [str(unzipped / "minbert" / "__init__.py"), str(unzipped / "optimizer.py")]
 
 
 def test_a_root_that_is_not_a_folder_is_named(tmp_path):
