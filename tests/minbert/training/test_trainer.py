@@ -209,16 +209,15 @@ def ddp(tmp_path):
     return tmp_path, data, model
 
 
-def _torchrun(tmp_path, script, args, nproc):
-    """`script` under torchrun with `nproc` processes, or with nproc=1 in this process (the reference run)."""
-    if nproc == 1:
-        out = run_main(script, *args, cwd=tmp_path)
-    else:
-        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-                              "--standalone", str(ROOT / script), *args], cwd=tmp_path,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    return out.stdout
+# Both pipelines in one torchrun launch (a launcher and two ranks, each importing torch, cost more than the runs):
+# each rank runs classifier.py's main, then multitask_classifier.py's, in one process group.
+_BOTH = """
+import sys
+sys.path.insert(0, {root!r})
+import classifier, multitask_classifier
+from utils import main_guard
+main_guard(lambda: (classifier.main({part1!r}), multitask_classifier.main({part2!r})))
+"""
 
 
 def _same_weights(a, b):
@@ -229,33 +228,36 @@ def _same_weights(a, b):
     assert all(torch.allclose(sa[k], sb[k], atol=1e-5, rtol=1e-4) for k in sa), f"{worst}: max |diff| {diff:.3g}"
 
 
-def test_classifier_ddp_equals_single_process(ddp):
+def test_ddp_on_two_processes_equals_one_process_for_both_pipelines(ddp):
+    """Part 1 and Part 2 under torchrun with two processes train the weights one process trains, rank 0 alone
+    logs and writes, and the predictions are the same."""
     tmp, data, model = ddp
-    args = ["--pretrained", str(model), "--data_dir", str(data), "--datasets", "sst", "--epochs", "2",
-            "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0",
-            *NO_NOISE]
-    _torchrun(tmp, "classifier.py", args + ["--checkpoint_dir", "one", "--predictions_dir", "p1"], 1)
-    out = _torchrun(tmp, "classifier.py", args + ["--checkpoint_dir", "two", "--predictions_dir", "p2"], 2)
-    assert out.count("sst epoch 1:") == 1  # only rank 0 logs
-    _same_weights(tmp / "one" / "full-model-sst-last.pt", tmp / "two" / "full-model-sst-last.pt")
-    assert len((tmp / "two" / "full-model-sst-log.jsonl").read_text().splitlines()) == 2
-    assert (tmp / "p2" / "full-model-sst-test-out.csv").read_text() == (tmp / "p1" / "full-model-sst-test-out.csv").read_text()
+    common = ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+              "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0", *NO_NOISE]
 
+    def part1(d):
+        return common + ["--datasets", "sst", "--checkpoint_dir", f"{d}1", "--predictions_dir", f"p{d}"]
 
-def test_multitask_ddp_equals_single_process(ddp):
-    tmp, data, model = ddp
-    args = ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--fine-tune-mode", "full-model", "--lr", "1e-3", "--hidden_dropout_prob", "0", *NO_NOISE]
-
-    def outs(d):
-        return [x for t in ("sst", "para", "sts") for s in ("dev", "test")
-                for x in (f"--{t}_{s}_out", f"{d}/{t}-{s}-output.csv")]
-    _torchrun(tmp, "multitask_classifier.py", args + ["--checkpoint", "one/mt.pt", "--results", "one/r.csv", *outs("one")], 1)
-    out = _torchrun(tmp, "multitask_classifier.py", args + ["--checkpoint", "two/mt.pt", "--results", "two/r.csv",
-                                                       *outs("two")], 2)
-    assert out.count("predictions copied to") == 1
-    _same_weights(tmp / "one" / "mt.pt", tmp / "two" / "mt.pt")
-    assert len((tmp / "two" / "r.csv").read_text().splitlines()) == 2
+    def part2(d):
+        return common + ["--checkpoint", f"{d}2/mt.pt", "--results", f"{d}2/r.csv"] + [
+            x for t in ("sst", "para", "sts") for s in ("dev", "test") for x in (f"--{t}_{s}_out", f"{d}2/{t}-{s}-output.csv")]
+    for script, args in (("classifier.py", part1("one")), ("multitask_classifier.py", part2("one"))):
+        out = run_main(script, *args, cwd=tmp)
+        assert out.returncode == 0, out.stderr[-3000:]
+    driver = tmp / "both.py"
+    driver.write_text(_BOTH.format(root=str(ROOT), part1=part1("two"), part2=part2("two")))
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                          str(driver)], cwd=tmp, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    # only rank 0 logs: Part 1's epoch line once, and each pipeline's last line once
+    assert out.stdout.split("predictions copied to", 1)[0].count("sst epoch 1:") == 1
+    assert out.stdout.count("predictions copied to") == 2
+    _same_weights(tmp / "one1" / "full-model-sst-last.pt", tmp / "two1" / "full-model-sst-last.pt")
+    assert len((tmp / "two1" / "full-model-sst-log.jsonl").read_text().splitlines()) == 2
+    assert (tmp / "ptwo" / "full-model-sst-test-out.csv").read_text() == (tmp / "pone" / "full-model-sst-test-out.csv").read_text()
+    _same_weights(tmp / "one2" / "mt.pt", tmp / "two2" / "mt.pt")
+    assert len((tmp / "two2" / "r.csv").read_text().splitlines()) == 2
 
 
 def test_an_error_under_torchrun_is_said_once(ddp):
