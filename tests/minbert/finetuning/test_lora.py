@@ -1,5 +1,4 @@
 """lora.py: LoRA/DoRA wrappers around our linears (the pipelines' --fine-tune-mode lora|dora is not wired yet)."""
-import peft
 import pytest
 import torch
 import torch.nn as nn
@@ -74,6 +73,7 @@ def test_unknown_target_is_refused():
 
 
 def test_peft_oracle():
+    import peft  # here: its import (transformers' too) takes seconds, which every test file's collection paid
     for dora in (False, True):
         torch.manual_seed(0)
         base = nn.Sequential(nn.Linear(6, 4))

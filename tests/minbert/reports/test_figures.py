@@ -4,7 +4,6 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.metrics import f1_score, precision_recall_curve
 
 from minbert.reports.figures import (DPI, plot_confusion, plot_differences, plot_quora, plot_sts, precision_recall,
                                      worst_examples)
@@ -32,6 +31,7 @@ def test_scatter_r_is_evaluations_pearson(tmp_path):
 
 
 def test_quora_leaves_unlabelled_rows_out(tmp_path):
+    from sklearn.metrics import f1_score  # here, as in the next test: its import is a second of every collection
     run, _ = make_multitask_run(tmp_path / "r")
     s = load_scores(run / "para-dev-scores.npz")
     assert np.isnan(s["gold"][3]) and len(s["ids"]) == 40
@@ -44,6 +44,7 @@ def test_quora_leaves_unlabelled_rows_out(tmp_path):
 @pytest.mark.parametrize("seed", range(4))
 def test_the_precision_recall_curve_is_scikit_learns(seed):
     """Against scikit-learn's, on scores with ties (rounded), and on gold with no positive at all."""
+    from sklearn.metrics import precision_recall_curve
     rng = np.random.default_rng(seed)
     gold = rng.integers(0, 2, 60) if seed else np.zeros(60, dtype=int)
     score = np.round(rng.random(60) + 0.3 * gold, 1)
