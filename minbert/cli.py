@@ -28,6 +28,7 @@ class Parser(argparse.ArgumentParser):
         self.absent = dict(absent or {})
 
     def parse_args(self, args=None, namespace=None):
+        self.refuse_empty(sys.argv[1:] if args is None else [str(a) for a in args])
         parsed, extras = self.parse_known_args(args, namespace)
         for token in extras:
             if token.split("=", 1)[0] in self.absent:
@@ -35,6 +36,20 @@ class Parser(argparse.ArgumentParser):
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
+
+    def refuse_empty(self, argv):
+        """An empty value (`--out ''`, `--study=`, or an empty argument) is a slip no flag means: as a path it
+        would be the current folder (`--out ''` wrote a checkpoint there), as a name the default. Refused in one
+        line naming the flag, before anything runs."""
+        for i, token in enumerate(argv):
+            name, eq, value = token.partition("=")
+            if eq and name.startswith("-") and not value:
+                self.error(f"{name}=: empty; give a value, or leave the flag out")
+            if token == "":
+                before = argv[i - 1] if i else ""
+                if before.startswith("-") and "=" not in before and before != "--":
+                    self.error(f"{before} '': empty; give a value, or leave the flag out")
+                self.error("'': an empty argument; give a value, or leave it out")
 
     def error(self, message):
         raise MinbertError(f"{self.prog}: {message}")
@@ -149,18 +164,35 @@ def _interrupted_while_starting(kind, value, tb, _previous=sys.excepthook):
     would print a traceback: here it is main_guard's one line and exit code instead. Every script imports this
     module before torch or numpy (tests/test_architecture.py checks it), so this hook is in place by then. At an
     interactive prompt a Ctrl-C belongs to the prompt, and any other error keeps its traceback."""
-    if issubclass(kind, KeyboardInterrupt) and not hasattr(sys, "ps1") and not sys.flags.interactive:
-        print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
-        for stream in sys.stdout, sys.stderr:
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a reader already gone (`| head`), or a stream closed
-                pass
-        os._exit(130)
+    if issubclass(kind, KeyboardInterrupt) and _not_at_a_prompt():
+        _stop_interrupted()
     _previous(kind, value, tb)
 
 
-sys.excepthook = _interrupted_while_starting
+def _interrupt_not_ignored(unraisable, _previous=sys.unraisablehook):
+    """A Ctrl-C that lands in code Python runs on the side (importlib's module-lock clean-up while torch loads,
+    a finalizer) is "ignored" there: Python prints a traceback and the command would run on to its end. It
+    stops the command instead, with the same line. (Sent again from here, it would land in this hook.)"""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt) and _not_at_a_prompt():
+        _stop_interrupted()
+    _previous(unraisable)
+
+
+def _not_at_a_prompt():
+    return not hasattr(sys, "ps1") and not sys.flags.interactive
+
+
+def _stop_interrupted():
+    print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+    for stream in sys.stdout, sys.stderr:
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader already gone (`| head`), or a stream closed
+            pass
+    os._exit(130)
+
+
+sys.excepthook, sys.unraisablehook = _interrupted_while_starting, _interrupt_not_ignored
 
 
 def out_of_memory(e):

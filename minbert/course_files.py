@@ -95,6 +95,9 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise MinbertError(f"--dest {dest}: is a file, but the {what} go into a folder there")
+    if dest.is_symlink() and not dest.exists():  # mkdir would meet the link itself
+        raise MinbertError(f"--dest {dest}: is a link to a missing folder, but the {what} go into a folder "
+                           "there; make the folder it points to, or give --dest another folder")
     if source is not None and not Path(source).is_dir():
         raise MinbertError(f"--from {source}: "
                            "" + (f"is a file; give the folder holding the {what}" if Path(source).exists()

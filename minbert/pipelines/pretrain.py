@@ -203,13 +203,13 @@ def evaluate(model, data, tokenizer, settings, batches=None):
     return scores
 
 
-def write_folder(model, settings, source):
-    """config.json and vocab.txt of the source checkpoint, and the trained weights, into --out."""
-    out = Path(settings.out)
-    out.mkdir(parents=True, exist_ok=True)
+def write_folder(model, out, pretrained, source):
+    """config.json and vocab.txt of the source checkpoint, and the trained weights, into the run folder `out`
+    (which open_run made from --out, or under runs/ without it)."""
+    out = Path(out)
     if source.folder.resolve() != out.resolve():
         config = json.loads(source.config.read_text())
-        config["minbert_pretrained_from"] = str(settings.pretrained)
+        config["minbert_pretrained_from"] = str(pretrained)
         (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         shutil.copyfile(source.vocab, out / "vocab.txt")
     tmp = out / "model.safetensors.tmp"
@@ -297,7 +297,7 @@ class PretrainPipeline(Pipeline):
         self.done = state["done"]
 
     def write_outputs(self, files, best):
-        write_folder(self.model, self.settings, self.source)
+        write_folder(self.model, files.folder, self.settings.pretrained, self.source)
         print(f"pretrained checkpoint: {files.folder} (config.json, vocab.txt, model.safetensors from epoch "
               f"{best['epoch']}; log {files.log.name}); use it with --pretrained {files.folder}")
         return files.folder, []

@@ -41,18 +41,24 @@ def test_ctrl_c_before_any_checkpoint_says_so(capsys):
     assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
 
 
-@pytest.mark.parametrize("raised, code, last_line", [
-    ("KeyboardInterrupt", 130, "interrupted: nothing was saved yet"),  # as main_guard says it
-    ("ValueError('a bug')", 1, "ValueError: a bug"),  # anything else keeps its traceback
+# A finalizer a Ctrl-C lands in, as one lands in importlib's module-lock clean-up while torch loads
+_IN_A_FINALIZER = "class A:\n    def __del__(self):\n        raise KeyboardInterrupt\nA()\nprint('went on')"
+
+
+@pytest.mark.parametrize("code, status, last_line", [
+    ("raise KeyboardInterrupt", 130, "interrupted: nothing was saved yet"),  # as main_guard says it
+    (_IN_A_FINALIZER, 130, "interrupted: nothing was saved yet"),  # Python would ignore it and go on
+    ("raise ValueError('a bug')", 1, "ValueError: a bug"),  # anything else keeps its traceback
 ])
-def test_ctrl_c_before_main_guard_runs_is_one_line_too(raised, code, last_line):
-    """A Ctrl-C while a script's imports still run (torch's take seconds) is met before main_guard: the hook
-    minbert.cli sets on import says main_guard's line. A process, since the interpreter is what prints."""
-    out = subprocess.run([sys.executable, "-c", f"import minbert.cli\nraise {raised}"], cwd=ROOT,
-                         capture_output=True, text=True)
+def test_ctrl_c_before_main_guard_runs_is_one_line_too(code, status, last_line):
+    """A Ctrl-C while a script's imports still run (torch's take seconds) is met before main_guard: the hooks
+    minbert.cli sets on import say main_guard's line and stop the command. A process, since the interpreter is
+    what prints."""
+    out = subprocess.run([sys.executable, "-c", f"import minbert.cli\n{code}"], cwd=ROOT, capture_output=True,
+                         text=True)
     lines = out.stderr.strip().splitlines()
-    assert out.returncode == code and lines[-1] == last_line
-    assert (len(lines) == 1) == (raised == "KeyboardInterrupt")
+    assert out.returncode == status and lines[-1] == last_line
+    assert (len(lines) == 1) == (status == 130) and "went on" not in out.stdout
 
 
 @pytest.mark.parametrize("error, expected", [
@@ -100,3 +106,21 @@ def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(cap
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("0m30s elapsed, about 8h19m left")  # one slow step is all it knows yet
     assert lines[1] == "mt epoch 0: step 601/1000, 1m30s elapsed, about 0m39s left"  # 399 steps at 0.1 s
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--out", ""], "--out '': empty; give a value, or leave the flag out"),
+    (["--out="], "--out=: empty; give a value, or leave the flag out"),
+    (["--out", "x", ""], "'': an empty argument; give a value, or leave it out"),
+    (["--", ""], "'': an empty argument; give a value, or leave it out"),
+])
+def test_an_empty_value_is_refused_before_it_becomes_the_current_folder(argv, said):
+    """`--out ''` would be Path(''), the folder the command runs in: refused, as `=` with nothing after it and
+    an empty argument are; a value, even one that looks odd, is not."""
+    parser = cli.Parser(prog="p")
+    parser.add_argument("--out")
+    parser.add_argument("rest", nargs="*")
+    with pytest.raises(cli.MinbertError) as e:
+        parser.parse_args(argv)
+    assert str(e.value) == f"p: {said}"
+    assert parser.parse_args(["--out", " x", "--", "-"]).out == " x"

@@ -124,8 +124,8 @@ def test_the_reference_files_come_from_the_course_repositorys_root_checked(cours
 
 
 def test_fetch_writes_regular_files_and_never_into_the_package(course):
-    """A named pipe or a dangling link where a course file goes is one line before anything is copied (it stays
-    what it was); --dest minbert (or the project folder) too: the course files go into data/ or outside."""
+    """A named pipe or a dangling link where a course file goes, or where --dest's folder goes, is one line
+    before anything is copied (it stays what it was); --dest minbert (or the project folder) too: the course files go into data/ or outside."""
     import os
     _, tmp = course
     dest = tmp / "dest"
@@ -141,6 +141,10 @@ def test_fetch_writes_regular_files_and_never_into_the_package(course):
     with pytest.raises(MinbertError, match=r"--dest .*dest/b.csv: is a link to .*nowhere.csv \(which does not exist"):
         fetch_data(dest, tmp / "local", log=lambda *_: None)
     assert (dest / "b.csv").is_symlink() and not (dest / "a.csv").exists()
+    os.symlink(tmp / "no-folder", tmp / "linked")  # --dest itself a dangling link: mkdir would meet the link
+    with pytest.raises(MinbertError, match=r"--dest .*linked: is a link to a missing folder, but the course CSVs go "):
+        fetch_data(tmp / "linked", tmp / "local", log=lambda *_: None)
+    assert (tmp / "linked").is_symlink() and not (tmp / "no-folder").exists()
     for where in (course_files.PROJECT / "minbert", course_files.PROJECT):
         with pytest.raises(MinbertError, match=r"among the project's code, docs or data.*give data/ or a folder "):
             fetch_data(where, tmp / "local", log=lambda *_: None)

@@ -4,6 +4,7 @@ epoch is no dead end; --nsp's pairs go in as Part 2's cross-encoded pairs do, fr
 sonnets."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -271,3 +272,18 @@ def test_training_text_too_short_to_mask_a_token_an_epoch_is_one_line(tmp_path, 
         pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "none", "--mask_prob", "0.3", texts=texts))
     with pytest.raises(MinbertError, match=r"^the 1 held-out sentences get no masked token at --mask_prob 0.34"):
         pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "n2", "--mask_prob", "0.34", texts=texts))
+
+
+def test_without_out_the_checkpoint_is_the_run_folder_it_names(tmp_path, tiny_model, capsys, monkeypatch):
+    """Without --out the run folder is a new one under runs/, and the checkpoint folder is that one, as the last
+    line says: nothing lands in the folder the command was typed in (a user's config.json there stays)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.json").write_text('{"mine": true}\n')
+    args = pretrain_args(tmp_path, tiny_model, "x", "--max_steps", "1")
+    out = pretrain.main(args[:args.index("--out")] + args[args.index("--out") + 2:])
+    assert out.parent == Path("runs") and out.name.startswith("pretrain-")  # relative to where it was typed
+    assert {"config.json", "vocab.txt", "model.safetensors"} <= {p.name for p in out.iterdir()}
+    assert f"use it with --pretrained {out}" in capsys.readouterr().out
+    assert (tmp_path / "config.json").read_text() == '{"mine": true}\n' and not (tmp_path / "vocab.txt").exists()
+    with pytest.raises(MinbertError, match=r"--out '': empty; give a value, or leave the flag out"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, ""))

@@ -1,6 +1,7 @@
 """reports/dev_outputs.py: a run's dev outputs read from its dev-scores files, from its prediction files (scored
 against the course's dev CSVs) or from its sonnets (chrF), each giving the score the run itself reported; two
 runs on other dev sets, NaN predictions, a missing or damaged folder are refused in one line."""
+import json
 import shutil
 
 import numpy as np
@@ -73,6 +74,12 @@ def test_bad_folders_and_other_dev_sets_are_one_line(tmp_path):
     (tmp_path / "empty" / "x.txt").write_text("x")
     with pytest.raises(MinbertError, match=r"x.txt: a file; give the folder of the run it belongs to"):
         read_run(tmp_path / "empty" / "x.txt")
+    for pipeline, said in (("pretrain", "the folder of a pretrain.py run, which writes no dev outputs"),
+                           ("classifier", r"no dev outputs .*: the folder of a classifier.py run that did not finish")):
+        (tmp_path / pipeline).mkdir()  # the mark a run folder gets, naming the pipeline that wrote it
+        (tmp_path / pipeline / ".minbert-run").write_text(json.dumps({"pipeline": pipeline}))
+        with pytest.raises(MinbertError, match=rf"{pipeline}: {said}"):
+            read_run(tmp_path / pipeline)
     ids = [f"i{k}" for k in range(20)]
     gold = np.arange(20) % 5
     pred = gold.astype(float)

@@ -81,7 +81,7 @@ def test_a_run_name_is_not_empty_short_enough_and_printable(tmp_path, course_dat
     """'' would fall back on a timestamp without a word, a newline would split every line naming the run, and a
     name longer than a folder's name may be would end in an OSError: each is one line, nothing created."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(MinbertError, match=rf"^--run_name .*: {re.escape(why)}"):
+    with pytest.raises(MinbertError, match=rf"(^|: )--run_name .*: {re.escape(why)}"):
         mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_name", name])
     with pytest.raises(MinbertError, match="--run_dir '': empty"):
         mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--run_dir", ""])
