@@ -63,6 +63,12 @@ def _is_index_column(name):
     return name.strip() == "" or name.strip().lstrip("-").replace(".", "", 1).isdigit()
 
 
+def require_data_file(path):
+    """One line unless the course data file `path` is there to read (a run checks all of its files before its
+    first step, so that a file missing for its second data set is not found only after the first trained)."""
+    require_file(path, str(path), "data file", "run setup.sh, or pass --data_dir")
+
+
 def read_examples(path, task, split, log=None):
     """Read one course CSV for `task` ('sst', ...) and `split` ('train', 'dev' or 'test').
 
@@ -76,7 +82,7 @@ def read_examples(path, task, split, log=None):
     task = TASKS[task] if isinstance(task, str) else task
     log = log or main_print
     path = Path(path)
-    require_file(path, str(path), "data file", "run setup.sh, or pass --data_dir")
+    require_data_file(path)
     labelled = split != "test"
     lines = text_lines(read_text(path, "data file"))
     if not lines:

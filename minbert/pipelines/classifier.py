@@ -14,7 +14,7 @@ import torch
 from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import predict
 from minbert.cli import main_print
-from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples
+from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples, require_data_file
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
@@ -164,6 +164,8 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
                   for n in settings.datasets for split in ("train", "dev", "test")]
         check_outputs(dirs=[("--predictions_dir", settings.predictions_dir)], files=published, inputs=inputs,
                       own=run.folder, backup=settings.run.backup)
+        for _, path in inputs:  # every data set's files, before the first one trains
+            require_data_file(path)
         world = distributed()[1]
         processes = f", {world} processes" if world > 1 else ""
         main_print(f"fine-tune mode {settings.model.fine_tune_mode}, {settings.recipe.lr_why}, "

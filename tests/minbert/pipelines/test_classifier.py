@@ -132,3 +132,15 @@ def test_each_leaderboard_row_is_its_own_examples_prediction(tmp_path, course_da
             alone = {data.ids[i]: int(model.logits(data.batch([i])).argmax(-1)) for i in range(len(data))}
         written, _ = evaluation.read_predictions(tmp_path / f"sst-{split}-out.csv")
         assert len(set(alone.values())) > 1 and written == {i: float(c) for i, c in alone.items()}, split
+
+
+def test_a_data_file_missing_for_the_second_data_set_stops_the_run_before_the_first_trains(
+        tmp_path, course_data, tiny_model, monkeypatch):
+    """CFIMDB's dev file a broken link: one line naming it, and SST (first in --datasets) never trained."""
+    gone = course_data / "ids-cfimdb-dev.csv"
+    gone.unlink()
+    gone.symlink_to(tmp_path / "nowhere.csv")
+    trained = epochs_run(monkeypatch)
+    with pytest.raises(MinbertError, match=rf"^{gone}: is a broken link \(its target is missing\), not a regular file"):
+        classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "cfimdb"))
+    assert trained == []
