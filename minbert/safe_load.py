@@ -65,8 +65,11 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
         return None, culprit
     except Exception as e:  # torch raises many kinds for a damaged file
         lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-        raise MinbertError(f"{path}: cannot read {what} ({type(e).__name__}: "
-                           f"{lines[0][:200] if lines else 'no detail'}){advice}") from None
+        detail = lines[0] if lines else "no detail"
+        if len(detail) > 200:  # torch's text runs on with advice: its whole sentences that fit, not a cut word
+            end = detail[:200].rfind(". ")
+            detail = detail[:end + 1] if end > 0 else detail[:199] + "…"
+        raise MinbertError(f"{path}: cannot read {what} ({type(e).__name__}: {detail}){advice}") from None
 
 
 def refuse_code(path, culprit):

@@ -51,3 +51,17 @@ def test_a_file_torch_save_did_not_write_is_one_line(tmp_path, content, said):
     path.write_bytes(content)
     with pytest.raises(MinbertError, match=said):
         safe_load.safe_load(path)
+
+
+def test_a_truncated_checkpoint_is_named_in_torchs_whole_sentences(tmp_path):
+    """torch's text for a cut-off file runs on for 300 characters: the line keeps its sentences that fit in 200,
+    never half of one."""
+    import io
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(100)}, buffer)
+    path = tmp_path / "cut.pt"
+    path.write_bytes(buffer.getvalue()[:300])
+    with pytest.raises(MinbertError) as e:
+        safe_load.safe_load(path)
+    detail = str(e.value).split("cannot read checkpoint (", 1)[1].split(")", 1)[0]
+    assert len(detail) <= 230 and detail.endswith((".", "…")), detail
