@@ -164,6 +164,9 @@ def read_results(path):
     path = Path(path)
     require_file(path, f"--results {path}", "results table (CSV)")
     lines = read_text(path, "results table (CSV)").splitlines()
+    if not lines:
+        raise MinbertError(f"{path}: the file is empty, not a results table (multitask_classifier.py --results "
+                           "writes one, a row a run)")
     header = next(csv.reader(lines[:1]), [])
     if "mean" not in header or "run" not in header:
         raise MinbertError(f"{path}: not a results table (its header is {','.join(header)[:60]!r}, without the run "

@@ -120,6 +120,9 @@ def test_early_stopped_runs_and_bad_inputs_are_read_or_refused_in_one_line(tmp_p
     with pytest.raises(MinbertError, match=r"results.csv: not a results table \(its header is 'my,own', without the "
                                            r"run and mean columns"):
         results_view(results, tmp_path / "res")
+    results.write_text("")
+    with pytest.raises(MinbertError, match=r"results.csv: the file is empty, not a results table"):
+        results_view(results, tmp_path / "res")
 
 
 def test_a_nan_row_ranks_last(tmp_path):
