@@ -115,9 +115,9 @@ def teacher_targets(path, train, temperature, flag="--distill"):
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
-    except Exception as e:
-        raise MinbertError(f"{where}: cannot read soft targets ({type(e).__name__}); ensemble.py "
-                           f"--soft_targets writes them") from None
+    except Exception:  # np.load's own text for a text file advises allow_pickle, which runs code: not quoted
+        raise MinbertError(f"{where}: cannot read soft targets: not a NumPy .npz archive (damaged, or another "
+                           "kind of file); ensemble.py --soft_targets writes them") from None
     targets = {}
     for task in TASKS:
         if f"{task}_outputs" not in data:
