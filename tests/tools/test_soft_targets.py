@@ -40,5 +40,6 @@ def test_soft_targets_names_its_own_argument_when_the_file_is_bad(tmp_path, cour
     # The path is the tool's positional argument, not --distill: the one line must not name a flag not given.
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not an npz")
-    with pytest.raises(MinbertError, match=rf"^{re.escape(str(bad))}: cannot read soft targets: not a NumPy .npz archive"):
+    with pytest.raises(MinbertError,
+                       match=rf"^{re.escape(str(bad))}: cannot read soft targets: not a NumPy .npz archive"):
         soft_targets.main([str(bad), "--data_dir", str(course_data)])
