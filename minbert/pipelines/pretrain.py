@@ -57,6 +57,12 @@ def read_documents(settings):
             line = raw[:e.start].count(b"\n") + 1
             raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not "
                                f"UTF-8 text (--texts takes a text file, one sentence per line)") from None
+        first = next((l for l in text_lines(text) if l.strip()), "")
+        columns = {c.strip().lower() for c in first.split("\t")}
+        if "id" in columns and columns & {"sentence", "sentence1"}:  # its header, ids and labels would be "text"
+            raise MinbertError(f"{path}: line 1 is a course data file's header ({first.strip()!r}): --texts takes "
+                               "plain text, one sentence a line; to pretrain on the course's sentences, leave "
+                               "--texts out (--corpus picks them)")
         documents = [[]]
         for line in text_lines(text):
             if line.strip():

@@ -130,6 +130,20 @@ def test_a_line_separator_inside_a_sentence_of_texts_stays_in_it(tmp_path):
         assert read_texts(SimpleNamespace(texts=str(texts), data_dir=None)) == [f"a good{char}film", "another one"]
 
 
+def test_a_course_csv_given_as_texts_is_refused_not_read_as_sentences(tmp_path, course_data):
+    """A course data file's header, ids and labels are no text to pretrain on: refused, naming its header line;
+    a text whose first line merely holds a tab is read."""
+    from types import SimpleNamespace
+
+    from minbert.pipelines.pretrain import read_texts
+    with pytest.raises(MinbertError, match=r"ids-sst-train.csv: line 1 is a course data file's header "
+                                           r"\('id\\tsentence\\tsentiment'\): --texts takes plain text"):
+        read_texts(SimpleNamespace(texts=str(course_data / "ids-sst-train.csv"), data_dir=None))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("an id\tand a sentence\nanother one\n")
+    assert read_texts(SimpleNamespace(texts=str(texts), data_dir=None)) == ["an id\tand a sentence", "another one"]
+
+
 def test_resume_with_next_sentence_prediction_equals_an_uninterrupted_run(tmp_path, tiny_model, monkeypatch, capsys):
     """--nsp 1 on --texts documents: both terms in the log, both heads in the folder; interrupted in the second epoch
     and resumed, the log and the weights are the straight run's to the bit."""
