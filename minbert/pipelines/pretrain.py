@@ -60,9 +60,9 @@ def read_documents(settings):
         first = next((l for l in text_lines(text) if l.strip()), "")
         columns = {c.strip().lower() for c in first.split("\t")}
         if "id" in columns and columns & {"sentence", "sentence1"}:  # its header, ids and labels would be "text"
-            raise MinbertError(f"{path}: line 1 is a course data file's header ({first.strip()!r}): --texts takes "
-                               "plain text, one sentence a line; to pretrain on the course's sentences, leave "
-                               "--texts out (--corpus picks them)")
+            raise MinbertError(f"{path}: its first line is a course data file's header ({first.strip()!r}): "
+                               "--texts takes plain text, one sentence a line; to pretrain on the course's "
+                               "sentences, leave --texts out (--corpus picks them)")
         documents = [[]]
         for line in text_lines(text):
             if line.strip():

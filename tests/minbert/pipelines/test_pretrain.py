@@ -136,7 +136,7 @@ def test_a_course_csv_given_as_texts_is_refused_not_read_as_sentences(tmp_path, 
     from types import SimpleNamespace
 
     from minbert.pipelines.pretrain import read_texts
-    with pytest.raises(MinbertError, match=r"ids-sst-train.csv: line 1 is a course data file's header "
+    with pytest.raises(MinbertError, match=r"ids-sst-train.csv: its first line is a course data file's header "
                                            r"\('id\\tsentence\\tsentiment'\): --texts takes plain text"):
         read_texts(SimpleNamespace(texts=str(course_data / "ids-sst-train.csv"), data_dir=None))
     texts = tmp_path / "texts.txt"
