@@ -36,9 +36,11 @@ def reference_outputs(args, ids, mask):
         return ref["last_hidden_state"].float(), args.reference
     try:
         from transformers import GPT2Model as HFGPT2Model
+        from transformers.utils import logging as hf_logging
     except ImportError:
         raise MinbertError("transformers is not installed: pip install "
                            "transformers, or give --reference FILE") from None
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar is HF's business, not the check's
     with torch.no_grad():
         return HFGPT2Model.from_pretrained(args.pretrained).eval()(ids,
                                                                    attention_mask=mask).last_hidden_state, \

@@ -14,6 +14,7 @@ def _run(*args):
 def test_passes_against_hf_and_a_saved_reference_and_fails_on_a_changed_one(tiny_gpt2, tmp_path):
     ok = _run("--pretrained", str(tiny_gpt2))
     assert ok.returncode == 0 and "Your GPT-2 implementation is correct!" in ok.stdout, ok.stderr[-2000:]
+    assert "Loading weights" not in ok.stderr  # HF's progress bar stays out of the check's output
     from transformers import GPT2Model
     ids = torch.tensor([[5, 17, 42, 8, 3, 11, 29, 2], [7, 1, 13, 21, 9, 0, 0, 0]])
     mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
