@@ -6,7 +6,9 @@ need torch."""
 import argparse
 import os
 import re
+import signal
 import sys
+import threading
 import time
 
 
@@ -125,6 +127,8 @@ def main_guard(main):
     torchrun only rank 0 says it (every rank meets the same bad flag or file). Output is line-buffered, so
     a log file or a batch system shows each line as it is printed, and a reader that stops reading (`| head`)
     stops nothing (PipeSafe)."""
+    if signal.getsignal(signal.SIGINT) is _stop_at_once:  # the start is over: a Ctrl-C is Python's again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     streams = sys.stdout, sys.stderr
     for stream in streams:
         if hasattr(stream, "reconfigure"):
@@ -159,20 +163,27 @@ def _guarded(main):
         sys.exit(2)
 
 
+# ----------------------------------------------------------------------------- Ctrl-C before main_guard
+# A script spends its first seconds importing torch and the rest, before main_guard runs. Python's own Ctrl-C
+# there raises KeyboardInterrupt wherever it lands: mostly a traceback, but inside a compiled module's start-up
+# (matplotlib's font library, say) it can be swallowed, so that the command runs on, or turn into an ImportError
+# or a crash. Nothing is saved yet at that point, so while a project script starts (every script imports this
+# module before any other package: tests/test_architecture.py), a Ctrl-C ends the process at once with
+# main_guard's line; main_guard hands Ctrl-C back to Python, whose KeyboardInterrupt the runs turn into their
+# checkpoint and resume line. The two hooks below catch what is left: a KeyboardInterrupt that still reaches the
+# interpreter (a script run another way), and one Python would print as "ignored" (a finalizer) and carry on.
+
+def _stop_at_once(signum, frame):
+    _stop_interrupted()
+
+
 def _interrupted_while_starting(kind, value, tb, _previous=sys.excepthook):
-    """A Ctrl-C before main_guard runs, most likely while torch loads (seconds), reaches the interpreter, which
-    would print a traceback: here it is main_guard's one line and exit code instead. Every script imports this
-    module before torch or numpy (tests/test_architecture.py checks it), so this hook is in place by then. At an
-    interactive prompt a Ctrl-C belongs to the prompt, and any other error keeps its traceback."""
     if issubclass(kind, KeyboardInterrupt) and _not_at_a_prompt():
         _stop_interrupted()
     _previous(kind, value, tb)
 
 
 def _interrupt_not_ignored(unraisable, _previous=sys.unraisablehook):
-    """A Ctrl-C that lands in code Python runs on the side (importlib's module-lock clean-up while torch loads,
-    a finalizer) is "ignored" there: Python prints a traceback and the command would run on to its end. It
-    stops the command instead, with the same line. (Sent again from here, it would land in this hook.)"""
     if issubclass(unraisable.exc_type, KeyboardInterrupt) and _not_at_a_prompt():
         _stop_interrupted()
     _previous(unraisable)
@@ -192,7 +203,19 @@ def _stop_interrupted():
     os._exit(130)
 
 
+def _running_a_project_script():
+    """Whether this process runs one of the project's scripts (`python classifier.py`), not pytest, a notebook
+    or another program that imports the library; and Ctrl-C is Python's (not ignored, as in a background job)."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return (script is not None and os.path.abspath(script).startswith(project + os.sep)
+            and threading.current_thread() is threading.main_thread()  # where a handler can be set
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+
+
 sys.excepthook, sys.unraisablehook = _interrupted_while_starting, _interrupt_not_ignored
+if _running_a_project_script():
+    signal.signal(signal.SIGINT, _stop_at_once)
 
 
 def out_of_memory(e):

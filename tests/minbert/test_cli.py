@@ -61,6 +61,41 @@ def test_ctrl_c_before_main_guard_runs_is_one_line_too(code, status, last_line):
     assert (len(lines) == 1) == (status == 130) and "went on" not in out.stdout
 
 
+# A project script's process (its __main__ a file of the project) that gets a Ctrl-C while it starts, then (when
+# the start survives it) once main_guard runs: a `finally` shows whether a KeyboardInterrupt unwound main().
+_SCRIPT = """
+import os, signal, sys, time
+sys.modules["__main__"].__file__ = {script!r}
+import minbert.cli
+if {while_starting}:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+    except KeyboardInterrupt:  # as a compiled module's start-up can swallow it
+        pass
+    print("went on")
+
+def main():
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+    finally:
+        print("main() unwound")
+minbert.cli.main_guard(main)
+"""
+
+
+@pytest.mark.parametrize("while_starting", [True, False])
+def test_a_ctrl_c_while_a_script_starts_ends_it_at_once_and_in_main_it_unwinds(while_starting):
+    """While a script loads its packages a Ctrl-C ends the process there and then (raised inside a compiled
+    module's start-up, Python's KeyboardInterrupt could be swallowed and the command run on); once main_guard
+    runs, it is Python's KeyboardInterrupt again, which unwinds main() (runs save their state on the way)."""
+    code = _SCRIPT.format(script=str(ROOT / "classifier.py"), while_starting=while_starting)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 130 and out.stderr.strip() == "interrupted: nothing was saved yet", out.stderr
+    assert out.stdout == ("" if while_starting else "main() unwound\n")
+
+
 @pytest.mark.parametrize("error, expected", [
     (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.1 GiB"),
      "out of memory: torch could not allocate 20.00 GiB on the GPU"),
