@@ -200,12 +200,14 @@ def data_file(data_dir, task, split):
 
 
 def read_sonnets(path):
-    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number; what comes
-    before the first number (the title page) is not a sonnet."""
-    sonnets, number, lines = [], None, []
+    """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number, after a blank
+    line (as in every course file and the handout's generated one: a line of digits inside a sonnet, which a
+    model may write, is a line of it); what comes before the first number (the title page) is not a sonnet."""
+    sonnets, number, lines, previous = [], None, [], ""
     # a line ends at \n only, as gpt2/sonnets.py's completion writes it
     for line in text_lines(read_text(path, "sonnets file")):
-        if re.fullmatch(r"\s*\d+\s*", line):
+        header, previous = re.fullmatch(r"\s*\d+\s*", line) and not previous.strip(), line
+        if header:
             if number is not None:
                 sonnets.append((number, "\n".join(lines).strip("\n")))
             number, lines = line.strip(), []

@@ -79,3 +79,13 @@ def test_a_malformed_line_is_named_with_what_is_wrong_with_it(tmp_path, split, b
     path.write_text("\tid\tsentence\tsentiment\n0\ta1\t A fine film .\t3\n" + body)
     with pytest.raises(MinbertError, match=match):
         read_examples(path, "sst", split)
+
+
+def test_a_line_of_digits_inside_a_sonnet_is_a_line_of_it(tmp_path):
+    """A sonnet's number follows a blank line; a line a model wrote that holds only digits ("8888") is text of
+    its sonnet, not the start of another (a sonnet 8888 would be missing from every dev and test file)."""
+    path = tmp_path / "generated_sonnets.txt"
+    path.write_text("--Generated Sonnets--\n\n\n7\nShall I compare thee\n8888\nto a day\n\n12\nWhen I do count\n")
+    assert course_data.read_sonnets(path) == [("7", "Shall I compare thee\n8888\nto a day"), ("12", "When I do count")]
+    path.write_text("Sonnets\r\n\r\n1\r\n\r\nFrom fairest creatures\r\n\r\n2\r\nWhen forty winters\r\n")
+    assert course_data.read_sonnets(path) == [("1", "From fairest creatures"), ("2", "When forty winters")]
