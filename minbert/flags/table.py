@@ -377,8 +377,11 @@ def _rows():
                                      "sets the length of --fine-tune-mode prefix's prefix"), multitask=...),
           implied={GP}),
         F("merge", default(ClassifierSettings, "merge"), "switch",
-          "fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final predictions (and "
-          "in --eval_only), so inference costs what the plain model does", scripts=BERT | {G1}, group=ADAPTERS,
+          Per("fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final predictions, "
+              "so inference costs what the plain model does",
+              multitask="fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final "
+                        "predictions (and in --eval_only), so inference costs what the plain model does"),
+          scripts=BERT | {G1}, group=ADAPTERS,
           implied={GP}),
         # --- the training recipe
         F("recipe", "best", ("best", "handout"),
