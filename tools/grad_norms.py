@@ -54,7 +54,8 @@ def grad_norms(settings, batches=3):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    for task, (loss, norm) in grad_norms(multitask_settings(parse_multitask(argv))).items():
+    settings = multitask_settings(parse_multitask(argv, "tools/grad_norms.py", __doc__))
+    for task, (loss, norm) in grad_norms(settings).items():
         print(f"{task}: loss {loss:.3f}, encoder gradient norm {norm:.3f}")
 
 

@@ -98,8 +98,8 @@ def classifier_parser():
     return parser(P1)
 
 
-def multitask_parser():
-    return parser(P2)
+def multitask_parser(prog=None, description=None):
+    return parser(P2, prog, description)
 
 
 def pretrain_parser():

@@ -152,9 +152,10 @@ def _multitask_values(args):
     return flags
 
 
-def parse_multitask(argv=None):
-    """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
-    args = parse_flags(multitask_parser(), argv, MULTITASK_HANDOUT)
+def parse_multitask(argv=None, prog=None, description=None):
+    """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says);
+    `prog` and `description` name another command that takes them (a tool), in its usage and messages."""
+    args = parse_flags(multitask_parser(prog, description), argv, MULTITASK_HANDOUT)
     typed, flags = args.typed, _multitask_values(args)
     if flags["eval_only"]:
         ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that

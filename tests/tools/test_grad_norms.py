@@ -12,3 +12,14 @@ def test_grad_norms_tool_measures_each_task(tmp_path, course_data, tiny_model, c
     assert norms["sst"][1] > 0 and norms["quora"][1] > 0 and norms["sts"] == (0.0, 0.0)  # weight 0: no pull
     grad_norms.main(part2_args(tmp_path, course_data, tiny_model, "--sts_loss", "cosent"))
     assert capsys.readouterr().out.count("encoder gradient norm") == 3
+
+
+def test_its_usage_and_errors_name_the_tool_not_the_script_whose_flags_it_takes(capsys):
+    import pytest
+    from utils import MinbertError
+    with pytest.raises(MinbertError, match=r"^tools/grad_norms.py: argument --epochs: 0 must be an integer >= 1"):
+        grad_norms.main(["--epochs", "0"])
+    with pytest.raises(SystemExit):
+        grad_norms.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tools/grad_norms.py") and "How hard each Part 2 task pulls" in out
