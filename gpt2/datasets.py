@@ -16,7 +16,7 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from minbert.cli import Parser
+from minbert.cli import MinbertError, Parser  # noqa: E402
 from minbert.course_files import SONNET_BLOB_IDS, fetch_data  # noqa: E402
 from utils import main_guard  # noqa: E402
 
@@ -53,7 +53,11 @@ def main(argv=None):
         ap.print_help()
         return None
     dest = args.dest or str(Path(__file__).resolve().parents[1] / "data")
-    return fetch_sonnets(dest, args.source or os.environ.get("MINBERT_DATA") or None)
+    fetched = fetch_sonnets(dest, args.source or os.environ.get("MINBERT_DATA") or None)
+    if not any((Path(dest) / name).is_file() for name in SONNET_BLOB_IDS):  # a problem per file is said above
+        raise MinbertError(f"--dest {dest}: none of the {len(SONNET_BLOB_IDS)} sonnet files is there after the "
+                           "fetch (each problem is named above)")
+    return fetched
 
 
 if __name__ == "__main__":

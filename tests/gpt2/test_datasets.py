@@ -1,5 +1,5 @@
 """gpt2/datasets.py: the sonnet files downloaded and checked, copied from a folder, never replacing other contents;
-each problem one line, none fatal."""
+each problem one line, none fatal unless no file is there at the end."""
 from gpt2 import datasets as gpt2_data
 from minbert.files import git_blob_id
 
@@ -31,3 +31,14 @@ def test_download_copy_and_keep(tmp_path, file_server, monkeypatch):
     assert not (tmp_path / "d2" / "sonnets_held_out.txt").exists()
     n = len(file_server.log)
     assert gpt2_data.fetch_sonnets(tmp_path / "d3", source=local, log=said.append) == 4 and len(file_server.log) == n
+
+
+def test_a_fetch_that_leaves_no_sonnet_file_there_is_one_line_and_fails(tmp_path, capsys):
+    """Each missing file is a line and the fetch goes on (set-up does not stop for the sonnets); but a
+    `--fetch` after which none of them is there has done nothing, and says so with exit code 2."""
+    import pytest
+    from utils import MinbertError
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MinbertError, match=r"--dest .*dest: none of the 4 sonnet files is there after the fetch"):
+        gpt2_data.main(["--fetch", "--from", str(tmp_path / "empty"), "--dest", str(tmp_path / "dest")])
+    assert capsys.readouterr().out.count("data file not found in") == 4
