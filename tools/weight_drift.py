@@ -48,6 +48,11 @@ def drift(model_state, pretrained_state, prefix="bert."):
     return out
 
 
+def same_weights(a, b):
+    """Whether --pretrained values `a` and `b` name the same weights: one name, or one folder written two ways."""
+    return a == b or Path(a).is_dir() and Path(b).is_dir() and Path(a).resolve() == Path(b).resolve()
+
+
 def main(argv=None):
     ap = Parser(description=__doc__)
     ap.add_argument("checkpoints", nargs="+", help="checkpoints that multitask_classifier.py "
@@ -64,8 +69,13 @@ def main(argv=None):
             raise refuse_code(path, culprit)
         if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
             raise MinbertError(f"{path}: not a minbert checkpoint (no model weights in it)")
+        spec = state.get("spec") or {}
+        started = spec.get("pretrained")
+        if started is not None and not same_weights(started, args.pretrained):  # a drift from the wrong start
+            raise MinbertError(f"{path}: its run started from {started}, not from --pretrained "
+                               f"{args.pretrained}: give --pretrained {started}")
         by_kind = drift(state["model"], start)
-        if not by_kind and (state.get("spec") or {}).get("fine_tune_mode") == "last-linear-layer":
+        if not by_kind and spec.get("fine_tune_mode") == "last-linear-layer":
             raise MinbertError(f"{path}: holds no encoder tensor: its run trained the head alone (a checkpoint "
                                "keeps what trains, and --fine-tune-mode last-linear-layer freezes BERT), so "
                                f"the encoder is {args.pretrained}'s unchanged")

@@ -27,3 +27,11 @@ def test_weight_drift_measures_each_kind_of_tensor(tmp_path, tiny_model, capsys)
                tmp_path / "head.pt")  # what a last-linear-layer run keeps
     with pytest.raises(MinbertError, match="head.pt: holds no encoder tensor: its run trained the head alone"):
         weight_drift.main([str(tmp_path / "head.pt"), "--pretrained", str(tiny_model)])
+    torch.save({"model": moved, "spec": {"pretrained": "all-minilm-l6-v2", "fine_tune_mode": "full-model"}},
+               tmp_path / "minilm.pt")  # a run from other weights: its drift from these would mean nothing
+    with pytest.raises(MinbertError, match=r"minilm.pt: its run started from all-minilm-l6-v2, not from "
+                                           r"--pretrained .*: give --pretrained all-minilm-l6-v2"):
+        weight_drift.main([str(tmp_path / "minilm.pt"), "--pretrained", str(tiny_model)])
+    torch.save({"model": moved, "spec": {"pretrained": str(tiny_model) + "/", "fine_tune_mode": "full-model"}},
+               tmp_path / "same.pt")  # the same folder, written another way
+    assert weight_drift.main([str(tmp_path / "same.pt"), "--pretrained", str(tiny_model)])
