@@ -189,9 +189,10 @@ def provenance(predictions, names, units):
     return lines, mixes, newest
 
 
-def publish_runs(folders, root, project, chosen, backup=False):
+def publish_runs(folders, root, project, chosen, data_dir, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
-    to the handout's paths, as the run did when it finished."""
+    to the handout's paths, as the run did when it finished; each file checked as the zip checks it (ids
+    against `data_dir`) before any is copied, so that a refused run changes nothing."""
     predictions, plan, source = Path(root) / project.predictions, [], {}
     twice = next((f for i, f in enumerate(folders) if Path(f).resolve() in {Path(g).resolve() for g in folders[:i]}),
                  None)
@@ -209,6 +210,10 @@ def publish_runs(folders, root, project, chosen, backup=False):
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
                                f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
+        bad = problems_with(folder.parent, names, data_dir, folder.name, project.checks)
+        if bad:
+            raise MinbertError(f"--publish {folder}: not publishing its files, which the zip would refuse: "
+                               + ", ".join(bad))
         held = next((n for n in names if n in source), None)
         if held is not None:  # the second would replace the first's file at once
             raise MinbertError(f"--publish {source[held]} {folder}: both hold {held}; each submitted file comes "
@@ -230,7 +235,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     by = f"prepare_submit.py ({project.name})"
     check_zip(out, backup, by)
     if runs:
-        publish_runs(runs, root, project, list(project.parts) if part == "auto" else [part], backup)
+        publish_runs(runs, root, project, list(project.parts) if part == "auto" else [part], data_dir, backup)
     if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
         check_record(predictions, replace=False)  # (written only where a publishing was cut short)
         finish_publishing([predictions])

@@ -14,7 +14,7 @@ import pytest
 import prepare_submit
 from minbert import cli
 from minbert.runs import outputs, publishing, sources
-from tests.course import two_runs_published
+from tests.course import snapshot, two_runs_published
 from utils import MinbertError
 
 P2 = prepare_submit.PART2
@@ -225,6 +225,14 @@ def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_
     with pytest.raises(MinbertError, match=r"--publish .*runs/b/: given twice; each run is published once"):
         prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b"),
                              str(tmp_path / "runs" / "b") + "/"])
+    held = tmp_path / "runs" / "b" / "para-test-output.csv"
+    kept, before = held.read_text(), snapshot(tmp_path / "predictions")
+    held.write_text(kept.splitlines()[0] + "\n")  # the header alone: the zip would refuse it
+    with pytest.raises(MinbertError, match=r"--publish .*runs/b: not publishing its files, which the zip would "
+                                           r"refuse: b/para-test-output.csv \(empty\)"):
+        prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
+    assert snapshot(tmp_path / "predictions") == before  # checked before any file was copied
+    held.write_text(kept)
     prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
     out = capsys.readouterr().out
     assert "run b's predictions copied to" in out and "replacing those of run a (still in" in out
