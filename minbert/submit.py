@@ -116,7 +116,8 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None):
 def check_zip(out, backup, by):
     """One line when `out` holds a file (a zip of the user's, say) that this project did not write, or that
     changed since it did, or the other default project's zip (both handouts name the same file), unless
-    --backup keeps it; `by` is who writes the new one."""
+    --backup keeps it; `by` is who writes the new one. Returns whether the other project's zip is to be kept
+    as a backup (done by the caller once nothing can refuse the new zip any more)."""
     if out.is_dir():
         raise MinbertError(f"{out}: is a folder, where the submission zip goes; move it")
     check_output(out, str(out))
@@ -132,7 +133,8 @@ def check_zip(out, backup, by):
         if not backup:
             raise MinbertError(f"{out}: the zip {wrote.get('run')} wrote, which this one ({by}) would "
                                f"replace: move it, or add --backup to keep it as {out.name}.DATE.bak")
-        print(backup_line(keep_as_backup(out)))
+        return True  # kept as a backup once every check has passed, right before the new zip is written
+    return False
 
 
 def left_out_line(predictions, zipped, chosen):
@@ -233,7 +235,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     predictions = root / project.predictions
     out = Path(out) if out else root / ZIP_NAME
     by = f"prepare_submit.py ({project.name})"
-    check_zip(out, backup, by)
+    keep_other_zip = check_zip(out, backup, by)
     if runs:
         publish_runs(runs, root, project, list(project.parts) if part == "auto" else [part], data_dir, backup)
     if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
@@ -273,6 +275,8 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
         with zipfile.ZipFile(fp, "w", zipfile.ZIP_DEFLATED) as z:
             for p in files:
                 z.write(p, p.relative_to(root).as_posix())
+    if keep_other_zip:
+        print(backup_line(keep_as_backup(out)))
     write_output(out, write, by)
     print(f"wrote {out} with {len(files)} files (Part {' and '.join(chosen)}: the code and the {len(listed)} "
           f"prediction files the handout lists, each checked against {data_dir}: {project.checked})")

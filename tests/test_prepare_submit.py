@@ -191,6 +191,10 @@ def test_one_projects_zip_never_replaces_the_others_without_a_word(tmp_path, cap
                                            r"\(prepare_submit.py \(Build GPT-2\)\) would replace"):
         prepare_submit.build(root, project=GPT2, part="1")
     assert (root / prepare_submit.ZIP_NAME).read_bytes() == minbert_zip
+    with pytest.raises(MinbertError, match="cannot be checked"):  # refused for another reason: the zip stays put
+        prepare_submit.build(root, project=GPT2, part="1", backup=True, data_dir=root / "no-data")
+    assert (root / prepare_submit.ZIP_NAME).read_bytes() == minbert_zip
+    assert not list(root.glob(f"{prepare_submit.ZIP_NAME}.*.bak"))
     prepare_submit.build(root, project=GPT2, part="1", backup=True)
     backups = list(root.glob(f"{prepare_submit.ZIP_NAME}.*.bak"))
     assert len(backups) == 1 and backups[0].read_bytes() == minbert_zip
