@@ -5,6 +5,8 @@ from pathlib import Path
 import numpy as np
 
 from minbert.cli import MinbertError
+from minbert.runs.folders import pipeline_of
+from minbert.runs.lock import a_run_of
 
 SCORE_FILES = {"sst": "sst-dev-scores.npz", "quora": "para-dev-scores.npz", "sts": "sts-dev-scores.npz"}
 # The pipelines of one dataset per model, through Part 1's code (minbert/pipelines/classifier.py).
@@ -57,7 +59,11 @@ def logs_of(target):
         logs = sorted(p.glob("*-log.jsonl")) + sorted(q for q in p.glob("*.jsonl")
                                                      if not q.name.endswith("-log.jsonl"))
         if not logs:
-            raise MinbertError(f"{p}: no run log (*.jsonl) in this folder")
+            wrote = pipeline_of(p)
+            why = ("" if wrote is None else ": the folder of an ensemble.py run, which trains nothing and so logs "
+                   "no epoch (report.py --compare takes its dev outputs)" if wrote == "ensemble" else
+                   f": the folder of {a_run_of(wrote)} that logged no epoch yet")
+            raise MinbertError(f"{p}: no run log (*.jsonl) in this folder{why}")
         return logs
     if p.suffix == ".pt":
         # a run names a model's checkpoints and its log after the model (STEM.pt, STEM-last.pt, STEM-log.jsonl);

@@ -24,7 +24,10 @@ def test_a_folder_a_checkpoint_or_a_log_names_its_logs(tmp_path):
         logs_of(tmp_path / "renamed.pt")
     assert logs_of(tmp_path / "mt-log.jsonl") == [tmp_path / "mt-log.jsonl"]
     (tmp_path / "empty").mkdir()
-    with pytest.raises(MinbertError, match="no run log"):
+    with pytest.raises(MinbertError, match=r"empty: no run log \(\*.jsonl\) in this folder$"):
+        logs_of(tmp_path / "empty")
+    (tmp_path / "empty" / ".minbert-run").write_text('{"pipeline": "ensemble"}')  # the mark an ensemble leaves
+    with pytest.raises(MinbertError, match=r"no run log .*: the folder of an ensemble.py run, which trains nothing"):
         logs_of(tmp_path / "empty")
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(MinbertError, match="not a run folder, a checkpoint"):
