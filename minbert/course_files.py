@@ -95,6 +95,10 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise MinbertError(f"--dest {dest}: is a file, but the {what} go into a folder there")
+    above = next((p for p in dest.parents if p.exists() and not p.is_dir()), None)
+    if above is not None:
+        raise MinbertError(f"--dest {dest}: {above} is a file, but the {what} go into a folder inside it; "
+                           "give --dest another folder")
     if dest.is_symlink() and not dest.exists():  # mkdir would meet the link itself
         raise MinbertError(f"--dest {dest}: is a link to a missing folder, but the {what} go into a folder "
                            "there; make the folder it points to, or give --dest another folder")

@@ -145,6 +145,10 @@ def test_fetch_writes_regular_files_and_never_into_the_package(course):
     with pytest.raises(MinbertError, match=r"--dest .*linked: is a link to a missing folder, but the course CSVs go "):
         fetch_data(tmp / "linked", tmp / "local", log=lambda *_: None)
     assert (tmp / "linked").is_symlink() and not (tmp / "no-folder").exists()
+    (tmp / "afile").write_text("mine\n")  # a file above --dest: the folder it names cannot be made
+    with pytest.raises(MinbertError, match=r"--dest .*afile/sub: .*afile is a file, but the course CSVs go into a "):
+        fetch_data(tmp / "afile" / "sub", tmp / "local", log=lambda *_: None)
+    assert (tmp / "afile").read_text() == "mine\n"
     for where in (course_files.PROJECT / "minbert", course_files.PROJECT):
         with pytest.raises(MinbertError, match=r"among the project's code, docs or data.*give data/ or a folder "):
             fetch_data(where, tmp / "local", log=lambda *_: None)
