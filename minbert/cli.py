@@ -145,6 +145,8 @@ def _guarded(main):
     try:
         result = main()
         finish_distributed()
+        if _running_a_project_script():
+            signal.signal(signal.SIGINT, _stop_when_done)  # from here to the exit, a Ctrl-C stops nothing
         return result
     except MinbertError as e:
         if rank0:
@@ -177,6 +179,12 @@ def _stop_at_once(signum, frame):
     _stop_interrupted()
 
 
+def _stop_when_done(signum, frame):
+    """A Ctrl-C after main() returned, while the interpreter shuts down: the work is done, and says so (without
+    this, the process would die of the signal without a word)."""
+    _stop_interrupted("after the command had finished: what it printed and wrote is complete")
+
+
 def _interrupted_while_starting(kind, value, tb, _previous=sys.excepthook):
     if issubclass(kind, KeyboardInterrupt) and _not_at_a_prompt():
         _stop_interrupted()
@@ -193,8 +201,8 @@ def _not_at_a_prompt():
     return not hasattr(sys, "ps1") and not sys.flags.interactive
 
 
-def _stop_interrupted():
-    print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+def _stop_interrupted(words=None):
+    print(f"\ninterrupted: {words or _INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
     for stream in sys.stdout, sys.stderr:
         try:
             stream.flush()

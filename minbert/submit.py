@@ -94,22 +94,25 @@ def _lines(path):
         return None
 
 
-def problems_with(root, names, data_dir, folder="predictions", checks=None):
+def problems_with(root, names, data_dir, folder="predictions", checks=None, instead=None):
+    """What the zip would refuse in `names` of root/folder; `instead` ({name: path}) checks a file from
+    elsewhere in a name's place (a run's, which --publish is about to copy there)."""
     bad = []
     for n in names:
-        p = root / folder / n
+        p = (instead or {}).get(n, root / folder / n)
+        label = f"{folder}/{n}" if p == root / folder / n else str(p)
         if p.is_symlink() or p.exists() and not p.is_file():
-            bad.append(f"{folder}/{n} ({'a link' if p.is_symlink() else special_file(p) or 'a folder'}, "
+            bad.append(f"{label} ({'a link' if p.is_symlink() else special_file(p) or 'a folder'}, "
                        "where the zip takes a regular file; put the file itself there)")
         elif not p.is_file():
-            bad.append(f"{folder}/{n} (missing)")
+            bad.append(f"{label} (missing)")
         elif (lines := _lines(p)) is None:
-            bad.append(f"{folder}/{n} (not text: binary bytes where "
+            bad.append(f"{label} (not text: binary bytes where "
                        "its script writes UTF-8 lines; run it again)")
         elif len(lines) < 2:
-            bad.append(f"{folder}/{n} (empty)")
+            bad.append(f"{label} (empty)")
         elif (why := (checks or {}).get(p.suffix, id_problem)(p, data_dir)) is not None:
-            bad.append(f"{folder}/{n} ({why})")
+            bad.append(f"{label} ({why})")
     return bad
 
 
@@ -191,10 +194,9 @@ def provenance(predictions, names, units):
     return lines, mixes, newest
 
 
-def publish_runs(folders, root, project, chosen, data_dir, backup=False):
+def publish_runs(folders, root, project, chosen, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
-    to the handout's paths, as the run did when it finished; each file checked as the zip checks it (ids
-    against `data_dir`) before any is copied, so that a refused run changes nothing."""
+    to the handout's paths, as the run did when it finished (build has checked them as the zip will)."""
     predictions, plan, source = Path(root) / project.predictions, [], {}
     twice = next((f for i, f in enumerate(folders) if Path(f).resolve() in {Path(g).resolve() for g in folders[:i]}),
                  None)
@@ -212,10 +214,6 @@ def publish_runs(folders, root, project, chosen, data_dir, backup=False):
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
                                f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
-        bad = problems_with(folder.parent, names, data_dir, folder.name, project.checks)
-        if bad:
-            raise MinbertError(f"--publish {folder}: not publishing its files, which the zip would refuse: "
-                               + ", ".join(bad))
         held = next((n for n in names if n in source), None)
         if held is not None:  # the second would replace the first's file at once
             raise MinbertError(f"--publish {source[held]} {folder}: both hold {held}; each submitted file comes "
@@ -237,7 +235,17 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     by = f"prepare_submit.py ({project.name})"
     keep_other_zip = check_zip(out, backup, by)
     if runs:
-        publish_runs(runs, root, project, list(project.parts) if part == "auto" else [part], data_dir, backup)
+        parts = list(project.parts) if part == "auto" else [part]
+        # the zip's checks on the files as they will be once the runs' are copied, before any is: a refused
+        # command changes nothing in the predictions folder
+        instead = {n: Path(f) / n for f in runs for k in parts for n in project.parts[k] if (Path(f) / n).is_file()}
+        chosen = [k for k in parts if any(n in instead or (predictions / n).exists() for n in project.parts[k])]
+        bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions,
+                                                        project.checks, instead)]
+        if bad and instead:
+            raise MinbertError(f"not publishing or zipping, {project.name} Part {' and '.join(chosen)} would "
+                               "then need: " + ", ".join(bad))
+        publish_runs(runs, root, project, parts, backup)
     if predictions.is_dir():  # a run's publishing cut short is finished before its files are read
         check_record(predictions, replace=False)  # (written only where a publishing was cut short)
         finish_publishing([predictions])

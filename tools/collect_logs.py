@@ -11,6 +11,8 @@ from pathlib import Path
 
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from minbert.runs.folders import pipeline_of  # noqa: E402
+from minbert.runs.lock import a_run_of  # noqa: E402
 from minbert.runs.logs import read_log  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
@@ -49,7 +51,9 @@ def main(argv=None):
             raise MinbertError(f"{folder}: " + ("a file; give the run folder it lies in" if folder.exists()
                                                else "no such run folder"))
         if not any(folder.glob("*-log.jsonl")):
-            raise MinbertError(f"{folder}: no run log (*-log.jsonl) in it: not a run folder")
+            wrote = pipeline_of(folder)
+            raise MinbertError(f"{folder}: no run log (*-log.jsonl) in it: " + (
+                "not a run folder" if wrote is None else f"the folder of {a_run_of(wrote)}, which logged no epoch"))
     table = []
     for folder in args.runs:
         found = list(rows(folder))

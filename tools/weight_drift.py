@@ -59,6 +59,9 @@ def main(argv=None):
                                                    "or classifier.py wrote")
     ap.add_argument("--pretrained", default="all-minilm-l6-v2", help="the weights they started from")
     args = ap.parse_args(argv)
+    folder = next((p for p in args.checkpoints if Path(p).is_dir()), None)
+    if folder is not None:  # before any line of the table
+        raise MinbertError(f"{folder}: a folder; give the checkpoint in it (a .pt file its run wrote)")
     start = BertModel.from_pretrained(args.pretrained).state_dict()
     print(f"median relative change per tensor against {args.pretrained}")
     print("checkpoint | " + " | ".join(KINDS))

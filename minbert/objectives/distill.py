@@ -128,8 +128,8 @@ def teacher_targets(path, train, temperature, flag="--distill"):
         missing = [i for i in train[task].ids if i not in row]
         if missing:
             raise MinbertError(f"{where}: no teacher prediction for {task} training id {missing[0]} (and "
-                               f"{len(missing) - 1} more): the ensemble "
-                               "saw other training data than this run")
+                               f"{len(missing) - 1} more): the ensemble saw other training data than the "
+                               "data given here (--data_dir)")
         order = [row[i] for i in train[task].ids]
         out = out[:, order]
         # Each member's say in an example's target: all members alike, or (cross-fitted)

@@ -81,19 +81,29 @@ def main():
         time.sleep(0.5)
     finally:
         print("main() unwound")
-minbert.cli.main_guard(main)
+minbert.cli.main_guard(main if {in_main} else lambda: print("done"))
+if {after}:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)
+    print("went on")
 """
 
 
-@pytest.mark.parametrize("while_starting", [True, False])
-def test_a_ctrl_c_while_a_script_starts_ends_it_at_once_and_in_main_it_unwinds(while_starting):
+@pytest.mark.parametrize("when, said, printed", [
+    ("while_starting", "nothing was saved yet", ""),
+    ("in_main", "nothing was saved yet", "main() unwound\n"),
+    ("after", "after the command had finished: what it printed and wrote is complete", "done\n"),
+])
+def test_a_ctrl_c_while_a_script_starts_ends_it_at_once_and_in_main_it_unwinds(when, said, printed):
     """While a script loads its packages a Ctrl-C ends the process there and then (raised inside a compiled
     module's start-up, Python's KeyboardInterrupt could be swallowed and the command run on); once main_guard
-    runs, it is Python's KeyboardInterrupt again, which unwinds main() (runs save their state on the way)."""
-    code = _SCRIPT.format(script=str(ROOT / "classifier.py"), while_starting=while_starting)
+    runs, it is Python's KeyboardInterrupt again, which unwinds main() (runs save their state on the way); after
+    main() has returned, it says the work is complete (the process would otherwise die of it without a word)."""
+    code = _SCRIPT.format(script=str(ROOT / "classifier.py"), **{k: k == when for k in ("while_starting", "in_main",
+                                                                                       "after")})
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 130 and out.stderr.strip() == "interrupted: nothing was saved yet", out.stderr
-    assert out.stdout == ("" if while_starting else "main() unwound\n")
+    assert out.returncode == 130 and out.stderr.strip() == f"interrupted: {said}", out.stderr
+    assert out.stdout == printed
 
 
 @pytest.mark.parametrize("error, expected", [

@@ -86,9 +86,13 @@ def test_every_folder_is_checked_before_any_row_and_the_results_table_is_named(t
          "seconds": 1.0, "loss_terms": {}}) + "\n")
     (tmp_path / "afile").write_text("x")
     (tmp_path / "plain").mkdir()
+    (tmp_path / "ensemble").mkdir()
+    (tmp_path / "ensemble" / ".minbert-run").write_text('{"pipeline": "ensemble"}')  # its run folder's mark
     out = tmp_path / "rows.csv"
     for bad, why in (("nope", "no such run folder"), ("afile", "a file; give the run folder it lies in"),
-                     ("plain", r"no run log \(\*-log.jsonl\) in it: not a run folder")):
+                     ("plain", r"no run log \(\*-log.jsonl\) in it: not a run folder"),
+                     ("ensemble", r"no run log \(\*-log.jsonl\) in it: the folder of an ensemble.py run, which "
+                                  r"logged no epoch")):
         with pytest.raises(MinbertError, match=rf"^{tmp_path / bad}: {why}$"):
             collect_logs.main([str(good), str(tmp_path / bad), "--out", str(out)])
         assert not out.exists()

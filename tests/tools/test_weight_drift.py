@@ -35,3 +35,6 @@ def test_weight_drift_measures_each_kind_of_tensor(tmp_path, tiny_model, capsys)
     torch.save({"model": moved, "spec": {"pretrained": str(tiny_model) + "/", "fine_tune_mode": "full-model"}},
                tmp_path / "same.pt")  # the same folder, written another way
     assert weight_drift.main([str(tmp_path / "same.pt"), "--pretrained", str(tiny_model)])
+    with pytest.raises(MinbertError, match=r"a folder; give the checkpoint in it \(a .pt file its run wrote\)"):
+        weight_drift.main([str(tmp_path / "same.pt"), str(tmp_path), "--pretrained", str(tiny_model)])
+    assert "median relative change" not in capsys.readouterr().out.split("same.pt")[-1]  # no table begun

@@ -228,8 +228,8 @@ def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_
     held = tmp_path / "runs" / "b" / "para-test-output.csv"
     kept, before = held.read_text(), snapshot(tmp_path / "predictions")
     held.write_text(kept.splitlines()[0] + "\n")  # the header alone: the zip would refuse it
-    with pytest.raises(MinbertError, match=r"--publish .*runs/b: not publishing its files, which the zip would "
-                                           r"refuse: b/para-test-output.csv \(empty\)"):
+    with pytest.raises(MinbertError, match=r"not publishing or zipping, minBERT Part 2 would then need: "
+                                           r".*runs/b/para-test-output.csv \(empty\)"):
         prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
     assert snapshot(tmp_path / "predictions") == before  # checked before any file was copied
     held.write_text(kept)
@@ -237,6 +237,14 @@ def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_
     out = capsys.readouterr().out
     assert "run b's predictions copied to" in out and "replacing those of run a (still in" in out
     assert f"from run b ({tmp_path / 'runs' / 'b'}): {', '.join(P2)}" in out
+    # one Part 1 file beside them: without --part, Part 1 is zipped too and refused for its missing files, so
+    # run a's files are not published either (the folder stays as it was)
+    (tmp_path / "predictions" / prepare_submit.PART1[0]).write_text("id,Predicted_Sentiment\n")
+    before = snapshot(tmp_path / "predictions")
+    with pytest.raises(MinbertError, match=r"not publishing or zipping, minBERT Part 1 and 2 would then need: "
+                                           r"predictions/.* \(empty\), predictions/.* \(missing\)"):
+        prepare_submit.main(["--root", str(tmp_path), "--publish", str(tmp_path / "runs" / "a")])
+    assert snapshot(tmp_path / "predictions") == before
 
 
 def test_ctrl_c_while_publishing_waits_and_says_what_was_copied(tmp_path, monkeypatch):
