@@ -165,15 +165,16 @@ def _guarded(main):
         sys.exit(2)
 
 
-# ----------------------------------------------------------------------------- Ctrl-C before main_guard
+# ----------------------------------------------------------------------------- Ctrl-C outside main()
 # A script spends its first seconds importing torch and the rest, before main_guard runs. Python's own Ctrl-C
 # there raises KeyboardInterrupt wherever it lands: mostly a traceback, but inside a compiled module's start-up
 # (matplotlib's font library, say) it can be swallowed, so that the command runs on, or turn into an ImportError
 # or a crash. Nothing is saved yet at that point, so while a project script starts (every script imports this
 # module before any other package: tests/test_architecture.py), a Ctrl-C ends the process at once with
 # main_guard's line; main_guard hands Ctrl-C back to Python, whose KeyboardInterrupt the runs turn into their
-# checkpoint and resume line. The two hooks below catch what is left: a KeyboardInterrupt that still reaches the
-# interpreter (a script run another way), and one Python would print as "ignored" (a finalizer) and carry on.
+# checkpoint and resume line; once main() has returned, a Ctrl-C says the work is complete. The two hooks below
+# catch what is left: a KeyboardInterrupt that still reaches the interpreter (a script run another way), and one
+# Python would print as "ignored" (a finalizer) and carry on.
 
 def _stop_at_once(signum, frame):
     _stop_interrupted()
