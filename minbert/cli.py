@@ -48,9 +48,9 @@ class Parser(argparse.ArgumentParser):
             if eq and name.startswith("-") and not value:
                 self.error(f"{name}=: empty; give a value, or leave the flag out")
             if token == "":
-                before = argv[i - 1] if i else ""
-                if before.startswith("-") and "=" not in before and before != "--":
-                    self.error(f"{before} '': empty; give a value, or leave the flag out")
+                before = self._option_string_actions.get(argv[i - 1] if i else "")
+                if before is not None and before.nargs != 0:  # the flag's value (a switch takes none)
+                    self.error(f"{argv[i - 1]} '': empty; give a value, or leave the flag out")
                 self.error("'': an empty argument; give a value, or leave it out")
 
     def error(self, message):

@@ -158,12 +158,14 @@ def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(cap
     (["--out="], "--out=: empty; give a value, or leave the flag out"),
     (["--out", "x", ""], "'': an empty argument; give a value, or leave it out"),
     (["--", ""], "'': an empty argument; give a value, or leave it out"),
+    (["--on", ""], "'': an empty argument; give a value, or leave it out"),  # a switch takes no value
 ])
 def test_an_empty_value_is_refused_before_it_becomes_the_current_folder(argv, said):
     """`--out ''` would be Path(''), the folder the command runs in: refused, as `=` with nothing after it and
     an empty argument are; a value, even one that looks odd, is not."""
     parser = cli.Parser(prog="p")
     parser.add_argument("--out")
+    parser.add_argument("--on", action="store_true")
     parser.add_argument("rest", nargs="*")
     with pytest.raises(cli.MinbertError) as e:
         parser.parse_args(argv)
