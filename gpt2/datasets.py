@@ -16,9 +16,8 @@ from pathlib import Path
 if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from minbert.cli import MinbertError, Parser  # noqa: E402
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
 from minbert.course_files import SONNET_BLOB_IDS, fetch_data  # noqa: E402
-from utils import main_guard  # noqa: E402
 
 GPT2_REPO = "cfifty/public_cs224n_gpt"
 

@@ -116,6 +116,14 @@ def problems_with(root, names, data_dir, folder="predictions", checks=None, inst
     return bad
 
 
+def zip_problems(root, chosen, data_dir, project, instead=None):
+    """What the zip would refuse for the Parts `chosen`: their prediction files (problems_with, `instead` as
+    there) and their code files."""
+    bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions,
+                                                    project.checks, instead)]
+    return bad + [f"{c} (missing)" for k in chosen for c in project.code.get(k, []) if not (root / c).is_file()]
+
+
 def check_zip(out, backup, by):
     """One line when `out` holds a file (a zip of the user's, say) that this project did not write, or that
     changed since it did, or the other default project's zip (both handouts name the same file), unless
@@ -240,8 +248,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
         # command changes nothing in the predictions folder
         instead = {n: Path(f) / n for f in runs for k in parts for n in project.parts[k] if (Path(f) / n).is_file()}
         chosen = [k for k in parts if any(n in instead or (predictions / n).exists() for n in project.parts[k])]
-        bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions,
-                                                        project.checks, instead)]
+        bad = zip_problems(root, chosen, data_dir, project, instead)
         if bad and instead:
             raise MinbertError(f"not publishing or zipping, {project.name} Part {' and '.join(chosen)} would "
                                "then need: " + ", ".join(bad))
@@ -256,9 +263,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
             raise MinbertError(f"no prediction files in {predictions} ({needs}): {project.first}")
     else:
         chosen = [part]
-    bad = [b for k in chosen for b in problems_with(root, project.parts[k], data_dir, project.predictions,
-                                                    project.checks)]
-    bad += [f"{c} (missing)" for k in chosen for c in project.code.get(k, []) if not (root / c).is_file()]
+    bad = zip_problems(root, chosen, data_dir, project)
     if bad:
         raise MinbertError(f"not zipping, {project.name} Part "
                            f"{' and '.join(chosen)} needs: " + ", ".join(bad))

@@ -11,6 +11,7 @@ import pytest
 import prepare_submit
 from evaluation import write_predictions
 from minbert.course_data import data_file, read_examples
+from minbert.runs.lock import RUN_MARK
 from tests.course import ROOT, write_course_data
 from tests.processes import run_main
 from utils import MinbertError
@@ -51,6 +52,26 @@ def test_zip_refuses_missing_or_empty_predictions(tmp_path):
     assert not (root / prepare_submit.ZIP_NAME).exists()
     with pytest.raises(MinbertError, match="para-dev-output.csv"):
         prepare_submit.build(_project(tmp_path / "p2", []), part="2")
+
+
+def test_publish_refuses_a_missing_code_file_before_copying(tmp_path):
+    """--publish checks the code the zip takes with the run's files, before any file is copied: a refused
+    command leaves the predictions folder as it was."""
+    root = _project(tmp_path, prepare_submit.PART1)
+    run = root / "runs" / "p1"
+    run.mkdir(parents=True)
+    (run / RUN_MARK).write_text("{}\n")
+    for n in prepare_submit.PART1:
+        shutil.move(root / "predictions" / n, run / n)
+    (root / "bert.py").unlink()
+    before = sorted(p.name for p in (root / "predictions").iterdir())
+    with pytest.raises(MinbertError, match=r"not publishing or zipping, minBERT Part 1 would then need: "
+                                           r"bert.py \(missing\)$"):
+        prepare_submit.main(["--root", str(root), "--part", "1", "--publish", str(run)])
+    assert sorted(p.name for p in (root / "predictions").iterdir()) == before  # nothing copied
+    (root / "bert.py").write_text("# code\n")
+    prepare_submit.main(["--root", str(root), "--part", "1", "--publish", str(run)])
+    assert all((root / "predictions" / n).is_file() for n in prepare_submit.PART1)
 
 
 def test_zip_refuses_predictions_of_a_subset_or_another_split(tmp_path):
