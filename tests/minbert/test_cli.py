@@ -62,9 +62,12 @@ def test_ctrl_c_before_main_guard_runs_is_one_line_too(code, status, last_line):
 
 
 # A project script's process (its __main__ a file of the project) that gets a Ctrl-C while it starts, then (when
-# the start survives it) once main_guard runs: a `finally` shows whether a KeyboardInterrupt unwound main().
+# the start survives it) once main_guard runs: a `finally` shows whether a KeyboardInterrupt unwound main(). It
+# sets Ctrl-C as Python's start-up does in a terminal, whatever the suite inherited (a job started in the
+# background with `&` ignores Ctrl-C, and so do the processes it starts), or as such a job has it.
 _SCRIPT = """
 import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.{disposition})
 sys.modules["__main__"].__file__ = {script!r}
 import minbert.cli
 if {while_starting}:
@@ -99,11 +102,22 @@ def test_a_ctrl_c_while_a_script_starts_ends_it_at_once_and_in_main_it_unwinds(w
     module's start-up, Python's KeyboardInterrupt could be swallowed and the command run on); once main_guard
     runs, it is Python's KeyboardInterrupt again, which unwinds main() (runs save their state on the way); after
     main() has returned, it says the work is complete (the process would otherwise die of it without a word)."""
-    code = _SCRIPT.format(script=str(ROOT / "classifier.py"), **{k: k == when for k in ("while_starting", "in_main",
-                                                                                       "after")})
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    out = _run_script(when, "default_int_handler")
     assert out.returncode == 130 and out.stderr.strip() == f"interrupted: {said}", out.stderr
     assert out.stdout == printed
+
+
+def test_a_script_that_ignores_ctrl_c_is_left_to_ignore_it():
+    """A command started in the background (`python classifier.py ... &`) ignores Ctrl-C, as the shell meant: its
+    start-up sets no handler of ours, so a Ctrl-C meant for the foreground does not stop it."""
+    out = _run_script("while_starting", "SIG_IGN")
+    assert out.returncode == 0 and out.stderr == "" and out.stdout == "went on\ndone\n", out.stderr
+
+
+def _run_script(when, disposition):
+    code = _SCRIPT.format(script=str(ROOT / "classifier.py"), disposition=disposition,
+                          **{k: k == when for k in ("while_starting", "in_main", "after")})
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("error, expected", [
