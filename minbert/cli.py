@@ -18,8 +18,9 @@ class MinbertError(Exception):
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a bad flag is a MinbertError: one line naming the flag, no usage dump, and no flag taken by
-    an abbreviation. `absent` ({flag: why}) names flags this script leaves out on purpose (another backbone's
-    levers): typed, each says why."""
+    an abbreviation. A flag given twice is refused, unless it takes several values (nargs "+" or "*"), and then
+    every value acts: argparse alone keeps the last and drops the first without a word. `absent` ({flag: why})
+    names flags this script leaves out on purpose (another backbone's levers): typed, each says why."""
 
     def __init__(self, *a, absent=None, **kw):
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -27,11 +28,15 @@ class Parser(argparse.ArgumentParser):
         # pipeline), nor a flag added later change what a shortened one means
         kw.setdefault("allow_abbrev", False)
         super().__init__(*a, **kw)
+        self.register("action", None, _Store)  # argument groups share the registry: every plain flag is one
+        self.register("action", "store", _Store)
         self.absent = dict(absent or {})
 
     def parse_args(self, args=None, namespace=None):
-        self.refuse_empty(sys.argv[1:] if args is None else [str(a) for a in args])
-        parsed, extras = self.parse_known_args(args, namespace)
+        argv = sys.argv[1:] if args is None else [str(a) for a in args]
+        self.refuse_empty(argv)
+        self.refuse_repeated(argv)
+        parsed, extras = self.parse_known_args(argv, namespace)
         for token in extras:
             if token.split("=", 1)[0] in self.absent:
                 self.error(f"{token.split('=', 1)[0]} {self.absent[token.split('=', 1)[0]]}")
@@ -39,22 +44,85 @@ class Parser(argparse.ArgumentParser):
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.given_once = set()  # the flags of several values met so far in this parse (_Store)
+        return super().parse_known_args(args, namespace)
+
     def refuse_empty(self, argv):
-        """An empty value (`--out ''`, `--study=`, or an empty argument) is a slip no flag means: as a path it
-        would be the current folder (`--out ''` wrote a checkpoint there), as a name the default. Refused in one
-        line naming the flag, before anything runs."""
+        """An empty or blank value (`--out ''`, `--out ' '`, `--study=`, or an empty argument) is a slip no flag
+        means: as a path it would be the current folder (`--out ''` wrote a checkpoint there) or a folder named
+        by spaces, as a name the default. A value given to a switch (`--backup=`, `--backup=yes`) is one too.
+        Refused in one line naming the flag, before anything runs."""
         for i, token in enumerate(argv):
+            if token == "--":
+                break
             name, eq, value = token.partition("=")
-            if eq and name.startswith("-") and not value:
-                self.error(f"{name}=: empty; give a value, or leave the flag out")
-            if token == "":
+            action = self._option_string_actions.get(name) if eq and name.startswith("-") else None
+            if action is not None and action.nargs == 0:
+                self.error(f"{token}: {name} is a switch and takes no value; give {name} alone, or leave it out")
+            if eq and name.startswith("-") and not value.strip():
+                said = f"{name}={value!r}: blank" if value else f"{token}: empty"
+                self.error(f"{said}; give a value, or leave the flag out")
+            if not token.strip():
                 before = self._option_string_actions.get(argv[i - 1] if i else "")
+                what = "empty" if token == "" else "blank"
                 if before is not None and before.nargs != 0:  # the flag's value (a switch takes none)
-                    self.error(f"{argv[i - 1]} '': empty; give a value, or leave the flag out")
-                self.error("'': an empty argument; give a value, or leave it out")
+                    self.error(f"{argv[i - 1]} {token!r}: {what}; give a value, or leave the flag out")
+                self.error(f"{token!r}: {'an' if what == 'empty' else 'a'} {what} argument; give a value, or leave it out")
+        for token in argv[argv.index("--") + 1:] if "--" in argv else ():
+            if not token.strip():
+                self.error(f"{token!r}: {'an empty' if token == '' else 'a blank'} argument; give a value, or "
+                           "leave it out")
+
+    def refuse_repeated(self, argv):
+        """A flag typed twice, or two spellings of one setting, in one line naming them (`--epochs 3 --epochs
+        5`: argparse would run 5 epochs and drop the 3 without a word). A flag of several values (nargs "+" or
+        "*") and one that collects (append, count) take every occurrence: each value acts."""
+        seen = {}
+        for i, token in enumerate(argv):
+            if token == "--":  # what follows is positional
+                break
+            spelling, eq, value = token.partition("=")
+            action = self._option_string_actions.get(spelling) if token.startswith("-") else None
+            if action is None or action.nargs in ("+", "*") or isinstance(action, REPEATABLE):
+                continue
+            if not eq:  # a value, where the flag takes one, is the next argument
+                taken = argv[i + 1:i + 1 + (1 if action.nargs in (None, "?") else action.nargs)]
+                value = " ".join(taken[:next((k for k, t in enumerate(taken) if t in self._option_string_actions),
+                                             len(taken))])
+            if action.dest not in seen:
+                seen[action.dest] = spelling, value
+                continue
+            first, before = seen[action.dest]
+            if first != spelling and getattr(action, "weighs_spellings", False):
+                continue  # an action that decides itself whether two spellings agree (flags/groups.py RunFolder)
+            if first != spelling:
+                self.error(f"{first} and {spelling}: two spellings of one setting, both given; give one")
+            values = f" ({before or 'bare'}, then {value or 'bare'})" if before or value else ""
+            self.error(f"{spelling} given twice{values}: a flag acts once (argparse would keep the last and drop "
+                       "the first without a word); give it once")
 
     def error(self, message):
         raise MinbertError(f"{self.prog}: {message}")
+
+
+# The actions that take every occurrence of their flag by design (argparse's append, extend, count), and help.
+REPEATABLE = (argparse._AppendAction, argparse._AppendConstAction, argparse._ExtendAction, argparse._CountAction,
+              argparse._HelpAction, argparse._VersionAction)
+
+
+class _Store(argparse._StoreAction):
+    """argparse's store, but a flag of several values (nargs "+" or "*") typed twice adds the second list to the
+    first (`--datasets sst --datasets cfimdb` trains both) where argparse would keep the last. The first
+    occurrence replaces the default, so a default list is never added to."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        several = option_string is not None and self.nargs in ("+", "*")
+        if several and self.dest in parser.given_once:
+            values = [*getattr(namespace, self.dest), *values]
+        elif several:
+            parser.given_once.add(self.dest)
+        setattr(namespace, self.dest, values)
 
 
 # The flags not typed as --DEST: the handout's hyphenated one, and the switches that turn something off (a row of

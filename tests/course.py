@@ -82,12 +82,25 @@ def write_course_data(folder, n_train=48, n_dev=16, n_test=12, seed=0):
 FOLDER_FLAGS = ("--run_name", "--run_dir", "--checkpoint", "--checkpoint_dir")
 
 
+def overridden(base, extra):
+    """`base` flags with `extra` after them, a flag of `extra` replacing the same flag of `base` (with its values:
+    the tokens up to the next flag): the scripts refuse a flag given twice, and a test's flags are meant to win."""
+    names = {t.partition("=")[0] for t in extra if t.startswith("--")}
+    kept, dropping = [], False
+    for token in base:
+        if token.startswith("--"):
+            dropping = token.partition("=")[0] in names
+        if not dropping:
+            kept.append(token)
+    return [*kept, *extra]
+
+
 def part1_args(tmp_path, data, model, *extra):
     """classifier.py's flags for a tiny run writing under tmp_path (run folder ck/ unless `extra` names one,
     predictions pred/)."""
     folder = [] if set(FOLDER_FLAGS) & set(extra) else ["--run_dir", str(tmp_path / "ck")]
-    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            *folder, "--predictions_dir", str(tmp_path / "pred"), *extra]
+    return overridden(["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+                       *folder, "--predictions_dir", str(tmp_path / "pred")], extra)
 
 
 def part2_args(tmp_path, data, model, *extra):
@@ -104,9 +117,9 @@ def part2_args(tmp_path, data, model, *extra):
         while (tmp_path / f"eval{'' if n == 1 else f'-{n}'}").exists():
             n += 1
         folder = ["--run_dir", str(tmp_path / f"eval{'' if n == 1 else f'-{n}'}")]
-    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
-            "--fine-tune-mode", "full-model", "--lr", "1e-3", *folder,
-            "--results", str(tmp_path / "pred" / "results.csv"), *out, *extra]
+    return overridden(["--pretrained", str(model), "--data_dir", str(data), "--epochs", "2", "--batch_size", "8",
+                       "--fine-tune-mode", "full-model", "--lr", "1e-3", *folder,
+                       "--results", str(tmp_path / "pred" / "results.csv"), *out], extra)
 
 
 def eval_only_args(args, checkpoint, folder):
@@ -142,8 +155,8 @@ def pretrain_documents(tmp_path, n=30):
 def pretrain_args(tmp_path, model, out, *extra, texts=None):
     """pretrain.py's flags for a tiny run on `texts` (pretrain_texts by default), writing its checkpoint folder to
     `out`."""
-    return ["--pretrained", str(model), "--texts", str(texts or pretrain_texts(tmp_path)), "--out", str(out),
-            "--batch_size", "8", "--lr", "3e-3", "--max_length", "16", *extra]
+    return overridden(["--pretrained", str(model), "--texts", str(texts or pretrain_texts(tmp_path)), "--out",
+                       str(out), "--batch_size", "8", "--lr", "3e-3", "--max_length", "16"], extra)
 
 
 def output_files(folder):

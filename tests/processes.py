@@ -58,10 +58,11 @@ def postgres_bin(name):
     return found
 
 
-def sweep_base(course_data, tiny_model, epochs=1):
+def sweep_base(course_data, tiny_model, epochs=1, smart_weight=0):
     """Part 1 flags of a tiny SST run, for the trials of a sweep."""
     return ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--datasets", "sst",
-            "--fine-tune-mode", "full-model", "--batch_size", "8", "--epochs", str(epochs), "--smart_weight", "0"]
+            "--fine-tune-mode", "full-model", "--batch_size", "8", "--epochs", str(epochs), "--smart_weight",
+            str(smart_weight)]
 
 
 def sweep_trials(tmp_path, study):

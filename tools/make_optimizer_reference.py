@@ -5,14 +5,19 @@ that the reference starts where optimizer_test.py starts; gradients and Algorith
 correction, then decoupled weight decay theta <- theta - lr * wd * theta) are NumPy, float64.
 Run: python tools/make_optimizer_reference.py
 """
-import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-
 ROOT = Path(__file__).resolve().parent.parent
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(ROOT))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 SEED, STEPS, LR, WD, BETAS, EPS = 0, 1000, 1e-3, 1e-4, (0.9, 0.999), 1e-6
 
 
@@ -35,8 +40,7 @@ def reference_weights():
 
 def main(argv=None, out=ROOT / "optimizer_test.npy"):
     # no flags, but --help must print what the tool does and write nothing
-    argparse.ArgumentParser(prog="make_optimizer_reference.py", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    Parser(prog="tools/make_optimizer_reference.py", description=__doc__).parse_args(argv)
     weights = reference_weights()
     if out.exists():  # the course's file, or one of the user's: replaced only where it holds what this computes
         try:
@@ -44,11 +48,11 @@ def main(argv=None, out=ROOT / "optimizer_test.npy"):
         except (OSError, ValueError):
             same = False
         if not same:
-            sys.exit(f"error: {out}: holds other weights than this computes (a file of yours, or damaged); "
-                     "nothing was written: move it away to write the reference there")
+            raise MinbertError(f"{out}: holds other weights than this computes (a file of yours, or damaged); "
+                               "nothing was written: move it away to write the reference there")
     np.save(out, weights)
     print(f"wrote {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

@@ -9,7 +9,6 @@ With --no_fast_dropout and --no_fused the step draws its dropout masks and updat
 paths existed, so the losses compare step for step; with the bulk dropout masks (the default) they are other
 random draws, and only their mean compares. RESULTS.md, "Speed", gives what it found.
 """
-import argparse
 import inspect
 import json
 import os
@@ -18,14 +17,19 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
+    sys.path.insert(0, str(REPO))
+
+# the parser and the one-line error of this checkout (no torch); step_losses forgets them before it imports
+# the checkout it runs
+from minbert.cli import Parser, main_guard  # noqa: E402
 # The protocol's own settings, fixed so that two checkouts run the same steps: not the project's defaults, which
 # may change between the checkouts compared (and which an older checkout may not declare).
 LENGTH, BATCH, LR = 128, 32, 1e-5
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="tools/step_losses.py", description="Per-step losses of "
-                                                                          "Part 1's training step.")
+    ap = Parser(prog="tools/step_losses.py", description="Per-step losses of Part 1's training step.")
     ap.add_argument("--repo", default=str(REPO), help="the checkout whose code runs (default: this one)")
     ap.add_argument("--pretrained", default="all-minilm-l6-v2")
     ap.add_argument("--data_dir", default="data")
@@ -49,6 +53,8 @@ def step_losses(args):
     there, and nothing of this checkout's imported before: the other checkout's modules must find
     their own `utils`, `bert`, ..."""
     sys.path.insert(0, str(Path(args.repo).resolve()))
+    for name in [m for m in sys.modules if m == "minbert" or m.startswith("minbert.")]:
+        del sys.modules[name]  # this checkout's minbert.cli, parsed with: the other checkout has its own
     import torch
     from bert import BertModel
     from config import BertConfig
@@ -145,4 +151,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

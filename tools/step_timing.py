@@ -19,7 +19,6 @@ random token ids, no padding, fixed like bench.py's --data synthetic):
 Timing: --warmup untimed steps, then --steps timed ones between two CUDA events (perf_counter on the CPU), the
 median of --repeats such passes.
 """
-import argparse
 import json
 import statistics
 import sys
@@ -30,7 +29,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
-from minbert.cli import main_guard  # noqa: E402
+from minbert.cli import Parser, main_guard  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -168,8 +167,7 @@ def time_row(args, row, device, amp):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="tools/step_timing.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="tools/step_timing.py", description=__doc__)
     ap.add_argument("--config", choices=sorted(SHAPES), default="minilm", help="the random model's shape")
     ap.add_argument("--pretrained", default=None, help="a checkpoint instead (its "
                                                        "weights, our loader and HF's)")

@@ -29,8 +29,10 @@ class RunFolder(argparse.Action):
     """--run_name, --run_dir and their earlier spellings --checkpoint_dir (Part 1) and --checkpoint PATH
     (Part 2: the folder is PATH's, the best checkpoint PATH itself) all say where the run's files go. Of
     two naming different folders, argparse would keep one and drop the other without a word: the second is
-    refused. The same folder twice is taken (the printed resume command adds the folder's flag to a
-    command that may name it already)."""
+    refused. Two of them naming the same folder are taken (`--checkpoint ck/mt.pt --resume --run_dir ck`:
+    nothing is dropped); one flag typed twice is refused as any is (cli.Parser)."""
+
+    weighs_spellings = True  # cli.Parser leaves two spellings of the folder to this action
 
     def __call__(self, parser, namespace, value, option_string=None):
         # '' would fall back on a new timestamped folder without a word; a name has its own limits (check_run_name)

@@ -24,6 +24,9 @@ def parse_space(items):
                                "lr=log:1e-5:2e-4 or hidden_dropout_prob=0.1,0.3")
         flag, spec = item.split("=", 1)
         flag = flag.lstrip("-")
+        if not flag.strip() or flag != flag.strip():
+            raise MinbertError(f"--space {item!r}: {'no' if not flag.strip() else 'spaces around the'} flag name "
+                               "before '='; expected FLAG=SPEC, e.g. lr=log:1e-5:2e-4")
         if flag_name(flag) in items_of:  # argparse would let the last one win: a sweep the user did not mean
             raise MinbertError(f"--space names {flag_name(flag)} twice ({items_of[flag_name(flag)]!r} and "
                                f"{item!r}): give each flag once, with all its values")
@@ -50,9 +53,12 @@ def parse_space(items):
                                    "need LO < HI" + (" and LO > 0" if parts[0] == "log" else ""))
             space[flag] = (parts[0], (lo, hi))
         else:
-            choices = [c for c in spec.split(",") if c]
-            if not choices:
+            choices = spec.split(",")
+            if not spec.strip():
                 raise MinbertError(f"--space {item!r}: no choices")
+            if any(not c.strip() for c in choices):  # `lr=1e-4,`: a value left out, or a slip
+                raise MinbertError(f"--space {item!r}: an empty choice between commas; give each value once, "
+                                   f"e.g. {flag}={','.join(c for c in choices if c.strip()) or 'A,B'}")
             space[flag] = ("choice", choices)
     return space
 

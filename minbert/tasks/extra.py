@@ -91,7 +91,7 @@ EXTRA_HELP = ", ".join(f"{name} ({s.release})" for name, s in EXTRA_SETS.items()
 def parse_extra(text):
     """'NAME=FILE' -> (name, path); a bad item is one line naming the flag."""
     name, sep, path = text.partition("=")
-    if not sep or not path:
+    if not sep or not path.strip():
         raise MinbertError(f"--extra_task {text!r}: expected NAME=FILE, e.g. snli=snli_1.0_train.jsonl "
                            f"(NAME: {', '.join(EXTRA_TASKS)})")
     if name not in EXTRA_TASKS:

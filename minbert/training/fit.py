@@ -139,7 +139,7 @@ def fit(pipeline, trainer, run, settings, on_epoch=None):
     (--merge), outputs written and published. Returns the pipeline's result (rank 0) or None (other ranks)."""
     files, run_name, epochs = run.files(pipeline.file_stem), run.name, settings.recipe.epochs
     flags = run_defining(settings.run.flags, pipeline.inputs)
-    retry = f"the same command plus --resume {run.how}".rstrip()
+    retry = resume_command(settings.run, run)
     stopper = EarlyStopping(settings.recipe.patience)
     start = resume(pipeline, trainer, stopper, files, flags, epochs) if settings.run.resume else 0
     run.note_flags(files.stem, flags)  # (after resume's check: a refused resumption leaves the record as it was)
@@ -253,6 +253,13 @@ def resume(pipeline, trainer, stopper, files, flags, epochs):
     set_rng_state(state["rng"])
     main_print(f"resumed {files.stem} from {files.last} after epoch {state['epoch']}")
     return epochs if stopper.should_stop else state["epoch"] + 1  # a run stopped early trains no more
+
+
+def resume_command(spec, run):
+    """The command that continues `run`: the same command plus what it lacks of --resume and the flag naming
+    the folder (a flag typed twice is refused, so a command that has them is not told to add them again)."""
+    missing = ([] if spec.resume else ["--resume"]) + ([] if spec.name or spec.dir else [run.how])
+    return f"the same command plus {' '.join(missing)}" if missing else "the same command"
 
 
 def interrupt_hint(files, epoch, retry):

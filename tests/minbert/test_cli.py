@@ -170,13 +170,20 @@ def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(cap
 @pytest.mark.parametrize("argv, said", [
     (["--out", ""], "--out '': empty; give a value, or leave the flag out"),
     (["--out="], "--out=: empty; give a value, or leave the flag out"),
+    (["--out", " "], "--out ' ': blank; give a value, or leave the flag out"),
+    (["--out= \t"], "--out=' \\t': blank; give a value, or leave the flag out"),
     (["--out", "x", ""], "'': an empty argument; give a value, or leave it out"),
+    (["--out", "x", "  "], "'  ': a blank argument; give a value, or leave it out"),
     (["--", ""], "'': an empty argument; give a value, or leave it out"),
+    (["--", " "], "' ': a blank argument; give a value, or leave it out"),
     (["--on", ""], "'': an empty argument; give a value, or leave it out"),  # a switch takes no value
+    (["--on="], "--on=: --on is a switch and takes no value; give --on alone, or leave it out"),
+    (["--on=yes"], "--on=yes: --on is a switch and takes no value; give --on alone, or leave it out"),
 ])
-def test_an_empty_value_is_refused_before_it_becomes_the_current_folder(argv, said):
-    """`--out ''` would be Path(''), the folder the command runs in: refused, as `=` with nothing after it and
-    an empty argument are; a value, even one that looks odd, is not."""
+def test_an_empty_or_blank_value_is_refused_before_it_becomes_a_folder(argv, said):
+    """`--out ''` would be Path(''), the folder the command runs in, and `--out ' '` a folder named by a space:
+    refused, as `=` with nothing (or spaces) after it, an empty or blank argument, and a value given to a switch
+    are; a value, even one that looks odd, is not."""
     parser = cli.Parser(prog="p")
     parser.add_argument("--out")
     parser.add_argument("--on", action="store_true")
@@ -185,3 +192,50 @@ def test_an_empty_value_is_refused_before_it_becomes_the_current_folder(argv, sa
         parser.parse_args(argv)
     assert str(e.value) == f"p: {said}"
     assert parser.parse_args(["--out", " x", "--", "-"]).out == " x"
+    assert parser.parse_args(["--on", "--out= x"]).on
+
+
+def repeat_parser():
+    parser = cli.Parser(prog="p")
+    parser.add_argument("--epochs", "--n_epochs", type=int, default=1)
+    parser.add_argument("--on", action="store_true")
+    parser.add_argument("--pair", nargs=2)
+    parser.add_argument("--maybe", nargs="?", const="all")
+    group = parser.add_argument_group("data")  # a group's flags follow the same rule as the parser's own
+    group.add_argument("--datasets", nargs="+", default=["sst", "cfimdb"])
+    group.add_argument("--seeds", type=int, nargs="*", default=[1])
+    parser.add_argument("--candidate", nargs="+", action="append")
+    parser.add_argument("--verbose", "-v", action="count", default=0)
+    parser.add_argument("runs", nargs="*")
+    return parser
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--epochs", "3", "--epochs", "5"], "--epochs given twice (3, then 5)"),
+    (["--epochs=3", "--epochs", "3"], "--epochs given twice (3, then 3)"),  # nothing lost, but still a slip
+    (["--epochs", "3", "--n_epochs", "5"], "--epochs and --n_epochs: two spellings of one setting, both given"),
+    (["--on", "--datasets", "sst", "--on"], "--on given twice:"),
+    (["--pair", "a", "b", "--pair", "c", "d"], "--pair given twice (a b, then c d)"),
+    (["--maybe", "--maybe", "x"], "--maybe given twice (bare, then x)"),
+])
+def test_a_flag_given_twice_is_refused_in_one_line_naming_it(argv, said):
+    """argparse keeps the last value of a flag given twice and drops the first without a word."""
+    with pytest.raises(cli.MinbertError) as e:
+        repeat_parser().parse_args(argv)
+    assert str(e.value).startswith(f"p: {said}") and "\n" not in str(e.value)
+    assert str(e.value).endswith("give it once") or str(e.value).endswith("give one")
+
+
+def test_a_flag_of_several_values_given_twice_takes_every_value():
+    """nargs "+" or "*": each occurrence adds its values (the first replaces the default, which is never added
+    to); append and count collect by design; a flag after `--` is a positional value, not a repeat."""
+    args = repeat_parser().parse_args(["--datasets", "sst", "--seeds", "2", "--datasets", "cfimdb", "sts",
+                                       "--seeds", "3", "4", "--candidate", "a", "--candidate", "b", "c", "-vv",
+                                       "-v", "--epochs", "2", "--", "--epochs", "3"])
+    assert (args.datasets, args.seeds, args.candidate, args.verbose) == (["sst", "cfimdb", "sts"], [2, 3, 4],
+                                                                         [["a"], ["b", "c"]], 3)
+    assert args.epochs == 2 and args.runs == ["--epochs", "3"]
+    again = repeat_parser()
+    assert again.parse_args(["--datasets", "cfimdb"]).datasets == ["cfimdb"]  # the default replaced, not added to
+    assert again.parse_args([]).datasets == ["sst", "cfimdb"]  # and each parse starts afresh
+    assert again.parse_args(["--seeds"]).seeds == []

@@ -3,6 +3,7 @@ holding anything else is never replaced."""
 import numpy as np
 import pytest
 
+from minbert.cli import MinbertError
 from tests.course import ROOT
 from tests.processes import run_main
 from tools import make_optimizer_reference
@@ -15,7 +16,7 @@ def test_reference_file_matches_its_generator():
 def test_help_prints_what_the_tool_does_and_writes_nothing():
     before = (ROOT / "optimizer_test.npy").stat().st_mtime_ns
     out = run_main("tools/make_optimizer_reference.py", "--help")
-    assert out.returncode == 0 and "usage: make_optimizer_reference.py" in out.stdout and "wrote" not in out.stderr
+    assert out.returncode == 0 and "usage: tools/make_optimizer_reference.py" in out.stdout and "wrote" not in out.stderr
     assert (ROOT / "optimizer_test.npy").stat().st_mtime_ns == before
 
 
@@ -23,12 +24,12 @@ def test_a_file_holding_other_weights_is_kept_and_one_line_says_so(tmp_path):
     out = tmp_path / "optimizer_test.npy"
     np.save(out, np.zeros((2, 3)))  # a user's file where the reference goes
     before = out.read_bytes()
-    with pytest.raises(SystemExit, match=r"optimizer_test.npy: holds other weights than this computes .* nothing "
+    with pytest.raises(MinbertError, match=r"optimizer_test.npy: holds other weights than this computes .* nothing "
                                          r"was written"):
         make_optimizer_reference.main([], out=out)
     assert out.read_bytes() == before
     out.write_bytes(b"not numpy")
-    with pytest.raises(SystemExit, match="holds other weights"):
+    with pytest.raises(MinbertError, match="holds other weights"):
         make_optimizer_reference.main([], out=out)
     out.unlink()
     make_optimizer_reference.main([], out=out)  # no file there: written

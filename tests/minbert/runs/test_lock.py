@@ -64,8 +64,8 @@ def test_a_lock_left_by_a_killed_process_is_recognised_as_stale(tmp_path, course
 def test_two_runs_started_at_once_with_one_name_one_is_refused(tmp_path, course_data, tiny_model):
     """The race of two identical commands: whichever takes the lock second is refused before writing anything,
     and the folder holds one configuration's log."""
-    cmd = [sys.executable, str(ROOT / "multitask_classifier.py"), *_quick(tmp_path, course_data, tiny_model)]
-    procs = [subprocess.Popen(cmd + ["--lr", lr], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    cmd = [sys.executable, str(ROOT / "multitask_classifier.py")]
+    procs = [subprocess.Popen(cmd + _quick(tmp_path, course_data, tiny_model, "--lr", lr), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for lr in ("1e-3", "5e-4")]
     outs = [p.communicate(timeout=600) for p in procs]
     codes = sorted(p.returncode for p in procs)

@@ -25,6 +25,13 @@ from utils import MinbertError
                                     r"without its dashes \(--space lr=1e-3,1e-4\); a flag fixed .* goes after --"),
     (["--space", "lr=1e-3", "--hidden_dropout_prob=0.1"], r"^--hidden_dropout_prob=0.1: --space takes FLAG=SPEC items"),
     (["--space", "--pals", "yes,no"], r"^--space --pals: --space takes FLAG=SPEC items.*\(--space pals=SPEC\)"),
+    (["--space", " =1e-3,1e-4"], r"^--space ' =1e-3,1e-4': no flag name before '='"),
+    (["--space", "lr =1e-3,1e-4"], r"^--space 'lr =1e-3,1e-4': spaces around the flag name before '='"),
+    (["--space", "lr=1e-3,"], r"^--space 'lr=1e-3,': an empty choice between commas.*e.g. lr=1e-3$"),
+    (["--space", "lr=1e-3, ,1e-4"], r"an empty choice between commas.*e.g. lr=1e-3,1e-4$"),
+    (["--space", "lr= "], r"^--space 'lr= ': no choices"),
+    (["--space", "lr=1e-4,2e-4", "--space", "lr=1e-3"], r"--space names --lr twice"),  # every --space acts
+    (["--space", "lr=1e-3", "--trials", "2", "--trials", "3"], r"^sweep.py: --trials given twice \(2, then 3\)"),
 ])
 def test_bad_input_is_one_line_before_anything_trains(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
     monkeypatch.chdir(tmp_path)
@@ -39,3 +46,14 @@ def test_unknown_trial_flag_and_missing_dataset(tmp_path, monkeypatch, course_da
         sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", *sweep_base(course_data, tiny_model), "--bogus"])
     with pytest.raises(MinbertError, match="a classifier sweep scores one dataset"):
         sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", "--epochs", "1"])
+
+
+def test_every_space_flag_given_acts():
+    """`--space a=... --space b=...` searches both (argparse alone would search b only)."""
+    from minbert.flags.typed import parse_flags
+    from minbert.sweeps.space import parse_space
+    args = parse_flags(sweep.build_parser(), ["classifier", "--space", "lr=1e-4,1e-3", "--space",
+                                              "hidden_dropout_prob=0.1,0.3", "scheduler=constant,linear"])
+    assert parse_space(args.space) == {"lr": ("choice", ["1e-4", "1e-3"]),
+                                       "hidden_dropout_prob": ("choice", ["0.1", "0.3"]),
+                                       "scheduler": ("choice", ["constant", "linear"])}

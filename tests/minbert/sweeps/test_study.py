@@ -31,8 +31,8 @@ def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, cours
     other one runs."""
     done = run_main("sweep.py", "classifier", "--sampler", "grid", "--trials", "2", "--space",
                     "fine-tune-mode=full-model,last-linear-layer", "--study", "m", "--no_prune", "--",
-                    *[a for a in sweep_base(course_data, tiny_model) if a not in ("--fine-tune-mode", "full-model")],
-                    "--smart_weight", "1", cwd=tmp_path)
+                    *[a for a in sweep_base(course_data, tiny_model, smart_weight=1)
+                      if a not in ("--fine-tune-mode", "full-model")], cwd=tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     failed = [l for l in done.stdout.splitlines() if " failed: " in l and l.startswith("trial")]
     assert len(failed) == 1 and "--smart_weight needs the gradient at BERT's embeddings" in failed[0]

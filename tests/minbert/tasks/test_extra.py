@@ -94,8 +94,14 @@ def test_flag_problems_are_one_line(tmp_path):
         mt.get_args(["--extra_task", "glue=x"])
     with pytest.raises(MinbertError, match="expected NAME=FILE"):
         mt.get_args(["--extra_task", "snli"])
+    with pytest.raises(MinbertError, match="--extra_task 'snli= ': expected NAME=FILE"):  # a blank file name
+        mt.get_args(["--extra_task", "snli= "])
+    with pytest.raises(MinbertError, match="--extra_task ' =x': unknown data set ' '"):
+        mt.get_args(["--extra_task", " =x"])
     with pytest.raises(MinbertError, match="snli given twice"):
         mt.get_args(["--extra_task", "snli=a", "snli=b"])
+    with pytest.raises(MinbertError, match="snli given twice"):  # the flag typed twice: both lists act
+        mt.get_args(["--extra_task", "snli=a", "--extra_task", "snli=b"])
 
 
 def test_extra_tasks_train_through_the_sampler_with_heads_of_their_own(tmp_path, course_data, tiny_model):

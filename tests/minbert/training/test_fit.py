@@ -9,7 +9,9 @@ import torch
 import classifier
 import multitask_classifier as mt
 from minbert.pipelines import multitask as part2
-from minbert.training.fit import EarlyStopping
+from minbert.runs.folders import Run
+from minbert.specs import RunSpec
+from minbert.training.fit import EarlyStopping, resume_command
 from tests.course import output_files, part1_args, part2_args
 from tests.processes import DEVICES, device_flags, epochs_run, interrupt_second_epoch
 from utils import MinbertError
@@ -34,6 +36,18 @@ def test_resume_with_a_scheduler_equals_an_uninterrupted_run(tmp_path, course_da
     for split in ("dev", "test"):
         name = f"full-model-sst-{split}-out.csv"
         assert (tmp_path / "resumed" / "pred" / name).read_text() == (tmp_path / "straight" / "pred" / name).read_text()
+
+
+@pytest.mark.parametrize("spec, said", [
+    (RunSpec(), "the same command plus --resume --run_name r"),  # a new timestamped folder: named for the resume
+    (RunSpec(name="r"), "the same command plus --resume"),
+    (RunSpec(dir="ck"), "the same command plus --resume"),
+    (RunSpec(resume=True), "the same command plus --run_name r"),  # --resume alone took the newest run
+    (RunSpec(name="r", resume=True), "the same command"),
+])
+def test_the_resume_command_adds_only_what_the_command_lacks(spec, said):
+    """A flag typed twice is refused, so the printed command never asks for a flag the command has already."""
+    assert resume_command(spec, Run("r", None, "--run_name r")) == said
 
 
 def test_early_stopping_on_a_scripted_score_sequence():
