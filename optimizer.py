@@ -27,14 +27,15 @@ def evaluate_closure(closure):
 
 
 class AdamW(Optimizer):
-    """The handout's AdamW, Algorithm 1 with its efficient bias correction and
-    decoupled weight decay after the step.
+    """The handout's AdamW: Algorithm 1 with its efficient bias correction, and decoupled weight decay after the
+    step. `step` is Algorithm 1 as the handout writes it, one parameter tensor at a time: the path of
+    `foreach=False` (--no_foreach), which tests/test_optimizer.py holds the others to step for step.
 
-    Three paths compute the same arithmetic: `foreach=False` is the reference, Algorithm 1 line by line one
-    tensor at a time (_step_loop); `fused=False` runs each line as one multi-tensor kernel over the group; by
-    default (`fused=True`, where torch has the kernel: CPU and CUDA) torch's fused AdamW kernel updates each
-    tensor in one pass, with its inputs mapped so that it computes Algorithm 1 (_step_fused).
-    tests/test_optimizer.py holds the three to each other step for step.
+    A group that asks for a fast path goes, at the top of `step`, to `_step_fast`, which computes the same update
+    over the whole group at once: by default (`fused=True`, where torch has the kernel: CPU and CUDA) torch's
+    fused AdamW kernel updates each tensor in one pass, with its inputs mapped so that it computes Algorithm 1
+    (_step_fused); with `fused=False`, or without bias correction (the kernel has no uncorrected form), each line
+    runs as one multi-tensor kernel over the group (_step_foreach).
 
     `capturable=True` keeps everything a step reads on the parameters' device: the step count is a tensor
     there, and a group's "lr" may be a 0-d tensor too (training/schedule.py DeviceSchedule writes it in
@@ -62,6 +63,15 @@ class AdamW(Optimizer):
             state["step"] = torch.tensor(float(state["step"]), dtype=torch.float32, device=p.device)
         return state
 
+    def _with_state(self, group):
+        """The group's tensors that have a gradient, each with its state."""
+        params, capturable = [p for p in group["params"] if p.grad is not None], group.get("capturable", False)
+        for p in params:
+            if p.grad.is_sparse:
+                raise RuntimeError("AdamW does not support sparse gradients")
+            self._init(p, capturable)
+        return params
+
     @torch.no_grad()
     def init_state(self, capturable=True):
         """Create every parameter's state now, and make the groups `capturable`: a CUDA graph replays what it
@@ -73,38 +83,56 @@ class AdamW(Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One step of Algorithm 1 on every parameter that has a gradient."""
         loss = evaluate_closure(closure)
         for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
+            params = self._with_state(group)  # at a tensor's first step: m_0 = 0, v_0 = 0, t = 0
             if not params:
                 continue
-            capturable = group.get("capturable", False)
-            for p in params:
-                if p.grad.is_sparse:
-                    raise RuntimeError("AdamW does not support sparse gradients")
-                self._init(p, capturable)
-            if capturable:  # every step count in one kernel
-                torch._foreach_add_([self.state[p]["step"] for p in params], 1.0)
-                update = _step_compiled() if self.compiled else _step_capturable
-                update(params, *self._capturable_args(group, params))
+            if _asks_for_fast_path(group, params):  # the default does: the same update, the group at once
+                self._step_fast(group, params)
                 continue
-            for p in params:
-                self.state[p]["step"] += 1
-            grads = [p.grad for p in params]
-            m = [self.state[p]["exp_avg"] for p in params]
-            v = [self.state[p]["exp_avg_sq"] for p in params]
-            # All tensors of a group share one step count (they are created and stepped together).
-            t = self.state[params[0]]["step"]
-            beta1, beta2 = group["betas"]
-            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-            if group.get("fused") and group["correct_bias"] and params[0].device.type in ("cpu", "cuda"):
-                _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t)
-                continue
-            # Efficient bias correction: fold both corrections into the step size.
-            alpha = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
-            (_step_foreach if group["foreach"] else _step_loop)(params, grads, m, v, beta1, beta2, alpha, eps,
-                                                                lr * wd)
+            alpha, (beta1, beta2), eps, lam = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            # t <- t + 1: one time step for the group, its first tensor's count (every path reads it so)
+            t = self.state[params[0]]["step"] + 1
+            for theta in params:
+                state, g = self.state[theta], theta.grad                   # g_t
+                state["step"] += 1
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(g, alpha=1 - beta1)                     # m_t = beta1 m_{t-1} + (1 - beta1) g_t
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)              # v_t = beta2 v_{t-1} + (1 - beta2) g_t^2
+                # the efficient bias correction, in place of m_hat_t and v_hat_t:
+                # alpha_t = alpha sqrt(1 - beta2^t) / (1 - beta1^t)
+                alpha_t = alpha * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else alpha
+                # theta_t = theta_{t-1} - alpha_t m_t / (sqrt(v_t) + eps)
+                theta.addcdiv_(m, v.sqrt().add_(eps), value=-alpha_t)
+                # weight decay, decoupled, as the final update: theta_t <- theta_t - alpha lambda theta_t
+                if lam:
+                    theta.add_(theta, alpha=-alpha * lam)
         return loss
+
+    def _step_fast(self, group, params):
+        """`step`'s update of `params` (the group's tensors with a gradient, their state created) by the fast
+        path the group asks for: capturable (compiled or not), else torch's fused kernel, else multi-tensor."""
+        if group.get("capturable"):  # every step count in one kernel
+            torch._foreach_add_([self.state[p]["step"] for p in params], 1.0)
+            update = _step_compiled() if self.compiled else _step_capturable
+            update(params, *self._capturable_args(group, params))
+            return
+        for p in params:
+            self.state[p]["step"] += 1
+        grads = [p.grad for p in params]
+        m = [self.state[p]["exp_avg"] for p in params]
+        v = [self.state[p]["exp_avg_sq"] for p in params]
+        t = self.state[params[0]]["step"]  # the group's time step, as in `step`
+        beta1, beta2 = group["betas"]
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        if _fused_applies(group, params):
+            _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t)
+            return
+        # Efficient bias correction: fold both corrections into the step size.
+        alpha = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) if group["correct_bias"] else lr
+        _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, lr * wd)
 
     def _capturable_args(self, group, params):
         """_step_capturable's arguments for `params` of `group` (their state created)."""
@@ -132,16 +160,6 @@ class AdamW(Optimizer):
             torch._foreach_copy_(changed, saved)
 
 
-def _step_loop(params, grads, m, v, beta1, beta2, alpha, eps, decay):
-    """The reference: Algorithm 1 line by line, one tensor at a time."""
-    for p, g, m_, v_ in zip(params, grads, m, v):
-        m_.mul_(beta1).add_(g, alpha=1 - beta1)                    # m_t
-        v_.mul_(beta2).addcmul_(g, g, value=1 - beta2)             # v_t
-        p.addcdiv_(m_, v_.sqrt().add_(eps), value=-alpha)          # theta_t
-        if decay:
-            p.add_(p, alpha=-decay)                                # decoupled weight decay, after the step
-
-
 def _moments_foreach(grads, m, v, beta1, beta2, eps):
     """m_t and v_t in place, one multi-tensor kernel a line; returns sqrt(v_t) + eps."""
     torch._foreach_mul_(m, beta1)
@@ -163,6 +181,17 @@ def _step_foreach(params, grads, m, v, beta1, beta2, alpha, eps, decay):
 
 # torch's fused AdamW kernel (torch >= 2.4 on the CPU): one pass over each parameter, gradient and moment.
 FUSED_KERNEL = hasattr(torch, "_fused_adamw_")
+
+
+def _fused_applies(group, params):
+    """Whether torch's fused kernel takes the group: asked for, with bias correction on (the kernel has no
+    uncorrected form), on a device the kernel runs on."""
+    return bool(group.get("fused") and group["correct_bias"] and params[0].device.type in ("cpu", "cuda"))
+
+
+def _asks_for_fast_path(group, params):
+    """Whether AdamW.step hands the group to _step_fast: capturable, multi-tensor or fused (the default)."""
+    return bool(group.get("capturable") or group["foreach"] or _fused_applies(group, params))
 
 
 def _step_fused(params, grads, m, v, beta1, beta2, lr, eps, wd, t):

@@ -1,11 +1,14 @@
-"""optimizer.py: AdamW against Algorithm 1 by hand (the foreach path equal to the reference loop, a resumed state
-equal to an uninterrupted one, capturable steps equal to plain ones), Lion and LAMB by their papers."""
+"""optimizer.py: AdamW against Algorithm 1 by hand (`step` itself Algorithm 1 where no fast path is asked for, the
+fast paths equal to that reference loop, a resumed state equal to an uninterrupted one, capturable steps equal to
+plain ones), Lion and LAMB by their papers."""
 import copy
+import sys
 
 import numpy as np
 import pytest
 import torch
 
+import optimizer
 from optimizer import AdamW
 from tests.processes import DEVICES
 
@@ -71,6 +74,56 @@ def test_matches_algorithm_1_by_hand(path, opt_class=AdamW):
         theta = theta - 0.1 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (np.sqrt(v) + 1e-6)
         theta = theta - 0.1 * 0.5 * theta
         np.testing.assert_allclose(p.detach().numpy(), theta, rtol=1e-6)
+
+
+def _two_steps_by_hand(opt_kw, lr=0.1, b1=0.9, b2=0.999, eps=1e-2, lam=0.5):
+    """Two AdamW steps on two tensors of one group, and the same two steps worked from the handout's equations:
+    the efficient bias correction (eps outside it), then weight decay as the final update."""
+    w, b = torch.nn.Parameter(torch.tensor([1.0, -2.0])), torch.nn.Parameter(torch.tensor([0.3]))
+    opt = AdamW([w, b], lr=lr, betas=(b1, b2), eps=eps, weight_decay=lam, **opt_kw)
+    theta, m, v = [[1.0, -2.0], [0.3]], [[0.0, 0.0], [0.0]], [[0.0, 0.0], [0.0]]
+    for t, g in enumerate(([[0.5, -1.0], [0.25]], [[-0.2, 0.1], [0.75]]), start=1):
+        w.grad, b.grad = torch.tensor(g[0]), torch.tensor(g[1])
+        opt.step()
+        alpha_t = lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
+        for i in range(2):
+            m[i] = [b1 * mj + (1 - b1) * gj for mj, gj in zip(m[i], g[i])]
+            v[i] = [b2 * vj + (1 - b2) * gj * gj for vj, gj in zip(v[i], g[i])]
+            theta[i] = [x - alpha_t * mj / (vj ** 0.5 + eps) for x, mj, vj in zip(theta[i], m[i], v[i])]
+            theta[i] = [x - lr * lam * x for x in theta[i]]
+        for p, want in zip((w, b), theta):
+            np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-6)
+    assert opt.state[w]["step"] == opt.state[b]["step"] == 2
+
+
+def test_step_itself_takes_algorithm_1_when_no_fast_path_is_asked_for(monkeypatch):
+    """With foreach=False `step` computes Algorithm 1 itself, one tensor at a time: it takes the handout's steps,
+    by hand, while no function of optimizer.py runs but `step` and those finding the tensors, their state and
+    the path (none is given a moment or an update to compute). By default it hands the group to the fast paths
+    (one call a step), which take the same steps."""
+    calls, fast = [], optimizer.AdamW._step_fast
+
+    def counted(self, group, params):
+        calls.append(len(params))
+        return fast(self, group, params)
+    monkeypatch.setattr(optimizer.AdamW, "_step_fast", counted)
+    entered = set()
+
+    def record(frame, event, arg):
+        # (a comprehension is a frame of its own, "<listcomp>": part of the function it is written in)
+        if event == "call" and frame.f_code.co_filename == optimizer.__file__ and frame.f_code.co_name[0] != "<":
+            entered.add(frame.f_code.co_name)
+    sys.setprofile(record)
+    try:
+        _two_steps_by_hand({"foreach": False})
+    finally:
+        sys.setprofile(None)
+    assert "step" in entered and "__init__" in entered  # (the profile sees optimizer.py's functions)
+    assert entered <= {"__init__", "step", "evaluate_closure", "_with_state", "_init", "_asks_for_fast_path",
+                       "_fused_applies", "check_hyperparameters"}, entered
+    assert calls == []
+    _two_steps_by_hand({})
+    assert calls == [2, 2]
 
 
 def test_state_dict_resume_equals_uninterrupted():
