@@ -7,7 +7,7 @@ its run folder and predictions/ (the handout's eight files for both modes). The 
   - BertSentimentClassifier: BERT's pooled output, dropout, a linear layer (minbert/tasks/sentiment.py);
   - train: every --datasets entry (minbert/pipelines/classifier.py: the data, the loss, the epoch protocol);
   - test and model_eval: the best epoch's predictions, and one dataset's accuracy and macro-F1;
-  - get_args: the flags (declared in minbert/flags/parsers.py, every one in docs/flags.md).
+  - get_args: the flags (declared in minbert/flags/table.py, every one in docs/flags.md).
 --fine-tune-mode lora|dora|adapter|prefix trains adapters on a frozen BERT instead (minbert/finetuning/).
 """
 from minbert.flags.settings import classifier_settings, parse_classifier

@@ -8,7 +8,7 @@ The handout's names are here:
     minbert/tasks/multitask.py;
   - train_multitask: trains, keeps the best dev mean and writes the six leaderboard files from it;
   - test_multitask: rewrites them from a saved checkpoint (--eval_only);
-  - get_args: the flags (declared in minbert/flags/parsers.py, every one in docs/flags.md).
+  - get_args: the flags (declared in minbert/flags/table.py, every one in docs/flags.md).
 What a run does step by step is minbert/pipelines/multitask.py; docs/architecture.md maps the rest.
 """
 from minbert.flags.settings import multitask_settings, parse_multitask

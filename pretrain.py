@@ -11,7 +11,7 @@ documents (a review, a sonnet, or --texts' lines between blank lines). 5% is hel
 (masked-token and next-sentence accuracy) before training and after each epoch. --out is the run folder
 (--resume continues it exactly) and, at the end, a checkpoint folder holding the best epoch. What runs:
 minbert/pipelines/pretrain.py (the masking and the heads: minbert/tasks/mlm.py, the pairs:
-minbert/tasks/nsp.py); the flags: minbert/flags/parsers.py (pretrain_parser).
+minbert/tasks/nsp.py); the flags: minbert/flags/table.py (parsed by minbert/flags/settings.py).
 """
 from minbert.flags.settings import parse_pretrain, pretrain_settings
 from minbert.pipelines.pretrain import run_pretrain

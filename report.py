@@ -61,7 +61,7 @@ def build_parser():
     return ap
 
 
-# Flags that act only with others (minbert/flags/rules.py check_idle_flags).
+# Flags that act only with others (minbert/flags/typed.py check_idle_flags).
 COMPARE_ONLY = {f: (lambda flags, typed: flags["compare"], "belongs to --compare")
                 for f in ("baseline", "candidate", "handout", "resamples", "alpha", "seed", "data_dir")}
 

@@ -81,7 +81,7 @@ def main(argv=None):
     return sweep(sweep_settings(args, base, command))
 
 
-# The sweep's own flags that act only with others (minbert/flags/rules.py check_idle_flags).
+# The sweep's own flags that act only with others (minbert/flags/typed.py check_idle_flags).
 SWEEP_IDLE = {
     "sampler_seed": (lambda flags, typed: flags["sampler"] == "tpe",
                      "seeds TPE's suggestions, which --sampler grid does not draw"),

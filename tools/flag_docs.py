@@ -3,7 +3,7 @@
     python tools/flag_docs.py            # rewrite docs/flags.md
     python tools/flag_docs.py --check    # exit 1 if docs/flags.md differs from what the parsers say
 
-tests/test_docs.py fails when the page and the parsers disagree.
+tests/tools/test_flag_docs.py fails when the page and the parsers disagree.
 """
 import argparse
 import importlib

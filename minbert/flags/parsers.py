@@ -81,7 +81,7 @@ def value(dest, script):
 
 def idle_rules(script):
     """{destination: (acts(values, typed), what it does)} of `script`'s flags that a configuration can leave
-    idle (minbert/flags/rules.py check_idle_flags)."""
+    idle (minbert/flags/typed.py check_idle_flags)."""
     return {r.dest: per(r.idle, script) for r in rows(script) if per(r.idle, script) is not None}
 
 

@@ -7,8 +7,8 @@ rewrites them from a saved checkpoint (--eval_only). Where the pieces are:
   - the training loss and its terms (--sts_loss, MNRL, SimCSE, R-Drop, SMART, --distill):
     objectives/losses.py;
   - the epoch protocol (checkpoints, --resume, early stopping, the log): training/fit.py;
-  - scoring and the leaderboard files: evaluation.py; the flags: flags/parsers.py, turned into a
-    specs.MultitaskSettings by flags/settings.py.
+  - scoring and the leaderboard files: evaluation.py; the flags: flags/table.py, parsed and turned into
+    a specs.MultitaskSettings by flags/settings.py.
 """
 import time
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""extra_tasks.py: SNLI/MultiNLI (.jsonl and .txt as released), SICK and PAWS files are read with their quirks, bad
+"""tasks/extra.py: SNLI/MultiNLI (.jsonl and .txt as released), SICK and PAWS files are read with their quirks, bad
 files are one line naming file and line, and --extra_task trains each with a head of its own through the sampler."""
 import json
 
