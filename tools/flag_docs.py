@@ -44,28 +44,48 @@ def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _listed(action):
+    """The values a flag's metavar lists ({false,true,never}): those its type reads (minbert/flags/types.py)."""
+    m = action.metavar
+    return m[1:-1].split(",") if isinstance(m, str) and m.startswith("{") and m.endswith("}") else []
+
+
 def _default(action):
+    """The default as it is typed: a listed value by the spelling its type reads as it (false, not Python's False),
+    a list given as one argument joined by commas as its type splits it, one of several arguments by spaces."""
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
         return "not given"
     d = action.default
     if d is None or d == argparse.SUPPRESS:
         return ""
+    spelled = [s for s in _listed(action) if action.type is not None and action.type(s) == d]
+    if spelled:
+        return spelled[0]
     if isinstance(d, (list, tuple)):
-        return " ".join(str(x) for x in d)
+        return (" " if action.nargs is not None else ",").join(str(x) for x in d)
     return str(d)
 
 
 def _values(action):
+    """What a flag takes: its choices or listed values, how many arguments, or what its type reads. A checked type
+    of minbert/flags/types.py says that in words; one named like a function (fold_spec) says nothing to a user, so
+    its metavar (I/K) does."""
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
         return "a switch"
     if action.choices:
         return ", ".join(str(c) for c in action.choices)
+    if _listed(action):
+        return ", ".join(_listed(action))
     if action.nargs in ("+", "*") or isinstance(action.nargs, int):
         if action.nargs not in ("+", "*"):
             return f"{action.nargs} value(s)"
         return "one or more" if action.nargs == "+" else "any number"
     kind = getattr(action.type, "__name__", None)
-    return kind if kind and kind not in ("str", "<lambda>") else ""
+    if kind is None or kind in ("str", "<lambda>"):
+        return ""
+    if kind.isidentifier() and kind not in ("int", "float"):
+        return action.metavar if isinstance(action.metavar, str) else ""
+    return kind
 
 
 def render():

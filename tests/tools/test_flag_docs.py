@@ -1,4 +1,10 @@
-"""tools/flag_docs.py: docs/flags.md is what the parsers say, on every machine."""
+"""tools/flag_docs.py: docs/flags.md is what the parsers say, on every machine, and every default it gives is a
+spelling the flag's parser reads as that default."""
+import argparse
+import importlib
+import re
+
+from minbert.cli import MinbertError
 from tests.course import ROOT
 from tools import flag_docs
 
@@ -20,3 +26,71 @@ def test_every_gpt2_script_has_its_section():
     page = (ROOT / "docs" / "flags.md").read_text()
     assert all(f"\n## {s}\n" in page for s in scripts)
     assert "| `--para_dev_out` |" in page and "| `--temperature` | 1.2 |" in page
+
+
+def _documented_defaults():
+    """{script: {flag: its default as docs/flags.md writes it}}, read from the page's tables."""
+    out = {}
+    for section in (ROOT / "docs" / "flags.md").read_text().split("\n## ")[1:]:
+        script, _, body = section.partition("\n")
+        rows = (re.split(r"(?<!\\)\|", line)[1:-1] for line in body.splitlines() if line.startswith("| `"))
+        out[script] = {re.match(r" `([^`]+)`", name).group(1): default.strip().replace("\\|", "|")
+                       for name, default, *_ in rows}
+    return out
+
+
+def _wrong_defaults(pages):
+    """[(script, flag, documented default)] of the flags whose default on `pages` (as _documented_defaults reads
+    them), typed after the flag, does not parse to the value the flag has when it is left out, or is refused.
+    Each script's required arguments are made optional, so that one flag alone parses."""
+    wrong = []
+    for script, module, builder in flag_docs.SCRIPTS:
+        documented = pages[script]
+        for action in getattr(importlib.import_module(module), builder)()._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+                continue  # an earlier spelling or --help: not on the page
+            if not action.option_strings:  # an argument (a run's folder, a checkpoint): none has a default
+                assert documented[action.metavar or action.dest] == "" and not action.default, (script, action.dest)
+                continue
+            flag = action.option_strings[0]
+            text = documented[flag]
+            if action.nargs == 0:  # a switch: its default is its absence, which the page says as such
+                assert text == "not given", (script, flag, text)
+                continue
+            if text == "":
+                # No default to type: None stands for one worked out at run time from other flags, the machine
+                # or the checkpoint (--lr, --pad_multiple, --steps_per_epoch), or for nothing given (--run_name,
+                # --extra_task); the page must not hide a real one.
+                assert action.default in (None, "", [], ()), (script, flag, action.default)
+                continue
+            parser = getattr(importlib.import_module(module), builder)()
+            for a in parser._actions:
+                a.required = False
+            words = text.split(" ") if action.nargs not in (None, "?") else [text]
+            try:
+                if getattr(parser.parse_args([flag, *words]), action.dest) == getattr(parser.parse_args([]),
+                                                                                      action.dest):
+                    continue
+            except MinbertError:
+                pass
+            wrong.append((script, flag, text))
+    return wrong
+
+
+def test_every_documented_default_typed_on_the_command_line_is_the_default():
+    """For every flag of every script on the page, its documented default, typed after the flag, parses to the
+    value the flag has when it is left out: the page never gives a spelling the parser refuses or reads as
+    another value."""
+    pages = _documented_defaults()
+    assert sum(text not in ("", "not given") for flags in pages.values() for text in flags.values()) > 200
+    assert _wrong_defaults(pages) == []
+
+
+def test_a_default_the_parser_refuses_or_reads_otherwise_is_caught():
+    """The check above on the page as it was: Python's `False` for --early_stopping (which takes false, true or
+    never) and `query value` for --lora_targets (one comma-separated argument)."""
+    pages = _documented_defaults()
+    pages["gpt2/sonnet_generation.py"]["--early_stopping"] = "False"
+    pages["multitask_classifier.py"]["--lora_targets"] = "query value"
+    assert _wrong_defaults(pages) == [("multitask_classifier.py", "--lora_targets", "query value"),
+                                      ("gpt2/sonnet_generation.py", "--early_stopping", "False")]
