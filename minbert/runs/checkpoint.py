@@ -11,7 +11,8 @@ file from a teammate or the internet can hold weights and nothing that executes 
     flags      the run-defining flags (runs/identity.py): a resumption must agree with them
     epoch, scores, run
     and, in the '-last' checkpoint a run resumes from: trainer (optimizer, scheduler, grad scaler),
-    rng (python, numpy, torch), stopper (early stopping), pipeline_state (data order)
+    rng (python, numpy, torch), stopper (early stopping), pipeline_state (data order); in a file `save_model`
+    wrote (the scripts' save_model, for a loop of one's own): rng and, when given, optimizer (its state_dict)
 
 Checkpoints of the earlier format (the whole `args` namespace pickled, `pathlib` paths among them) are
 read through the same restricted loader with only `pathlib`'s path classes allowed, and converted in
@@ -26,6 +27,8 @@ import torch
 
 from minbert.cli import MinbertError
 from minbert.files import atomic_write, plain
+from minbert.runs.outputs import check_outputs
+from minbert.runs.publishing import place
 from minbert.safe_load import refuse_code, safe_load
 from minbert.specs import ModelSpec
 
@@ -37,6 +40,27 @@ FORMAT, VERSION = "minbert-checkpoint", 2
 def save_checkpoint(path, obj):
     """Write `obj` (tensors and plain values) atomically: an interruption leaves the previous file."""
     return atomic_write(path, lambda fp: torch.save(obj, fp))
+
+
+def model_record(pipeline, spec, model, epoch=0, scores=None, run="", model_name="model", flags=None):
+    """The fields every checkpoint carries: the format, the pipeline that wrote it, the model's spec (None for
+    pretrain.py's encoder) and trainable tensors, its run's and its own name, the epoch, dev scores and flags."""
+    return {"format": FORMAT, "version": VERSION, "pipeline": pipeline,
+            "spec": spec.to_dict() if spec is not None else None, "model": trainable_state(model), "epoch": epoch,
+            "scores": scores or {}, "run": run, "model_name": model_name, "flags": flags or {}}
+
+
+def save_model(path, model, optimizer=None, by="save_model"):
+    """Write `model` (a task model holding its ModelSpec) to the file `path` as a run's best checkpoint holds
+    it, with the random states and `optimizer`'s state beside it. A file outside a run's folder, so checked and
+    recorded as written by `by` as every output is (runs/outputs.py); --eval_only reads it back."""
+    check_outputs(files=[("save_model's filepath", path)])
+    state = {**model_record(model.spec.pipeline, model.spec, model, run=by, model_name=Path(path).stem),
+             "rng": rng_state()}
+    if optimizer is not None:
+        state["optimizer"] = optimizer.state_dict()
+    place([(path, lambda fp: torch.save(state, fp))], by)
+    return Path(path)
 
 
 class _Legacy(Exception):

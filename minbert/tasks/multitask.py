@@ -41,16 +41,16 @@ class TaskOutput:
 
 
 class MultitaskBERT(nn.Module):
-    """One shared BERT, a head per task, built from a specs.ModelSpec."""
+    """One shared BERT, a head per task, built from a specs.ModelSpec (`config`, the starter's name for it)."""
 
     @property
     def backbone(self):
         """The pretrained network inside (the backbone contract: bert.py BertModel.layers, .embeddings)."""
         return self.bert
 
-    def __init__(self, spec: ModelSpec, attn="sdpa", fast_dropout=True):
+    def __init__(self, config: ModelSpec, attn="sdpa", fast_dropout=True):
         super().__init__()
-        self.spec = spec
+        spec = self.spec = config
         self.bert = BertModel.from_pretrained(spec.pretrained, attn_impl=attn, fast_dropout=fast_dropout)
         prepare_backbone(self.bert, spec)
         self.pals = PALs(self.bert.config, MULTITASK, spec.pals_dim) if spec.pals else None

@@ -12,8 +12,8 @@ import torch
 from minbert.cli import MinbertError, is_main, main_print, set_interrupt_hint
 from minbert.files import append_jsonl, deferred_interrupt, plain
 from minbert.finetuning.modes import merge_for_inference
-from minbert.runs.checkpoint import (FORMAT, VERSION, load_checkpoint, load_trainable_state, rng_state,
-                                     save_checkpoint, set_rng_state, trainable_state)
+from minbert.runs.checkpoint import (load_checkpoint, load_trainable_state, model_record, rng_state, save_checkpoint,
+                                     set_rng_state)
 from minbert.runs.identity import check_same_run, run_defining
 from minbert.runs.publishing import publish
 from minbert.training.monitor import TensorBoard
@@ -111,10 +111,7 @@ def loss_state(loss):
 
 def checkpoint_record(pipeline, files, run_name, flags, epoch, metrics):
     """The fields every checkpoint of a run carries beside its tensors (runs/checkpoint.py)."""
-    return {"format": FORMAT, "version": VERSION, "pipeline": pipeline.kind,
-            "spec": pipeline.spec.to_dict() if pipeline.spec is not None else None,
-            "model": trainable_state(pipeline.model), "epoch": epoch, "scores": metrics, "run": run_name,
-            "model_name": files.stem, "flags": flags}
+    return model_record(pipeline.kind, pipeline.spec, pipeline.model, epoch, metrics, run_name, files.stem, flags)
 
 
 def diverged(e, pipeline, files, run_name, epoch, stopper):

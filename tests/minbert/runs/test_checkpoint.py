@@ -1,6 +1,7 @@
 """checkpoint.py: checkpoints hold data, not code. A crafted file whose pickle would create a file is refused in
 one line by every command that reads checkpoints, and the file is never created; a checkpoint of the earlier
-format (the whole args namespace pickled, pathlib paths in it) is read and converted."""
+format (the whole args namespace pickled, pathlib paths in it) is read and converted. save_model's file is a
+checkpoint with the optimizer's and the random states beside the model's."""
 import pathlib
 import random
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import multitask_classifier as mt
-from minbert.runs.checkpoint import load_checkpoint, rng_state, set_rng_state
+from minbert.runs.checkpoint import FORMAT, load_checkpoint, rng_state, save_model, set_rng_state
 from minbert.specs import ModelSpec
 from tests.checkpoints import multitask_spec
 from tests.course import ROOT, part2_args
@@ -284,3 +285,23 @@ def test_the_cuda_generators_round_trip():
     first = torch.rand(8, device="cuda")
     set_rng_state(state)
     assert torch.equal(torch.rand(8, device="cuda"), first)
+
+
+def test_save_model_writes_a_checkpoint_the_loader_reads_with_the_optimizer_and_random_states(tmp_path, tiny_model):
+    model = mt.MultitaskBERT(multitask_spec(tiny_model, "lora"))
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1, momentum=0.9)
+    model.predict_sentiment(torch.tensor([[2, 7, 3]]), torch.ones(1, 3, dtype=torch.long)).sum().backward()
+    optimizer.step()
+    path = save_model(tmp_path / "m.pt", model, optimizer, by="a test")
+    state = load_checkpoint(path)
+    assert (state["format"], state["pipeline"], state["run"]) == (FORMAT, "multitask", "a test")
+    assert state["model_name"] == "m"
+    assert ModelSpec.from_dict(state["spec"]) == model.spec
+    trained = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert state["model"].keys() == trained.keys() and any(".lora_" in n for n in trained)  # the frozen BERT is not
+    assert all(torch.equal(state["model"][n], p) for n, p in trained.items())
+    saved, now = state["optimizer"], optimizer.state_dict()
+    assert saved["param_groups"] == now["param_groups"] and saved["state"].keys() == now["state"].keys()
+    assert all(torch.equal(saved["state"][k]["momentum_buffer"], v["momentum_buffer"]) for k, v in now["state"].items())
+    assert state["rng"]["torch"].equal(torch.get_rng_state())
+    assert "optimizer" not in load_checkpoint(save_model(tmp_path / "plain.pt", model))

@@ -1,10 +1,15 @@
 """tasks/sentiment.py: BertSentimentClassifier is BERT's pooled output, dropout and a linear layer; its cached-features
-path gives the logits running BERT gives; the head's dropout acts in training; what trains follows the mode."""
+path gives the logits running BERT gives; the head's dropout acts in training; what trains follows the mode; a saved
+one is rebuilt from its checkpoint."""
+import pytest
 import torch
 
+from minbert.runs.checkpoint import save_model
 from minbert.specs import ModelSpec
-from minbert.tasks.sentiment import BertSentimentClassifier
-from tests.checkpoints import sentiment_batch, sentiment_model
+from minbert.tasks.multitask import MultitaskBERT
+from minbert.tasks.sentiment import BertSentimentClassifier, load_classifier
+from tests.checkpoints import multitask_spec, sentiment_batch, sentiment_model
+from utils import MinbertError
 
 
 def test_the_logits_are_the_pooled_output_through_the_head_and_cached_features_give_the_same(tiny_model):
@@ -34,3 +39,17 @@ def test_the_head_drops_the_pooled_output_in_training_only(tiny_model):
     torch.testing.assert_close(model(features=features), model.classifier.bias.expand(3, -1))
     model.eval()
     torch.testing.assert_close(model(features=features), model.classifier(features))
+
+
+def test_load_classifier_rebuilds_a_saved_model_and_refuses_another_pipelines(tmp_path, tiny_model):
+    model = sentiment_model(tiny_model, 0.0).eval()
+    with torch.no_grad():
+        model.classifier.weight.add_(1.0)  # not the head a fresh model draws
+    save_model(tmp_path / "p1.pt", model)
+    loaded, spec = load_classifier(tmp_path / "p1.pt")
+    assert spec == model.spec
+    torch.testing.assert_close(loaded.eval().logits(sentiment_batch()), model.logits(sentiment_batch()))
+    save_model(tmp_path / "p2.pt", MultitaskBERT(multitask_spec(tiny_model)))
+    with pytest.raises(MinbertError, match=r"p2.pt: not a classifier.py checkpoint \(it was written by "
+                                           r"multitask_classifier.py\)$"):
+        load_classifier(tmp_path / "p2.pt")
