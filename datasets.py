@@ -4,6 +4,9 @@ SentencePairDataset), batched by length, padded to the batch's longest row (or a
 What each course CSV holds and reading it with every problem named (TASKS, read_examples), and fetching the
 files: minbert/course_data.py. `python datasets.py --fetch [--from DIR]` fills data/ with them and the
 handout's two reference files (sanity_check.data, optimizer_test.npy).
+
+Part 1's CSVs as the starter's classifier.py takes them (rows of tuples, a DataLoader's collate_fn):
+sentiment_rows and SentimentRows, behind classifier.py's load_data and SentimentDataset.
 """
 import os
 from pathlib import Path
@@ -14,7 +17,7 @@ from minbert.cli import MinbertError, Parser, main_guard
 import numpy as np
 import torch
 
-from minbert.course_data import MULTITASK, TASKS, read_examples
+from minbert.course_data import MULTITASK, TASKS, Example, read_examples, sentiment_task
 from minbert.course_files import fetch_data, fetch_references
 from minbert.shapes import choose_widths, padded_width
 
@@ -205,6 +208,51 @@ def load_multitask_data(paths, tokenizer, max_length, pair_encoding, splits=("tr
                                        task_encoding(pair_encoding, task))
                     for task in MULTITASK}
             for split in splits}
+
+
+# ----------------------------------------------------------------------------- Part 1's rows, as the starter takes them
+
+def sentiment_rows(path, flag="train"):
+    """A Part 1 CSV read by read_examples, as the starter's classifier.py load_data returns it: [(sentence,
+    label, id)] (with flag 'train', also its task's number of classes), or [(sentence, id)] with flag 'test'.
+    Another flag ('valid', 'dev') reads a labelled dev file."""
+    task = sentiment_task(path)
+    split = flag if flag in ("train", "test") else "dev"
+    examples = read_examples(path, task, split)
+    if split == "test":
+        return [(e.texts[0], e.id) for e in examples]
+    rows = [(e.texts[0], e.label, e.id) for e in examples]
+    return (rows, TASKS[task].num_labels) if split == "train" else rows
+
+
+class SentimentRows(SentenceClassificationDataset):
+    """sentiment_rows' rows tokenized once, and a torch Dataset over them: item i is row i, and `collate_fn`
+    makes a list of rows the starter's batch ({'token_ids', 'attention_mask', 'labels' when labelled, 'sents',
+    'sent_ids'}), padded as `batch` pads, so that a DataLoader loop written for the starter runs on it."""
+
+    def __init__(self, rows, task, tokenizer, max_length=512, labelled=True):
+        want = "(sentence, label, id)" if labelled else "(sentence, id)"
+        for i, r in enumerate(rows):
+            if len(r) != (3 if labelled else 2):
+                raise ValueError(f"row {i} has {len(r)} fields: these rows are {want}")
+        examples = [Example(r[-1], (r[0],), r[1] if labelled else None, i) for i, r in enumerate(rows)]
+        super().__init__(examples, task, tokenizer, max_length)
+        self.dataset = list(rows)  # the starter's name; TaskData's `rows` is a fixed batch's
+        self.position = {r[-1]: i for i, r in enumerate(rows)}  # ids are unique: read_examples refuses a repeat
+
+    def __getitem__(self, idx):
+        return self.dataset[idx]
+
+    def pad_data(self, data):
+        """(token_ids, attention_mask, labels, sents, sent_ids) of a list of rows; without labels when unlabelled."""
+        b = self.batch([self.position[r[-1]] for r in data])
+        labels = (b["labels"],) if "labels" in b else ()
+        return (b["x"]["input_ids"], b["x"]["attention_mask"], *labels, [r[0] for r in data], [r[-1] for r in data])
+
+    def collate_fn(self, all_data):
+        """The starter's batch of a list of rows (DataLoader's collate_fn)."""
+        keys = ["token_ids", "attention_mask"] + (["labels"] if self.labels is not None else []) + ["sents", "sent_ids"]
+        return dict(zip(keys, self.pad_data(all_data)))
 
 
 # ----------------------------------------------------------------------------- fixed shapes (--pad_multiple)

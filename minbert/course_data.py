@@ -199,6 +199,12 @@ def data_file(data_dir, task, split):
     return Path(data_dir) / f"{prefix}-{'test-student' if split == 'test' else split}.csv"
 
 
+def sentiment_task(path):
+    """Part 1's task of a sentiment CSV: CFIMDB's where the file's name says so, else SST's (the two share their
+    columns; SST's 0..4 is the wider label range)."""
+    return "cfimdb" if "cfimdb" in Path(path).name.lower() else "sst"
+
+
 def read_sonnets(path):
     """[(number, text)] of a sonnets file: each sonnet follows a line holding only its number, after a blank
     line (as in every course file and the handout's generated one: a line of digits inside a sonnet, which a

@@ -1,16 +1,18 @@
 """datasets.py: the course files read with their quirks, bad rows and files named by file and line, every id
-batched exactly once, length bucketing cutting the padding, fixed shapes keeping the predictions."""
+batched exactly once, length bucketing cutting the padding, fixed shapes keeping the predictions; Part 1's rows as
+the starter takes them, batched as their dataset batches."""
 import re
 
 import numpy as np
 import pytest
 import torch
 
-from datasets import batch_indices, join_pair, pair_lengths
+from datasets import SentimentRows, batch_indices, join_pair, pair_lengths, sentiment_rows
 from minbert.course_data import TASKS, data_file, read_examples
 from tests.checkpoints import WORDS
 from tests.course import part1_args, part2_args, real_data_folder
 from tests.processes import one_line_error, run_main
+from tokenizer import BertTokenizer
 from utils import MinbertError
 
 SST_HEAD = "\tid\tsentence\tsentiment\n"
@@ -298,3 +300,31 @@ def test_a_fetch_flag_without_fetch_is_refused_and_plain_help_is_not(capsys):
             datasets.main(argv)
     datasets.main([])
     assert "--fetch" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- Part 1's rows, as the starter takes them
+
+def test_sentiment_rows_read_the_task_the_file_name_says(tmp_path):
+    """A CFIMDB file holds labels 0..1 and an SST file 0..4: a 3 is refused in the one and read in the other."""
+    row = "0\tab1\t A good movie .\t3\n"
+    with pytest.raises(MinbertError, match=r"ids-cfimdb-train.csv: line 2: sentiment '3' is outside 0..1"):
+        sentiment_rows(_write(tmp_path / "ids-cfimdb-train.csv", SST_HEAD + row))
+    assert sentiment_rows(_write(tmp_path / "ids-sst-train.csv", SST_HEAD + row)) == ([("A good movie .", 3, "ab1")], 5)
+    assert sentiment_rows(tmp_path / "ids-sst-train.csv", "valid") == [("A good movie .", 3, "ab1")]
+    test = _write(tmp_path / "ids-sst-test-student.csv", "0\t\tid\tsentence\n1\t0.0\tcd1\t Fun .\n")
+    assert sentiment_rows(test, "test") == [("Fun .", "cd1")]
+
+
+def test_sentiment_rows_batch_as_their_dataset_does(course_data, tiny_model):
+    rows, _ = sentiment_rows(course_data / "ids-sst-train.csv")
+    tokenizer = BertTokenizer.from_pretrained(str(tiny_model))
+    data = SentimentRows(rows, "sst", tokenizer)
+    picked = [rows[5], rows[0], rows[9]]
+    batch, ours = data.collate_fn(picked), data.batch([5, 0, 9])
+    assert torch.equal(batch["token_ids"], ours["x"]["input_ids"])
+    assert torch.equal(batch["attention_mask"], ours["x"]["attention_mask"])
+    assert batch["labels"].tolist() == [r[1] for r in picked] and batch["sent_ids"] == [r[2] for r in picked]
+    unlabelled = SentimentRows([(s, i) for s, _, i in rows], "sst", tokenizer, labelled=False)
+    assert "labels" not in unlabelled.collate_fn(unlabelled[:2]) and unlabelled.labels is None
+    with pytest.raises(ValueError, match=r"row 0 has 2 fields: these rows are \(sentence, label, id\)"):
+        SentimentRows(unlabelled.dataset, "sst", tokenizer)

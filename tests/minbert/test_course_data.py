@@ -89,3 +89,10 @@ def test_a_line_of_digits_inside_a_sonnet_is_a_line_of_it(tmp_path):
     assert course_data.read_sonnets(path) == [("7", "Shall I compare thee\n8888\nto a day"), ("12", "When I do count")]
     path.write_text("Sonnets\r\n\r\n1\r\n\r\nFrom fairest creatures\r\n\r\n2\r\nWhen forty winters\r\n")
     assert course_data.read_sonnets(path) == [("1", "From fairest creatures"), ("2", "When forty winters")]
+
+
+def test_part_1s_task_is_the_one_a_files_name_says():
+    assert course_data.sentiment_task("data/ids-cfimdb-dev.csv") == "cfimdb"
+    assert course_data.sentiment_task("My-CFIMDB-reviews.csv") == "cfimdb"
+    assert course_data.sentiment_task("data/ids-sst-dev.csv") == "sst"
+    assert course_data.sentiment_task("reviews.csv") == "sst"  # SST's labels 0..4 hold CFIMDB's 0..1
