@@ -11,11 +11,17 @@ import torch
 from minbert.cli import (MinbertError, Parser, PipeSafe, Progress, finish_distributed, interrupt_retry,  # noqa: F401
                          is_main, main_guard, main_print, out_of_memory, process_alive,
                          set_interrupt_hint)
+from minbert.specs import Recipe
+
+# tqdm's `disable` for a progress bar: None shows it on a terminal and keeps it out of a log file, as every bar of
+# the project does (the starter's TQDM_DISABLE, which classifier.py and multitask_classifier.py re-export)
+TQDM_DISABLE = None
 
 
 # ----------------------------------------------------------------------------- seeding, ranks, device
 
-def seed_everything(seed):
+def seed_everything(seed=Recipe.seed):
+    """Seed Python's, NumPy's and torch's generators (torch's seeds every device's); the default is --seed's."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -209,7 +209,8 @@ def test_the_handouts_names_are_where_it_says():
 
 
 # The parameters the starter code gives the methods the handout asks students to write (sections 3.2, 4 and 5.2),
-# in order: ours take them so (any further parameter has a default), so a student's code calls ours unchanged.
+# and every function and class of its classifier.py and multitask_classifier.py, in order: ours take them so (any
+# further parameter has a default), so a student's code calls ours unchanged.
 STARTER_SIGNATURES = {
     "bert.BertSelfAttention.attention": ["self", "key", "query", "value", "attention_mask"],
     "bert.BertLayer.add_norm": ["self", "input", "output", "dense_layer", "dropout", "ln_layer"],
@@ -226,7 +227,27 @@ STARTER_SIGNATURES = {
     "multitask_classifier.MultitaskBERT.predict_similarity": ["self", "input_ids_1", "attention_mask_1", "input_ids_2",
                                                               "attention_mask_2"],
     "classifier.get_args": [], "multitask_classifier.get_args": [],
+    "classifier.seed_everything": ["seed"], "multitask_classifier.seed_everything": ["seed"],
+    "classifier.BertSentimentClassifier.__init__": ["self", "config"],
+    "multitask_classifier.MultitaskBERT.__init__": ["self", "config"],
+    **{f"classifier.{c}.{m}": p for c in ("SentimentDataset", "SentimentTestDataset")
+       for m, p in (("__init__", ["self", "dataset", "args"]), ("__len__", ["self"]),
+                    ("__getitem__", ["self", "idx"]), ("pad_data", ["self", "data"]),
+                    ("collate_fn", ["self", "all_data"]))},
+    "classifier.load_data": ["filename", "flag"],
+    "classifier.model_eval": ["dataloader", "model", "device"],
+    "classifier.model_test_eval": ["dataloader", "model", "device"],
+    "classifier.save_model": ["model", "optimizer", "args", "config", "filepath"],
+    "multitask_classifier.save_model": ["model", "optimizer", "args", "config", "filepath"],
+    "classifier.train": ["args"], "classifier.test": ["args"],
+    "multitask_classifier.train_multitask": ["args"], "multitask_classifier.test_multitask": ["args"],
 }
+# The starter's defaults among those parameters.
+STARTER_DEFAULTS = {"classifier.seed_everything": {"seed": 11711},
+                    "multitask_classifier.seed_everything": {"seed": 11711}, "classifier.load_data": {"flag": "train"}}
+# The starter's module constants.
+STARTER_CONSTANTS = {"classifier": ["TQDM_DISABLE"],
+                     "multitask_classifier": ["TQDM_DISABLE", "BERT_HIDDEN_SIZE", "N_SENTIMENT_CLASSES"]}
 
 
 @pytest.mark.parametrize("name", sorted(STARTER_SIGNATURES))
@@ -239,3 +260,16 @@ def test_the_handouts_methods_take_the_starters_parameters(name):
     want = STARTER_SIGNATURES[name]
     assert [p.name for p in params[:len(want)]] == want, name
     assert all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[len(want):]), name
+    for param, value in STARTER_DEFAULTS.get(name, {}).items():
+        assert inspect.signature(obj).parameters[param].default == value, (name, param)
+
+
+@pytest.mark.parametrize("module", sorted(STARTER_CONSTANTS))
+def test_every_starter_name_of_the_two_scripts_is_exported(module):
+    """A name of the starter's classifier.py or multitask_classifier.py is in the script's __all__ (so `from
+    classifier import *` gives it too), and its constants are there."""
+    m = importlib.import_module(module)
+    starter = {n.split(".")[1] for n in STARTER_SIGNATURES if n.startswith(module + ".")}
+    starter |= set(STARTER_CONSTANTS[module])
+    assert starter <= set(m.__all__), sorted(starter - set(m.__all__))
+    assert all(hasattr(m, n) for n in m.__all__)

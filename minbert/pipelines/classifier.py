@@ -3,7 +3,8 @@
 For each dataset the run trains (`train_dataset`), keeps the best dev epoch, reloads it and writes dev
 and test predictions (`predict_dataset`); the epoch protocol (checkpoints, --resume, early stopping,
 the log) is training/fit.py's. classifier.py is the command; its flags become a
-specs.ClassifierSettings in flags/settings.py.
+specs.ClassifierSettings in flags/settings.py. `predict_files` writes a saved model's predictions to files
+of one's choosing (classifier.py's test, as the starter calls it).
 """
 import dataclasses
 import time
@@ -14,12 +15,13 @@ import torch
 from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import predict
 from minbert.cli import main_print
-from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples, require_data_file
+from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples, require_data_file, sentiment_task
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
-from minbert.scoring import accuracy, macro_f1, write_dev_scores, write_predictions
-from minbert.tasks.sentiment import BertSentimentClassifier
+from minbert.runs.publishing import place
+from minbert.scoring import accuracy, macro_f1, prediction_writer, write_dev_scores, write_predictions
+from minbert.tasks.sentiment import BertSentimentClassifier, load_classifier
 from minbert.training.fit import Pipeline, fit
 from minbert.training.trainer import build_trainer
 from tokenizer import BertTokenizer
@@ -34,6 +36,12 @@ def model_eval(data, model, device, amp="none", desc="eval"):
     return accuracy(pred, gold), macro_f1(pred, gold), pred, gold, data.ids, logits
 
 
+def predict_labels(data, model, device, amp="none", desc="test"):
+    """The class `model` predicts for every row of `data` (labelled or not), in the data's order."""
+    model.eval()
+    return predict(model.logits, data, 64, device, amp, desc=desc).argmax(-1)
+
+
 def predict_dataset(model, data, files, device, amp="none", names=None, raw=None):
     """Predict dev and test with `model` (the best epoch), write both leaderboard files (`names`: {split: file
     name}, by default the handout's {stem}-{split}-out.csv) and the raw dev outputs (`raw(logits)`, by default
@@ -44,8 +52,26 @@ def predict_dataset(model, data, files, device, amp="none", names=None, raw=None
     write_dev_scores(files.folder / f"{files.stem}-dev-scores.npz", name, data["dev"],
                      raw(logits) if raw else logits, dev_pred)
     write_predictions(files.folder / names["dev"], name, data["dev"].ids, dev_pred)
-    test_pred = predict(model.logits, data["test"], 64, device, amp, desc=f"{name} test").argmax(-1)
+    test_pred = predict_labels(data["test"], model, device, amp, desc=f"{name} test")
     write_predictions(files.folder / names["test"], name, data["test"].ids, test_pred)
+    return acc
+
+
+def predict_files(checkpoint, dev, test, dev_out, test_out, device, amp="none", by="classifier.py"):
+    """The Part 1 model saved in `checkpoint` (a run's, or save_model's), rebuilt from its spec, predicts the
+    `dev` and `test` CSVs; dev_out and test_out get the leaderboard files, checked before any work and recorded
+    as written by `by` (runs/outputs.py's rule). Returns the dev accuracy."""
+    check_outputs(files=[("dev_out", dev_out), ("test_out", test_out)],
+                  inputs=[("the dev data file", dev), ("the test data file", test), ("the checkpoint", checkpoint)])
+    model, spec = load_classifier(checkpoint, device)
+    task, tokenizer = sentiment_task(dev), BertTokenizer.from_pretrained(spec.pretrained)
+    data = {split: SentenceClassificationDataset(read_examples(path, task, split), task, tokenizer, spec.max_length)
+            for split, path in (("dev", dev), ("test", test))}
+    acc, _, dev_pred, *_ = model_eval(data["dev"], model, device, amp, desc=f"{task} dev")
+    test_pred = predict_labels(data["test"], model, device, amp, desc=f"{task} test")
+    place([(dev_out, prediction_writer(task, data["dev"].ids, dev_pred)),
+           (test_out, prediction_writer(task, data["test"].ids, test_pred))], by, mode="w")
+    main_print(f"{checkpoint}: {task} dev accuracy {acc:.3f}; predictions in {dev_out}, {test_out}")
     return acc
 
 
