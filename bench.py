@@ -36,10 +36,10 @@ from minbert.cli import main_guard
 import torch
 
 from minbert.bench.run import benchmark
+from minbert.flag import BENCH
 from minbert.flags import parsers
 from minbert.flags.settings import bench_settings, values
 from minbert.flags.typed import check_idle_flags, parse_flags
-from minbert.flags.table import BENCH
 from minbert.runs.outputs import check_file
 from minbert.runs.publishing import write_output
 

@@ -20,10 +20,10 @@ outputs into the run folder as soft-targets.npz, which `multitask_classifier.py 
 student on (minbert/objectives/distill.py). Members trained with --fold I/K, one per fold, give cross-fitted
 targets: each training example's from the members that did not train on it.
 """
+from minbert.flag import ENSEMBLE
 from minbert.flags import parsers
 from minbert.flags.groups import RunFolder, add_backup_flag
 from minbert.flags.settings import ensemble_settings
-from minbert.flags.table import ENSEMBLE
 from minbert.flags.types import positive_int
 from minbert.objectives.distill import SOFT_TARGETS
 from minbert.pipelines.ensemble import run_ensemble

@@ -351,14 +351,9 @@ def portable_state(state):
     return {"state": per_param, "param_groups": groups}
 
 
+# --optimizer's choices; each one's default learning rate is a row of minbert/flags/defaults.py's table.
 OPTIMIZERS = {"adamw": AdamW, "lion": Lion, "lamb": Lamb}
 STATE_TENSORS = {"adamw": 2, "lion": 1, "lamb": 2}  # tensors of state per parameter (describe_trainable)
-# Each optimizer's default learning rate, as a multiple of AdamW's default (minbert/flags/defaults.py
-# resolve_lr), and why. Lion moves every coordinate by lr, so its rate is smaller than AdamW's (Chen et al.:
-# 3-10x). LAMB's lr is a step relative to each tensor's norm: at AdamW's 1e-4 it underfits and at 2e-3 it
-# collapses; 5e-4 was the best measured (RESULTS.md, "Part 2: the extensions of handout 5.3").
-LR_FACTOR = {"adamw": (1.0, ""), "lion": (1 / 3, "Lion: a third of AdamW's"),
-             "lamb": (5.0, "LAMB: five times AdamW's")}
 
 
 def make_optimizer(name, groups, lr, weight_decay=0.0, foreach=True, fused=True, compiled=False):

@@ -12,18 +12,15 @@ rule)."""
 from gpt2.config import ConfigError, GPT2Config
 from minbert.cli import MinbertError
 from minbert.finetuning.modes import ADAPTER_MODES
+from minbert.flag import G1, GP, GS
 from minbert.flags import parsers
-from minbert.flags.defaults import GPT2_FULL_MODEL_LR, HANDOUT_RECIPE, resolve_lr
+from minbert.flags.defaults import handout, resolve_lr
 from minbert.flags.settings import from_flags, recipe, regularizers, run_spec, runtime, values
-from minbert.flags.table import G1, GP, GS
 from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.hub import resolve_pretrained
 from minbert.objectives.regularizers import REGULARIZERS, regularizer_weights
 from minbert.specs import ClassifierSettings, ModelSpec, SonnetSettings
 
-# The whole model's default AdamW rate, the GPT-2 handout's; the rest of the rule is minBERT's (the new weights'
-# rate for adapters and heads; Lion a third, LAMB five times: minbert/flags/defaults.py resolve_lr).
-FULL_MODEL_LR = (GPT2_FULL_MODEL_LR, f"lr {GPT2_FULL_MODEL_LR:g} (the GPT-2 handout's for the whole model)")
 ADAPTER_FLAGS = ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")
 
 
@@ -31,7 +28,7 @@ def parse(script, argv=None):
     """A GPT-2 script's flags, parsed with --recipe handout's defaults in force when it is given, and
     checked: a typed flag its rules (the table's) say would change nothing, or a --max_length above the
     model's positions is one line."""
-    args = parse_flags(parsers.parser(script), argv, HANDOUT_RECIPE)
+    args = parse_flags(parsers.parser(script), argv, handout(script))
     typed = args.typed
     check_idle_flags(values(args, script), typed, parsers.idle_rules(script))
     # the default is held to the model's positions (_gpt2_values); a typed value is not
@@ -98,7 +95,9 @@ def classifier_settings(args):
     if flags["adapter_dim"] != parsers.value("adapter_dim", G1) and flags["fine_tune_mode"] != "adapter":
         raise MinbertError(f"--adapter_dim {flags['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
                            f"is {flags['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
-    flags["lr"], why = resolve_lr(flags["lr"], flags["fine_tune_mode"], flags["optimizer"], None, FULL_MODEL_LR)
+    # the default rate: the rows of minbert/flags/defaults.py, as minBERT's (the GPT-2 handout's for the whole model)
+    flags["lr"], why = resolve_lr(flags["lr"], script, flags["fine_tune_mode"], flags["optimizer"], None,
+                                  flags["recipe"])
     model = from_flags(ModelSpec, flags, pipeline=script, dropout=[flags["hidden_dropout_prob"]])
     train = recipe(flags, flags["lr"], why)
     return from_flags(ClassifierSettings, flags, model=model, recipe=train,
@@ -117,7 +116,7 @@ def sonnet_settings(args):
         raise MinbertError(f"--{r.weight} {on[r.name]:g}: {r.label} regularises a prediction of a label, and "
                            "the sonnets have none (their loss is the language model's alone): drop it")
     model = from_flags(ModelSpec, flags, pipeline="gpt2-sonnet")
-    flags["lr"], why = resolve_lr(flags["lr"], "full-model", flags["optimizer"], None, FULL_MODEL_LR)
+    flags["lr"], why = resolve_lr(flags["lr"], GS, "full-model", flags["optimizer"], None, flags["recipe"])
     train = recipe(flags, flags["lr"], why)
     return from_flags(SonnetSettings, flags, model=model, recipe=train, runtime=runtime(flags, train),
                       run=run_spec(flags, flags["lr"]))

@@ -1,10 +1,51 @@
-"""A flag as one row (Flag), declared once beside what it configures, and a value that differs by script (Per):
-minbert/flags/table.py holds the training scripts' rows, each regulariser's module its own (objectives/), and the
-parsers, the settings, the rules and docs/flags.md are built from them."""
-from dataclasses import dataclass
-from typing import Optional
+"""A flag as one row (Flag), declared once beside what it configures, a value that differs by script (Per), the
+scripts rows name, and where a default that is a decision comes from (Measured, Paper, Handout, Chosen).
+minbert/flags/table.py lists the training scripts' rows (model_rows.py, recipe_rows.py, runtime_rows.py), each
+regulariser's module its own (objectives/), and the parsers, the settings, the rules and docs/flags.md are built
+from them."""
+from dataclasses import dataclass, fields
+from typing import NamedTuple, Optional
 
 from minbert.cli import flag_spelling
+
+# The scripts that take the rows' flags, as a row's `scripts` and a Per name them: minBERT's classifier.py,
+# multitask_classifier.py and pretrain.py, Build GPT-2's classifier.py, paraphrase_detection.py and
+# sonnet_generation.py, bench.py, which times their step, and ensemble.py, which takes the speed flags that act
+# where nothing trains.
+P1, P2, PRE, BENCH, ENSEMBLE = "classifier", "multitask", "pretrain", "bench", "ensemble"
+G1, GP, GS = "gpt2-classifier", "gpt2-paraphrase", "gpt2-sonnet"
+GPT2 = frozenset({G1, GP, GS})
+BERT = frozenset({P1, P2})           # minBERT's fine-tuning pipelines
+TRAINING = BERT | GPT2
+ALL = TRAINING | {PRE, BENCH}
+INFERENCE = frozenset({ENSEMBLE})
+
+
+# Where a default that is a decision comes from (minbert/flags/defaults.py's table; a regulariser's row): each is
+# said in words built from its fields, and checked where it can be.
+
+class Measured(NamedTuple):
+    """Measured here: `anchor` names the RESULTS.md section that holds the measurement (a test finds the value
+    there), `on` the checkpoint it was measured on."""
+    anchor: str
+    on: str = "all-minilm-l6-v2"
+
+
+class Paper(NamedTuple):
+    """From the literature: `citation`, and `span`, (low, high), where the paper gives a range (a test holds the
+    value within it)."""
+    citation: str
+    span: Optional[tuple] = None
+
+
+class Handout(NamedTuple):
+    """The course's: `which` names the handout (and where in it), in words that hold no value."""
+    which: str
+
+
+class Chosen(NamedTuple):
+    """Set by hand and not measured: `why`, in words that hold no value."""
+    why: str
 
 
 class Per(dict):
@@ -24,9 +65,14 @@ def per(value, script):
     return value.of(script) if isinstance(value, Per) else value
 
 
+def default(cls, name):
+    """A settings dataclass's default for `name`: the one place it is written, which a row reads."""
+    return next(f.default for f in fields(cls) if f.name == name)
+
+
 @dataclass(frozen=True)
 class Flag:
-    """One flag, declared once: every parser that takes it (minbert/flags/table.py builds them), the settings
+    """One flag, declared once: every parser that takes it (minbert/flags/parsers.py builds them), the settings
     field of its name, the rule that refuses it where it would change nothing and docs/flags.md all read this
     row. Its destination and default (a Per where scripts differ); its checked type: a name in
     minbert/flags/types.py or such a function, "switch" for a flag that turns something on, "off" for

@@ -28,11 +28,6 @@ from minbert.finetuning.houlsby import add_houlsby_adapters
 from minbert.finetuning.lora import add_adapters, merge_adapters
 from minbert.finetuning.prefix import add_prefix
 
-# Where only adapters (or other new modules) and heads train, a larger default rate than full fine-tuning's
-# (Hu et al. 2022 train LoRA at about 10x).
-ADAPTER_LR = 1e-3
-
-
 @dataclass(frozen=True)
 class Mode:
     """One --fine-tune-mode: `attach(bert, spec)` sets what trains (adding the mode's modules,
@@ -41,7 +36,7 @@ class Mode:
     attach: Callable
     trains: str                           # what trains, for --help ({} is the backbone: BERT, GPT-2)
     frozen_backbone: bool                 # the backbone's own weights stay as loaded: only new weights train
-    new_weights_lr: bool                  # the default learning rate is ADAPTER_LR, not the whole model's
+    new_weights_lr: bool                  # the default learning rate is the new weights' (flags/defaults.py)
     merge: Optional[Callable] = None
     no_merge: str = ""
     lora_flags: bool = False              # the --lora_* flags configure it

@@ -1,4 +1,4 @@
-"""What the table of flags (table.py) builds: each script's argparse parser (`parser`), the rules of its idle
+"""What the table of flags (table.py ROWS) builds: each script's argparse parser (`parser`), the rules of its idle
 flags (`idle_rules`), the values a script does not take but its settings need (`defaults`), the flags Build
 GPT-2 leaves out (`absent`); and what reads which flags were typed. They live here, not in the scripts, so that
 sweep.py, tools/ and the generated docs/flags.md read the same declarations the scripts parse; settings.py
@@ -6,9 +6,10 @@ turns what they parse into the typed settings the library takes."""
 
 from minbert.cli import Parser
 from minbert.course_data import TASK_PREFIX
-from minbert.flag import per
-from minbert.flags import types
-from minbert.flags.table import G1, GP, GPT2, GS, NOT_GPT2, P1, P2, PRE, ROWS, TRAINING
+from minbert.flag import G1, GP, GPT2, GS, P1, P2, PRE, TRAINING, per
+from minbert.flags import table, types
+
+NOT_GPT2 = "not available for GPT-2; drop it"
 
 
 # The scripts as a user runs them, each with what its --help says it does.
@@ -29,7 +30,7 @@ SCRIPTS = {
 
 def rows(script):
     """The rows `script` takes, in the table's order."""
-    return [r for r in ROWS if script in r.scripts]
+    return [r for r in table.ROWS if script in r.scripts]
 
 
 def absent(script):
@@ -37,7 +38,7 @@ def absent(script):
     each is one line saying why, not 'unrecognized'."""
     if script not in GPT2:
         return {}
-    return {r.spelling: f"{r.not_gpt2}: {NOT_GPT2}" for r in ROWS if r.not_gpt2 and script not in r.scripts}
+    return {r.spelling: f"{r.not_gpt2}: {NOT_GPT2}" for r in table.ROWS if r.not_gpt2 and script not in r.scripts}
 
 
 def parser(script, prog=None, description=None):
@@ -76,7 +77,7 @@ def _argparse_kw(row, script):
 
 def value(dest, script):
     """The default of the flag `dest` in `script`."""
-    return next(per(r.default, script) for r in ROWS if r.dest == dest and script in r.scripts)
+    return next(per(r.default, script) for r in table.ROWS if r.dest == dest and script in r.scripts)
 
 
 def idle_rules(script):
@@ -89,7 +90,7 @@ def defaults(script):
     """{destination: its value in `script`} of the flags the script does not take but its settings need (a row's
     `implied`: pretrain.py's recipe beyond its own flags, the adapters and datasets of Build GPT-2's cloze task),
     each from its row."""
-    return {r.dest: per(r.default, script) for r in ROWS if script in r.implied}
+    return {r.dest: per(r.default, script) for r in table.ROWS if script in r.implied}
 
 
 # ----------------------------------------------------------------------------- the pipelines' parsers

@@ -14,12 +14,11 @@ from pathlib import Path
 from config import SHAPES, BertConfig
 from minbert.cli import MinbertError, flag_spelling, main_print
 from minbert.course_data import MULTITASK, TASK_PREFIX, data_file
-from minbert.flags import parsers
-from minbert.flags.defaults import (DEFAULT_REGULARIZERS, FULL_MODEL_LR, HANDOUT_RECIPE, MULTITASK_HANDOUT,
-                                    REGULARIZER_WEIGHTS, resolve_lr, resolve_record_step)
+from minbert.flag import BENCH, P1, P2, PRE
+from minbert.flags import defaults, parsers
+from minbert.flags.defaults import REGULARIZER_WEIGHTS, handout, resolve_lr, resolve_record_step
 from minbert.flags.parsers import (ARCHITECTURE, EVAL_ONLY_FLAGS, classifier_parser, multitask_parser, pretrain_parser)
 from minbert.flags.rules import check_classifier_combination, check_multitask_combination
-from minbert.flags.table import BENCH, P1, P2, PRE
 from minbert.flags.typed import check_idle_flags, parse_flags
 from minbert.hub import check_max_length, checkpoint_config
 from minbert.precision import resolve_amp
@@ -91,10 +90,11 @@ def runtime(flags, train_recipe=None, log=main_print, eager=None):
                    record_step=record_step)
 
 
-def _lr(flags):
-    """(lr, why) for the run: --lr, or the default for what trains and the checkpoint's width."""
-    return resolve_lr(flags["lr"], flags["fine_tune_mode"], flags["optimizer"],
-                      checkpoint_config(flags["pretrained"]).hidden_size)
+def _lr(flags, typed, script):
+    """(lr, why) for the run: --lr as typed, or the default flags/defaults.py's rows give for what trains, the
+    checkpoint's width, the optimizer and --recipe (a rate --recipe handout put in force is the rows' too)."""
+    return resolve_lr(flags["lr"] if "lr" in typed else None, script, flags["fine_tune_mode"], flags["optimizer"],
+                      checkpoint_config(flags["pretrained"]).hidden_size, flags["recipe"])
 
 
 def run_spec(flags, lr, stem=None):
@@ -106,21 +106,24 @@ def run_spec(flags, lr, stem=None):
 
 # ----------------------------------------------------------------------------- Part 1: classifier.py
 
+# Each regulariser weight's own default (its flag's, objectives/): what stands where no row sets it.
+_OWN = {f.name: f.default for f in dataclasses.fields(Regularizers)}
+
+
 def _classifier_values(args):
-    """The parsed flags with the defaults that depend on the fine-tune mode resolved: the handout recipe's
-    full-model rate, and the regularisers (they need BERT in the graph: by default full-model only)."""
+    """The parsed flags with the regularisers' weights, which depend on the fine-tune mode, resolved: a row of
+    flags/defaults.py's table where one holds (they need BERT in the graph: full-model only), else the flag's own
+    default (0: off)."""
     flags = values(args, P1)
-    if flags["lr"] is None and flags["fine_tune_mode"] == "full-model" and flags["recipe"] == "handout":
-        flags["lr"] = FULL_MODEL_LR["handout"]
     for name in REGULARIZER_WEIGHTS:
         if flags[name] is None:
-            flags[name] = DEFAULT_REGULARIZERS["classifier"][name] if flags["fine_tune_mode"] == "full-model" else 0.0
+            flags[name] = defaults.value(name, P1, _OWN[name], flags["recipe"], flags["fine_tune_mode"])
     return flags
 
 
 def parse_classifier(argv=None):
     """classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says)."""
-    args = parse_flags(classifier_parser(), argv, HANDOUT_RECIPE)
+    args = parse_flags(classifier_parser(), argv, handout(P1))
     flags = _classifier_values(args)
     check_idle_flags(flags, args.typed, parsers.idle_rules(P1))
     check_classifier_combination(flags)
@@ -130,7 +133,7 @@ def parse_classifier(argv=None):
 def classifier_settings(args, log=main_print):
     flags = _classifier_values(args)
     check_max_length(flags["max_length"], flags["pretrained"])
-    lr, why = _lr(flags)
+    lr, why = _lr(flags, args.typed, P1)
     train = recipe(flags, lr, why)
     run_time = runtime(flags, train, log)
     model = from_flags(ModelSpec, flags, pipeline="classifier", dropout=[flags["hidden_dropout_prob"]])
@@ -155,7 +158,7 @@ def _multitask_values(args):
 def parse_multitask(argv=None, prog=None, description=None):
     """multitask_classifier.py's flags, parsed and checked (one line for a flag that cannot do what it says);
     `prog` and `description` name another command that takes them (a tool), in its usage and messages."""
-    args = parse_flags(multitask_parser(prog, description), argv, MULTITASK_HANDOUT)
+    args = parse_flags(multitask_parser(prog, description), argv, handout(P2))
     typed, flags = args.typed, _multitask_values(args)
     if flags["eval_only"]:
         ignored = sorted(typed - EVAL_ONLY_FLAGS - {"checkpoint_name"})  # --checkpoint sets run_dir and that
@@ -187,7 +190,7 @@ def multitask_settings(args, log=main_print):
     train = None
     if not flags["eval_only"]:
         check_max_length(flags["max_length"], flags["pretrained"])
-        lr, why = _lr(flags)
+        lr, why = _lr(flags, typed, P2)
         train = recipe(flags, lr, why)
     run_time = runtime(flags, train, log)
     data = from_flags(MultitaskData, flags, extra=tuple(parse_extra(e) for e in flags["extra_task"]),
@@ -223,7 +226,8 @@ def pretrain_settings(args, log=print):
         raise MinbertError(f"--mask_prob {flags['mask_prob']}: masks no token, so there is nothing to predict "
                            "and the loss is 0 at every step: give a share above 0 (BERT's is 0.15)")
     check_max_length(flags["max_length"], flags["pretrained"])
-    train = recipe(flags, flags["lr"], f"lr {flags['lr']:g}")
+    lr, why = resolve_lr(flags["lr"] if "lr" in args.typed else None, PRE, None, None, None)
+    train = recipe(flags, lr, why)
     run_time = runtime(flags, train, log, eager="the masked-LM head reads only the masked positions, a number that "
                                             "changes with every batch")
     corpus = flags["corpus"] or ("cfimdb" if flags["nsp"] else "tasks")

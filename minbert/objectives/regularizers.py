@@ -1,10 +1,12 @@
 """The regularisers either pipeline can add to its training loss, one row each: R-Drop (rdrop.py) and SMART's
 two terms (smart.py). Everything else reads this table: the loss (losses.py TermLoss adds each term that is
-on, in the table's order), the flags and their defaults (minbert/flags/groups.py declares each row's flags,
-flags/defaults.py takes the weights under --recipe best and handout, flags/rules.py refuses a flag that shapes
+on, in the table's order), the flags (minbert/flags/recipe_rows.py makes a row of each row's flags,
+flags/defaults.py switches every weight off under --recipe handout, flags/rules.py refuses a flag that shapes
 a term which is off), the settings (Regularizers below, one field per flag), bench.py (its `recipe` row and
 the terms it names) and GPT-2's scripts, which leave out the rows GPT-2 does not take (each of their flags,
-typed there, is one line saying why).
+typed there, is one line saying why). Each row's weight in each pipeline's default recipe, with where that
+value comes from, becomes a row of the table of defaults (flags/defaults.py), which the flags' defaults and help,
+Part 1's resolution by fine-tune mode and README's table read (--recipe handout switches every one off).
 
 A new regulariser is its module plus one row here:
   - The module holds an nn.Module, with its paper and equation in the docstring, and its flags (FLAGS, a tuple
@@ -12,13 +14,15 @@ A new regulariser is its module plus one row here:
     the settings; its `regularize(loss, p)` takes the task loss so far and the pass `p` (a Pass) and returns
     the new task loss and the term, which is added to the loss and whose epoch mean is logged under the row's
     name. An `after_step()` method, if it has one, follows every optimizer step (SMART's Bregman teacher).
-  - The row names it, says what messages call it, gives its weight's default in each pipeline's best recipe
-    (--recipe handout has no regulariser) and, for one that GPT-2 does not take, why.
+  - The row names it, says what messages call it, gives its weight's default in each pipeline's default recipe
+    with its source (0 until a measurement in RESULTS.md says otherwise) and, for one that GPT-2 does not take,
+    why.
 Then `python tools/flag_docs.py` rewrites docs/flags.md; docs/architecture.md walks an example.
 """
 import dataclasses
 from typing import Callable, Mapping, NamedTuple, Optional
 
+from minbert.flag import Measured
 from minbert.objectives import rdrop, smart
 
 
@@ -28,7 +32,8 @@ class Regularizer:
     label: str                     # what it is called in a message ("R-Drop")
     module: Callable               # its nn.Module: .build(spec, model, total_steps), .regularize(loss, p)
     flags: tuple                   # its flags (flag.Flag), the weight first (0: off)
-    defaults: Mapping              # the weight under --recipe best, per pipeline (--recipe handout: 0)
+    # {pipeline: (its weight in that pipeline's default recipe, where the value comes from: a flag.Measured, ...)}
+    defaults: Mapping
     gpt2: Optional[str] = None     # None: GPT-2's scripts take it; else why they do not
     # it perturbs the backbone's embeddings, so it needs their gradient: frozen layers and cached features
     # (last-linear-layer) are refused with it (flags/rules.py)
@@ -40,13 +45,15 @@ class Regularizer:
         return self.flags[0].dest
 
 
+# The measurements that set the default recipes' weights: every term against none, in each pipeline (RESULTS.md).
+PART1, PART2 = Measured("part-1-sst-full-model-3-epochs"), Measured("part-2-the-reduced-budget-then-3-epochs")
 REGULARIZERS = {r.name: r for r in (
-    Regularizer("rdrop", "R-Drop", rdrop.RDrop, rdrop.FLAGS, {"classifier": 0.0, "multitask": 2.0}),
+    Regularizer("rdrop", "R-Drop", rdrop.RDrop, rdrop.FLAGS, {"classifier": (0.0, PART1), "multitask": (2.0, PART2)}),
     Regularizer("smart", "SMART's adversarial term", smart.SmartRegularizer, smart.SMART_FLAGS,
-                {"classifier": 0.0, "multitask": 0.0}, gpt2="SMART perturbs BERT's own embedding output",
-                embedding_gradient=True),
+                {"classifier": (0.0, PART1), "multitask": (0.0, Measured("verdicts-with-significance-tests"))},
+                gpt2="SMART perturbs BERT's own embedding output", embedding_gradient=True),
     Regularizer("bregman", "SMART's Bregman teacher", smart.BregmanProximal, smart.BREGMAN_FLAGS,
-                {"classifier": 0.0, "multitask": 0.0}, gpt2="SMART's Bregman step, BERT's recipe"),
+                {"classifier": (0.0, PART1), "multitask": (0.0, PART2)}, gpt2="SMART's Bregman step, BERT's recipe"),
 )}
 
 

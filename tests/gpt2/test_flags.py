@@ -143,12 +143,13 @@ def test_the_default_learning_rate_follows_minberts_rule(tiny_gpt2, mode, optimi
     for new weights), times the optimizer's factor (Lion a third of AdamW's, LAMB five times), for Part 1 and the
     sonnets alike; the reason is on the start line."""
     from gpt2.flags import classifier_settings, parse_classifier, parse_sonnets, sonnet_settings
-    from optimizer import LR_FACTOR
+    from minbert.flags.defaults import factor, source_words, times
     s = classifier_settings(parse_classifier(["--pretrained", str(tiny_gpt2), "--fine-tune-mode", mode,
                                               "--optimizer", optimizer]))
     assert s.recipe.lr == pytest.approx(lr)
-    assert s.recipe.lr_why.startswith(f"lr {lr:g}") and (optimizer == "adamw" or LR_FACTOR[optimizer][1] in
-                                                         s.recipe.lr_why)
+    scale = factor(optimizer, "gpt2-classifier")  # the factor's row: its words and source on the start line
+    assert s.recipe.lr_why.startswith(f"lr {lr:g}") and (optimizer == "adamw" or f"{times(scale.value)}, source: "
+                                                         f"{source_words(scale)}" in s.recipe.lr_why)
     if mode == "full-model":
         sonnets = sonnet_settings(parse_sonnets(["--pretrained", str(tiny_gpt2), "--optimizer", optimizer]))
         assert sonnets.recipe.lr == pytest.approx(lr)

@@ -1,10 +1,15 @@
 """tools/flag_docs.py: docs/flags.md is what the parsers say, on every machine, and every default it gives is a
-spelling the flag's parser reads as that default."""
+spelling the flag's parser reads as that default; README's "What the defaults run" is what Part 1's and Part 2's
+parsers and the table of defaults say."""
 import argparse
 import importlib
 import re
 
+import pytest
+
 from minbert.cli import MinbertError
+from minbert.flag import P1, P2
+from minbert.flags import defaults
 from tests.course import ROOT
 from tools import flag_docs
 
@@ -94,3 +99,22 @@ def test_a_default_the_parser_refuses_or_reads_otherwise_is_caught():
     pages["multitask_classifier.py"]["--lora_targets"] = "query value"
     assert _wrong_defaults(pages) == [("multitask_classifier.py", "--lora_targets", "query value"),
                                       ("gpt2/sonnet_generation.py", "--early_stopping", "False")]
+
+
+def test_the_readmes_defaults_table_is_what_the_parsers_and_the_table_of_defaults_say(monkeypatch):
+    for var in ("MINBERT_DATA", "MINBERT_CACHE", "MINBERT_HF_ENDPOINT", "HF_ENDPOINT"):
+        monkeypatch.setenv(var, "/somewhere/else")
+    readme = (ROOT / "README.md").read_text()
+    assert readme == flag_docs.readme(readme), "run python tools/flag_docs.py"
+    table = readme.split(flag_docs.BEGIN)[1].split(flag_docs.END)[0]
+    for script in (P1, P2):  # every learning-rate row the script's default recipe reads, with its source
+        for r in defaults.RULES:
+            if r.setting == "lr" and script in r.scripts and r.recipe is None and r.optimizer is None:
+                assert f"{defaults.rate(r.value)}" in table and defaults.source_words(r, link=True) in table
+    rdrop = defaults.rule("rdrop_weight", P2)
+    assert f"`--rdrop_weight {rdrop.value:g}` ({defaults.source_words(rdrop, link=True)})" in table
+
+
+def test_a_readme_without_its_tables_lines_is_refused():
+    with pytest.raises(SystemExit, match="lacks the lines around its defaults' table"):
+        flag_docs.readme("# minbert\n\nno table here\n")

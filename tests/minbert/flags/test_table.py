@@ -1,27 +1,14 @@
-"""flags/table.py and what parsers.py builds from it: one row per flag builds every script's parser: inference
-takes only the speed flags that act there, the regularisers' defaults follow the pipeline, Build GPT-2's scripts
-name the BERT-only flags they leave out, a row's default, rule and help reach its scripts, and no flag is taken by
-an abbreviation."""
+"""flags/table.py, the one list of the rows, and what parsers.py builds from it: one row per flag builds every
+script's parser: Build GPT-2's scripts name the BERT-only flags they leave out, a row's default, rule and help
+reach its scripts, a new flag is one row, and no flag is taken by an abbreviation."""
+import dataclasses
 
 import pytest
 
+from minbert.flag import GP, P1, P2, PRE, Flag
 from minbert.flags import parsers, table
+from tools import flag_docs
 from utils import MinbertError
-
-
-def test_inference_takes_only_the_speed_flags_that_act_there():
-    training, inference = parsers.parser("multitask"), parsers.parser("ensemble")
-    assert {"bucket", "foreach", "compile", "grad_accum"} <= set(vars(training.parse_args([])))
-    assert set(vars(inference.parse_args([]))) == {"amp", "attn", "pad_multiple"}
-    with pytest.raises(MinbertError, match="unrecognized arguments: --compile"):
-        inference.parse_args(["--compile"])
-
-
-def test_the_regularisers_default_to_the_pipelines_recipe():
-    part2, part1, bench = (parsers.parser(s).parse_args([]) for s in ("multitask", "classifier", "bench"))
-    assert part2.rdrop_weight == 2.0 and bench.rdrop_weight == 2.0  # bench.py times Part 2's default step
-    assert part1.rdrop_weight is None  # resolved once the fine-tune mode is known (settings.py)
-    assert parsers.parser("gpt2-classifier").parse_args([]).rdrop_weight == 0.0
 
 
 @pytest.mark.parametrize("script", ["gpt2-classifier", "gpt2-paraphrase", "gpt2-sonnet"])
@@ -66,13 +53,13 @@ def test_a_flag_a_script_implies_is_not_one_it_takes_and_reaches_its_settings_wi
     """pretrain.py's recipe beyond its flags, the cloze task's adapters and datasets: each row's `implied` scripts
     get its default (parsers.defaults) and do not parse it."""
     implied = [r for r in table.ROWS if r.implied]
-    assert {s for r in implied for s in r.implied} == {table.PRE, table.GP}
+    assert {s for r in implied for s in r.implied} == {PRE, GP}
     for r in implied:
         for script in r.implied:
             assert script not in (r.scripts or ())
             assert parsers.defaults(script)[r.dest] == parsers.per(r.default, script)
             assert r.dest not in vars(parsers.parser(script).parse_args([]))
-    assert parsers.defaults(table.PRE)["scheduler"] == "linear" and parsers.defaults(table.GP)["datasets"] == ["quora"]
+    assert parsers.defaults(PRE)["scheduler"] == "linear" and parsers.defaults(GP)["datasets"] == ["quora"]
 
 
 def test_every_row_is_spelled_as_messages_name_it():
@@ -85,3 +72,21 @@ def test_every_row_is_spelled_as_messages_name_it():
             if r.kind == "off":
                 assert r.spelling == f"--no_{r.dest}"
     assert flag_spelling("tensorboard") == "--no_tensorboard" and flag_spelling("fine_tune_mode") == "--fine-tune-mode"
+
+
+def test_a_new_flag_is_one_row_in_the_one_list(monkeypatch):
+    """A row added to ROWS is parsed by the scripts it names (default, type, help), refused by the others, on
+    docs/flags.md, and reaches a settings dataclass with a field of its name (settings.from_flags)."""
+    from minbert.flags.settings import from_flags
+    row = Flag("toy_knob", 3, "positive_int", "how far the toy knob turns", scripts=frozenset({P2}),
+               group="training recipe")
+    monkeypatch.setattr(table, "ROWS", [*table.ROWS, row])
+    assert parsers.parser(P2).parse_args([]).toy_knob == 3
+    assert parsers.parser(P2).parse_args(["--toy_knob", "5"]).toy_knob == 5
+    with pytest.raises(MinbertError, match="--toy_knob: .*integer"):
+        parsers.parser(P2).parse_args(["--toy_knob", "0"])
+    with pytest.raises(MinbertError, match="unrecognized arguments: --toy_knob"):
+        parsers.parser(P1).parse_args(["--toy_knob", "5"])
+    assert "| `--toy_knob` | 3 | an integer >= 1 | how far the toy knob turns |" in flag_docs.render()
+    Toy = dataclasses.make_dataclass("Toy", [("toy_knob", int, dataclasses.field(default=0))], frozen=True)
+    assert from_flags(Toy, vars(parsers.parser(P2).parse_args(["--toy_knob", "7"]))).toy_knob == 7

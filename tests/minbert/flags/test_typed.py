@@ -3,7 +3,8 @@ that would change nothing refused in one line."""
 import pytest
 
 from minbert.cli import MinbertError
-from minbert.flags.defaults import MULTITASK_HANDOUT
+from minbert.flag import P2
+from minbert.flags.defaults import handout
 from minbert.flags.parsers import multitask_parser
 from minbert.flags.typed import check_idle_flags, given_flags, parse_flags
 
@@ -16,11 +17,11 @@ def test_given_flags_are_the_ones_typed_not_the_defaults():
 
 
 def test_the_handout_recipe_changes_the_defaults_and_typed_flags_win():
-    args = parse_flags(multitask_parser(), ["--recipe", "handout", "--batch_size", "16"], MULTITASK_HANDOUT)
+    args = parse_flags(multitask_parser(), ["--recipe", "handout", "--batch_size", "16"], handout(P2))
     assert (args.scheduler, args.warmup_ratio, args.rdrop_weight, args.lr) == ("constant", 0.0, 0.0, 1e-5)
     assert args.batch_size == 16 and args.typed == {"recipe", "batch_size"}
     assert "typed" not in vars(args)  # what the flags hold, apart from which were typed
-    best = parse_flags(multitask_parser(), [], MULTITASK_HANDOUT)
+    best = parse_flags(multitask_parser(), [], handout(P2))
     assert (best.scheduler, best.rdrop_weight, best.lr) == ("linear", 2.0, None)
 
 

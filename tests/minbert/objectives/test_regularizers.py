@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from minbert.flags.defaults import DEFAULT_REGULARIZERS, HANDOUT_RECIPE
+from minbert.flag import P1, P2
+from minbert.flags.defaults import handout, value
 from minbert.flags.parsers import classifier_parser, multitask_parser
 from minbert.objectives.losses import ClassificationLoss, TermLoss
 from minbert.objectives.regularizers import REGULARIZERS, Regularizer, Regularizers, regularizer_weights
-from minbert.flag import Flag
+from minbert.flag import Chosen, Flag
 from tests.checkpoints import sentiment_batch, sentiment_model
 from tests.course import ROOT
 
@@ -38,7 +39,8 @@ class Toy(torch.nn.Module):
 
 def test_a_new_row_is_a_term_of_the_loss_logged_under_its_name(tiny_model, monkeypatch):
     monkeypatch.setitem(REGULARIZERS, "toy", Regularizer("toy", "the toy term", Toy, (
-        Flag("toy_weight", 0.0, "nonneg_float", "the toy term"),), {"classifier": 0.0, "multitask": 0.0}))
+        Flag("toy_weight", 0.0, "nonneg_float", "the toy term"),), dict.fromkeys(("classifier", "multitask"),
+                                                                             (0.0, Chosen("not measured")))))
     model = sentiment_model(tiny_model, 0.0)
     plain, toy = ClassificationLoss(), ClassificationLoss(toy=Toy(3.0))
     batch = sentiment_batch()
@@ -71,13 +73,17 @@ def test_the_parsers_declare_every_rows_flags_with_the_settings_defaults_and_eac
     actions = {name: {a.dest: a for a in ap._actions} for name, ap in parsers.items()}
     for r in REGULARIZERS.values():
         assert r.flags[0].dest == r.weight and set(r.defaults) == {"classifier", "multitask"}
+        assert all(type(source).__name__ in ("Measured", "Paper", "Handout", "Chosen")
+                   for _, source in r.defaults.values())  # each weight says where it comes from
         for f in r.flags:
             assert fields[f.dest] == f.default  # the settings field takes the flag's default: one place
             if f is r.flags[0]:
-                assert actions["multitask"][f.dest].default == r.defaults["multitask"]
+                assert actions["multitask"][f.dest].default == r.defaults["multitask"][0]
                 assert actions["classifier"][f.dest].default is None  # resolved once the mode is known
-                assert DEFAULT_REGULARIZERS["classifier"][f.dest] == r.defaults["classifier"]
-                assert HANDOUT_RECIPE[f.dest] == 0.0
+                # the table of defaults (flags/defaults.py) takes the row's weights: Part 1's for full-model
+                assert value(f.dest, P1, None, mode="full-model") == r.defaults["classifier"][0]
+                assert value(f.dest, P2, None) == r.defaults["multitask"][0]
+                assert handout(P1)[f.dest] == 0.0 and handout(P2)[f.dest] == 0.0
             else:
                 assert all(a[f.dest].default == f.default for a in actions.values())
 
