@@ -1,5 +1,5 @@
 """The flags the other commands share (prepare_submit.py's of either project, report.py's --backup) and the run
-folder's action, which the training scripts' rows (table.py) take too."""
+folder's action, which the training scripts' rows (runtime_rows.py) take too."""
 import argparse
 from pathlib import Path
 
