@@ -20,8 +20,8 @@ from utils import MinbertError
                                           r"process, but a study is shared"),
     (["--space", "no_bucket=1,2"], r"--space no_bucket=1,2: --no_bucket is a switch \(on or off\): sweep it as "
                                    r"no_bucket=yes,no"),
-    (["--space", "lr=yes,no"], r"--space lr=yes,no: --lr takes a value, and yes/no sweep "
-                                       r"switches only"),
+    (["--space", "hidden_dropout_prob=yes,no"], r"--space hidden_dropout_prob=yes,no: --hidden_dropout_prob takes "
+                                                r"a value, and yes/no sweep switches only"),
 ])
 def test_sweep_flags_are_checked_in_one_line(tmp_path, monkeypatch, course_data, tiny_model, argv, match):
     monkeypatch.chdir(tmp_path)

@@ -6,7 +6,7 @@ import pytest
 from gpt2.sonnet_pipeline import run_sonnets
 from gpt2.sonnets import read_sonnets
 from tests.checkpoints import make_gpt2_checkpoint
-from tests.course import FOLDER_FLAGS, real_data_folder
+from tests.course import FOLDER_FLAGS, overridden, real_data_folder
 from utils import MinbertError
 
 
@@ -24,12 +24,12 @@ def sonnet_files(folder, n_train=6, n_held=2):
 def sonnet_argv(tmp_path, model, files, *extra):
     """sonnet_generation.py's flags for a tiny run (run folder run/ unless `extra` names one)."""
     folder = [] if set(FOLDER_FLAGS) & set(extra) else ["--run_dir", str(tmp_path / "run")]
-    return ["--pretrained", str(model), "--sonnet_path", str(files / "sonnets.txt"),
-            "--held_out_sonnet_path", str(files / "sonnets_held_out.txt"),
-            "--held_out_dev_path", str(files / "sonnets_held_out_dev.txt"),
-            "--true_dev_path", str(files / "TRUE_sonnets_held_out_dev.txt"), "--epochs", "1", "--lr", "1e-3",
-            "--max_line_tokens", "6", *folder,
-            "--sonnet_out", str(tmp_path / "pred" / "generated_sonnets.txt"), *extra]
+    return overridden(["--pretrained", str(model), "--sonnet_path", str(files / "sonnets.txt"),
+                       "--held_out_sonnet_path", str(files / "sonnets_held_out.txt"),
+                       "--held_out_dev_path", str(files / "sonnets_held_out_dev.txt"),
+                       "--true_dev_path", str(files / "TRUE_sonnets_held_out_dev.txt"), "--epochs", "1", "--lr",
+                       "1e-3", "--max_line_tokens", "6", *folder,
+                       "--sonnet_out", str(tmp_path / "pred" / "generated_sonnets.txt")], extra)
 
 
 def test_a_missing_sonnets_file_is_one_line(tmp_path):

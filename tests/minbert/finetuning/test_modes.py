@@ -9,7 +9,7 @@ import torch
 import classifier
 import multitask_classifier as mt
 from tests.checkpoints import multitask_spec, tiny_batch
-from tests.course import eval_only_args, output_files, part1_args, part2_args
+from tests.course import eval_only_args, output_files, overridden, part1_args, part2_args
 from tests.processes import run_main
 from utils import MinbertError
 
@@ -42,7 +42,7 @@ def test_multitask_adapters_end_to_end_merge_and_wrong_mode(tmp_path, course_dat
     # differently (one bf16 step near an STS score of 2.5 is 0.0156) and can flip a near-tied label, so at
     # that precision the comparison would test rounding, not merging.
     plain = part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--amp", "none")
-    mt.main(plain + ["--lora_rank", "2", "--fine-tune-mode", mode])
+    mt.main(overridden(plain, ["--lora_rank", "2", "--fine-tune-mode", mode]))
     out = capsys.readouterr().out
     assert "trainable parameters: " in out and "AdamW state" in out
     saved = torch.load(tmp_path / "ck" / "mt.pt", weights_only=True)

@@ -9,7 +9,7 @@ import torch
 
 import multitask_classifier as mt
 from minbert.course_data import read_examples
-from tests.course import eval_only_args, part2_args
+from tests.course import eval_only_args, overridden, part2_args
 from tests.processes import run_main
 from utils import MinbertError
 
@@ -40,10 +40,11 @@ def test_every_dev_id_is_predicted_even_a_broken_row(tmp_path, course_data, tiny
 def test_multitask_runs_with_every_lever(tmp_path, course_data, tiny_model, extra):
     """Each lever alone (the others off), and each one shows that it acted."""
     outs = [f"--{t}_{s}_out={tmp_path / f'{t}-{s}-output.csv'}" for t in ("sst", "para", "sts") for s in ("dev", "test")]
-    scores = mt.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
-                      "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--llrd", "0.8",
-                      "--smart_weight", "0", "--rdrop_weight", "0", "--checkpoint", str(tmp_path / "ck" / "mt.pt"), "--results",
-                      str(tmp_path / "r.csv"), *outs, *extra])
+    scores = mt.main(overridden(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "2",
+                                 "--batch_size", "8", "--fine-tune-mode", "full-model", "--lr", "1e-3", "--llrd",
+                                 "0.8", "--smart_weight", "0", "--rdrop_weight", "0", "--checkpoint",
+                                 str(tmp_path / "ck" / "mt.pt"), "--results", str(tmp_path / "r.csv"), *outs],
+                                extra))
     assert set(scores) == {"sst", "quora", "sts"} and all(math.isfinite(v) for v in scores.values())
     log = [json.loads(l) for l in (tmp_path / "ck" / "mt-log.jsonl").read_text().splitlines()]
     terms = log[0]["loss_terms"]

@@ -13,7 +13,7 @@ import classifier
 import multitask_classifier as mt
 import pretrain
 from minbert.runs.folders import check_run_name
-from tests.course import ROOT, part1_args, part2_args, snapshot
+from tests.course import ROOT, overridden, part1_args, part2_args, snapshot
 from tests.processes import interrupt_second_epoch
 from utils import MinbertError
 
@@ -107,8 +107,8 @@ def test_a_nested_run_name_is_a_folder_under_runs(tmp_path, course_data, tiny_mo
 
 
 def _part1_default_paths(data, model, *extra):
-    return ["--pretrained", str(model), "--data_dir", str(data), "--epochs", "1", "--batch_size", "8",
-            "--datasets", "sst", "--fine-tune-mode", "full-model", "--amp", "none", *extra]
+    return overridden(["--pretrained", str(model), "--data_dir", str(data), "--epochs", "1", "--batch_size", "8",
+                       "--datasets", "sst", "--fine-tune-mode", "full-model", "--amp", "none"], extra)
 
 
 def test_a_second_run_keeps_the_first_runs_files(tmp_path, course_data, tiny_model, monkeypatch, capsys):
