@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks of the recorded training step, in one call of about 9 minutes on a machine with an NVIDIA GPU.
-# Everything it measures goes under $OUT (default ./gpu-check). Run from the project folder:
+# Everything it measures goes under $OUT (default gpu-check/ in the project folder). Run from the project folder:
 #   MODEL=path/to/all-minilm-l6-v2 bash tools/gpu_check.sh
-#   STAGES="tests bench-minilm" BUDGET=300 bash tools/gpu_check.sh
+#   STAGES="tests bench-minilm" BUDGET=300 OUT=/tmp/gpu-check bash tools/gpu_check.sh
+# Its one option is -h/--help (this text; nothing is run or written); its settings are the environment
+# variables below (MODEL, DATA, BUDGET, STAGES, OUT), and any argument is refused in one line.
 # MODEL: MiniLM's weights, a folder in HF's layout with its vocab.txt (fp16-rounded weights are upcast to fp32 on
 # loading); DATA: the folder of the course CSVs for bench.py (default data/; Part 2 reads data/, the handout's
 # paths). Each stage runs under its own time limit, cut to what is left of BUDGET seconds (default 540), so one
@@ -32,6 +34,18 @@
 # took 68 (tests, with the compiled ones), 198, 197, 22 and 149: run them as a set of their own. What the recorded step
 # must keep showing to stay --use_gpu's default: docs/hardware.md.
 set -uo pipefail
+# The arguments first, before anything is written: --help prints the comment above, anything else is one line.
+for arg in "$@"; do
+  case $arg in
+    -h|--help)
+      sed -n '2,/^set -uo pipefail$/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+      exit 0 ;;
+    *)
+      echo "tools/gpu_check.sh: $arg: not an option (its one option is --help; its settings are environment" \
+        "variables, e.g. MODEL=DIR STAGES=\"tests\" OUT=DIR bash tools/gpu_check.sh)" >&2
+      exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-check}"
 MODEL="${MODEL:-pretrained/all-minilm-l6-v2}"
