@@ -24,6 +24,7 @@ from minbert.flag import ENSEMBLE
 from minbert.flags import parsers
 from minbert.flags.groups import RunFolder, add_backup_flag
 from minbert.flags.settings import ensemble_settings
+from minbert.flags.typed import parse_flags
 from minbert.flags.types import positive_int
 from minbert.objectives.distill import SOFT_TARGETS
 from minbert.pipelines.ensemble import run_ensemble
@@ -59,7 +60,7 @@ def build_parser():
 
 
 def main(argv=None):
-    return run_ensemble(ensemble_settings(build_parser().parse_args(argv)))
+    return run_ensemble(ensemble_settings(parse_flags(build_parser(), argv)))
 
 
 if __name__ == "__main__":

@@ -73,12 +73,13 @@ def main(argv=None):
         return compare(compare_settings(args, argv))
     if not args.runs and not args.results:
         raise MinbertError("report.py: give run folders, checkpoints or logs, or --results CSV")
+    given = "out" in args.typed  # a message names --out only when it was typed
     if args.results:
-        results_view(args.results, args.out or "reports/results", args.backup)
+        results_view(args.results, args.out or "reports/results", args.backup, given)
     if args.runs:
         first = Path(args.runs[0])
         default = first.name if first.is_dir() else first.parent.name
-        return report(args.runs, args.out or Path("reports") / default, args.backup)
+        return report(args.runs, args.out or Path("reports") / default, args.backup, given)
 
 
 def compare_settings(args, argv):

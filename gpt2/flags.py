@@ -101,7 +101,7 @@ def classifier_settings(args):
     model = from_flags(ModelSpec, flags, pipeline=script, dropout=[flags["hidden_dropout_prob"]])
     train = recipe(flags, flags["lr"], why)
     return from_flags(ClassifierSettings, flags, model=model, recipe=train,
-                      regularizers=regularizers(flags), runtime=runtime(flags, train), run=run_spec(flags, flags["lr"]),
+                      regularizers=regularizers(flags), runtime=runtime(flags, train), run=run_spec(flags, flags["lr"], args.typed),
                       datasets=tuple(flags["datasets"]),
                       published={("quora", split): flags[f"para_{split}_out"] for split in ("dev", "test")
                                  if flags.get(f"para_{split}_out")})
@@ -119,4 +119,4 @@ def sonnet_settings(args):
     flags["lr"], why = resolve_lr(flags["lr"], GS, "full-model", flags["optimizer"], None, flags["recipe"])
     train = recipe(flags, flags["lr"], why)
     return from_flags(SonnetSettings, flags, model=model, recipe=train, runtime=runtime(flags, train),
-                      run=run_spec(flags, flags["lr"]))
+                      run=run_spec(flags, flags["lr"], args.typed))

@@ -109,7 +109,7 @@ def run_sonnets(settings, on_epoch=None):
     with open_run("gpt2-sonnet", ["sonnet"], settings.run.name, settings.run.dir, settings.run.resume) as run:
         check_outputs(files=[("--sonnet_out", settings.sonnet_out)],
                       inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(settings).items()], own=run.folder,
-                      backup=settings.run.backup)
+                      backup=settings.run.backup, typed=settings.run.typed)
         seed_everything(settings.recipe.seed)
         pipeline = SonnetPipeline(settings)
         trainer = build_trainer(pipeline.model, pipeline.loss, settings.recipe, settings.runtime, pipeline.steps,

@@ -146,6 +146,9 @@ class RunSpec:
     backup: bool = False
     stem: Optional[str] = None           # the best checkpoint's file stem (Part 2's --checkpoint PATH)
     flags: Mapping = field(default_factory=dict)  # the run-defining flags, as plain values
+    # the flags typed (argparse destinations): a message names an output after its flag only when it is here
+    # (runs/outputs.py); an output at its default is named by its path, the flag offered to write elsewhere
+    typed: frozenset = frozenset()
 
 
 # ----------------------------------------------------------------------------- one object per pipeline

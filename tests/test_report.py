@@ -85,3 +85,35 @@ def test_report_results_of_a_folder_says_it_is_one(tmp_path):
     with pytest.raises(MinbertError, match=rf"^--results {re.escape(str(tmp_path))}: is a folder; give the results "
                                            r"table \(CSV\) itself"):
         report.main(["--results", str(tmp_path)])
+
+
+def test_a_report_edited_by_hand_is_refused_naming_only_the_flags_typed(tmp_path, monkeypatch, capsys):
+    """report.py RUN twice, its report.md edited in between: the refusal says the file changed since report.py
+    wrote it and offers --out DIR and --backup, naming no --out the command did not have; with --out typed, --out
+    names the file; each way out the line offers then works. A file of the user's in the default --results folder
+    likewise."""
+    from pathlib import Path
+    monkeypatch.chdir(tmp_path)
+    make_multitask_run(tmp_path / "runs" / "tiny")
+    report.main(["runs/tiny"])
+    md = Path("reports/tiny/report.md")
+    md.write_text(md.read_text() + "my note\n")
+    with pytest.raises(MinbertError) as refused:
+        report.main(["runs/tiny"])
+    assert str(refused.value) == ("reports/tiny/report.md: was changed since report.py wrote it, and the changes "
+                                  "would be lost: move it or write elsewhere with --out DIR, or add --backup to keep "
+                                  "it as report.md.DATE.bak")
+    with pytest.raises(MinbertError, match=r"^--out reports/tiny/report.md: was changed since report.py wrote it, .*: "
+                                           r"move it or name another path, or add --backup"):
+        report.main(["runs/tiny", "--out", "reports/tiny"])
+    assert md.read_text().endswith("my note\n")
+    report.main(["runs/tiny", "--out", "reports/elsewhere"])
+    report.main(["runs/tiny", "--backup"])
+    assert [p.read_text()[-8:] for p in md.parent.glob("report.md.*.bak")] == ["my note\n"]
+    table = tmp_path / "results.csv"
+    table.write_text("run,mean\na,0.5\n")
+    Path("reports/results").mkdir()
+    Path("reports/results/results.png").write_bytes(b"my own figure")
+    with pytest.raises(MinbertError, match=r"^reports/results/results.png: holds a file this project did not write .*: "
+                                           r"move it or write elsewhere with --out DIR, or add --backup"):
+        report.main(["--results", str(table)])

@@ -97,11 +97,11 @@ def _lr(flags, typed, script):
                       checkpoint_config(flags["pretrained"]).hidden_size, flags["recipe"])
 
 
-def run_spec(flags, lr, stem=None):
-    """RunSpec of the parsed flags: the run folder, --resume, --backup, and the run-defining flags with the
-    learning rate resolved."""
+def run_spec(flags, lr, typed, stem=None):
+    """RunSpec of the parsed flags: the run folder, --resume, --backup, the run-defining flags with the
+    learning rate resolved, and which flags were typed (`typed`, for the outputs' messages)."""
     return RunSpec(name=flags["run_name"], dir=flags["run_dir"], resume=flags["resume"], backup=flags["backup"],
-                   stem=stem, flags=defining_flags({**flags, "lr": lr}))
+                   stem=stem, flags=defining_flags({**flags, "lr": lr}), typed=frozenset(typed))
 
 
 # ----------------------------------------------------------------------------- Part 1: classifier.py
@@ -138,7 +138,7 @@ def classifier_settings(args, log=main_print):
     run_time = runtime(flags, train, log)
     model = from_flags(ModelSpec, flags, pipeline="classifier", dropout=[flags["hidden_dropout_prob"]])
     return from_flags(ClassifierSettings, flags, model=model, recipe=train, regularizers=regularizers(flags),
-                      runtime=run_time, run=run_spec(flags, lr), datasets=tuple(flags["datasets"]))
+                      runtime=run_time, run=run_spec(flags, lr, args.typed), datasets=tuple(flags["datasets"]))
 
 
 # ---------------------------------------------------------------------------- Part 2: multitask_classifier.py
@@ -204,10 +204,11 @@ def multitask_settings(args, log=main_print):
         return from_flags(MultitaskSettings, flags, recipe=Recipe(lr=flags["lr"] or 0.0),
                           given={k: flags[k] for k in ARCHITECTURE if k in typed},
                           max_length_given="max_length" in typed,
-                          run=RunSpec(name=flags["run_name"], dir=flags["run_dir"], backup=flags["backup"]), **common)
+                          run=RunSpec(name=flags["run_name"], dir=flags["run_dir"], backup=flags["backup"],
+                                      typed=frozenset(typed)), **common)
     losses = from_flags(TaskLosses, flags, weights=dict(zip(MULTITASK, flags["loss_weights"])))
     return from_flags(MultitaskSettings, flags, recipe=train, losses=losses,
-                      regularizers=regularizers(flags), run=run_spec(flags, lr, flags["checkpoint_name"]),
+                      regularizers=regularizers(flags), run=run_spec(flags, lr, typed, flags["checkpoint_name"]),
                       results_given="results" in typed, **common)
 
 
@@ -244,7 +245,8 @@ def ensemble_settings(args):
     flags = vars(args)
     return from_flags(EnsembleSettings, flags, members=tuple(flags["members"]),
                       runtime=runtime(flags, None, print),
-                      run=RunSpec(name=flags["run_name"], dir=flags["run_dir"], backup=flags["backup"]))
+                      run=RunSpec(name=flags["run_name"], dir=flags["run_dir"], backup=flags["backup"],
+                                  typed=frozenset(args.typed)))
 
 
 def sweep_settings(args, base, command):

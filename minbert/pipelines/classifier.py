@@ -189,7 +189,7 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
         inputs = [(f"the {n} {split} data file", data_file(settings.data_dir, n, split))
                   for n in settings.datasets for split in ("train", "dev", "test")]
         check_outputs(dirs=[("--predictions_dir", settings.predictions_dir)], files=published, inputs=inputs,
-                      own=run.folder, backup=settings.run.backup)
+                      own=run.folder, backup=settings.run.backup, typed=settings.run.typed)
         for _, path in inputs:  # every data set's files, before the first one trains
             require_data_file(path)
         world = distributed()[1]

@@ -215,7 +215,7 @@ def run_ensemble(settings):
     with open_run("ensemble", None, settings.run.name, settings.run.dir) as run:
         check_outputs(dirs=[("--out", out)],
                       files=[("--out", out / output_name(t, s)) for t in MULTITASK for s in SPLITS],
-                      inputs=inputs, own=run.folder, backup=settings.run.backup)
+                      inputs=inputs, own=run.folder, backup=settings.run.backup, typed=settings.run.typed)
         members, cache, soft = [], {}, []
         for m in settings.members:
             outputs, train = ((folders[m], None) if m in folders

@@ -194,15 +194,15 @@ def run_multitask(settings, on_epoch=None):
         with open_run("eval", None, settings.run.name, settings.run.dir) as run:
             check_outputs(files=outputs, inputs=inputs + [("the --eval_only "
                                                            "checkpoint", settings.eval_only)], own=run.folder,
-                          backup=settings.run.backup)
+                          backup=settings.run.backup, typed=settings.run.typed)
             return rescore_part2(settings, run)
     note_split_overlap(settings)
     stem = settings.run.stem or "multitask"
     with open_run("multitask", [stem], settings.run.name, settings.run.dir, settings.run.resume) as run:
         files = run.files(stem)
-        check_table(settings.results, RESULTS_TABLE, "--results")
+        check_table(settings.results, RESULTS_TABLE, "--results", settings.results_given)
         check_outputs(files=outputs, tables=[("--results", settings.results)], own=run.folder,
-                      backup=settings.run.backup,
+                      backup=settings.run.backup, typed=settings.run.typed,
                       inputs=inputs + [("this run's "
                                         "checkpoint", files.best), ("this run's checkpoint", files.last),
                                        ("this run's log", files.log)])

@@ -13,7 +13,7 @@ from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import recorded_flags, run_folder_of
-from minbert.runs.outputs import check_replace
+from minbert.runs.outputs import Output, check_replace
 from minbert.runs.publishing import backup_line, copier, finish_publishing, place
 from minbert.runs.sources import check_record
 
@@ -22,7 +22,9 @@ def _md_escape(text, limit=160):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def report(targets, out_dir, backup=False):
+def report(targets, out_dir, backup=False, out_given=True):
+    """report.md and the figures of `targets` (runs, checkpoints or logs) in `out_dir`; `out_given`: whether
+    the user typed --out (else `out_dir` is its default, and messages name it by its path)."""
     logs = [log for t in targets for log in logs_of(t)]
     twice = next((log for i, log in enumerate(logs) if Path(log).resolve() in {Path(x).resolve() for x in logs[:i]}),
                  None)
@@ -30,7 +32,7 @@ def report(targets, out_dir, backup=False):
         raise MinbertError(f"{twice}: given twice (a run, its checkpoint or its log each stand for it); each run is "
                            "reported once")
     runs = [Run(log, read_log(log)) for log in logs]
-    out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs}, backup=backup)
+    out = OutFolder(out_dir, own={run_folder_of(r.folder) for r in runs}, backup=backup, given=out_given)
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
@@ -117,33 +119,43 @@ class OutFolder:
     file by the output rule (runs/outputs.py): one there that no run and no report wrote (or that changed
     since) stops the report in one line, or with --backup is kept as a dated backup. What is written goes to a
     temporary folder first, and `close()` puts it all in place and records it together (runs/publishing.py),
-    so a report interrupted half way leaves --out as it was; `final(path)` is where a claimed file ends up."""
+    so a report interrupted half way leaves --out as it was; `final(path)` is where a claimed file ends up.
+    `given`: whether the user typed --out; a default folder is named by its path alone, --out offered instead."""
 
-    def __init__(self, out, own=(), backup=False):
-        self.path, self.written, self.backup = Path(out), [], backup
+    def __init__(self, out, own=(), backup=False, given=True):
+        self.path, self.written, self.backup, self.given = Path(out), [], backup, given
+        name, elsewhere = self._output(self.path)
+        another = "name another folder" if given else elsewhere
         for p in (self.path, *self.path.parents):
             if p.is_symlink() and not p.exists():
-                raise MinbertError(f"--out {self.path}: {p} is a link to {os.readlink(p)}, which does not exist: "
-                                   "remove the link, or name another folder")
+                raise MinbertError(f"{name}: {p} is a link to {os.readlink(p)}, which does not exist: "
+                                   f"remove the link, or {another}")
             if p.exists() and not p.is_dir():
-                raise MinbertError(f"--out {self.path}: {p} is a file; "
-                                   "report.py writes a folder of figures there")
+                raise MinbertError(f"{name}: {p} is a file; report.py writes a folder of figures there: move "
+                                   f"it or {another}")
         folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
         if folder is not None and folder not in own:
-            raise MinbertError(f"--out {self.path}: inside {folder}, the folder of a run this report is not "
+            raise MinbertError(f"{name}: inside {folder}, the folder of a run this report is not "
                                "about, whose files belong to its checkpoint and "
-                               "log: name a folder outside it (default: reports/)")
-        check_writable(self.path, f"--out {self.path}")
+                               f"log: {another} outside it (default: reports/)")
+        check_writable(self.path, name)
         if self.path.is_dir():  # what a report writes (report.md, *.png, results.md) is checked before any is
             check_record(self.path)
             finish_publishing([self.path])
             for path in sorted(self.path.glob("*.md")) + sorted(self.path.glob("*.png")):
-                check_replace(f"--out {path}", path, backup)
+                said, elsewhere = self._output(path)
+                check_replace(said, path, backup, elsewhere)
         self.staging = tempfile.TemporaryDirectory(prefix="minbert-report-")
+
+    def _output(self, path):
+        """(how a message names `path`, what it offers instead): runs/outputs.py's Output of --out."""
+        out = Output("--out", path, self.given, "DIR")
+        return out.name, out.elsewhere
 
     def file(self, name):
         path = self.path / name
-        check_replace(f"--out {path}", path, self.backup)
+        said, elsewhere = self._output(path)
+        check_replace(said, path, self.backup, elsewhere)
         self.written.append(path)
         return Path(self.staging.name) / name
 
@@ -229,7 +241,7 @@ def comparable(rows, table):
     return notes
 
 
-def results_view(path, out, backup=False):
+def results_view(path, out, backup=False, out_given=True):
     rows = ranked(read_results(path))
     cols = ["run", "training", "pair_encoding", "pretrained", "lr", "epochs", "seed", "sst_acc", "quora_acc",
             "sts_r", "mean", "best_epoch", "minutes"]
@@ -243,7 +255,7 @@ def results_view(path, out, backup=False):
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
     for note in comparable(rows, path):
         print(f"note: {note}")
-    out = OutFolder(out, backup=backup)
+    out = OutFolder(out, backup=backup, given=out_given)
     names = [r.get("run") or f"row {i + 1}" for i, r in enumerate(rows)]
     fig_path = plot_results(names, [r["mean"] for r in rows], f"Runs in {Path(path).name}, best first",
                             out.file("results.png"))

@@ -11,6 +11,8 @@ before it writes: predictions, --*_out, --results, --json, --out, reports, ensem
     (whose files belong to that run's checkpoint and log);
   - otherwise one line says what is there and how to proceed; where it makes sense `--backup` lets the file
     be kept as a dated backup (NAME.YYYYmmdd-HHMMSS.bak) instead.
+A message names an output after its flag only when the user typed that flag (`Output`): a default path is named
+alone, and the flag is offered as the way to write elsewhere.
 `check_outputs` applies it before training, not after; `check_file` is the same for a tool's single output.
 The handout's paths (`predictions/*.csv`, what `prepare_submit.py` zips) then get a copy of the files of the
 run just finished, in one ordered pass, and one line says which run's files they replaced; those stay in that
@@ -19,14 +21,15 @@ run's folder (`publish`, runs/publishing.py, which also finishes a publishing an
 import csv
 import os
 from pathlib import Path
+from typing import NamedTuple, Optional
 
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, flag_spelling
 from minbert.course_files import COURSE_FILES
 from minbert.files import check_writable, deferred_interrupt, special_file
 from minbert.project_paths import among_sources, check_output, in_project, too_long
 from minbert.runs.folders import run_folder_of
 from minbert.runs.publishing import finish_publishing, same_file
-from minbert.runs.sources import SOURCES, check_record, written_by
+from minbert.runs.sources import SOURCES, believable, check_record, read_record, written_by
 
 
 # The columns of Part 2's results table (multitask_classifier.py --results), one row per finished run, appended to
@@ -60,15 +63,53 @@ def append_once(path, fields, row, key="run"):
     return True
 
 
-def _named(items):
-    """[(flag, path)] from a list of paths or (flag, path) pairs."""
-    return [(None, Path(i)) if not isinstance(i, tuple) else (i[0], Path(i[1])) for i in items]
+class Output(NamedTuple):
+    """An output path and the flag that chooses it (None: no flag does), as a message names it: after the flag
+    when the user typed it; alone when it is the flag's default (naming the flag would say it was given), with
+    the flag offered as the way to write elsewhere (`metavar`: what the flag takes)."""
+    flag: Optional[str]
+    path: Path
+    typed: bool = True
+    metavar: str = "PATH"
+
+    @property
+    def name(self):
+        return f"{self.flag} {self.path}" if self.flag and self.typed else str(self.path)
+
+    @property
+    def elsewhere(self):
+        """What a message offers after "move it or": another path, through the flag where it was not typed."""
+        return f"write elsewhere with {self.flag} {self.metavar}" if self.flag and not self.typed else \
+            "name another path"
 
 
-def check_replace(name, path, backup=None):
+def _named(items, typed=None, dir_flags=()):
+    """[Output] from a list of paths, (flag, path) pairs or Outputs; a pair's flag counts as typed when it is
+    among `typed` (argparse destinations; None: every flag named was typed, a tool's required ones), and takes
+    a folder (DIR) when it is among `dir_flags`, else a FILE."""
+    spelled = None if typed is None else {flag_spelling(d) for d in typed}
+    return [i if isinstance(i, Output) else
+            Output(None, Path(i)) if not isinstance(i, tuple) else
+            Output(i[0], Path(i[1]), spelled is None or i[0] in spelled, "DIR" if i[0] in dir_flags else "FILE")
+            for i in items]
+
+
+def _changed(path):
+    """What an existing file that no run or tool of this project wrote (written_by None) is, for a message:
+    changed since the run or tool its folder's record names wrote it (where the record is believable:
+    runs/sources.py), or simply not the project's."""
+    e = read_record(path.parent).get(path.name)
+    if e is None or e["run"] is None or not believable(e):
+        return "holds a file this project did not write (or one changed since it did), which would be lost"
+    who = f"run {e['run']}" if e["file"] else e["run"]  # a run's file is a copy of one in its folder
+    return f"was changed since {who} wrote it, and the changes would be lost"
+
+
+def check_replace(name, path, backup=None, elsewhere="name another path"):
     """The rule for an existing file at `path` (named `name` in messages) that a command would replace: fine
     when this project wrote it and it is unchanged; a project file never; anything else only with --backup
-    (`backup` True; None where the command offers no --backup)."""
+    (`backup` True; None where the command offers no --backup). `elsewhere`: how the message offers to write
+    elsewhere (Output.elsewhere)."""
     path = Path(path)
     if path.name in COURSE_FILES:  # data wherever it lies: the next run would take the output for an input
         raise MinbertError(f"{name}: is named like a course data file ({path.name}), which no command "
@@ -80,8 +121,7 @@ def check_replace(name, path, backup=None):
         raise MinbertError(f"{name}: is one of the project's own files (code, docs or course data), which no "
                            "command replaces: name a file under predictions/ or outside the project")
     if not backup:
-        raise MinbertError(f"{name}: holds a file this project did not write (or one changed since it did), "
-                           "which would be lost: move it or name another path"
+        raise MinbertError(f"{name}: {_changed(path)}: move it or {elsewhere}"
                            + (f", or add --backup to keep it as {path.name}.DATE.bak" if backup is False
                               else ""))
 
@@ -100,7 +140,7 @@ def check_file(path, flag, inputs=()):
                            f"{wrote['dir']}, which only a run's publishing replaces: name another path")
 
 
-def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()):
+def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=(), typed=None):
     """Fail before training, not after it, when an output cannot or must not be written:
       - a folder that is a file, a file that is a folder, or a parent that is a file;
       - two outputs naming one file;
@@ -108,26 +148,28 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
       - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's);
       - an existing file the rule does not let it replace (check_replace; `backup` as there).
     `dirs`, `files` and `tables` (files rows are appended to, which replace nothing: check_table) are
-    paths or (flag, path) pairs; the flag names the output in the message. A publishing into one of
-    these folders that an interruption cut short is finished first (runs/publishing.py), so that its
-    files are the project's again."""
+    paths, (flag, path) pairs or Outputs; a message names the output after its flag where that was typed
+    (`typed`: argparse destinations, None: every flag named was), else by its path (_named). A publishing
+    into one of these folders that an interruption cut short is finished first (runs/publishing.py), so
+    that its files are the project's again."""
     own = Path(os.path.abspath(own)) if own is not None else None
     seen = []
-    named = [(d, True) for d in _named(dirs)] + [(f, False) for f in _named(files)]
-    named += [(t, False) for t in _named(tables)]
-    appended = {str(t[1]) for t in _named(tables)}
-    for (flag, path), want_dir in named:
-        name = f"{flag} {path}" if flag else str(path)
+    dir_flags = {d[0] for d in dirs if isinstance(d, tuple)}
+    named = [(d, True) for d in _named(dirs, typed, dir_flags)]
+    named += [(f, False) for f in _named([*files, *tables], typed, dir_flags)]
+    appended = {str(t.path) for t in _named(tables)}
+    for out, want_dir in named:
+        path, name = out.path, out.name
         too_long(path)
         if path.exists() and path.is_dir() != want_dir or want_dir and path.is_symlink() and not path.exists():
             what = ("a link to a missing folder" if path.is_symlink() and not path.exists() else
                     special_file(path) or ("a folder" if path.is_dir() else "a file"))
             raise MinbertError(f"{name}: is {what}, but the run writes a {'folder' if want_dir else 'file'} "
-                               "there; move it or pick another path")
+                               f"there; move it or {out.elsewhere}")
         for parent in path.parents:
             if parent.exists() and not parent.is_dir():
                 raise MinbertError(f"{parent}: is a file, but the run writes {path} inside it; "
-                                   f"move it or pick another path")
+                                   f"move it or {out.elsewhere}")
         if want_dir and among_sources(path):
             raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: "
                                "name a path under predictions/ or outside the project")
@@ -157,7 +199,7 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         if str(path) in appended:
             check_table_name(name, path)
         elif folder is None or folder != own:
-            check_replace(name, path, backup)
+            check_replace(name, path, backup, out.elsewhere)
 
 
 def check_table_name(name, path):
@@ -173,11 +215,13 @@ def first_line(path):
         return fp.readline().strip().lstrip("\ufeff")
 
 
-def check_table(path, fields, flag):
-    """A table rows are appended to (--results): refused in one line when the file there is another table."""
-    path = Path(path)
-    if path.is_file() and path.stat().st_size:
-        first = first_line(path)
+def check_table(path, fields, flag, typed=True):
+    """A table rows are appended to (--results; `typed`: whether the user typed the flag, else `path` is its
+    default): refused in one line when the file there is another table."""
+    out = Output(flag, Path(path), typed, "FILE")
+    if out.path.is_file() and out.path.stat().st_size:
+        first = first_line(out.path)
         if first != ",".join(fields):
-            raise MinbertError(f"{flag} {path}: not a results table of this script (its first line is "
-                               f"{first[:60]!r}), so rows appended to it would garble it: name another file")
+            raise MinbertError(f"{out.name}: not a results table of this script (its first line is "
+                               f"{first[:60]!r}), so rows appended to it would garble it: move it or "
+                               f"{out.elsewhere}")

@@ -120,7 +120,7 @@ def holds(folder, name, digest, size=None):
             and not path.is_symlink() and size in (None, path.stat().st_size) and file_digest(path) == digest)
 
 
-def _believable(e):
+def believable(e):
     """Whether a record entry whose sha256 matches a file may be taken at its word: a tool's file (no run
     folder), or one whose run folder is gone (deleted to make room), or whose run folder holds those bytes.
     An entry naming a folder that holds other bytes, or that is no run's, was edited by hand."""
@@ -139,7 +139,7 @@ def origins(dest, entries=None, folders=None):
     digest, size = file_digest(dest), dest.stat().st_size
     entry = (read_record(dest.parent) if entries is None else entries).get(dest.name)
     claims = (entry, (entry or {}).get("was"))  # (a "was" of no run's: the user's file, kept by --backup)
-    found = [e for e in claims if e and e["run"] is not None and e["sha256"] == digest and _believable(e)][:1]
+    found = [e for e in claims if e and e["run"] is not None and e["sha256"] == digest and believable(e)][:1]
     found = [{k: e[k] for k in ("run", "dir", "file", "sha256")} for e in found]
     named = {e["file"] for e in found if e.get("file")} | {dest.name}
     for folder in (run_folders([e["dir"] for e in found], dest.parent) if folders is None else folders):

@@ -5,6 +5,7 @@ import pytest
 
 from gpt2.sonnet_pipeline import run_sonnets
 from gpt2.sonnets import read_sonnets
+from minbert.flags.typed import parse_flags
 from tests.checkpoints import make_gpt2_checkpoint
 from tests.course import FOLDER_FLAGS, overridden, real_data_folder
 from utils import MinbertError
@@ -38,7 +39,7 @@ def test_a_missing_sonnets_file_is_one_line(tmp_path):
     files = sonnet_files(tmp_path / "data")
     (files / "sonnets_held_out.txt").unlink()
     with pytest.raises(MinbertError, match="--held_out_sonnet_path .*sonnets_held_out.txt: sonnets file not found"):
-        run_sonnets(sonnet_settings(sonnet_parser().parse_args(sonnet_argv(tmp_path, model, files))))
+        run_sonnets(sonnet_settings(parse_flags(sonnet_parser(), sonnet_argv(tmp_path, model, files))))
 
 
 def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before_training(tmp_path):
@@ -51,12 +52,12 @@ def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before
     whole = sonnet_argv(tmp_path, model, files, "--held_out_sonnet_path", str(files / "TRUE_sonnets_held_out_dev.txt"))
     with pytest.raises(MinbertError, match=r"--held_out_sonnet_path .*TRUE_sonnets_held_out_dev.txt: sonnet \d+ has 14 "
                                            r"lines already, so nothing is left to complete"):
-        run_sonnets(sonnet_settings(sonnet_parser().parse_args(whole)))
+        run_sonnets(sonnet_settings(parse_flags(sonnet_parser(), whole)))
     short = make_gpt2_checkpoint(tmp_path / "short", n_positions=200)
     argv = sonnet_argv(tmp_path, short, files, "--max_line_tokens", "24")
     with pytest.raises(MinbertError, match=r"--max_line_tokens 24: sonnet \d+ of --held_out_(sonnet|dev)_path .* fit the "
                                            r"model's 200 positions only at up to \d+ tokens a line: give --max_line_tokens"):
-        run_sonnets(sonnet_settings(sonnet_parser().parse_args(argv)))
+        run_sonnets(sonnet_settings(parse_flags(sonnet_parser(), argv)))
     assert not (tmp_path / "run" / "sonnet.pt").exists() and not (tmp_path / "pred").exists()
 
 

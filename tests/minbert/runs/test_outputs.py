@@ -1,5 +1,7 @@
 """runs/outputs.py: no output names an input, another output or a file in another run's folder; a folder where a
 file goes fails before training; a file no run wrote is kept as a dated backup before it is replaced."""
+from pathlib import Path
+
 import pytest
 
 import ensemble
@@ -88,7 +90,8 @@ def test_a_file_no_run_wrote_is_refused_or_kept_with_backup(tmp_path, course_dat
     again = [x for t in ("sst", "para", "sts") for s in ("dev", "test") for x in (f"--{t}_{s}_out", str(pred / f"{t}-{s}-output.csv"))]
     mt.main(_quick(tmp_path / "again", course_data, tiny_model, *again))
     (pred / "sts-dev-output.csv").write_text("edited by hand\n")
-    with pytest.raises(MinbertError, match=r"--sts_dev_out .*sts-dev-output.csv: holds a file this project did not write"):
+    with pytest.raises(MinbertError, match=r"--sts_dev_out .*sts-dev-output.csv: was changed since run ck wrote it, and "
+                                           r"the changes would be lost: move it or name another path, or add --backup"):
         mt.main(_quick(tmp_path / "third", course_data, tiny_model, *again))
     assert (pred / "sts-dev-output.csv").read_text() == "edited by hand\n"
     mt.main(_quick(tmp_path / "fourth", course_data, tiny_model, *again, "--backup"))
@@ -259,3 +262,60 @@ def test_a_results_table_saved_with_a_byte_order_mark_is_still_this_scripts(tmp_
     with pytest.raises(MinbertError, match=r"--results .*other.csv: not a results table of this script \(its first "
                                            r"line is 'my,own'\)"):
         check_table(other, fields, "--results")
+
+
+def test_an_output_is_named_after_its_flag_only_where_the_flag_was_typed(tmp_path):
+    """check_outputs with the flags typed: an output at its flag's default is named by its path alone and the flag
+    is offered as the way to write elsewhere (a folder's flag with DIR, a file's with FILE); typed, the flag names
+    it as before. check_table the same for --results."""
+    import re
+    from minbert.runs.outputs import check_outputs, check_table
+    mine = tmp_path / "predictions" / "sst-dev-output.csv"
+    mine.parent.mkdir()
+    mine.write_text("the user's own\n")
+    for flag, metavar in (("--sst_dev_out", "FILE"), ("--predictions_dir", "DIR")):
+        dirs = [(flag, mine.parent)] if metavar == "DIR" else []
+        with pytest.raises(MinbertError) as refused:
+            check_outputs(dirs=dirs, files=[(flag, mine)], backup=False, typed={"seed"})
+        assert str(refused.value) == (f"{mine}: holds a file this project did not write (or one changed since it did), "
+                                      f"which would be lost: move it or write elsewhere with {flag} {metavar}, or add "
+                                      "--backup to keep it as sst-dev-output.csv.DATE.bak")
+        with pytest.raises(MinbertError, match=rf"^{flag} {re.escape(str(mine))}: holds a file this project did not "
+                                               r"write .*: move it or name another path, or add --backup"):
+            check_outputs(dirs=dirs, files=[(flag, mine)], backup=False, typed={flag.lstrip("-")})
+    (tmp_path / "blocker").write_text("a file\n")
+    with pytest.raises(MinbertError, match=r"blocker: is a file, but the run writes a folder there; move it or write "
+                                           r"elsewhere with --predictions_dir DIR$"):
+        check_outputs(dirs=[("--predictions_dir", tmp_path / "blocker")], typed=set())
+    table = tmp_path / "predictions" / "multitask-results.csv"
+    table.write_text("my,own\n")
+    with pytest.raises(MinbertError, match=rf"^{re.escape(str(table))}: not a results table of this script .*: move "
+                                           r"it or write elsewhere with --results FILE$"):
+        check_table(table, ["run", "mean"], "--results", typed=False)
+    with pytest.raises(MinbertError, match=rf"^--results {re.escape(str(table))}: not a results table .*: move it or "
+                                           r"name another path$"):
+        check_table(table, ["run", "mean"], "--results")
+
+
+def test_part2_at_its_default_paths_names_no_flag_it_was_not_given(tmp_path, course_data, tiny_model, monkeypatch):
+    """multitask_classifier.py with its leaderboard files and results table at their defaults (predictions/): a
+    file of the user's there is named by its path, with --sst_dev_out FILE and --backup offered; typed, the flag
+    names it; either way before anything trains."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--epochs", "1", "--steps_per_epoch",
+            "2", "--run_dir", str(tmp_path / "ck")]
+    Path("predictions").mkdir()
+    Path("predictions/sst-dev-output.csv").write_text("the user's own\n")
+    with pytest.raises(MinbertError) as refused:
+        mt.main(argv)
+    assert str(refused.value) == ("predictions/sst-dev-output.csv: holds a file this project did not write (or one "
+                                  "changed since it did), which would be lost: move it or write elsewhere with "
+                                  "--sst_dev_out FILE, or add --backup to keep it as sst-dev-output.csv.DATE.bak")
+    with pytest.raises(MinbertError, match=r"^--sst_dev_out predictions/sst-dev-output.csv: holds a file .*: move it "
+                                           r"or name another path, or add --backup"):
+        mt.main(argv + ["--sst_dev_out", "predictions/sst-dev-output.csv"])
+    Path("predictions/multitask-results.csv").write_text("my,own\n")
+    with pytest.raises(MinbertError, match=r"^predictions/multitask-results.csv: not a results table of this script "
+                                           r".*: move it or write elsewhere with --results FILE$"):
+        mt.main(argv)
+    assert not (tmp_path / "ck").exists() and Path("predictions/sst-dev-output.csv").read_text() == "the user's own\n"
