@@ -3,16 +3,23 @@
 A run's folder is the source of truth: its files are what the run wrote, and each output folder's record says
 which run's files it holds (runs/sources.py). `publish` copies a run's files in one ordered pass, with Ctrl-C
 (and SIGTERM) held back until it is done and the folders locked against a second publishing process:
+  0. into several folders: each folder's record names the publishing and the other folders (its marker);
   1. each file is copied beside its destination, under a hidden temporary name;
   2. each folder's record is rewritten: every destination is the run's now, with the bytes it will hold and,
-     marked pending, the bytes it holds until step 3 reaches it (`was`);
-  3. the temporary files are renamed into place, in order, and the record's pending marks are removed.
+     marked pending, the bytes it holds until step 3 reaches it (`was`) and the other folders (`with`);
+  3. the temporary files are renamed into place, in order, and the record's pending marks (and marker) are
+     removed.
 A process killed in step 1 leaves temporary files and nothing else changed; killed after it, destinations
 that still hold the bytes recorded as `was`. The next command that writes into the folder (a new run, the
 run's --resume, prepare_submit.py: `finish_publishing`) removes the temporary files and copies each pending
 file again from the run folder, once it has checked that the run's file holds the recorded bytes, in one
 line. A file that neither matches (edited by hand, or its run folder gone) is left alone: prepare_submit.py
 names it, and zips no mix of runs unless told to (--mixed).
+Into several folders, records are written one folder at a time, so step 0 makes every folder name the others
+before anything is staged: a command writing into any one of them settles them all. A publishing killed
+before step 2 reached every folder (a folder still holds its marker without pending entries) had replaced
+no file anywhere, and cannot be finished in the folders it had not reached: it is rolled back in all of
+them, in one line; once every folder's entries were written it is finished in all of them, as above.
 """
 import contextlib
 import os
@@ -23,7 +30,8 @@ from pathlib import Path
 from minbert.cli import interrupt_retry, set_interrupt_hint
 from minbert.files import (atomic_write, deferred_interrupt, file_digest, interrupt_pending,
                            remove_temporaries, write_beside)
-from minbert.runs.sources import holds, origins, read_record, run_folders, write_record, written_by
+from minbert.runs.lock import RUN_MARK
+from minbert.runs.sources import holds, origins, read_marker, read_record, run_folders, write_record, written_by
 
 
 # ----------------------------------------------------------------------------- backups
@@ -87,11 +95,36 @@ def copier(src):
     return write
 
 
-def _settle(folder, log):
-    """The tidying of one folder, with the folder locked: temporary files a killed process left removed, and
-    each file a publishing cut short did not put in place copied again from its run's folder."""
+def _roll_back(folder, entries, cut_short):
+    """The pending entries of `folder` from a publishing cut short before it replaced any file (`cut_short`:
+    {(run, dir)}) put back to what the folder held: the entry of the file there before (`was`), or none.
+    Returns the names rolled back."""
+    rolled = []
+    for name, e in list(entries.items()):
+        if "was" not in e or (e["run"], e["dir"]) not in cut_short:
+            continue
+        dest = folder / name
+        if dest.is_file() and not dest.is_symlink() and file_digest(dest) == e["sha256"]:
+            continue  # holds the new bytes all the same: the pending mark goes below
+        was = e["was"]
+        if was is not None and was["run"] is not None:
+            entries[name] = was
+        else:  # a new file, or one of the user's (--backup): no entry
+            del entries[name]
+        rolled.append(name)
+    return rolled
+
+
+def _settle(folder, log, cut_short=frozenset()):
+    """The tidying of one folder, with the folder locked: temporary files a killed process left removed, the
+    files of a publishing cut short before it replaced any (`cut_short`, _cut_short) left as they are and its
+    entries rolled back, and each file a publishing cut short later did not put in place copied again from its
+    run's folder. Returns the names rolled back."""
     remove_temporaries(folder)
-    entries, restored, kept, changed = read_record(folder), {}, [], False
+    entries, restored, kept = read_record(folder), {}, []
+    changed = read_marker(folder) is not None  # settled now, whichever way: the marker goes
+    rolled = _roll_back(folder, entries, cut_short)
+    changed = changed or bool(rolled)
     for name, e in entries.items():
         if "was" not in e:
             continue
@@ -116,31 +149,74 @@ def _settle(folder, log):
             "stopped before they were all in place")
     if kept:
         log(backup_line(kept))
+    return rolled
 
 
-def _pending_elsewhere(folders):
-    """The other folders a publishing into `folders` wrote to at the same time (each record entry still pending
-    names them), where that publishing may have been cut short too: tidied with these, so that a command
-    writing into one of them never leaves the other half done without a word."""
-    others = set()
+def _links(folder):
+    """The other folders a publishing under way in `folder` writes to: its marker's, and those each entry still
+    pending names."""
+    marker = read_marker(folder)
+    links = set(marker["with"]) if marker else set()
+    for e in read_record(folder).values():
+        if "was" in e:
+            links.update(e.get("with", ()))
+    return {Path(f) for f in links}
+
+
+def _linked(folders):
+    """`folders` and every folder a publishing under way in one of them writes to as well (_links, followed on),
+    where it may have been cut short too: tidied with these, so that a command writing into one of them never
+    leaves the others half done without a word."""
+    found, todo = {Path(os.path.abspath(f)) for f in folders}, list(folders)
+    extra = []
+    while todo:
+        for other in _links(todo.pop()):
+            key = Path(os.path.abspath(other))
+            if key not in found and other.is_dir():
+                found.add(key)
+                extra.append(other)
+                todo.append(other)
+    return list(folders) + extra
+
+
+def _cut_short(folders):
+    """{(run, dir)} of the publishings into several of `folders` that were cut short before step 2 reached every
+    folder: one of them still holds the publishing's marker and none of its pending entries. Such a publishing
+    replaced no file anywhere (step 3 follows step 2 in every folder), and the folders it had not reached say
+    nothing of their files: it is rolled back."""
+    marked, pending = {}, set()
     for folder in folders:
-        for e in read_record(folder).values():
-            if "was" in e:
-                others.update(Path(f) for f in e.get("with", ()))
-    return [f for f in others - set(folders) if f.is_dir()]
+        marker = read_marker(folder)
+        if marker:
+            marked.setdefault((marker["run"], marker["dir"]), set()).add(folder)
+        pending.update((folder, (e["run"], e["dir"])) for e in read_record(folder).values() if "was" in e)
+    return {key for key, where in marked.items() if any((f, key) not in pending for f in where)}
+
+
+def _cut_short_line(run, where, rolled):
+    """The one line for a publishing rolled back (_cut_short): which folders it was writing, what of it was
+    pending where, and that each folder is as it was."""
+    who = f"run {run}" if (Path(where) / RUN_MARK).is_file() else run
+    files = "; ".join(f"{folder}: {', '.join(names)}" for folder, names in rolled if names)
+    folders = ", ".join(str(f) for f, _ in rolled)
+    return (f"{who}'s publishing into {folders} was cut short before it replaced any file there, so each is left "
+            f"as it was" + (f" (not put in place: {files}; they are still in {where})" if files else ""))
 
 
 @contextlib.contextmanager
 def _settled(folders, log):
     """`folders` made, locked and tidied (_settle), with Ctrl-C held back, for as long as the block runs; so are
-    the folders a publishing cut short in one of them was writing to as well."""
+    the folders a publishing cut short in one of them was writing to as well (_linked)."""
     folders = sorted(set(folders))
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
-    folders = sorted(set(folders) | set(_pending_elsewhere(folders)))
+    folders = _linked(folders)
     with deferred_interrupt(), _locked(folders):
-        for folder in folders:
-            _settle(folder, log)
+        cut_short = _cut_short(folders)
+        owners = {f: (m["run"], m["dir"]) for f in folders if (m := read_marker(f))}
+        rolled = [(f, _settle(f, log, cut_short)) for f in folders]
+        for run, where in sorted(cut_short):
+            log(_cut_short_line(run, where, [(f, names) for f, names in rolled if owners.get(f) == (run, where)]))
         yield
 
 
@@ -153,12 +229,17 @@ def finish_publishing(folders, log=print):
 
 
 def _place(items, by, run_dir, mode):
-    """Steps 1-3 for `items` ([(destination, write_fn(fp), its file's name in run_dir or None)]), with the
+    """Steps 0-3 for `items` ([(destination, write_fn(fp), its file's name in run_dir or None)]), with the
     folders locked and settled. Returns the [(file, backup)] kept (a file no run wrote, allowed by --backup:
     check_outputs ran before). A step that fails (a full disk) removes the temporary files not yet renamed;
     the record then says what is pending, for the next command."""
     staged, kept, done = [], [], 0
+    folders = list(dict.fromkeys(dest.parent for dest, _, _ in items))
+    markers = {f: {"run": by, "dir": str(run_dir), "with": sorted(str(o) for o in folders if o != f)}
+               for f in folders} if len(folders) > 1 else {}  # one folder's record is written at once
     try:
+        for folder, marker in markers.items():  # step 0: each folder names the others before any is changed
+            write_record(folder, read_record(folder), marker)
         for dest, write_fn, name in items:
             tmp = write_beside(dest, write_fn, mode)
             staged.append((dest, tmp, name, file_digest(tmp)))
@@ -173,7 +254,7 @@ def _place(items, by, run_dir, mode):
             entries[dest.name] = {"run": by, "dir": str(run_dir), "file": name, "sha256": sha, "was": before,
                                   "with": sorted(str(f) for f in by_folder if f != dest.parent)}
         for folder, entries in by_folder.items():
-            write_record(folder, entries)
+            write_record(folder, entries, markers.get(folder))
         for dest, tmp, _, sha in staged:
             was = by_folder[dest.parent][dest.name]["was"]
             if was is not None and was["run"] is None and was["sha256"] != sha:
@@ -189,7 +270,7 @@ def _place(items, by, run_dir, mode):
             if dest.parent == folder:
                 entries[dest.name].pop("was", None)
                 entries[dest.name].pop("with", None)
-        write_record(folder, entries)
+        write_record(folder, entries)  # the marker goes with the pending marks
     return kept
 
 

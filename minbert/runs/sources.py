@@ -2,7 +2,8 @@
 
 Each folder the project writes into outside a run's own (predictions/, --out, --json's folder) holds
 `.sources.json`: for each file there, which run or tool wrote it, from which file of which folder, and its
-sha256 (`record`; while a publishing is under way, also what the file holds until it is replaced: `was`). A
+sha256 (`record`; while a publishing is under way, also what the file holds until it is replaced: `was`,
+and, for a publishing into several folders, the folders it writes to: `read_marker`). A
 file is the project's when its bytes are those its entry names, or those of the same file in a run folder
 (`origins`), so that a record deleted or edited by hand misleads no command: an entry whose run folder holds
 other bytes is not believed, and a file nothing accounts for is no run's. The next command then replaces what
@@ -19,6 +20,9 @@ from minbert.project_paths import PROJECT, output_problem
 from minbert.runs.lock import RUN_MARK
 
 SOURCES = ".sources.json"
+# The record's key for the publishing under way through its folder (runs/publishing.py): no file can be named
+# with a slash, so no file's entry takes it.
+MARKER = "/publishing"
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -82,9 +86,24 @@ def read_record(folder):
     return {name: e for name, e in entries if _plain_name(name) and e is not None}
 
 
-def write_record(folder, entries):
-    atomic_write(Path(folder) / SOURCES, lambda fp: json.dump(entries, fp, indent=1, sort_keys=True),
-                 mode="w")
+def read_marker(folder):
+    """The publishing into several folders under way through `folder` ({run, dir, with: the other folders}),
+    as its record names it, or None."""
+    path = _record_file(folder)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        data = {}
+    m = data.get(MARKER) if isinstance(data, dict) else None
+    ok = (isinstance(m, dict) and isinstance(m.get("run"), str) and isinstance(m.get("dir"), str)
+          and isinstance(m.get("with"), list) and all(isinstance(f, str) for f in m["with"]))
+    return {k: m[k] for k in ("run", "dir", "with")} if ok else None
+
+
+def write_record(folder, entries, marker=None):
+    """`folder`'s record: `entries` ({file name: entry}) and, with `marker`, the publishing under way there."""
+    data = {**entries, **({MARKER: marker} if marker else {})}
+    atomic_write(Path(folder) / SOURCES, lambda fp: json.dump(data, fp, indent=1, sort_keys=True), mode="w")
 
 
 def record(dests, run_name, run_dir="", files=None):
@@ -98,7 +117,7 @@ def record(dests, run_name, run_dir="", files=None):
         for dest, name in items:
             entries[dest.name] = {"run": run_name, "dir": str(run_dir), "file": name,
                                   "sha256": file_digest(dest)}
-        write_record(folder, entries)
+        write_record(folder, entries, read_marker(folder))
 
 
 def run_folders(extra=(), near=None):

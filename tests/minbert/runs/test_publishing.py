@@ -511,10 +511,11 @@ def test_a_publishing_into_two_folders_cut_short_is_finished_by_a_command_writin
         return args
     mt.main(sts_elsewhere(_part2(tmp_path, "a", course_data, tiny_model, "--seed", "7")))
     with pytest.MonkeyPatch.context() as m:
-        steps = _interrupt_at(m, 6 + 2 + 5)  # six files staged, both records written, four renames done
+        # both folders marked, six files staged, both records written, four renames done
+        steps = _interrupt_at(m, 2 + 6 + 2 + 5)
         with pytest.raises(Interrupted):
             mt.main(sts_elsewhere(_part2(tmp_path, "b", course_data, tiny_model)))
-        assert steps.count("rename") == 5 and steps.count("record") == 2
+        assert steps.count("rename") == 5 and steps.count("record") == 4
     b = tmp_path / "b" / "ck"
     assert (tmp_path / "other" / "sts-dev-output.csv").read_bytes() != (b / "sts-dev-output.csv").read_bytes()
     capsys.readouterr()
@@ -525,6 +526,57 @@ def test_a_publishing_into_two_folders_cut_short_is_finished_by_a_command_writin
         name = f"sts-{split}-output.csv"
         assert (tmp_path / "other" / name).read_bytes() == (b / name).read_bytes()
     _consistent(tmp_path / "pred", tmp_path / "c" / "ck")
+
+
+def _two_folders(root):
+    """two_runs_published, with run a's SST files in other/ as well; returns the pairs run b publishes: its SST files
+    into other/ (first), the rest into predictions/."""
+    pairs = two_runs_published(root)
+    (root / "other").mkdir()
+    publishing.publish([(root / "runs" / "a" / d.name, root / "other" / d.name) for _, d in pairs[:2]], "a",
+                       root / "runs" / "a", log=lambda *_: None)
+    return [(s, root / "other" / d.name if d.name.startswith("sst") else d) for s, d in pairs]
+
+
+def _left(folder):
+    """What a killed publishing left in `folder`: its hidden files, and the files its record says are pending
+    that do not hold their new bytes yet."""
+    from minbert.files import file_digest
+    record = json.loads((folder / sources.SOURCES).read_text()) if (folder / sources.SOURCES).is_file() else {}
+    return ([p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != sources.SOURCES],
+            sorted(n for n, e in record.items() if isinstance(e, dict) and "was" in e
+                   and not ((folder / n).is_file() and file_digest(folder / n) == e["sha256"])))
+
+
+def test_a_publishing_into_two_folders_killed_at_any_step_is_settled_by_a_command_writing_into_one(tmp_path):
+    """Run b's publishing into other/ and predictions/, killed before each of its steps; then a command writing
+    into predictions/ alone (finish_publishing, as check_outputs calls it) settles other/ as well: the two folders
+    hold one run's files (a's, or b's once the publishing could be finished), nothing stays pending or hidden in
+    either, every entry of each record names a file there, and what the kill had left in other/ is named in a line."""
+    base = tmp_path / "base"
+    pairs = _two_folders(base)
+    outcomes = set()
+    for k in range(1, 40):
+        root = tmp_path / f"killed-{k}"
+        shutil.copytree(base, root)
+        moved = [(root / s.relative_to(base), root / d.relative_to(base)) for s, d in pairs]
+        finished = not _killed_at(k, lambda: publishing.publish(moved, "b", root / "runs" / "b", log=lambda *_: None))
+        left = _left(root / "other")
+        lines = []
+        publishing.finish_publishing([root / "predictions"], log=lines.append)
+        held = set.intersection(*(_holder(root, d.read_bytes(), d.name) for _, d in moved))
+        assert len(held) == 1, (k, [(d.name, _holder(root, d.read_bytes(), d.name)) for _, d in moved])
+        outcomes |= held
+        for folder in (root / "predictions", root / "other"):
+            assert _left(folder) == ([], []), (k, folder.name, _left(folder))
+            record = sources.read_record(folder)
+            assert set(record) <= {p.name for p in folder.iterdir()}, (k, folder.name, sorted(record))
+            assert not [n for n, e in record.items() if "was" in e], (k, folder.name, record)
+        if left != ([], []):
+            assert any(str(root / "other") in line for line in lines), (k, left, lines)
+        if finished:
+            break
+    assert finished and outcomes == {"a", "b"}
 
 
 def test_publish_names_a_path_that_is_no_folder_as_what_it_is(tmp_path):
