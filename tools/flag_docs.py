@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(ROOT))
 
+from minbert.cli import Parser, main_guard  # noqa: E402
 from minbert.flag import P1, P2  # noqa: E402
 from minbert.flags import defaults, parsers  # noqa: E402
 from minbert.objectives.regularizers import REGULARIZERS  # noqa: E402
@@ -198,10 +199,10 @@ def readme(text):
     return f"{head}{begin}{render_defaults()}\n{end}{tail}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
+def main(argv=None):
+    ap = Parser(prog="tools/flag_docs.py", description=__doc__)
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs")
+    args = ap.parse_args(argv)
     pages = [(PAGE, render(), "the parsers"), (README, readme(README.read_text()), "the parsers and the table")]
     if args.check:
         for path, text, source in pages:
@@ -215,4 +216,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

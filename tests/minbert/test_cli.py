@@ -239,3 +239,12 @@ def test_a_flag_of_several_values_given_twice_takes_every_value():
     assert again.parse_args(["--datasets", "cfimdb"]).datasets == ["cfimdb"]  # the default replaced, not added to
     assert again.parse_args([]).datasets == ["sst", "cfimdb"]  # and each parse starts afresh
     assert again.parse_args(["--seeds"]).seeds == []
+
+
+def test_every_command_parses_its_flags_with_the_project_parser():
+    """The rule above (a flag given twice, a blank value) holds in every command only if each builds cli.Parser:
+    no script, tool or library module builds a plain argparse parser."""
+    plain = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
+             if not {".venv", "tests", ".git"} & set(p.relative_to(ROOT).parts)
+             and "argparse.ArgumentParser(" in p.read_text() and p != ROOT / "minbert" / "cli.py"]
+    assert plain == []
