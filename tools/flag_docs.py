@@ -103,7 +103,11 @@ def render():
              "Every script's command-line flags with their defaults, generated from the parsers by `python "
              "tools/flag_docs.py` (a test fails when this page and the parsers disagree). A flag given "
              "explicitly always wins over a default; `--recipe handout` changes some defaults of the two "
-             "pipelines and of the GPT-2 training scripts (see the training recipe in RESULTS.md).", ""]
+             "pipelines and of the GPT-2 training scripts (see the training recipe in RESULTS.md). A flag is "
+             "given once: typed twice it is refused in one line, except a flag of several values (\"one or "
+             "more\", \"any number\" below), whose every occurrence adds its values (`--datasets sst "
+             "--datasets cfimdb` trains both). An empty or blank value is refused, as is a value given to a "
+             "switch.", ""]
     for script, module, builder in SCRIPTS:
         parser = getattr(importlib.import_module(module), builder)()
         lines += [f"## {script}", ""]
