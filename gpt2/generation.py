@@ -25,8 +25,11 @@ rule and default:
   - True: as soon as K have finished;
   - "never": as False, but with a length penalty above 0 the unfinished one is scored at the longest length it
     could reach, so that the search goes on while a longer hypothesis could still win.
-It returns the best finished one. `no_repeat_ngram_size` n forbids a token that would complete an n-gram its
-row holds already (the prompt's included).
+One beam is greedy decoding, as HF's generate(num_beams=1) is: the search ends when its one hypothesis does,
+whatever the rule (each rule weighs K finished hypotheses against unfinished ones, and at one beam the only one
+left unfinished is the runner-up of the step that ended, which greedy decoding never takes). It returns the best
+finished one. `no_repeat_ngram_size` n forbids a token that would complete an n-gram its row holds already (the
+prompt's included).
 """
 import itertools
 import math
@@ -117,8 +120,8 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
     `num_beams` beams for up to `max_new_tokens` tokens. A hypothesis ends with `eos_token_id` (an id or a
     list of them), and where `ends(state, token)` says: given a hypothesis' state (None at the start) and
     its next token, it returns the new state and whether the hypothesis ends there. `early_stopping` is HF's:
-    False, True or "never". Returns the best finished sequence [1, T + n]. `use_cache=False` runs every row's
-    whole sequence each step (the cache's check)."""
+    False, True or "never" (one beam ends at its first end whatever it says). Returns the best finished sequence
+    [1, T + n]. `use_cache=False` runs every row's whole sequence each step (the cache's check)."""
     limit = model.config.max_position_embeddings
     if input_ids.shape[0] != 1:
         raise ValueError(f"{input_ids.shape[0]} prompts: beam search continues one prompt ([1, T]) at a time")
@@ -134,6 +137,9 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
                          f"writes ({input_ids.shape[1]} + {max_new_tokens} tokens), so it would never act")
     if not (isinstance(early_stopping, bool) or early_stopping == "never"):  # 1 == True, but 1 is no rule of HF's
         raise ValueError(f"early_stopping {early_stopping!r}: one of False, True, 'never' (HF's)")
+    # one beam is greedy decoding: once its hypothesis ends, what would go on is a token greedy decoding passed over,
+    # and "never" would score it at the longest length and follow it (HF's generate runs no stopping rule there)
+    rule = early_stopping if num_beams > 1 else True
     eos = set([eos_token_id] if isinstance(eos_token_id, int) else eos_token_id or [])
     width = max(2, 1 + len(eos)) * num_beams  # continuations looked at each step
     seqs, new, past = input_ids, input_ids, None
@@ -164,8 +170,8 @@ def beam_search(model, input_ids, max_new_tokens, num_beams, length_penalty=1.0,
             elif len(going) < num_beams:
                 going.append((rank, state))
         finished = sorted(finished, key=lambda f: -f[0])[:num_beams]
-        if not going or (len(finished) == num_beams and (early_stopping is True or not improvable(
-                float(top[going[0][0]]), finished[-1][0], step, max_new_tokens, length_penalty, early_stopping))):
+        if not going or (len(finished) == num_beams and (rule is True or not improvable(
+                float(top[going[0][0]]), finished[-1][0], step, max_new_tokens, length_penalty, rule))):
             break
         ranks = torch.tensor([r for r, _ in going], device=index.device)
         rows, tokens = index[ranks] // vocab, index[ranks] % vocab

@@ -3,7 +3,8 @@ generate's, token for token; top-p keeps the smallest set of tokens reaching p; 
 the stream runs until the last position has predicted its token. Beam search returns HF's generate(num_beams=K,
 early_stopping=True) tokens for K 2 and 4, two length penalties, with and without n-gram blocking and an end token,
 on several prompts, with and without the cache; without reordering the cache by beam it would not; one beam is
-greedy decoding; a repeated n-gram is found wherever it is."""
+greedy decoding under every stopping rule, as HF's generate at one beam, while at several "never" goes on where True
+stops; a repeated n-gram is found wherever it is."""
 import pytest
 import torch
 
@@ -173,14 +174,46 @@ def test_without_reordering_the_cache_by_beam_the_tokens_differ(tiny_gpt2, monke
     assert differ
 
 
-def test_one_beam_is_greedy_decoding(tiny_gpt2):
+def test_one_beam_is_greedy_decoding_and_ends_at_the_end_token_whatever_the_stopping_rule(tiny_gpt2):
+    """At one beam HF's generate is greedy decoding, which ends at the first end token: so does beam search under
+    each stopping rule and length penalty, "never" with a penalty above 0 too (which would otherwise score the
+    runner-up token at the longest length and follow it). Each prompt with an end token meets it before the last
+    of the 16 steps, so stopping there is what is tested."""
+    from transformers import GPT2LMHeadModel
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
     ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
     for prompt, eos in beam_cases(ours, "cpu"):
-        for penalty, n in ((1.0, 0), (-1.0, 0), (2.0, 0)):
-            assert beam_search(ours, prompt, 16, 1, penalty, n, eos).tolist() == generate(
-                ours, prompt, 16, eos_token_id=eos).tolist()
+        greedy = generate(ours, prompt, 16, eos_token_id=eos).tolist()
+        if eos is not None:
+            assert greedy[0][-1] == eos and len(greedy[0]) < prompt.shape[1] + 16
+        for penalty in (1.0, -1.0, 2.0):
+            for stop in (False, True, "never"):
+                hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, num_beams=1,
+                                     do_sample=False, length_penalty=penalty, early_stopping=stop, eos_token_id=eos,
+                                     pad_token_id=0).tolist()
+                assert beam_search(ours, prompt, 16, 1, penalty, 0, eos, early_stopping=stop).tolist() == hf \
+                    == greedy, (eos, penalty, stop)
     with pytest.raises(ValueError, match="num_beams 0: beam search needs at least one beam"):
         beam_search(ours, prompt, 4, 0)
+
+
+def test_never_at_several_beams_goes_on_where_true_stops(tiny_gpt2):
+    """The other side of one beam's greedy ending: at 2, 3 and 4 beams "never" is still HF's "never", and on the
+    prompt where K hypotheses end at once (the fourth case) it goes on past them at 2 beams, penalty 2, to a
+    16-token hypothesis, where True stops with the 7-token one it has."""
+    from transformers import GPT2LMHeadModel
+    theirs = GPT2LMHeadModel.from_pretrained(tiny_gpt2).eval()
+    ours = GPT2Model.from_pretrained(tiny_gpt2).eval()
+    prompt, eos = beam_cases(ours, "cpu")[3]
+    lengths = {}
+    for k in (2, 3, 4):
+        for stop in (True, "never"):
+            hf = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, num_beams=k,
+                                 do_sample=False, length_penalty=2.0, early_stopping=stop, eos_token_id=eos,
+                                 pad_token_id=0).tolist()
+            assert beam_search(ours, prompt, 16, k, 2.0, 0, eos, early_stopping=stop).tolist() == hf, (k, stop)
+            lengths[k, stop] = len(hf[0]) - prompt.shape[1]
+    assert lengths[2, True] == 7 and lengths[2, "never"] == 16
 
 
 def test_repeated_ngrams_are_found_wherever_they_are():
