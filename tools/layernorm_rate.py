@@ -15,7 +15,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(ROOT))
+
+# first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
+from minbert.cli import MinbertError, main_guard  # noqa: E402
 from minbert.training import schedule  # noqa: E402
+
+USAGE = "usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags ...]"
 
 
 def with_layernorm_factor(param_groups, factor):
@@ -32,15 +37,33 @@ def with_layernorm_factor(param_groups, factor):
     return groups
 
 
-if __name__ == "__main__":
+def factor_of(text):
+    """FACTOR as a number > 0 (0 would freeze the gains: --freeze_layers' job, not this one's)."""
     try:
-        factor = float(sys.argv[1])
-    except (IndexError, ValueError):
-        sys.exit("usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags]")
-    if not (math.isfinite(factor) and factor > 0):  # 0 would freeze the gains: --freeze_layers' job, not this one's
-        sys.exit(f"error: FACTOR {sys.argv[1]}: a learning-rate factor must be a number > 0")
+        factor = float(text)
+    except ValueError:
+        raise MinbertError(f"FACTOR {text!r}: not a number; a learning-rate factor must be a number > 0 "
+                           f"({USAGE})") from None
+    if not (math.isfinite(factor) and factor > 0):
+        raise MinbertError(f"FACTOR {text}: a learning-rate factor must be a number > 0")
+    return factor
+
+
+def main(argv=None):
+    """Run multitask_classifier.py as `python multitask_classifier.py FLAGS` does, the gains at FACTOR."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__.strip()}")
+        return
+    if not argv:
+        raise MinbertError(f"tools/layernorm_rate.py: give FACTOR first ({USAGE})")
+    factor = factor_of(argv[0])
     schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
     print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters", flush=True)
-    sys.argv = [str(ROOT / "multitask_classifier.py"), *sys.argv[2:]]
-    # the script itself, as `python multitask_classifier.py` runs it
+    sys.argv = [str(ROOT / "multitask_classifier.py"), *argv[1:]]
+    # the script itself, as `python multitask_classifier.py` runs it (its own guard says its errors)
     runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main_guard(main)

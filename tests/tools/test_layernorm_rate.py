@@ -1,11 +1,8 @@
 """tools/layernorm_rate.py: BERT's LayerNorm gains in a group of their own at their factor; a factor that is no
 learning-rate factor is one line."""
-import runpy
-import sys
-
 import pytest
 
-from tests.course import ROOT
+from tests.processes import run_main
 from tools import layernorm_rate
 
 
@@ -23,9 +20,18 @@ def test_layernorm_rate_puts_the_gains_alone_at_their_factor(tiny_model):
         assert rate[id(p)] == pytest.approx(plain[id(p)] * (10.0 if gain else 1.0)), name
 
 
-@pytest.mark.parametrize("factor", ["-5", "0", "nan", "inf"])
-def test_a_factor_no_learning_rate_can_take_is_one_line_before_any_run(factor, monkeypatch, tmp_path):
-    monkeypatch.setattr(sys, "argv", ["tools/layernorm_rate.py", factor, "--run_dir", str(tmp_path / "run")])
-    with pytest.raises(SystemExit, match=f"error: FACTOR {factor}: a learning-rate factor must be a number > 0"):
-        runpy.run_path(str(ROOT / "tools" / "layernorm_rate.py"), run_name="__main__")
-    assert not (tmp_path / "run").exists()
+@pytest.mark.parametrize("factor, said", [
+    *((f, f"FACTOR {f}: a learning-rate factor must be a number > 0") for f in ("-5", "0", "nan", "inf", "1e309")),
+    ("abc", "FACTOR 'abc': not a number"),
+])
+def test_a_factor_no_learning_rate_can_take_is_one_line_before_any_run(factor, said, tmp_path):
+    done = run_main("tools/layernorm_rate.py", factor, "--run_dir", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {said}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv, status", [(["--help"], 0), (["-h"], 0), ([], 2)])
+def test_help_prints_the_usage_and_no_factor_is_one_line(argv, status, tmp_path):
+    done = run_main("tools/layernorm_rate.py", *argv, cwd=tmp_path)
+    assert done.returncode == status and "usage: tools/layernorm_rate.py FACTOR" in done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == (1 if status else 0) and not list(tmp_path.iterdir())
