@@ -4,7 +4,9 @@
 #   MODEL=path/to/all-minilm-l6-v2 bash tools/gpu_check.sh
 #   STAGES="tests bench-minilm" BUDGET=300 OUT=/tmp/gpu-check bash tools/gpu_check.sh
 # Its one option is -h/--help (this text; nothing is run or written); its settings are the environment
-# variables below (MODEL, DATA, BUDGET, STAGES, OUT), and any argument is refused in one line.
+# variables below (MODEL, DATA, BUDGET, STAGES, OUT), and any argument is refused in one line, as is a setting
+# that cannot be (a blank folder, a BUDGET that is no number, an unknown stage, a MODEL without vocab.txt), before
+# anything is written.
 # MODEL: MiniLM's weights, a folder in HF's layout with its vocab.txt (fp16-rounded weights are upcast to fp32 on
 # loading); DATA: the folder of the course CSVs for bench.py (default data/; Part 2 reads data/, the handout's
 # paths). Each stage runs under its own time limit, cut to what is left of BUDGET seconds (default 540), so one
@@ -47,18 +49,29 @@ for arg in "$@"; do
   esac
 done
 cd "$(dirname "$0")/.."
-OUT="${OUT:-gpu-check}"
-MODEL="${MODEL:-pretrained/all-minilm-l6-v2}"
-DATA="${DATA:-data}"
-BUDGET="${BUDGET:-540}"
-STAGES="${STAGES:-tests bench-minilm timing-minilm bench-base timing-base part2 inductor}"
+OUT="${OUT-gpu-check}"
+MODEL="${MODEL-pretrained/all-minilm-l6-v2}"
+DATA="${DATA-data}"
+BUDGET="${BUDGET-540}"
+STAGES="${STAGES-tests bench-minilm timing-minilm bench-base timing-base part2 inductor}"
+KNOWN="tests bench-minilm timing-minilm bench-base timing-base part2 inductor compile-base compile-minilm
+       profile-base part2-compile sweep-part2"
+# The settings next, each a line of its own when wrong, still before anything is written or run.
+refuse() { echo "tools/gpu_check.sh: $1" >&2; exit 2; }
+for name in OUT MODEL DATA; do
+  [ -n "${!name// /}" ] || refuse "$name='${!name}': empty or blank; give a folder, or leave $name unset"
+done
+[[ "$BUDGET" =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] ||
+  refuse "BUDGET=$BUDGET: not a whole number of seconds above 0 (default 540)"
+[ -n "${STAGES// /}" ] || refuse "STAGES='$STAGES': no stage; name some of: $(echo $KNOWN)"
+for stage in $STAGES; do
+  [[ " $(echo $KNOWN) " == *" $stage "* ]] || refuse "STAGES: $stage is not a stage; choose from: $(echo $KNOWN)"
+done
+[ -f "$MODEL/vocab.txt" ] || refuse "MODEL=$MODEL: no vocab.txt there; give MiniLM's folder (HF's layout)"
+[ ! -e "$OUT" ] || [ -d "$OUT" ] || refuse "OUT=$OUT: is a file, not a folder; give a folder to write into"
 mkdir -p "$OUT"
 START=$SECONDS
 export PYTHONUNBUFFERED=1
-if [ ! -f "$MODEL/vocab.txt" ]; then
-  echo "MODEL=$MODEL: no vocab.txt there; give MiniLM's folder (HF's layout)" | tee -a "$OUT/summary.txt"
-  exit 2
-fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python -c "import torch, transformers; print(torch.__version__, torch.version.cuda, transformers.__version__)"
 } > "$OUT/gpu.txt" 2>&1
@@ -142,7 +155,6 @@ for stage in $STAGES; do
             --seed $seed --run_dir "$dir/run" --results "$OUT/sweep/results.csv" $outs ${point#*:}
         done
       done ;;
-    *) echo "unknown stage $stage" | tee -a "$OUT/summary.txt" ;;
   esac
 done
 cat "$OUT/summary.txt"

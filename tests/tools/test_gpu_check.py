@@ -1,7 +1,7 @@
 """tools/gpu_check.sh's arguments, in a copy of it in a folder of its own (it writes under the project folder it
 sits in): --help prints what it runs, its settings and where it writes, and writes nothing; an argument it does not
-take is one line, exit 2, and writes nothing; without arguments it goes on as before (here as far as its check of
-MODEL, which needs no GPU)."""
+take is one line, exit 2, and writes nothing, as is a setting that cannot be; with good settings it goes on (here
+with a budget too small for any stage, which needs no GPU)."""
 import os
 import shutil
 import subprocess
@@ -50,12 +50,35 @@ def test_an_argument_it_does_not_take_is_one_line_and_writes_nothing(project, ar
     assert snapshot(project) == before and sorted(p.name for p in project.iterdir()) == ["tools"]
 
 
-def test_without_arguments_it_runs_as_before(project):
-    """No argument: the run starts, writing under $OUT (by default gpu-check/ in the project folder), and stops at
-    its MODEL check (no MiniLM folder here) before any GPU work."""
-    out = _run(project, MODEL=str(project / "no-model"))
-    assert out.returncode == 2 and "no vocab.txt there" in out.stdout
-    assert (project / "gpu-check" / "summary.txt").read_text().startswith(f"MODEL={project / 'no-model'}: no vocab")
-    out = _run(project, MODEL=str(project / "no-model"), OUT=str(project / "elsewhere"))
-    assert out.returncode == 2 and (project / "elsewhere" / "summary.txt").is_file()
-    assert not (project / "elsewhere" / "gpu.txt").exists()  # nothing of the GPU's was asked
+@pytest.mark.parametrize("env, said", [
+    ({"MODEL": "no-model"}, "MODEL=no-model: no vocab.txt there"),
+    ({"OUT": " "}, "OUT=' ': empty or blank"),
+    ({"OUT": ""}, "OUT='': empty or blank"),
+    ({"BUDGET": "abc"}, "BUDGET=abc: not a whole number of seconds above 0"),
+    ({"BUDGET": "0"}, "BUDGET=0: not a whole number of seconds above 0"),
+    ({"STAGES": "tests bogus"}, "STAGES: bogus is not a stage; choose from: tests bench-minilm"),
+    ({"STAGES": " "}, "STAGES=' ': no stage"),
+    ({"OUT": "file"}, "OUT=file: is a file, not a folder"),
+])
+def test_a_setting_that_cannot_be_is_one_line_and_writes_nothing(project, env, said):
+    (project / "model").mkdir()
+    (project / "model" / "vocab.txt").write_text("[PAD]\n")
+    (project / "file").write_text("mine")
+    before = snapshot(project)
+    out = _run(project, **{"MODEL": "model", **env})
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+    assert out.stderr.startswith(f"tools/gpu_check.sh: {said}"), out.stderr
+    assert snapshot(project) == before and sorted(p.name for p in project.iterdir()) == ["file", "model", "tools"]
+
+
+def test_with_settings_that_can_be_it_runs_writing_under_out(project):
+    """No argument and good settings: the run starts, writing under $OUT (by default gpu-check/ in the project
+    folder); with a budget of 1 s every stage is skipped, so no GPU is needed."""
+    (project / "model").mkdir()
+    (project / "model" / "vocab.txt").write_text("[PAD]\n")
+    out = _run(project, MODEL="model", BUDGET="1", STAGES="tests part2")
+    assert out.returncode == 0, out.stderr
+    assert (project / "gpu-check" / "summary.txt").read_text().splitlines() == [
+        "tests skipped (budget spent)", "part2-recorded skipped (budget spent)", "part2-eager skipped (budget spent)"]
+    out = _run(project, MODEL="model", BUDGET="1", STAGES="tests", OUT=str(project / "elsewhere"))
+    assert out.returncode == 0 and (project / "elsewhere" / "summary.txt").is_file()
