@@ -15,7 +15,7 @@ import torch
 from datasets import SentenceClassificationDataset, set_pad_multiple
 from evaluation import predict
 from minbert.cli import main_print
-from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples, require_data_file, sentiment_task
+from minbert.course_data import TASK_PREFIX, TASKS, data_file, read_examples, sentiment_task
 from minbert.objectives.losses import ClassificationLoss
 from minbert.runs.folders import open_run
 from minbert.runs.outputs import check_outputs
@@ -190,8 +190,9 @@ def run_classifier(settings, on_epoch=None, pipeline_class=SentimentPipeline):
                   for n in settings.datasets for split in ("train", "dev", "test")]
         check_outputs(dirs=[("--predictions_dir", settings.predictions_dir)], files=published, inputs=inputs,
                       own=run.folder, backup=settings.run.backup, typed=settings.run.typed)
-        for _, path in inputs:  # every data set's files, before the first one trains
-            require_data_file(path)
+        for n in settings.datasets:  # every data set's files read and checked, before the first one trains
+            for split in ("train", "dev", "test"):
+                read_examples(data_file(settings.data_dir, n, split), n, split, log=lambda *a, **k: None)
         world = distributed()[1]
         processes = f", {world} processes" if world > 1 else ""
         main_print(f"fine-tune mode {settings.model.fine_tune_mode}, {settings.recipe.lr_why}, "

@@ -2,6 +2,7 @@
 learns an easy task; one seed, one set of predictions; a resumed run writes what an uninterrupted one does; each
 epoch its own order; each leaderboard row its own example's prediction."""
 import json
+import re
 
 import pytest
 import torch
@@ -144,3 +145,20 @@ def test_a_data_file_missing_for_the_second_data_set_stops_the_run_before_the_fi
     with pytest.raises(MinbertError, match=rf"^{gone}: is a broken link \(its target is missing\), not a regular file"):
         classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "cfimdb"))
     assert trained == []
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"id\tsentence\n", "no examples"),  # a header only
+    (b"id\tsentence\tsource\n1\ta film .\tweb\n", "unexpected column 'source'"),
+    (b"id\tsentence\ncaf\xe9\tun film .\n", "line 2"),  # Latin-1, not UTF-8
+])
+def test_a_bad_file_of_the_second_data_set_stops_the_run_before_the_first_trains(
+        tmp_path, course_data, tiny_model, monkeypatch, content, said):
+    """Every data set's files are read and checked before the first one trains, not only found: a bad CFIMDB
+    test file is one line naming it, SST never trained and nothing published."""
+    bad = course_data / "ids-cfimdb-test-student.csv"
+    bad.write_bytes(content)
+    trained = epochs_run(monkeypatch)
+    with pytest.raises(MinbertError, match=rf"^{bad}: .*{re.escape(said)}"):
+        classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "cfimdb"))
+    assert trained == [] and not (tmp_path / "pred").exists()
