@@ -57,8 +57,6 @@ def build_parser():
     return ap
 
 
-
-
 def main(argv=None):
     return run_ensemble(ensemble_settings(parse_flags(build_parser(), argv)))
 

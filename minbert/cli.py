@@ -202,6 +202,7 @@ def main_guard(main):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
     sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)
+    set_interrupt_hint(None)  # a command starts with nothing saved (an earlier one in this process said its own)
     try:
         return _guarded(main)
     finally:

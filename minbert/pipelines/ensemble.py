@@ -13,7 +13,7 @@ import torch
 
 from datasets import load_multitask_data, set_pad_multiple
 from evaluation import model_eval_multitask
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
@@ -232,6 +232,13 @@ def run_ensemble(settings):
         ties = vote_ties(mean, len(members)) if folders else None
         if ties:
             print(ties)
+        # From here the run folder holds the ensemble's files, and a Ctrl-C leaves it partial; a typed run name
+        # then names a folder that already holds a run, so the same command would be refused.
+        flag = "--run_dir" if settings.run.dir else "--run_name" if settings.run.name else None
+        again = (f"run the command again with another {flag}, or after deleting {run.folder}" if flag
+                 else "run the same command again (it makes a new run folder)")
+        set_interrupt_hint(f"the ensemble's files written so far are in {run.folder}/ and nothing was copied "
+                           f"to {out}/: {again}")
         files = [write_predictions(run.folder / output_name(task, split), task, ids,
                                    decide(task, mean[task, split]))
                  for (task, split), (ids, _) in ref.items()]

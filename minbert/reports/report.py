@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from minbert.cli import MinbertError
+from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.files import check_writable, read_text, require_file
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
@@ -168,6 +168,9 @@ class OutFolder:
                           if (Path(self.staging.name) / p.name).is_file()], "report.py", self.path)
         finally:
             self.staging.cleanup()
+        # what is left is printing: a Ctrl-C from here on stops no writing
+        names = ", ".join(p.name for p in self.written)
+        set_interrupt_hint(f"{names} in {self.path}/ were written whole before the interrupt took effect")
         if kept:
             print(backup_line(kept))
 

@@ -9,7 +9,6 @@ Every training run writes its checkpoints, per-epoch log and prediction files in
     `--run_name` stays under runs/.
 What a run may write outside its folder, and how it publishes its predictions: runs/outputs.py.
 """
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -106,10 +105,7 @@ def is_run_folder(folder):
 
 def pipeline_of(folder):
     """Which pipeline's run wrote `folder`, as its mark says (None: no mark, or an earlier minbert's)."""
-    try:
-        return json.loads((Path(folder) / RUN_MARK).read_text()).get("pipeline")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return read_mark(folder).get("pipeline")
 
 
 def best_checkpoint(folder, pipeline, flag):
@@ -307,15 +303,16 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
                            "with or replace; give a new or empty folder")
     run = Run(run_name or folder.name, folder, f"{flag} {folder}" if run_dir else f"--run_name {folder.name}",
               created=next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None))
+    # the folder named as the user gave it: a typed --run_name NAME is not runs/NAME
+    named = f"--run_name {run_name} ({folder})" if run_name and not run_dir else f"{flag} {folder}"
     if is_main():
-        run.lock = RunLock(folder).acquire(flag, prefix)
+        run.lock = RunLock(folder).acquire(flag, prefix, named)
     try:
         # a run starts in a folder holding nothing but its mark: never beside another model's files (a Part 1
         # run of another fine-tune mode writes other names, but the folder is one run's)
         held = (sorted(p for p in folder.iterdir() if p.name != RUN_MARK and not TEMPORARY.match(p.name))
                 if folder.is_dir() else [])
         if held and not resume:
-            named = f"--run_name {run_name} ({folder})" if run_name and not run_dir else f"{flag} {folder}"
             ours = [p for s in stems or () for p in RunFiles(folder, s).exist()]
             raise MinbertError(f"{named}: already holds a run ({(ours or held)[0].name}); choose another"
                                + (", or add --resume to continue it" if ours else ""))

@@ -29,7 +29,10 @@ def holder(fd):
     """What the lock file says about the process that holds (or last held) it."""
     try:
         os.lseek(fd, 0, os.SEEK_SET)
-        info = json.loads(os.read(fd, 1 << 20).decode() or "{}")
+        text = os.read(fd, 1 << 20).decode().strip() or "{}"
+        # The first JSON object: a run stopped between writing a new record and cutting the file to its length
+        # leaves the tail of the old one after it (_write).
+        info, _ = json.JSONDecoder().raw_decode(text)
         return info if isinstance(info, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -82,9 +85,11 @@ class RunLock:
     def __init__(self, folder):
         self.path, self.fd, self.pipeline, self.claimed = Path(folder) / RUN_MARK, None, None, False
 
-    def acquire(self, flag, pipeline):
+    def acquire(self, flag, pipeline, named=None):
         """Hold the lock for a `pipeline` ('classifier', 'multitask', 'pretrain', 'ensemble') run, refusing a
-        folder another process holds or one a run of another pipeline wrote."""
+        folder another process holds or one a run of another pipeline wrote. Messages name the folder as
+        `named` (how the user gave it, e.g. '--run_name NAME (runs/NAME)'; default '`flag` FOLDER')."""
+        named = named or f"{flag} {self.path.parent}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_lock(fd):
@@ -92,14 +97,14 @@ class RunLock:
             os.close(fd)
             who = (f"process {info.get('pid')} on {info.get('host')}, since {info.get('since')}: "
                    f"{str(info.get('command', ''))[:160]}") if info else "another process"
-            raise MinbertError(f"{flag} {self.path.parent}: in use by another run ({who}); two processes "
+            raise MinbertError(f"{named}: in use by another run ({who}); two processes "
                                "writing one run folder would mix their checkpoints "
                                "and logs: wait for it to end, or pick another name")
         self.fd = fd
         before = holder(fd).get("pipeline")
         if before and before != pipeline:
             self.release()
-            raise MinbertError(f"{flag} {self.path.parent}: the run folder of {a_run_of(before)}; "
+            raise MinbertError(f"{named}: the run folder of {a_run_of(before)}; "
                                f"{a_run_of(pipeline)} writes into a folder of its own: pick another")
         self.pipeline = pipeline
         return self
@@ -121,9 +126,14 @@ class RunLock:
         self._write({**holder(self.fd), key: value})
 
     def _write(self, info):
-        os.ftruncate(self.fd, 0)
+        # In place (the lock is on this file, so it cannot be replaced by a new one) and in this order: the
+        # whole record in one write over the old one, then the file cut to its length. Truncating first would
+        # leave an empty file to a run stopped (Ctrl-C, a kill) between the two calls; this order leaves the
+        # new record followed by the old one's tail, and holder() reads the first object.
+        data = (json.dumps(info) + "\n").encode()
         os.lseek(self.fd, 0, os.SEEK_SET)
-        os.write(self.fd, (json.dumps(info) + "\n").encode())
+        os.write(self.fd, data)
+        os.ftruncate(self.fd, len(data))
 
     def release(self):
         if self.fd is None:

@@ -150,11 +150,13 @@ def running_elsewhere(study):
 
 
 def requeue_interrupted(study):
-    """Queue again the trial Ctrl-C stopped (Optuna marked it failed), with the same flags."""
+    """Queue again the trial Ctrl-C stopped (Optuna marked it failed), with the same flags; returns how many
+    were queued."""
     retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=3)
     trials = study.get_trials(deepcopy=False)
     retried = {n for t in trials for n in t.system_attrs.get("retry_history", [])}
-    for t in trials:
-        if (t.state == optuna.trial.TrialState.FAIL and t.user_attrs.get("interrupted")
-                and t.user_attrs.get("worker") == WORKER and t.number not in retried):
-            retry(study, t)
+    stopped = [t for t in trials if t.state == optuna.trial.TrialState.FAIL and t.user_attrs.get("interrupted")
+               and t.user_attrs.get("worker") == WORKER and t.number not in retried]
+    for t in stopped:
+        retry(study, t)
+    return len(stopped)

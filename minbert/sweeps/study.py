@@ -1,6 +1,7 @@
 """The sweep loop (sweep.py): this worker's share of a study, trial by trial, until the study holds --trials
 finished ones; every trial appended to runs/sweeps/STUDY/trials.csv; at the end a ranked table (mean and
 spread over seeds) and the winning command line."""
+import contextlib
 import shlex
 import statistics
 import time
@@ -11,6 +12,7 @@ import optuna
 
 from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.course_data import DATA_DIR
+from minbert.files import deferred_interrupt
 from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
 from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
@@ -78,6 +80,13 @@ def sweep(settings):
     print(f"study {study_name} in {storage.url}: {len(finished(study))} trial(s) finished before, wanting "
           f"{wanted}; worker {WORKER}; trials logged to {csv_path}")
     seeds = " ".join(map(str, settings.seeds))
+    # From the moment a trial's end is known (its seeds ran, it failed, or it was pruned) to Optuna's record of
+    # it (the callback after each trial), a Ctrl-C waits: a trial whose seeds all ran is never turned into a
+    # failed one to run again, nor its row written without its record.
+    holding = contextlib.ExitStack()
+
+    def hold():
+        holding.enter_context(deferred_interrupt())  # (twice in one trial nests: the outer block decides)
 
     def objective(trial):
         values = suggest(trial, space)
@@ -96,6 +105,7 @@ def sweep(settings):
         def report(step, score):
             trial.report(score, step)
             if trial.should_prune():
+                hold()
                 append_row(csv_path, {**row, "state": "pruned", "mean": score, "minutes": minutes()})
                 print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed "
                       f"{settings.seeds[step // 1000]} (dev score {score:.4f})")
@@ -103,6 +113,7 @@ def sweep(settings):
         try:
             scores, folders = run_trial(settings.pipeline, base, values, settings.seeds, folder, trial.number, report)
         except TrialFailed as e:
+            hold()
             trial.set_user_attr("error", str(e))
             append_row(csv_path, {**row, "state": "failed", "minutes": minutes(), "note": str(e)})
             print(f"trial {trial.number} failed: {e}")
@@ -110,6 +121,7 @@ def sweep(settings):
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             raise
+        hold()
         mean = statistics.fmean(scores)
         # one seed has no spread to measure: the cell stays empty, not 0
         std = f"{statistics.stdev(scores):.4f}" if len(scores) > 1 else ""
@@ -124,12 +136,16 @@ def sweep(settings):
     try:
         while len(finished(study)) + running_elsewhere(study) < wanted and duplicates < 20:
             before = len(study.get_trials(deepcopy=False))
-            study.optimize(objective, n_trials=1, catch=())
+            try:
+                study.optimize(objective, n_trials=1, catch=(), callbacks=[lambda *_: holding.close()])
+            finally:
+                holding.close()  # (an error before the callback: Ctrl-C is Python's again)
             last = study.get_trials(deepcopy=False)[before:]
             duplicates = duplicates + 1 if last and all("duplicate_of" in t.user_attrs for t in last) else 0
     except KeyboardInterrupt:
-        requeue_interrupted(study)
-        set_interrupt_hint("this worker's trial was stopped and is queued to run again; continue the sweep "
+        stopped = ("this worker's trial was stopped and is queued to run again" if requeue_interrupted(study)
+                   else "the trials this worker finished are recorded")
+        set_interrupt_hint(f"{stopped}; continue the sweep "
                            f"with: {shlex.join(['python', 'sweep.py', *command])}")
         raise
     return summarize(study, settings)

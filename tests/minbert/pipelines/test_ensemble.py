@@ -166,3 +166,39 @@ def test_a_run_folder_stands_for_its_checkpoint_and_a_part1_folder_is_named(tmp_
     ensemble.main([str(ckpt), str(tmp_path / "p2"), "--data_dir", str(course_data), "--out", str(tmp_path / "e")])
     assert f"member {tmp_path / 'p2'}: a run folder; its checkpoint {tmp_path / 'p2' / 'mt.pt'} is used" in \
         capsys.readouterr().out
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_ctrl_c_while_the_ensemble_writes_says_where_its_files_are_and_how_to_run_again(tmp_path, course_data,
+                                                                                        trained, monkeypatch, named):
+    """Stopped after its first file: the line names the partial run folder, says nothing reached --out, and gives
+    the command that works: the same one (a new timestamped folder), or another --run_name when one was typed
+    (the same name would be refused as already holding a run)."""
+    from tests.processes import run_main
+    _, pred = trained
+    shutil.copytree(pred, tmp_path / "copy")
+    written, real = [], ensembling.write_predictions
+
+    def stop_after_one(*a):
+        if written:
+            raise KeyboardInterrupt
+        written.append(real(*a))
+        return written[-1]
+    monkeypatch.setattr(ensembling, "write_predictions", stop_after_one)
+    argv = [str(pred), str(tmp_path / "copy"), "--data_dir", str(course_data), "--out", str(tmp_path / "ens"),
+            *(["--run_name", "e"] if named else [])]
+    done = run_main("ensemble.py", *argv, cwd=tmp_path)
+    assert done.returncode == 130 and "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    folder = written[0].parent
+    assert line.startswith(f"interrupted: the ensemble's files written so far are in {folder}/ and nothing was "
+                           f"copied to {tmp_path / 'ens'}/: ")
+    assert not (tmp_path / "ens").exists()
+    monkeypatch.setattr(ensembling, "write_predictions", real)
+    if named:
+        assert line.endswith(f"run the command again with another --run_name, or after deleting {folder}")
+        assert run_main("ensemble.py", *argv, cwd=tmp_path).returncode == 2  # the same name: refused
+    else:
+        assert line.endswith("run the same command again (it makes a new run folder)")
+        assert run_main("ensemble.py", *argv, cwd=tmp_path).returncode == 0
+        assert output_files(tmp_path / "ens") == output_files(pred)

@@ -8,6 +8,7 @@ from minbert.reports.significance import holm
 from tests.course import make_part2_run, png_size, snapshot
 from utils import MinbertError
 
+
 def test_two_runs_give_a_row_per_dev_set_and_the_mean_judged_together(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     a, b = make_part2_run(tmp_path / "runs" / "a", 0.6, 1), make_part2_run(tmp_path / "runs" / "b", 0.75, 2)
@@ -125,3 +126,22 @@ def test_a_rows_interval_is_the_95_percent_bootstrap_interval_by_hand(tmp_path):
     boot = right[1][idx].mean(1) - right[0][idx].mean(1)
     assert row.interval == pytest.approx(tuple(np.percentile(boot, [2.5, 97.5])), abs=1e-12)
     assert row.diff == pytest.approx(right[1].mean() - right[0].mean())
+
+
+def test_ctrl_c_once_the_comparison_is_written_says_it_is_complete(tmp_path, monkeypatch):
+    """A Ctrl-C during the last lines printed stops no writing: the line says the files are whole, and where."""
+    import builtins
+    from minbert.reports import compare as compare_module
+    from tests.processes import run_main
+    a, b = make_part2_run(tmp_path / "runs" / "a", 0.6, 1), make_part2_run(tmp_path / "runs" / "b", 0.75, 2)
+
+    def ctrl_c_at_the_last_line(*args, **kw):
+        if str(args[0]).startswith("comparison written"):
+            raise KeyboardInterrupt
+        builtins.print(*args, **kw)
+    monkeypatch.setattr(compare_module, "print", ctrl_c_at_the_last_line, raising=False)
+    done = run_main("report.py", "--compare", a, b, "--resamples", "200", "--out", "cmp", cwd=tmp_path)
+    assert done.returncode == 130 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == ("interrupted: comparison.png, comparison.md in cmp/ were written "
+                                                   "whole before the interrupt took effect")
+    assert (tmp_path / "cmp" / "comparison.md").is_file() and (tmp_path / "cmp" / "comparison.png").is_file()

@@ -99,3 +99,45 @@ def test_without_flock_the_process_id_in_the_lock_file_decides(tmp_path, monkeyp
 def test_a_pipelines_run_is_named_with_its_article():
     assert lock.a_run_of("ensemble") == "an ensemble.py run" and lock.a_run_of("classifier") == "a classifier.py run"
     assert lock.a_run_of("eval") == "a multitask_classifier.py --eval_only run"
+
+
+@pytest.mark.parametrize("stop_at", ["write", "ftruncate"])
+def test_a_run_stopped_while_writing_its_mark_leaves_a_record_the_next_reader_reads(tmp_path, monkeypatch, stop_at):
+    """Ctrl-C (or a kill) between the calls that rewrite `.minbert-run` leaves the old record or the new one,
+    never an empty file: the new record is written over the old before the file is cut to its length."""
+    folder = tmp_path / "run"
+    held = RunLock(folder).acquire("--run_dir", "multitask").claim()
+    held.note("outputs", {"predictions/a-very-long-name-so-the-old-record-is-the-longer-one.csv": "x" * 200})
+    calls = []
+
+    def stopped(*args):  # Ctrl-C arriving as this call starts
+        calls.append(stop_at)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(lock.os, stop_at, stopped)
+    with pytest.raises(KeyboardInterrupt):
+        held.note("outputs", {})
+    monkeypatch.undo()
+    assert calls == [stop_at]
+    info = lock.read_mark(folder)
+    assert info["pipeline"] == "multitask" and info["pid"] == os.getpid()
+    # stopped before the write: the old record; after it: the new one, with the old one's tail behind it
+    assert info["outputs"] == ({} if stop_at == "ftruncate" else
+                               {"predictions/a-very-long-name-so-the-old-record-is-the-longer-one.csv": "x" * 200})
+    held.release()
+    assert json.loads((folder / RUN_MARK).read_text())["pid"] is None  # released: one record, cut to its length
+
+
+def test_a_held_folder_is_named_as_the_user_typed_it(tmp_path, monkeypatch):
+    """`--run_name tw` refused because another process holds runs/tw names `--run_name tw`, not a flag the
+    user never typed with a path they never gave."""
+    from minbert.runs.folders import open_run
+    monkeypatch.chdir(tmp_path)
+    proc = _holder(tmp_path / "runs" / "tw")
+    try:
+        with pytest.raises(MinbertError, match=r"^--run_name tw \(runs/tw\): in use by another run"):
+            open_run("multitask", ["multitask"], run_name="tw", root="runs")
+        with pytest.raises(MinbertError, match=rf"^--run_dir {tmp_path}/runs/tw: in use by another run"):
+            open_run("multitask", ["multitask"], run_dir=str(tmp_path / "runs" / "tw"))
+    finally:
+        proc.kill()
+        proc.wait()

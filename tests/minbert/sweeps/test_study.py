@@ -37,3 +37,38 @@ def test_an_incompatible_trial_fails_alone_and_the_sweep_goes_on(tmp_path, cours
     failed = [l for l in done.stdout.splitlines() if " failed: " in l and l.startswith("trial")]
     assert len(failed) == 1 and "--smart_weight needs the gradient at BERT's embeddings" in failed[0]
     assert "1 complete, 0 pruned, 1 failed on their flags" in done.stdout
+
+
+def test_ctrl_c_as_a_finished_trial_is_recorded_keeps_it(tmp_path, monkeypatch, course_data, tiny_model):
+    """A Ctrl-C arriving while a trial whose seeds all ran is being written to trials.csv waits: the trial is
+    complete in the study and in the table, and the next start does not run it again."""
+    import os
+    import pytest
+    import sweep
+    from minbert.sweeps import study as study_module
+    from tests.processes import sweep_trials as trials_of
+    monkeypatch.chdir(tmp_path)
+    stub_trials(monkeypatch)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives it
+    real = study_module.append_row
+
+    def append_then_ctrl_c(path, row):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C arrives as the row is written
+        real(path, row)
+    monkeypatch.setattr(study_module, "append_row", append_then_ctrl_c)
+    argv = ["classifier", "--sampler", "grid", "--trials", "2", "--space", "lr=1e-3,2e-3", "--study", "k",
+            "--no_prune", "--", *sweep_base(course_data, tiny_model)]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.main(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    trials = trials_of(tmp_path, "k")
+    assert [t.state.name for t in trials] == ["COMPLETE"] and not trials[0].user_attrs["interrupted"]
+    rows = (tmp_path / "runs" / "sweeps" / "k" / "trials.csv").read_text().splitlines()
+    assert len(rows) == 2 and ",complete," in rows[1]
+    monkeypatch.setattr(study_module, "append_row", real)
+    assert sweep.main(argv)["trials"] == 2
+    trials = trials_of(tmp_path, "k")
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert trials[0].params != trials[1].params  # the kept trial did not run again
