@@ -4,6 +4,7 @@ speaks, and progress lines without a terminal. Kept free of torch, whose import 
 command that trains nothing (report.py) never loads it; utils.py re-exports it all beside the helpers that
 need torch."""
 import argparse
+import difflib
 import os
 import re
 import signal
@@ -34,15 +35,36 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         argv = sys.argv[1:] if args is None else [str(a) for a in args]
+        self.refuse_unknown(argv)
         self.refuse_empty(argv)
         self.refuse_repeated(argv)
-        parsed, extras = self.parse_known_args(argv, namespace)
-        for token in extras:
-            if token.split("=", 1)[0] in self.absent:
-                self.error(f"{token.split('=', 1)[0]} {self.absent[token.split('=', 1)[0]]}")
+        try:  # positionals and flags in any order (`ensemble.py A --out O B`): B is a member, as A is
+            if "--" in argv:  # (argparse's intermixed parse drops the `--`; after it all is positional anyway)
+                raise TypeError
+            parsed, extras = self.parse_known_intermixed_args(argv, namespace)
+        except TypeError:  # a parser argparse cannot intermix (subcommands, a remainder)
+            parsed, extras = self.parse_known_args(argv, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
+
+    def refuse_unknown(self, argv):
+        """A flag this parser does not know, named first: before a required flag it stands for is said to be
+        missing (`--scor P G` is a slip for --score), with the nearest known spelling, or why a flag this script
+        leaves out on purpose is absent."""
+        for token in argv:
+            if token == "--":
+                break
+            name = token.partition("=")[0]
+            known = self._option_string_actions
+            if (not re.match(r"--?[A-Za-z_]", name) or name in known
+                    or not name.startswith("--") and name[:2] in known):  # -vv, -xVALUE: argparse's short forms
+                continue
+            if name in self.absent:
+                self.error(f"{name} {self.absent[name]}")
+            longs = [o for o in known if o.startswith("--")]
+            near = [o for o in longs if o.startswith(name)] or difflib.get_close_matches(name, longs, 1, 0.75)
+            self.error(f"unrecognized arguments: {token}" + (f" (did you mean {near[0]}?)" if len(near) == 1 else ""))
 
     def parse_known_args(self, args=None, namespace=None):
         self.given_once = set()  # the flags of several values met so far in this parse (_Store)
@@ -64,15 +86,25 @@ class Parser(argparse.ArgumentParser):
                 said = f"{name}={value!r}: blank" if value else f"{token}: empty"
                 self.error(f"{said}; give a value, or leave the flag out")
             if not token.strip():
-                before = self._option_string_actions.get(argv[i - 1] if i else "")
+                owner = self.owner(argv, i)
                 what = "empty" if token == "" else "blank"
-                if before is not None and before.nargs != 0:  # the flag's value (a switch takes none)
-                    self.error(f"{argv[i - 1]} {token!r}: {what}; give a value, or leave the flag out")
+                if owner is not None:  # a value of the flag typed before it
+                    self.error(f"{owner} {token!r}: {what}; give a value, or leave the flag out")
                 self.error(f"{token!r}: {'an' if what == 'empty' else 'a'} {what} argument; give a value, or leave it out")
         for token in argv[argv.index("--") + 1:] if "--" in argv else ():
             if not token.strip():
                 self.error(f"{token!r}: {'an empty' if token == '' else 'a blank'} argument; give a value, or "
                            "leave it out")
+
+    def owner(self, argv, i):
+        """The flag whose value argv[i] is (the one typed before it, when it takes that many values), or None."""
+        for j in range(i - 1, -1, -1):
+            action = self._option_string_actions.get(argv[j])
+            if action is None:
+                continue
+            wants = {None: 1, "?": 1, "+": i, "*": i}.get(action.nargs, action.nargs)
+            return argv[j] if isinstance(wants, int) and i - j <= wants else None
+        return None
 
     def refuse_repeated(self, argv):
         """A flag typed twice, or two spellings of one setting, in one line naming them (`--epochs 3 --epochs
@@ -114,7 +146,8 @@ REPEATABLE = (argparse._AppendAction, argparse._AppendConstAction, argparse._Ext
 class _Store(argparse._StoreAction):
     """argparse's store, but a flag of several values (nargs "+" or "*") typed twice adds the second list to the
     first (`--datasets sst --datasets cfimdb` trains both) where argparse would keep the last. The first
-    occurrence replaces the default, so a default list is never added to."""
+    occurrence replaces the default, so a default list is never added to. A value given twice is refused: it
+    would act once."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         several = option_string is not None and self.nargs in ("+", "*")
@@ -122,6 +155,10 @@ class _Store(argparse._StoreAction):
             values = [*getattr(namespace, self.dest), *values]
         elif several:
             parser.given_once.add(self.dest)
+        if several:  # `--beams 2 2` would run 2 once: the second 2 does nothing
+            twice = next((v for k, v in enumerate(values) if v in values[:k]), None)
+            if twice is not None:
+                parser.error(f"{option_string}: {twice} given twice; each value acts once: give it once")
         setattr(namespace, self.dest, values)
 
 

@@ -37,7 +37,7 @@ def rows(folder):
 
 
 def main(argv=None):
-    ap = Parser(description=__doc__)
+    ap = Parser(prog="tools/collect_logs.py", description=__doc__)
     ap.add_argument("runs", nargs="+", help="run folders")
     ap.add_argument("--out", required=True, help="the CSV to write")
     args = ap.parse_args(argv)

@@ -51,14 +51,19 @@ def read_plan(path, values):
 
 def parse_set(items):
     """--set's KEY=VALUE items as {KEY: VALUE}."""
+    values = {}
     for kv in items:
-        if not kv.partition("=")[0] or "=" not in kv:
+        key, eq, value = kv.partition("=")
+        if not key or not eq:
             raise MinbertError(f"--set {kv}: expected KEY=VALUE, e.g. --set py=python out=results")
-    return dict(kv.split("=", 1) for kv in items)
+        if key in values:  # a dict would keep the last and drop the first without a word
+            raise MinbertError(f"--set {key}={values[key]} and {kv}: the key {key} given twice; give it once")
+        values[key] = value
+    return values
 
 
 def main(argv=None):
-    ap = Parser(prog="parallel.py", description=__doc__)
+    ap = Parser(prog="tools/parallel.py", description=__doc__)
     ap.add_argument("plan")
     ap.add_argument("--jobs", type=positive_int, default=4, help="runs at a time")
     ap.add_argument("--logs", required=True, help="the folder of the runs' logs, NAME.log each")

@@ -47,7 +47,7 @@ def agreement(targets, examples):
 
 
 def main(argv=None):
-    ap = Parser(description=__doc__)
+    ap = Parser(prog="tools/soft_targets.py", description=__doc__)
     ap.add_argument("soft_targets", help="the soft-targets.npz of ensemble.py --soft_targets")
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--distill_temperature", type=positive_float, default=2.0)

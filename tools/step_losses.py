@@ -22,7 +22,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 
 # the parser and the one-line error of this checkout (no torch); step_losses forgets them before it imports
 # the checkout it runs
-from minbert.cli import Parser, main_guard  # noqa: E402
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
 # The protocol's own settings, fixed so that two checkouts run the same steps: not the project's defaults, which
 # may change between the checkouts compared (and which an older checkout may not declare).
 LENGTH, BATCH, LR = 128, 32, 1e-5
@@ -52,9 +52,10 @@ def step_losses(args):
     """The per-step training losses, computed with the code of args.repo. Imported here, from
     there, and nothing of this checkout's imported before: the other checkout's modules must find
     their own `utils`, `bert`, ..."""
-    sys.path.insert(0, str(Path(args.repo).resolve()))
-    for name in [m for m in sys.modules if m == "minbert" or m.startswith("minbert.")]:
-        del sys.modules[name]  # this checkout's minbert.cli, parsed with: the other checkout has its own
+    if Path(args.repo).resolve() != REPO:  # another checkout: its modules, not this one's already imported
+        sys.path.insert(0, str(Path(args.repo).resolve()))
+        for name in [m for m in sys.modules if m == "minbert" or m.startswith("minbert.")]:
+            del sys.modules[name]  # this checkout's minbert.cli, parsed with: the other checkout has its own
     import torch
     from bert import BertModel
     from config import BertConfig
@@ -103,12 +104,12 @@ def compare(losses, other):
 def check_out(path):
     """--out replaces only a file this tool wrote (a JSON record holding "losses"); anything else
     is one line. (This tool may import another checkout's minbert, so it keeps the output rule
-    here rather than import it.)"""
+    here rather than import it; its MinbertError is this checkout's, which main_guard catches.)"""
     path = Path(path)
     if path.is_dir():
-        raise SystemExit(f"error: --out {path}: is a folder; name the JSON file to write")
+        raise MinbertError(f"--out {path}: is a folder; name the JSON file to write")
     if path.is_symlink() or path.exists() and not path.is_file():  # minbert/project_paths.py's rule, kept here
-        raise SystemExit(f"error: --out {path}: is a link, a named pipe or a device, not a regular file; "
+        raise MinbertError(f"--out {path}: is a link, a named pipe or a device, not a regular file; "
                          "name another path")
     if path.exists():
         try:
@@ -117,8 +118,34 @@ def check_out(path):
         except (ValueError, UnicodeDecodeError):
             ours = False
         if not ours:
-            raise SystemExit(f"error: --out {path}: holds a file this tool did not write, which would be "
+            raise MinbertError(f"--out {path}: holds a file this tool did not write, which would be "
                              "lost: move it or name another path")
+
+
+def read_against(path):
+    """--against's record, read before the steps run (a missing or foreign file is one line, not a traceback
+    after minutes of work)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MinbertError(f"--against {path}: " + ("is a folder" if path.is_dir() else "no such file")
+                           + "; give a JSON file this tool wrote with --out")
+    try:
+        record = json.loads(path.read_text())
+        ours = isinstance(record, dict) and isinstance(record.get("losses"), list) and record["losses"]
+    except (ValueError, UnicodeDecodeError):
+        ours = False
+    if not ours:
+        raise MinbertError(f"--against {path}: not a record this tool wrote (no list of losses in JSON); give a "
+                           "file written by its --out")
+    return record
+
+
+def differences(args, record):
+    """The settings (other than the checkout, the files and the switches of two paths compared on purpose)
+    under which --against's losses were taken and this run's differ, as 'FLAG VALUE (this run: VALUE)'."""
+    mine = {k: v for k, v in vars(args).items() if k not in ("out", "against", "repo")}
+    return [f"--{k} {record[k]} (this run: {v})" for k, v in mine.items()
+            if k in record and record[k] != v and k not in ("no_fast_dropout", "no_fused")]
 
 
 def write_out(path, text):
@@ -139,14 +166,19 @@ def write_out(path, text):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     check_out(args.out)
+    other = read_against(args.against) if args.against else None
     losses = step_losses(args)
     record = {k: v for k, v in vars(args).items() if k not in ("out", "against")} | {"losses": losses}
     write_out(args.out, json.dumps(record, indent=1) + "\n")
     print(f"{args.out}: {len(losses)} steps, mean loss {statistics.mean(losses):.5f}")
-    if args.against:
-        c = compare(losses, json.loads(Path(args.against).read_text())["losses"])
+    if other is not None:
+        c = compare(losses, other["losses"])
         print(f"against {args.against}: largest difference {c['max_abs']:.2e} ({c['max_rel']:.2e} relative); "
               f"mean {c['mean']:.5f} against {c['other_mean']:.5f}")
+        changed = differences(args, other)
+        if changed:
+            print(f"note: {args.against} was taken with {'; '.join(changed)}: its steps are other steps, and "
+                  "only a change of code compares step for step")
     return losses
 
 

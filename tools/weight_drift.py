@@ -54,7 +54,7 @@ def same_weights(a, b):
 
 
 def main(argv=None):
-    ap = Parser(description=__doc__)
+    ap = Parser(prog="tools/weight_drift.py", description=__doc__)
     ap.add_argument("checkpoints", nargs="+", help="checkpoints that multitask_classifier.py "
                                                    "or classifier.py wrote")
     ap.add_argument("--pretrained", default="all-minilm-l6-v2", help="the weights they started from")

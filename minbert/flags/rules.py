@@ -57,10 +57,6 @@ def check_recipe_combination(flags):
 
 def check_classifier_combination(flags):
     """Part 1's flags that cannot work together (after its regularisers' defaults are resolved)."""
-    twice = sorted({d for d in flags["datasets"] if flags["datasets"].count(d) > 1})
-    if twice:
-        raise MinbertError(f"--datasets {' '.join(flags['datasets'])}: "
-                           f"{twice[0]} given twice; each dataset trains once")
     for r in REGULARIZERS.values():
         if r.embedding_gradient and flags[r.weight] and flags["fine_tune_mode"] == "last-linear-layer":
             raise MinbertError(f"--{r.weight} needs the gradient at BERT's embeddings, but last-linear-layer "

@@ -179,6 +179,8 @@ def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(cap
     (["--on", ""], "'': an empty argument; give a value, or leave it out"),  # a switch takes no value
     (["--on="], "--on=: --on is a switch and takes no value; give --on alone, or leave it out"),
     (["--on=yes"], "--on=yes: --on is a switch and takes no value; give --on alone, or leave it out"),
+    (["--many", "sst", " "], "--many ' ': blank; give a value, or leave the flag out"),  # a later value, named
+    (["--many", "a", "b", ""], "--many '': empty; give a value, or leave the flag out"),
 ])
 def test_an_empty_or_blank_value_is_refused_before_it_becomes_a_folder(argv, said):
     """`--out ''` would be Path(''), the folder the command runs in, and `--out ' '` a folder named by a space:
@@ -187,6 +189,7 @@ def test_an_empty_or_blank_value_is_refused_before_it_becomes_a_folder(argv, sai
     parser = cli.Parser(prog="p")
     parser.add_argument("--out")
     parser.add_argument("--on", action="store_true")
+    parser.add_argument("--many", nargs="+")
     parser.add_argument("rest", nargs="*")
     with pytest.raises(cli.MinbertError) as e:
         parser.parse_args(argv)
@@ -239,6 +242,43 @@ def test_a_flag_of_several_values_given_twice_takes_every_value():
     assert again.parse_args(["--datasets", "cfimdb"]).datasets == ["cfimdb"]  # the default replaced, not added to
     assert again.parse_args([]).datasets == ["sst", "cfimdb"]  # and each parse starts afresh
     assert again.parse_args(["--seeds"]).seeds == []
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--datasets", "sst", "sst"], "--datasets: sst given twice"),
+    (["--datasets", "sst", "--datasets", "cfimdb", "sst"], "--datasets: sst given twice"),
+    (["--seeds", "2", "02"], "--seeds: 2 given twice"),  # the same value, however spelled
+])
+def test_a_value_given_twice_to_a_flag_of_several_values_is_refused(argv, said):
+    """It would act once (a data set trained once, a beam width timed once): a slip, said in one line."""
+    with pytest.raises(cli.MinbertError) as e:
+        repeat_parser().parse_args(argv)
+    assert str(e.value) == f"p: {said}; each value acts once: give it once"
+
+
+def test_positionals_may_follow_a_flag_as_they_may_precede_it():
+    """`ensemble.py A --out O B`: B is a member as A is (argparse alone calls B unrecognized)."""
+    args = repeat_parser().parse_args(["a", "--epochs", "2", "b", "--on", "c"])
+    assert (args.runs, args.epochs, args.on) == (["a", "b", "c"], 2, True)
+    import ensemble
+    import report
+    assert ensemble.build_parser().parse_args(["A", "--out", "O", "B"]).members == ["A", "B"]
+    assert report.build_parser().parse_args(["--compare", "a", "--seed", "3", "b"]).runs == ["a", "b"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--scor", "p", "g"], "unrecognized arguments: --scor (did you mean --score?)"),  # not: --score is required
+    (["--score", "p", "g", "--verbos"], "unrecognized arguments: --verbos (did you mean --verbose?)"),
+    (["--score", "p", "g", "--colour=red"], "unrecognized arguments: --colour=red"),
+    (["--ver"], "unrecognized arguments: --ver (did you mean --verbose?)"),  # no abbreviation: named, not taken
+])
+def test_an_unknown_flag_is_named_first_with_the_nearest_known_one(argv, said):
+    parser = cli.Parser(prog="p")
+    parser.add_argument("--score", nargs=2, required=True)
+    parser.add_argument("--verbose", action="store_true")
+    with pytest.raises(cli.MinbertError) as e:
+        parser.parse_args(argv)
+    assert str(e.value) == f"p: {said}"
 
 
 def test_every_command_parses_its_flags_with_the_project_parser():

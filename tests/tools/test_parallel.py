@@ -33,8 +33,9 @@ def test_bad_flags_and_plans_are_one_line_before_anything_runs(tmp_path):
     plan = tmp_path / "plan.txt"
     plan.write_text(f"one {sys.executable} -c \"open('ran', 'w')\"\n")
     for argv, line in ((["--set", "foo"], "error: --set foo: expected KEY=VALUE, e.g. --set py=python out=results"),
-                       (["--jobs", "0"], "error: parallel.py: argument --jobs: 0 must be an integer >= 1"),
-                       (["--deadline", "-5"], "error: parallel.py: argument --deadline: -5 must be a number > 0")):
+                       (["--jobs", "0"], "error: tools/parallel.py: argument --jobs: 0 must be an integer >= 1"),
+                       (["--deadline", "-5"], "error: tools/parallel.py: argument --deadline: -5 must be a number > 0"),
+                       (["--set", "k=1", "k=2"], "error: --set k=1 and k=2: the key k given twice; give it once")):
         out = _parallel(str(plan), "--logs", "logs", *argv, cwd=tmp_path)
         assert out.returncode == 2 and out.stderr.strip() == line, out.stderr
     twice = tmp_path / "twice.txt"

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from tools import step_losses
+from utils import MinbertError
 
 
 def test_the_same_seed_gives_the_same_losses_and_the_comparison_reads_them(tmp_path, tiny_model, course_data, capsys):
@@ -13,9 +14,26 @@ def test_the_same_seed_gives_the_same_losses_and_the_comparison_reads_them(tmp_p
     assert len(first) == 3 and first == again
     assert "largest difference 0.00e+00" in capsys.readouterr().out
     assert json.loads((tmp_path / "a.json").read_text())["losses"] == first
-    other = step_losses.main(common + ["--out", str(tmp_path / "c.json"), "--seed", "2"])
+    assert "note:" not in capsys.readouterr().out  # the same settings: nothing to say
+    other = step_losses.main(common + ["--out", str(tmp_path / "c.json"), "--seed", "2", "--against",
+                                       str(tmp_path / "a.json")])
     c = step_losses.compare(other, first)
     assert c["max_abs"] > 0 and c["mean"] == pytest.approx(sum(other) / 3)
+    assert f"note: {tmp_path / 'a.json'} was taken with --seed 1 (this run: 2): its steps are other steps" in \
+        capsys.readouterr().out
+    import minbert.cli
+    import utils
+    assert utils.MinbertError is minbert.cli.MinbertError  # this checkout's modules were kept, not imported again
+
+
+@pytest.mark.parametrize("against, said", [("missing.json", "no such file"), (".", "is a folder"),
+                                           ("user.json", "not a record this tool wrote")])
+def test_a_bad_against_is_one_line_before_any_step_runs(tmp_path, monkeypatch, against, said):
+    (tmp_path / "user.json").write_text('{"my": "notes"}')
+    monkeypatch.setattr(step_losses, "step_losses", lambda args: pytest.fail("ran the steps"))
+    with pytest.raises(MinbertError, match=f"^--against {tmp_path / against}: {said}"):
+        step_losses.main(["--out", str(tmp_path / "o.json"), "--against", str(tmp_path / against)])
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_the_switches_reach_the_step(tmp_path, tiny_model, course_data):
@@ -33,7 +51,7 @@ def test_out_replaces_only_a_record_of_this_tool_and_never_half_writes_it(tmp_pa
     that was there (the next run would refuse half a record as not its own) and leaves no temporary file."""
     mine = tmp_path / "mine.json"
     mine.write_text('{"losses": [0.5, 0.4], "note": "my training curve"}')
-    with pytest.raises(SystemExit, match=r"--out .*mine.json: holds a file this tool did not write"):
+    with pytest.raises(MinbertError, match=r"--out .*mine.json: holds a file this tool did not write"):
         step_losses.check_out(mine)
     out = tmp_path / "a.json"
     step_losses.write_out(out, json.dumps({"losses": [1.0], "seed": 1, "steps": 1, "amp": "none"}))

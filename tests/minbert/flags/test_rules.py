@@ -57,8 +57,11 @@ def test_the_same_flags_where_they_act_are_taken(script, argv):
 
 
 def test_a_dataset_given_twice_is_refused():
-    with pytest.raises(MinbertError, match="--datasets sst sst: sst given twice"):
-        classifier.get_args(["--datasets", "sst", "sst"])
+    """(cli.Parser refuses a value given twice to any flag of several values.)"""
+    with pytest.raises(MinbertError, match="^classifier.py: --datasets: sst given twice; each value acts once"):
+        classifier.get_args(["--datasets", "sst", "cfimdb", "sst"])
+    with pytest.raises(MinbertError, match="^classifier.py: --datasets: sst given twice; each value acts once"):
+        classifier.get_args(["--datasets", "sst", "--datasets", "sst"])
 
 
 def test_pcgrad_needs_the_all_sampler():

@@ -14,7 +14,7 @@ from utils import MinbertError
     (["--space", "lernrate=1e-3,1e-4"], r"unrecognized arguments: --lernrate"),
     (["--space", "lr=-1,1e-4"], r"argument --lr: -1 must be a number > 0"),
     (["--space", "lr=log:1e-5:1e-3", "--sampler", "grid"], r"--sampler grid takes comma lists only"),
-    (["--space", "lr=1e-3", "--seeds", "5", "5"], r"--seeds 5 5: a seed given twice"),
+    (["--space", "lr=1e-3", "--seeds", "5", "5"], r"^sweep.py: --seeds: 5 given twice; each value acts once"),
     (["--space", "lr=1e-3", "--prune_warmup", "-1"], r"--prune_warmup: -1 must be an integer >= 0"),
     (["--space", "lr=1e-3", "--storage", "notaurl"], r"--storage notaurl: not a database URL"),
     (["--space", "seed=1,2"], r"--seed is set by the sweep"),
