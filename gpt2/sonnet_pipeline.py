@@ -115,5 +115,5 @@ def run_sonnets(settings, on_epoch=None):
         trainer = build_trainer(pipeline.model, pipeline.loss, settings.recipe, settings.runtime, pipeline.steps,
                                 train_data=pipeline.train, rows=settings.batch_size)
         main_print(f"sonnets: {len(pipeline.train)} for training, "
-                   f"{len(pipeline.dev)} true dev sonnets; run folder {run.folder}")
+                   f"{len(pipeline.dev)} true dev sonnets; {settings.recipe.lr_why}; run folder {run.folder}")
         return fit(pipeline, trainer, run, settings, on_epoch)

@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import beam_search, generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
-from minbert.flags.types import positive_int  # noqa: E402
+from minbert.flags.types import beams, positive_int  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 
@@ -91,7 +91,7 @@ def main(argv=None):
     ap.add_argument("--new", type=positive_int, default=64, help="tokens generated")
     ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--threads", type=positive_int, default=None)
-    ap.add_argument("--beams", type=int, nargs="*", default=[], help="also beam search with these numbers of "
+    ap.add_argument("--beams", type=beams, nargs="*", default=[], help="also beam search with these numbers of "
                                                                      "beams, ours and HF's")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
@@ -99,8 +99,6 @@ def main(argv=None):
         check_file(args.json, "--json")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if any(k < 1 for k in args.beams):
-        ap.error(f"--beams {' '.join(map(str, args.beams))}: beam search needs at least one beam")
     positions = SHAPES[args.shape].get("n_positions", 1024)  # HF's GPT-2 default where the shape names none
     if args.prompt + args.new > positions:
         ap.error(f"--prompt {args.prompt} --new {args.new}: {args.prompt + args.new} tokens, beyond the "

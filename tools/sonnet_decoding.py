@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from gpt2.sonnet_pipeline import dev_chrf  # noqa: E402
 from gpt2.sonnets import SonnetGPT, check_prompts, check_true_dev, complete, read_sonnets  # noqa: E402
 from gpt2.tokenizer import GPT2Tokenizer  # noqa: E402
-from minbert.flags.types import (early_stopping, length_penalty, nonneg_int, positive_float, positive_int,  # noqa: E402
+from minbert.flags.types import (beams, early_stopping, length_penalty, nonneg_int, positive_float, positive_int,  # noqa: E402
                                  seed, share)
 from minbert.runs.checkpoint import load_checkpoint, load_trainable_state, read_spec  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
@@ -63,7 +63,7 @@ def main(argv=None):
                     help="top-p sampling's temperature")
     ap.add_argument("--top_p", type=share, default=SonnetSettings.top_p)
     ap.add_argument("--seed", type=seed, default=Recipe.seed, help="seeds the sampling")
-    ap.add_argument("--beams", type=int, nargs="*", default=[SonnetSettings.num_beams],
+    ap.add_argument("--beams", type=beams, nargs="*", default=[SonnetSettings.num_beams],
                     help="beam search with each of these")
     ap.add_argument("--length_penalty", type=length_penalty, default=SonnetSettings.length_penalty)
     ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=SonnetSettings.no_repeat_ngram_size)
@@ -72,8 +72,6 @@ def main(argv=None):
                     help="beam search's stopping rule, HF's (gpt2/generation.py)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
-    if any(k < 1 for k in args.beams):
-        ap.error(f"--beams {' '.join(map(str, args.beams))}: beam search needs at least one beam")
     if args.json:
         check_file(args.json, "--json")
     model, tok = load_sonnet_model(args.checkpoint)

@@ -224,7 +224,7 @@ def rows():
           scripts=frozenset({GS}), idle=SAMPLING),
         F("top_p", default(SonnetSettings, "top_p"), "share", "nucleus sampling's p (1: no cut)",
           scripts=frozenset({GS}), idle=SAMPLING),
-        F("num_beams", default(SonnetSettings, "num_beams"), "positive_int", "beam search's beams (1: greedy)",
+        F("num_beams", default(SonnetSettings, "num_beams"), "beams", "beam search's beams (1: greedy)",
           scripts=frozenset({GS}), idle=BEAM),
         F("length_penalty", default(SonnetSettings, "length_penalty"), "length_penalty",
           "a finished hypothesis' score is its log-probability over its length to this power (above 0 favours "

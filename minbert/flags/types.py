@@ -44,6 +44,10 @@ epoch_steps = _number(int, lambda v: 1 <= v <= 10 ** 7, "an integer from 1 to 10
 # recipe's step is minutes of timing already
 bench_steps = _number(int, lambda v: 1 <= v <= 10 ** 5, "an integer from 1 to 100,000")
 bench_warmup = _number(int, lambda v: 0 <= v <= 10 ** 5, "an integer from 0 to 100,000")
+# Beam search's beams: each is a row of the model's batch at every step, with its own key-value cache (GPT-2 small
+# at 1,024 positions: about 75 MB a beam in fp32), and the usual widths are 2 to 10. 128 beams already need some
+# 10 GB of cache; a million would fail on its first step after the model had trained.
+beams = _number(int, lambda v: 1 <= v <= 128, "a number of beams from 1 to 128")
 # A number beam search can rank by (NaN and infinity are refused, as for every number here).
 finite_float = _number(float, lambda v: True, "a number")
 # Beam search divides a score by the length to this power: at GPT-2's 1,024 positions a power above 100 leaves a

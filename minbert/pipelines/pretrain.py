@@ -329,7 +329,7 @@ def pretrain(settings, run):
             "always answering NotNext scores" if settings.nsp else f"{len(pipeline.dev)} held out")
     print(f"pretrain: {len(pipeline.train)} {'pairs of spans' if settings.nsp else 'sentences'} "
           f"({held}), {pipeline.per_epoch} batches an epoch, {pipeline.total} steps; "
-          f"{', '.join(heads)}; {settings.pretrained} on {settings.runtime.device}")
+          f"{', '.join(heads)}; {settings.recipe.lr_why}; {settings.pretrained} on {settings.runtime.device}")
     # a new run (or one killed before its first epoch ended): start its log afresh
     if not files.last.exists():
         files.log.unlink(missing_ok=True)

@@ -102,8 +102,10 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
     """Beam search's flags without --decoding beam, sampling's with greedy or beam decoding, and no beam at all are
     one line each; --decoding beam's settings reach SonnetSettings."""
     from gpt2.flags import parse_sonnets, sonnet_settings
-    with pytest.raises(MinbertError, match=r"^sonnet_generation.py: argument --num_beams: 0 must be an integer >= 1$"):
-        parse_sonnets(["--decoding", "beam", "--num_beams", "0"])
+    for k in ("0", "129", "1000000"):  # none, or more than any GPU's memory holds the cache of
+        with pytest.raises(MinbertError, match=rf"^sonnet_generation.py: argument --num_beams: {k} must be a number "
+                                               r"of beams from 1 to 128$"):
+            parse_sonnets(["--decoding", "beam", "--num_beams", k])
     for argv, message in ((["--decoding", "beam", "--temperature", "1.0"], "--temperature shapes the sampling of "
                                                                            "--decoding sample"),
                           (["--decoding", "greedy", "--top_p", "0.5"], "--top_p shapes the sampling"),

@@ -15,6 +15,7 @@ def test_the_command_completes_every_held_out_sonnet(tmp_path):
     out = run_main("gpt2/sonnet_generation.py", *sonnet_argv(tmp_path, model, files), cwd=ROOT / "gpt2")
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"dev perplexity [\d.]+, dev chrF [\d.]+ \(2 completions\)", out.stdout)
+    assert "true dev sonnets; lr 0.001; run folder" in out.stdout  # the start line says the learning rate
     written = read_sonnets(tmp_path / "pred" / "generated_sonnets.txt")
     held = read_sonnets(files / "sonnets_held_out.txt")
     assert [n for n, _ in written] == [n for n, _ in held]

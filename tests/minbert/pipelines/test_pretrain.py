@@ -153,6 +153,7 @@ def test_resume_with_next_sentence_prediction_equals_an_uninterrupted_run(tmp_pa
     straight = pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "straight", *budget, texts=docs))
     printed = capsys.readouterr().out
     assert re.search(r"\d+ pairs of spans \(\d+ held out, \d+% of them NotNext", printed) and "MLM head fresh (the checkpoint has none), NSP head fresh" in printed
+    assert "NSP head fresh (the checkpoint has none); lr 0.003; " in printed  # the start line says the learning rate
     restore = interrupt_second_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "resumed", *budget, texts=docs))
