@@ -48,6 +48,10 @@ def build_parser():
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
+    idle = "--from" if args.source is not None else "--dest" if args.dest is not None else None
+    if not args.fetch and idle:  # without --fetch it would change nothing, and the help alone would say so
+        raise MinbertError(f"{idle} belongs to --fetch: as given it would change nothing; add --fetch "
+                           "(python gpt2/datasets.py --fetch --from DIR)")
     if not args.fetch:
         ap.print_help()
         return None

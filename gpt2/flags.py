@@ -85,14 +85,13 @@ def classifier_settings(args):
     """ClassifierSettings of the parsed flags, for minbert's Part 1 pipeline with GPT-2's (gpt2/sentiment.py)."""
     script = G1 if "datasets" in vars(args) else GP  # the cloze task takes no --datasets: it is Quora's
     flags = _gpt2_values(args, script)
+    # a flag typed for a mode the run does not train, even at its default value, is refused: it does nothing
     if flags["fine_tune_mode"] not in ADAPTER_MODES:
-        changed = [k for k in ADAPTER_FLAGS if flags[k] != parsers.value(k, G1)] + (["merge"] if flags["merge"] else [])
+        changed = [k for k in ADAPTER_FLAGS if k in args.typed] + (["merge"] if flags["merge"] else [])
         if changed:
             raise MinbertError(f"--{changed[0]} configures LoRA/DoRA adapters, but --fine-tune-mode is "
                                f"{flags['fine_tune_mode']}: give --fine-tune-mode lora or dora, or drop it")
-    if flags["prefix_length"] != parsers.value("prefix_length", G1):
-        raise MinbertError(f"--prefix_length {flags['prefix_length']}: prefix tuning is BERT's here, not GPT-2's")
-    if flags["adapter_dim"] != parsers.value("adapter_dim", G1) and flags["fine_tune_mode"] != "adapter":
+    if "adapter_dim" in args.typed and flags["fine_tune_mode"] != "adapter":
         raise MinbertError(f"--adapter_dim {flags['adapter_dim']} sizes Houlsby adapters, but --fine-tune-mode "
                            f"is {flags['fine_tune_mode']}: give --fine-tune-mode adapter, or drop it")
     # the default rate: the rows of minbert/flags/defaults.py, as minBERT's (the GPT-2 handout's for the whole model)

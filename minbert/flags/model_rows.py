@@ -299,10 +299,11 @@ def adapter_rows():
           implied={GP}),
         F("prefix_length", default(ModelSpec, "prefix_length"), "positive_int",
           "--fine-tune-mode prefix: the number of trainable keys and values in every layer "
-          "(minbert/finetuning/prefix.py)", scripts=BERT | {G1}, group=ADAPTERS,
+          "(minbert/finetuning/prefix.py)", scripts=BERT, group=ADAPTERS,
+          not_gpt2="(prefix tuning is BERT's here: GPT-2 has no --fine-tune-mode prefix)",
           idle=Per(None, classifier=(lambda flags, typed: flags["fine_tune_mode"] == "prefix",
                                      "sets the length of --fine-tune-mode prefix's prefix"), multitask=...),
-          implied={GP}),
+          implied={GP, G1}),
         F("merge", default(ClassifierSettings, "merge"), "switch",
           Per("fold LoRA/DoRA adapters into the weights (a prefix: drop its MLP) before the final predictions, "
               "so inference costs what the plain model does",

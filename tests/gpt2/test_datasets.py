@@ -42,3 +42,16 @@ def test_a_fetch_that_leaves_no_sonnet_file_there_is_one_line_and_fails(tmp_path
     with pytest.raises(MinbertError, match=r"--dest .*dest: none of the 4 sonnet files is there after the fetch"):
         gpt2_data.main(["--fetch", "--from", str(tmp_path / "empty"), "--dest", str(tmp_path / "dest")])
     assert capsys.readouterr().out.count("data file not found in") == 4
+
+
+def test_from_or_dest_without_fetch_is_one_line_not_the_help(tmp_path, capsys):
+    """Without --fetch they would change nothing, and printing the help with exit code 0 would hide that."""
+    import pytest
+    from utils import MinbertError
+    for flag in ("--from", "--dest"):
+        with pytest.raises(MinbertError, match=rf"^{flag} belongs to --fetch: as given it would change nothing; add "
+                                               r"--fetch"):
+            gpt2_data.main([flag, str(tmp_path)])
+    assert capsys.readouterr().out == "" and list(tmp_path.iterdir()) == []
+    gpt2_data.main([])  # nothing asked: the help
+    assert "--fetch" in capsys.readouterr().out

@@ -4,6 +4,7 @@ import pytest
 
 from gpt2.flags import classifier_parser, classifier_settings, parse_classifier
 from minbert.flags.typed import parse_flags
+from minbert.specs import ModelSpec
 from utils import MinbertError
 
 
@@ -22,8 +23,14 @@ def test_defaults_and_refused_levers(tiny_gpt2, course_data):
         classifier_settings(parse_flags(classifier_parser(), base + ["--fine-tune-mode", "full-model", "--lora_rank", "4"]))
     with pytest.raises(MinbertError, match="--adapter_dim 8 sizes Houlsby adapters, but --fine-tune-mode is last-linear"):
         classifier_settings(parse_flags(classifier_parser(), base + ["--adapter_dim", "8"]))
-    with pytest.raises(MinbertError, match="--prefix_length 4: prefix tuning is BERT's here"):
+    with pytest.raises(MinbertError, match=r"--prefix_length \(prefix tuning is BERT's here: GPT-2 has no "
+                                           r"--fine-tune-mode prefix\): not available for GPT-2; drop it"):
         classifier_settings(parse_flags(classifier_parser(), base + ["--prefix_length", "4"]))
+    assert "--prefix_length" not in classifier_parser().format_help()
+    # typed at its default value, a flag of a mode the run does not train still does nothing: refused the same
+    for flag in (["--lora_rank", str(ModelSpec().lora_rank)], ["--adapter_dim", str(ModelSpec().adapter_dim)]):
+        with pytest.raises(MinbertError, match=rf"^{flag[0]} .*but --fine-tune-mode is full-model"):
+            classifier_settings(parse_flags(classifier_parser(), base + ["--fine-tune-mode", "full-model", *flag]))
     lora = classifier_settings(parse_flags(classifier_parser(), base + ["--fine-tune-mode", "lora", "--merge"]))
     assert lora.merge and lora.model.lora_targets == ("query", "value") and lora.recipe.lr == 1e-3
 
