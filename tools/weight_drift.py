@@ -62,10 +62,11 @@ def main(argv=None):
     folder = next((p for p in args.checkpoints if Path(p).is_dir()), None)
     if folder is not None:  # before any line of the table
         raise MinbertError(f"{folder}: a folder; give the checkpoint in it (a .pt file its run wrote)")
+    twice = next((p for i, p in enumerate(args.checkpoints) if p in args.checkpoints[:i]), None)
+    if twice is not None:
+        raise MinbertError(f"{twice}: given twice; each checkpoint is a row once")
     start = BertModel.from_pretrained(args.pretrained).state_dict()
-    print(f"median relative change per tensor against {args.pretrained}")
-    print("checkpoint | " + " | ".join(KINDS))
-    rows = {}
+    rows = {}  # every checkpoint read and checked before the table's first line: a bad one is the only line
     for path in args.checkpoints:
         state, culprit = safe_load(path)
         if culprit is not None:
@@ -86,7 +87,11 @@ def main(argv=None):
             raise MinbertError(f"{path}: none of its tensors is one of "
                                f"{args.pretrained}'s (another checkpoint?)")
         rows[path] = {k: statistics.median(v) for k, v in by_kind.items()}
-        print(f"{path} | " + " | ".join(f"{rows[path][k]:.2e}" if k in rows[path] else "-" for k in KINDS))
+        del state
+    print(f"median relative change per tensor against {args.pretrained}")
+    print("checkpoint | " + " | ".join(KINDS))
+    for path, row in rows.items():
+        print(f"{path} | " + " | ".join(f"{row[k]:.2e}" if k in row else "-" for k in KINDS))
     return rows
 
 

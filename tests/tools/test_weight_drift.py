@@ -38,3 +38,15 @@ def test_weight_drift_measures_each_kind_of_tensor(tmp_path, tiny_model, capsys)
     with pytest.raises(MinbertError, match=r"a folder; give the checkpoint in it \(a .pt file its run wrote\)"):
         weight_drift.main([str(tmp_path / "same.pt"), str(tmp_path), "--pretrained", str(tiny_model)])
     assert "median relative change" not in capsys.readouterr().out.split("same.pt")[-1]  # no table begun
+
+
+def test_a_bad_checkpoint_after_a_good_one_is_the_only_line(tmp_path, tiny_model, capsys):
+    """Every checkpoint is read and checked before the table starts: no header and half a table above the error."""
+    start = BertModel.from_pretrained(str(tiny_model)).state_dict()
+    torch.save({"model": {f"bert.{n}": v.clone() for n, v in start.items()}}, tmp_path / "good.pt")
+    torch.save({"model": {"other.weight": torch.ones(2)}}, tmp_path / "bad.pt")
+    with pytest.raises(MinbertError, match="bad.pt: none of its tensors is one of"):
+        weight_drift.main([str(tmp_path / "good.pt"), str(tmp_path / "bad.pt"), "--pretrained", str(tiny_model)])
+    assert capsys.readouterr().out == ""
+    with pytest.raises(MinbertError, match="good.pt: given twice; each checkpoint is a row once"):
+        weight_drift.main([str(tmp_path / "good.pt"), str(tmp_path / "good.pt"), "--pretrained", str(tiny_model)])
