@@ -34,7 +34,9 @@ from minbert.runs.publishing import write_output  # noqa: E402
 
 SHAPES = {"gpt2": dict(n_embd=768, n_layer=12, n_head=12),
           "gpt2-medium": dict(n_embd=1024, n_layer=24, n_head=16),
-          "tiny": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=128)}
+          # (its end-of-text token within its 100 ids: GPT-2's 50256 is beyond them, which HF warns of)
+          "tiny": dict(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=128, bos_token_id=99,
+                       eos_token_id=99)}
 
 
 def timed(fn, repeats):
@@ -68,7 +70,8 @@ def measure(shape, prompt_len, new, repeats, seed=0, beams=()):
         mine = f"ours, beam search K={k} (key-value cache)"
         theirs_k = f"HF transformers generate num_beams={k}"
         runs[mine] = lambda k=k: beam_search(ours, prompt, new, k, early_stopping=True)
-        runs[theirs_k] = hf(num_beams=k, early_stopping=True)
+        # (one beam is greedy decoding in HF's generate, which warns that a stopping rule does nothing there)
+        runs[theirs_k] = hf(num_beams=k, **({"early_stopping": True} if k > 1 else {}))
         agree.append([mine, theirs_k] + (["ours, key-value cache"] if k == 1 else []))
     results, tokens = {}, {}
     with torch.inference_mode():
