@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from minbert.flag import GP, P1, P2, PRE, Flag
+from minbert.flag import G1, GP, P1, P2, PRE, Flag
 from minbert.flags import parsers, table
 from tools import flag_docs
 from utils import MinbertError
@@ -51,10 +51,10 @@ def test_no_flag_is_taken_by_an_abbreviation():
 
 
 def test_a_flag_a_script_implies_is_not_one_it_takes_and_reaches_its_settings_with_the_rows_default():
-    """pretrain.py's recipe beyond its flags, the cloze task's adapters and datasets: each row's `implied` scripts
-    get its default (parsers.defaults) and do not parse it."""
+    """pretrain.py's recipe beyond its flags, the cloze task's adapters and datasets, GPT-2's prefix length (it has
+    no prefix mode): each row's `implied` scripts get its default (parsers.defaults) and do not parse it."""
     implied = [r for r in table.ROWS if r.implied]
-    assert {s for r in implied for s in r.implied} == {PRE, GP}
+    assert {s for r in implied for s in r.implied} == {PRE, GP, G1}
     for r in implied:
         for script in r.implied:
             assert script not in (r.scripts or ())
