@@ -106,8 +106,9 @@ def render():
              "pipelines and of the GPT-2 training scripts (see the training recipe in RESULTS.md). A flag is "
              "given once: typed twice it is refused in one line, except a flag of several values (\"one or "
              "more\", \"any number\" below), whose every occurrence adds its values (`--datasets sst "
-             "--datasets cfimdb` trains both). An empty or blank value is refused, as is a value given to a "
-             "switch.", ""]
+             "--datasets cfimdb` trains both), each value once. An empty or blank value is refused, as is a "
+             "value given to a switch; an unknown flag is named with the nearest known one, and no flag is "
+             "taken by an abbreviation.", ""]
     for script, module, builder in SCRIPTS:
         parser = getattr(importlib.import_module(module), builder)()
         lines += [f"## {script}", ""]
