@@ -306,18 +306,19 @@ def build_parser():
     # from it) is the same on every machine.
     ap.add_argument("--from", dest="source", default=None,
                     help="a local folder holding the course CSVs (default: $MINBERT_DATA, else download)")
-    ap.add_argument("--dest", default="data", help="relative to the project folder (where datasets.py is)")
+    ap.add_argument("--dest", default=None, help="relative to the project folder (where datasets.py is; "
+                                                 "default: data)")
     return ap
 
 
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
-    idle = "--from" if args.source is not None else "--dest" if args.dest != ap.get_default("dest") else None
+    idle = "--from" if args.source is not None else "--dest" if args.dest is not None else None
     if not args.fetch and idle:  # without --fetch it would change nothing
         raise MinbertError(f"{idle} belongs to --fetch: as given it would change nothing; add --fetch "
                            "(python datasets.py --fetch --from DIR)")
-    args.dest = Path(__file__).resolve().parent / args.dest
+    args.dest = Path(__file__).resolve().parent / (args.dest or "data")
     args.source = args.source or os.environ.get("MINBERT_DATA") or None
     if not args.fetch:
         ap.print_help()

@@ -57,14 +57,15 @@ class Parser(argparse.ArgumentParser):
                 break
             name = token.partition("=")[0]
             known = self._option_string_actions
-            if (not re.match(r"--?[A-Za-z_]", name) or name in known
+            if (not re.match(r"--?[A-Za-z_]", name) or " " in name or name in known
                     or not name.startswith("--") and name[:2] in known):  # -vv, -xVALUE: argparse's short forms
                 continue
             if name in self.absent:
                 self.error(f"{name} {self.absent[name]}")
-            longs = [o for o in known if o.startswith("--")]
+            longs = [o for o in [*known, *self.absent] if o.startswith("--")]
             near = [o for o in longs if o.startswith(name)] or difflib.get_close_matches(name, longs, 1, 0.75)
-            self.error(f"unrecognized arguments: {token}" + (f" (did you mean {near[0]}?)" if len(near) == 1 else ""))
+            said = near[0] if len(near) == 1 else ", ".join(near[:-1]) + f" or {near[-1]}" if 1 < len(near) <= 4 else ""
+            self.error(f"unrecognized arguments: {token}" + (f" (did you mean {said}?)" if said else ""))
 
     def parse_known_args(self, args=None, namespace=None):
         self.given_once = set()  # the flags of several values met so far in this parse (_Store)
@@ -99,6 +100,9 @@ class Parser(argparse.ArgumentParser):
     def owner(self, argv, i):
         """The flag whose value argv[i] is (the one typed before it, when it takes that many values), or None."""
         for j in range(i - 1, -1, -1):
+            name, eq, _ = argv[j].partition("=")
+            if eq and name in self._option_string_actions:
+                return None  # --flag=VALUE: its value is inside it
             action = self._option_string_actions.get(argv[j])
             if action is None:
                 continue

@@ -143,9 +143,11 @@ def read_against(path):
 def differences(args, record):
     """The settings (other than the checkout, the files and the switches of two paths compared on purpose)
     under which --against's losses were taken and this run's differ, as 'FLAG VALUE (this run: VALUE)'."""
-    mine = {k: v for k, v in vars(args).items() if k not in ("out", "against", "repo")}
-    return [f"--{k} {record[k]} (this run: {v})" for k, v in mine.items()
-            if k in record and record[k] != v and k not in ("no_fast_dropout", "no_fused")]
+    mine = {k: v for k, v in vars(args).items() if k not in ("out", "against", "repo", "no_fast_dropout", "no_fused")}
+
+    def same(k, a, b):  # a folder or file named two ways (relative, absolute) is the same one
+        return a == b or k in ("data_dir", "pretrained") and Path(a).exists() and Path(a).resolve() == Path(b).resolve()
+    return [f"--{k} {record[k]} (this run: {v})" for k, v in mine.items() if k in record and not same(k, record[k], v)]
 
 
 def write_out(path, text):
@@ -167,7 +169,12 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     check_out(args.out)
     other = read_against(args.against) if args.against else None
-    losses = step_losses(args)
+    try:
+        losses = step_losses(args)
+    except Exception as e:  # another checkout's one-line error is its own class, which main_guard would not know
+        if type(e).__name__ != "MinbertError" or isinstance(e, MinbertError):
+            raise
+        raise MinbertError(f"--repo {args.repo}: {e}") from None
     record = {k: v for k, v in vars(args).items() if k not in ("out", "against")} | {"losses": losses}
     write_out(args.out, json.dumps(record, indent=1) + "\n")
     print(f"{args.out}: {len(losses)} steps, mean loss {statistics.mean(losses):.5f}")

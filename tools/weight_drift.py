@@ -62,7 +62,8 @@ def main(argv=None):
     folder = next((p for p in args.checkpoints if Path(p).is_dir()), None)
     if folder is not None:  # before any line of the table
         raise MinbertError(f"{folder}: a folder; give the checkpoint in it (a .pt file its run wrote)")
-    twice = next((p for i, p in enumerate(args.checkpoints) if p in args.checkpoints[:i]), None)
+    where = [Path(p).resolve() for p in args.checkpoints]  # a.pt and ./a.pt are one file
+    twice = next((p for i, p in enumerate(args.checkpoints) if where[i] in where[:i]), None)
     if twice is not None:
         raise MinbertError(f"{twice}: given twice; each checkpoint is a row once")
     start = BertModel.from_pretrained(args.pretrained).state_dict()

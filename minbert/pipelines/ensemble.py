@@ -237,11 +237,12 @@ def run_ensemble(settings):
         flag = "--run_dir" if settings.run.dir else "--run_name" if settings.run.name else None
         again = (f"run the command again with another {flag}, or after deleting {run.folder}" if flag
                  else "run the same command again (it makes a new run folder)")
-        set_interrupt_hint(f"the ensemble's files written so far are in {run.folder}/ and nothing was copied "
-                           f"to {out}/: {again}")
-        files = [write_predictions(run.folder / output_name(task, split), task, ids,
-                                   decide(task, mean[task, split]))
-                 for (task, split), (ids, _) in ref.items()]
+        files = []
+        for (task, split), (ids, _) in ref.items():
+            files.append(write_predictions(run.folder / output_name(task, split), task, ids,
+                                           decide(task, mean[task, split])))
+            set_interrupt_hint(f"the ensemble's files written so far are in {run.folder}/ and nothing was "
+                               f"copied to {out}/: {again}")
         (run.folder / "members.txt").write_text("".join(f"{Path(m).resolve()}\n" for m in settings.members))
         scores = dev_scores(mean, ref)
         print(f"ensemble of {len(members)}: dev {format_scores(scores)}; six files in {run.folder}/")
@@ -253,4 +254,5 @@ def run_ensemble(settings):
             print(f"soft targets of {len(soft)} members on the training sets{how}: {path}; train a student "
                   f"on them with multitask_classifier.py --distill {path}")
         publish([(f, out / f.name) for f in files], run.name, run.folder)
+        set_interrupt_hint(f"the ensemble is complete: its files are in {run.folder}/ and were copied to {out}/")
         return scores

@@ -146,6 +146,7 @@ class OutFolder:
                 said, elsewhere = self._output(path)
                 check_replace(said, path, backup, elsewhere)
         self.staging = tempfile.TemporaryDirectory(prefix="minbert-report-")
+        set_interrupt_hint(None)  # an earlier folder's "written whole" is not this one's
 
     def _output(self, path):
         """(how a message names `path`, what it offers instead): runs/outputs.py's Output of --out."""

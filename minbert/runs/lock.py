@@ -2,7 +2,10 @@
 there (flock, released by the kernel when the process ends, so a killed run leaves no stale lock; where the
 file system has no flock, the process id written in the file is checked instead), and what the file says:
 which pipeline's run the folder holds, which process holds it now, the flags that define each of its models
-and what a finished run wrote (folders.py). It is JSON, so that reading a run (report.py) needs no torch."""
+and what a finished run wrote (folders.py). It is a JSON object, so that reading a run (report.py) needs no
+torch: the first one in the file (a run stopped while rewriting it leaves the old record's tail after the new
+one: RunLock._write)."""
+import errno
 import json
 import os
 import socket
@@ -132,7 +135,8 @@ class RunLock:
         # new record followed by the old one's tail, and holder() reads the first object.
         data = (json.dumps(info) + "\n").encode()
         os.lseek(self.fd, 0, os.SEEK_SET)
-        os.write(self.fd, data)
+        if os.write(self.fd, data) != len(data):  # a full disk: the old record's tail stays, never cut into
+            raise OSError(errno.ENOSPC, f"{self.path}: the run's record was written in part")
         os.ftruncate(self.fd, len(data))
 
     def release(self):

@@ -87,14 +87,15 @@ def check_flags(pipeline, base, space):
     wrong type fails here, in one line, before anything trains. Whether values work together is each
     trial's own check (an incompatible trial fails alone)."""
     for reserved in RESERVED:
-        if reserved in base or any(flag_name(f) == reserved for f in space):
+        if (any(t == reserved or t.startswith(reserved + "=") for t in base)
+                or any(flag_name(f) == reserved for f in space)):
             raise MinbertError(f"{reserved} is set by the sweep for every trial "
                                "(seeds: --seeds); drop it from the trial flags")
     for flag in space:
         name = flag_name(flag)
         if any(tok == name or tok.startswith(name + "=") for tok in base):
             raise MinbertError(f"{name} is searched by --space and also fixed after --: drop one of the two "
-                               "(each trial would take the value argparse sees last)")
+                               "(each trial would give the flag twice)")
     parser = PARSERS[pipeline]()
     parser.parse_args(base)
     for flag, (kind, values) in space.items():

@@ -102,16 +102,22 @@ def sweep(settings):
             raise optuna.TrialPruned()
         print(f"trial {trial.number}: {' '.join(as_argv(values))} (seeds {seeds})")
 
+        pruned = []
+
         def report(step, score):
             trial.report(score, step)
             if trial.should_prune():
-                hold()
-                append_row(csv_path, {**row, "state": "pruned", "mean": score, "minutes": minutes()})
-                print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed "
-                      f"{settings.seeds[step // 1000]} (dev score {score:.4f})")
-                raise optuna.TrialPruned()
+                pruned.append((step, score))
+                raise optuna.TrialPruned()  # run_trial stops the seed's process on its way out
         try:
             scores, folders = run_trial(settings.pipeline, base, values, settings.seeds, folder, trial.number, report)
+        except optuna.TrialPruned:
+            hold()
+            step, score = pruned[-1]
+            append_row(csv_path, {**row, "state": "pruned", "mean": score, "minutes": minutes()})
+            print(f"trial {trial.number}: pruned after epoch {step % 1000} of seed "
+                  f"{settings.seeds[step // 1000]} (dev score {score:.4f})")
+            raise
         except TrialFailed as e:
             hold()
             trial.set_user_attr("error", str(e))
@@ -148,6 +154,8 @@ def sweep(settings):
         set_interrupt_hint(f"{stopped}; continue the sweep "
                            f"with: {shlex.join(['python', 'sweep.py', *command])}")
         raise
+    set_interrupt_hint(f"the study's trials are recorded in {storage.url}; the same command prints its table "
+                       "again (and runs any trial still wanted)")
     return summarize(study, settings)
 
 

@@ -181,6 +181,7 @@ def test_the_time_left_follows_the_pace_since_the_last_line_not_a_slow_start(cap
     (["--on=yes"], "--on=yes: --on is a switch and takes no value; give --on alone, or leave it out"),
     (["--many", "sst", " "], "--many ' ': blank; give a value, or leave the flag out"),  # a later value, named
     (["--many", "a", "b", ""], "--many '': empty; give a value, or leave the flag out"),
+    (["--many=a", ""], "'': an empty argument; give a value, or leave it out"),  # --many's value was inside it
 ])
 def test_an_empty_or_blank_value_is_refused_before_it_becomes_a_folder(argv, said):
     """`--out ''` would be Path(''), the folder the command runs in, and `--out ' '` a folder named by a space:
@@ -279,6 +280,19 @@ def test_an_unknown_flag_is_named_first_with_the_nearest_known_one(argv, said):
     with pytest.raises(cli.MinbertError) as e:
         parser.parse_args(argv)
     assert str(e.value) == f"p: {said}"
+
+
+def test_a_near_miss_is_named_among_several_or_absent_flags_and_a_value_with_a_space_is_a_value():
+    parser = cli.Parser(prog="p", absent={"--prefix_length": "(BERT's) not available here"})
+    parser.add_argument("--sampler")
+    parser.add_argument("--sample_rate")
+    parser.add_argument("--name")
+    for argv, said in ((["--samp", "x"], "--samp (did you mean --sampler or --sample_rate?)"),
+                       (["--prefix_len", "3"], "--prefix_len (did you mean --prefix_length?)")):
+        with pytest.raises(cli.MinbertError) as e:
+            parser.parse_args(argv)
+        assert str(e.value) == f"p: unrecognized arguments: {said}"
+    assert parser.parse_args(["--name", "-my model"]).name == "-my model"  # argparse's value, as before
 
 
 def test_every_command_parses_its_flags_with_the_project_parser():

@@ -145,3 +145,13 @@ def test_ctrl_c_once_the_comparison_is_written_says_it_is_complete(tmp_path, mon
     assert done.stderr.strip().splitlines()[-1] == ("interrupted: comparison.png, comparison.md in cmp/ were written "
                                                    "whole before the interrupt took effect")
     assert (tmp_path / "cmp" / "comparison.md").is_file() and (tmp_path / "cmp" / "comparison.png").is_file()
+
+
+def test_a_report_folder_starts_with_no_earlier_hint(tmp_path):
+    """report.py --results then the runs' report: the results table's "written whole" is not said of the report
+    the Ctrl-C stopped."""
+    from minbert import cli
+    from minbert.reports.report import OutFolder
+    cli.set_interrupt_hint("results.png in reports/results/ were written whole")
+    OutFolder(tmp_path / "r")
+    assert cli._INTERRUPT_HINT["text"] is None

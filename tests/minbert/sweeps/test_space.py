@@ -40,6 +40,16 @@ def test_bad_input_is_one_line_before_anything_trains(tmp_path, monkeypatch, cou
     assert not list(tmp_path.glob("runs/sweeps/*/t*"))
 
 
+@pytest.mark.parametrize("fixed", [["--seed", "3"], ["--seed=3"], ["--run_dir=x"]])
+def test_a_flag_the_sweep_sets_is_refused_after_the_dashes_in_either_spelling(tmp_path, monkeypatch, course_data,
+                                                                             tiny_model, fixed):
+    """Each trial adds its own --seed and run folder: fixed after -- as well, every trial would give it twice."""
+    monkeypatch.chdir(tmp_path)
+    flag = fixed[0].partition("=")[0]
+    with pytest.raises(MinbertError, match=f"^{flag} is set by the sweep for every trial"):
+        sweep.main(["classifier", "--space", "lr=1e-3,1e-4", "--", *sweep_base(course_data, tiny_model), *fixed])
+
+
 def test_unknown_trial_flag_and_missing_dataset(tmp_path, monkeypatch, course_data, tiny_model):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(MinbertError, match="unrecognized arguments: --bogus"):
