@@ -211,19 +211,24 @@ def special_file(path):
 
 def read_text(path, what):
     """A text file's contents (a byte-order mark, Excel's "CSV UTF-8", is no text: dropped); one line when it is a
-    folder, binary (it holds a NUL byte), or text with a byte that is not UTF-8 (a file saved as Latin-1, say:
-    the line and the byte named). Every reader of a text file the user gives comes through here."""
+    folder, cannot be read (no permission), binary (it holds a NUL byte), or text with a byte that is not UTF-8
+    (a file saved as Latin-1, say: the line and the byte named). Every reader of a text file the user gives
+    comes through here."""
     try:
         raw = Path(path).read_bytes()
     except IsADirectoryError:
         raise MinbertError(f"{path}: is a folder, not a {what}") from None
     except FileNotFoundError:
         raise MinbertError(f"{path}: {what} not found") from None
+    except OSError as e:
+        why = WHY.get(e.errno, e.strerror or str(e))
+        raise MinbertError(f"{path}: cannot read the {what}: {why}") from None
+    if b"\x00" in raw:  # valid UTF-8, but no text: a NUL would pass into a sentence unseen
+        line = raw[:raw.index(b"\x00")].count(b"\n") + 1
+        raise MinbertError(f"{path}: not a text file, so not a {what} (a NUL byte on line {line})")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        if b"\x00" in raw:
-            raise MinbertError(f"{path}: not a text file, so not a {what}") from None
         line = raw[:e.start].count(b"\n") + 1
         raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not UTF-8 text (save the {what} as "
                            "UTF-8)") from None

@@ -36,7 +36,10 @@ def test_pretrained_minilm_passes_sanity_check(tmp_path):
 def test_a_binary_texts_file_is_one_line(tmp_path, tiny_model):
     binary = tmp_path / "texts.bin"
     binary.write_bytes(b"good movie\n\xff\xfe\x00\x01 bytes")
-    with pytest.raises(MinbertError, match=r"texts.bin: line 2: byte 0xFF is not UTF-8 text"):
+    with pytest.raises(MinbertError, match=r"texts.bin: not a text file, so not a --texts file .*a NUL byte on line 2"):
+        pretrain.main(["--pretrained", str(tiny_model), "--texts", str(binary), "--out", str(tmp_path / "x")])
+    binary.write_bytes("good movie\ncaf\u00e9\n".encode("latin-1"))  # text, but not UTF-8
+    with pytest.raises(MinbertError, match=r"texts.bin: line 2: byte 0xE9 is not UTF-8 text \(save the --texts file "):
         pretrain.main(["--pretrained", str(tiny_model), "--texts", str(binary), "--out", str(tmp_path / "x")])
 
 

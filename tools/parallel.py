@@ -17,6 +17,7 @@ from pathlib import Path
 
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from minbert.files import read_text, text_lines  # noqa: E402
 from minbert.flags.types import positive_float, positive_int  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.sources import record  # noqa: E402
@@ -28,7 +29,7 @@ def read_plan(path, values):
         raise MinbertError(f"{path}: " + ("is a folder; give the plan file" if Path(path).is_dir()
                                           else "plan file not found"))
     runs, lines = [], {}
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for n, line in enumerate(text_lines(read_text(path, "plan file")), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue

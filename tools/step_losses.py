@@ -132,6 +132,8 @@ def read_against(path):
     try:
         record = json.loads(path.read_text())
         ours = isinstance(record, dict) and isinstance(record.get("losses"), list) and record["losses"]
+    except OSError as e:  # no permission, say
+        raise MinbertError(f"--against {path}: cannot read it: {e.strerror or e}") from None
     except (ValueError, UnicodeDecodeError):
         ours = False
     if not ours:

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from datasets import TaskData, set_pad_multiple
 from minbert.cli import MinbertError, main_print
 from minbert.course_data import Example, Task, data_file, read_examples, read_sonnets
-from minbert.files import append_jsonl, require_file, text_lines
+from minbert.files import append_jsonl, read_text, require_file, text_lines
 from minbert.hub import resolve_pretrained
 from minbert.objectives.losses import TermLoss
 from minbert.precision import autocast
@@ -50,13 +50,7 @@ def read_documents(settings):
     if settings.texts:
         path = Path(settings.texts)
         require_file(path, f"--texts {path}", "text file")
-        raw = path.read_bytes()
-        try:
-            text = raw.decode("utf-8-sig")  # -sig: a byte-order mark (Excel's "CSV UTF-8") is no text
-        except UnicodeDecodeError as e:
-            line = raw[:e.start].count(b"\n") + 1
-            raise MinbertError(f"{path}: line {line}: byte 0x{raw[e.start]:02X} is not "
-                               f"UTF-8 text (--texts takes a text file, one sentence per line)") from None
+        text = read_text(path, "--texts file (plain text, one sentence a line)")
         first = next((l for l in text_lines(text) if l.strip()), "")
         columns = {c.strip().lower() for c in first.split("\t")}
         if "id" in columns and columns & {"sentence", "sentence1"}:  # its header, ids and labels would be "text"

@@ -32,12 +32,29 @@ def test_a_file_that_is_not_utf8_text_names_its_line_and_byte(tmp_path):
                                            r"as UTF-8\)$"):
         read_sonnets(sonnets)
     (tmp_path / "b").write_bytes(b"text\n\x00\xff")
-    with pytest.raises(MinbertError, match=r"b: not a text file, so not a table$"):
+    with pytest.raises(MinbertError, match=r"b: not a text file, so not a table \(a NUL byte on line 2\)$"):
+        read_text(tmp_path / "b", "table")
+    (tmp_path / "b").write_bytes(b"text\nmore\x00text\n")  # valid UTF-8, yet no text: NUL would reach a sentence
+    with pytest.raises(MinbertError, match=r"b: not a text file, so not a table \(a NUL byte on line 2\)$"):
         read_text(tmp_path / "b", "table")
     with pytest.raises(MinbertError, match=r"is a folder, not a table"):
         read_text(tmp_path, "table")
     sonnets.write_text("Sonnets\n\n1\nwe desire caf\u00e9\n", encoding="utf-8")
     assert read_sonnets(sonnets) == [("1", "we desire caf\u00e9")]
+
+
+def test_a_file_that_cannot_be_read_is_one_line(tmp_path, monkeypatch):
+    """No permission (a file copied from another account, say): one line naming it and why, not a traceback.
+    (Simulated: root, which runs some containers, reads any file.)"""
+    from pathlib import Path
+    from minbert.files import read_text
+    (tmp_path / "locked.csv").write_text("id\tsentence\n")
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self))
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(MinbertError, match=r"locked.csv: cannot read the data file: permission denied$"):
+        read_text(tmp_path / "locked.csv", "data file")
 
 
 def test_text_lines_end_at_newline_only():
