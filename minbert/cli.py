@@ -4,6 +4,7 @@ speaks, and progress lines without a terminal. Kept free of torch, whose import 
 command that trains nothing (report.py) never loads it; utils.py re-exports it all beside the helpers that
 need torch."""
 import argparse
+import atexit
 import difflib
 import os
 import re
@@ -257,15 +258,16 @@ def _guarded(main):
         finish_distributed()
         if _running_a_project_script():
             signal.signal(signal.SIGINT, _stop_when_done)  # from here to the exit, a Ctrl-C stops nothing
+            atexit.register(_ignore_ctrl_c)
         return result
     except MinbertError as e:
         if rank0:
             print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        _exit_quietly(2)
     except KeyboardInterrupt:
         if rank0:
             print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
-        sys.exit(130)
+        _exit_quietly(130)
     except (MemoryError, RuntimeError) as e:
         line = out_of_memory(e)
         if line is None:
@@ -306,6 +308,21 @@ def _interrupt_not_ignored(unraisable, _previous=sys.unraisablehook):
     if issubclass(unraisable.exc_type, KeyboardInterrupt) and _not_at_a_prompt():
         _stop_interrupted()
     _previous(unraisable)
+
+
+def _ignore_ctrl_c():
+    """The last moments of the interpreter's shutdown: Python resets a handler of its own to the default there,
+    and a Ctrl-C then would kill the process by the signal (exit -2, the line said) where the work is done and
+    its line printed. Ignored, it changes nothing (Python leaves an ignored signal ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _exit_quietly(code):
+    """sys.exit(code) once the line is printed: a second Ctrl-C meanwhile (a user pressing twice) adds
+    nothing, and in a project script is ignored on the way out rather than killing it by the signal."""
+    if _running_a_project_script():
+        _ignore_ctrl_c()
+    sys.exit(code)
 
 
 def _not_at_a_prompt():

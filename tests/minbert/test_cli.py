@@ -1,6 +1,7 @@
 """minbert/cli.py: a MinbertError, Ctrl-C and running out of memory are one line each (another error keeps its
 traceback); a closed pipe stops nothing; progress lines without a terminal. (The scripts' own cases, in a
 process: tests/test_utils.py.)"""
+import signal
 import subprocess
 import sys
 
@@ -105,6 +106,39 @@ def test_a_ctrl_c_while_a_script_starts_ends_it_at_once_and_in_main_it_unwinds(w
     out = _run_script(when, "default_int_handler")
     assert out.returncode == 130 and out.stderr.strip() == f"interrupted: {said}", out.stderr
     assert out.stdout == printed
+
+
+_SHUTDOWN = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.modules["__main__"].__file__ = {script!r}
+import minbert.cli
+
+class Slow:  # torch's own teardown takes this long at the end of a real run
+    def __del__(self):
+        os.write(1, b"finalizing\\n")
+        time.sleep(1)
+slow = Slow()
+
+def main():
+    if {interrupted}:
+        raise KeyboardInterrupt
+minbert.cli.main_guard(main)
+"""
+
+
+@pytest.mark.parametrize("interrupted, status", [(False, 0), (True, 130)])
+def test_a_ctrl_c_while_the_interpreter_shuts_down_is_not_a_death_by_the_signal(interrupted, status):
+    """Python resets its own Ctrl-C handler early in its shutdown: a Ctrl-C after that (a user pressing twice, or
+    once as a finished run exits) had killed the process by the signal, exit -2, after its line said otherwise."""
+    code = _SHUTDOWN.format(script=str(ROOT / "classifier.py"), interrupted=interrupted)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "finalizing\n"  # waits for the shutdown, not for a clock
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert err.strip() == ("interrupted: nothing was saved yet" if interrupted else "")
 
 
 def test_a_script_that_ignores_ctrl_c_is_left_to_ignore_it():
