@@ -184,6 +184,8 @@ def flag_spelling(dest):
 # is the command that continues the run (e.g. "the same command plus --resume --run_name r"), which a failed
 # write (a full disk) names too: once a run folder holds files, the plain same command is refused there.
 _INTERRUPT_HINT = {"text": None, "retry": None}
+# Said of a command stopped before it wrote anything: of this command alone (a run's earlier files are untouched).
+NOTHING_YET = "this command had written nothing yet; what was there before is as it was"
 
 
 def set_interrupt_hint(text, retry=None):
@@ -266,7 +268,7 @@ def _guarded(main):
         _exit_quietly(2)
     except KeyboardInterrupt:
         if rank0:
-            print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+            print(f"\ninterrupted: {_INTERRUPT_HINT['text'] or NOTHING_YET}", file=sys.stderr)
         _exit_quietly(130)
     except (MemoryError, RuntimeError) as e:
         line = out_of_memory(e)
@@ -330,7 +332,7 @@ def _not_at_a_prompt():
 
 
 def _stop_interrupted(words=None):
-    print(f"\ninterrupted: {words or _INTERRUPT_HINT['text'] or 'nothing was saved yet'}", file=sys.stderr)
+    print(f"\ninterrupted: {words or _INTERRUPT_HINT['text'] or NOTHING_YET}", file=sys.stderr)
     for stream in sys.stdout, sys.stderr:
         try:
             stream.flush()

@@ -39,7 +39,7 @@ def test_ctrl_c_before_any_checkpoint_says_so(capsys):
         raise KeyboardInterrupt
     with pytest.raises(SystemExit):
         main_guard(main)
-    assert capsys.readouterr().err.strip() == "interrupted: nothing was saved yet"
+    assert capsys.readouterr().err.strip() == f"interrupted: {cli.NOTHING_YET}"
 
 
 # A finalizer a Ctrl-C lands in, as one lands in importlib's module-lock clean-up while torch loads
@@ -47,8 +47,8 @@ _IN_A_FINALIZER = "class A:\n    def __del__(self):\n        raise KeyboardInter
 
 
 @pytest.mark.parametrize("code, status, last_line", [
-    ("raise KeyboardInterrupt", 130, "interrupted: nothing was saved yet"),  # as main_guard says it
-    (_IN_A_FINALIZER, 130, "interrupted: nothing was saved yet"),  # Python would ignore it and go on
+    ("raise KeyboardInterrupt", 130, f"interrupted: {cli.NOTHING_YET}"),  # as main_guard says it
+    (_IN_A_FINALIZER, 130, f"interrupted: {cli.NOTHING_YET}"),  # Python would ignore it and go on
     ("raise ValueError('a bug')", 1, "ValueError: a bug"),  # anything else keeps its traceback
 ])
 def test_ctrl_c_before_main_guard_runs_is_one_line_too(code, status, last_line):
@@ -94,8 +94,8 @@ if {after}:
 
 
 @pytest.mark.parametrize("when, said, printed", [
-    ("while_starting", "nothing was saved yet", ""),
-    ("in_main", "nothing was saved yet", "main() unwound\n"),
+    ("while_starting", cli.NOTHING_YET, ""),
+    ("in_main", cli.NOTHING_YET, "main() unwound\n"),
     ("after", "after the command had finished: what it printed and wrote is complete", "done\n"),
 ])
 def test_a_ctrl_c_while_a_script_starts_ends_it_at_once_and_in_main_it_unwinds(when, said, printed):
@@ -138,7 +138,7 @@ def test_a_ctrl_c_while_the_interpreter_shuts_down_is_not_a_death_by_the_signal(
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == status, err
-    assert err.strip() == ("interrupted: nothing was saved yet" if interrupted else "")
+    assert err.strip() == (f"interrupted: {cli.NOTHING_YET}" if interrupted else "")
 
 
 def test_a_script_that_ignores_ctrl_c_is_left_to_ignore_it():

@@ -461,7 +461,7 @@ def test_sigterm_while_publishing_waits_until_every_file_is_in_place(tmp_path):
 
 def test_ctrl_c_while_a_tool_writes_its_file_says_it_was_written(tmp_path):
     """A SIGINT in the middle of a tool's output (the submission zip, a --json): the file is written whole and
-    recorded, and the interrupt's line names it as written, not 'nothing was saved yet'."""
+    recorded, and the interrupt's line names it as written, not 'this command had written nothing yet'."""
 
     def write(fp):
         fp.write(b"first half, ")
