@@ -17,11 +17,11 @@ from pathlib import Path
 
 if not __package__:  # run as a file (python tools/NAME.py): the project folder first, not tools/
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402  (first: its Ctrl-C line while the rest load)
 from minbert.files import read_text, text_lines  # noqa: E402
 from minbert.flags.types import positive_float, positive_int  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.sources import record  # noqa: E402
-from utils import MinbertError, Parser, main_guard  # noqa: E402
 
 
 def read_plan(path, values):
