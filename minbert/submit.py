@@ -20,9 +20,9 @@ from pathlib import Path
 
 from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
-from minbert.files import read_text, special_file
+from minbert.files import file_digest, read_text, special_file
 from minbert.project_paths import OUTPUT_FOLDERS, check_output, project_parts
-from minbert.runs.lock import RUN_MARK
+from minbert.runs.lock import RUN_MARK, read_mark
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import backup_line, finish_publishing, keep_as_backup, publish, write_output
 from minbert.runs.sources import check_record, origins, read_record, run_folders, written_by
@@ -202,6 +202,17 @@ def provenance(predictions, names, units):
     return lines, mixes, newest
 
 
+def recorded_digest(folder, name):
+    """The sha256 the run of `folder` recorded for its file `name` when it finished (runs/folders.py
+    note_outputs), or None where it recorded none (an earlier minbert's run)."""
+    outputs = read_mark(folder).get("outputs")
+    for done in (outputs.values() if isinstance(outputs, dict) else ()):
+        files = done.get("files") if isinstance(done, dict) else None
+        if isinstance(files, dict) and isinstance(files.get(name), str):
+            return files[name]
+    return None
+
+
 def publish_runs(folders, root, project, chosen, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
     to the handout's paths, as the run did when it finished (build has checked them as the zip will)."""
@@ -222,6 +233,12 @@ def publish_runs(folders, root, project, chosen, backup=False):
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
                                f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
+        changed = next((n for n in names if recorded_digest(folder, n) not in (None, file_digest(folder / n))), None)
+        if changed is not None:  # the zip would hold, under the run's name, a file no run wrote
+            raise MinbertError(f"--publish {folder}: {changed} has changed since run {folder.name} wrote it (its "
+                               "record holds another sha256): the zip would hold what no run wrote; the same "
+                               "training command plus --resume writes the run's files again from its best "
+                               "checkpoint")
         held = next((n for n in names if n in source), None)
         if held is not None:  # the second would replace the first's file at once
             raise MinbertError(f"--publish {source[held]} {folder}: both hold {held}; each submitted file comes "

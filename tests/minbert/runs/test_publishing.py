@@ -490,6 +490,12 @@ def test_resuming_a_finished_run_whose_file_was_edited_or_deleted_writes_its_out
     def edit():
         target.write_bytes(written.replace(b" , ", b" ,  ", 1))
 
+    from minbert.submit import MINBERT, publish_runs
+    edit()  # --publish of the edited run: refused, the file named (a zip would hold what no run wrote)
+    with pytest.raises(MinbertError, match=r"--publish .*ck: sst-dev-output.csv has changed since run ck wrote it "
+                                           r"\(its record holds another sha256\): .* plus --resume writes"):
+        publish_runs([tmp_path / "a" / "ck"], tmp_path, MINBERT, ["2"])
+    target.write_bytes(written)
     for damage, said in ((edit, "changed since"), (target.unlink, "missing, though")):
         damage()
         (tmp_path / "pred" / "sst-dev-output.csv").unlink()  # its published copy too
