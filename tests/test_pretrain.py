@@ -21,6 +21,9 @@ def test_max_steps_and_bad_input(tmp_path, tiny_model):
         pretrain.main(["--pretrained", str(tiny_model), "--texts", str(tmp_path), "--out", str(tmp_path / "x")])
     with pytest.raises(MinbertError, match=r"--mask_prob 0.0: masks no token, so there is nothing to predict"):
         pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "m0", "--mask_prob", "0"))
+    with pytest.raises(MinbertError, match=r"--mask_prob 0.0 --nsp 1: masks no token, so the masked LM has nothing "
+                                           r"to predict .*next-sentence prediction alone is no pretraining"):
+        pretrain.main(pretrain_args(tmp_path, tiny_model, tmp_path / "m0", "--mask_prob", "0", "--nsp", "1"))
     assert not (tmp_path / "m0").exists()
 
 

@@ -223,6 +223,11 @@ def parse_pretrain(argv=None):
 
 def pretrain_settings(args, log=print):
     flags = values(args, PRE)
+    if flags["mask_prob"] == 0 and flags["nsp"]:  # the held-out masked accuracy picks the best epoch
+        raise MinbertError(f"--mask_prob {flags['mask_prob']} --nsp {flags['nsp']:g}: masks no token, so the masked "
+                           "LM has nothing to predict and the held-out accuracy that picks the best epoch is "
+                           "undefined; next-sentence prediction alone is no pretraining this command runs: give "
+                           "a share above 0 (BERT's is 0.15)")
     if flags["mask_prob"] == 0:
         raise MinbertError(f"--mask_prob {flags['mask_prob']}: masks no token, so there is nothing to predict "
                            "and the loss is 0 at every step: give a share above 0 (BERT's is 0.15)")
