@@ -10,6 +10,7 @@ small-model runs share the card: CPU timings taken this way are contended and do
 """
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -41,9 +42,17 @@ def read_plan(path, values):
                                "each run's output goes to NAME.log, so give each run its own name")
         lines[name] = n
         try:
-            runs.append((name, cmd.strip().format(**values)))
+            cmd = cmd.strip().format(**values)
         except KeyError as e:
             raise MinbertError(f"{path}, line {n}: {e} is not given by --set") from None
+        try:  # each run's program found before any starts: not a traceback once others run
+            program = shlex.split(cmd)[0]
+        except ValueError as e:
+            raise MinbertError(f"{path}, line {n}: {e} (quote the command as a shell would)") from None
+        if shutil.which(program) is None:
+            raise MinbertError(f"{path}, line {n}: run {name}'s program {program!r} is not found (each line NAME "
+                               "COMMAND: the first word names the run, the second its program)")
+        runs.append((name, cmd))
     if not runs:
         raise MinbertError(f"{path}: no run in this plan (each line NAME COMMAND; blank lines and # comments "
                            "are skipped)")

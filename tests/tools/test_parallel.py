@@ -38,6 +38,11 @@ def test_bad_flags_and_plans_are_one_line_before_anything_runs(tmp_path):
                        (["--set", "k=1", "k=2"], "error: --set k=1 and k=2: the key k given twice; give it once")):
         out = _parallel(str(plan), "--logs", "logs", *argv, cwd=tmp_path)
         assert out.returncode == 2 and out.stderr.strip() == line, out.stderr
+    for text, said in (("bad line without command\n", "plan.txt, line 1: run bad's program 'line' is not found"),
+                       ("one echo 'unbalanced\n", "plan.txt, line 1: No closing quotation")):
+        plan.write_text(text)
+        out = _parallel(str(plan), "--logs", "logs", cwd=tmp_path)
+        assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
     twice = tmp_path / "twice.txt"
     twice.write_text("one echo a\n# the same name\none echo b\n")
     out = _parallel(str(twice), "--logs", "logs", cwd=tmp_path)
