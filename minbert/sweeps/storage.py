@@ -3,6 +3,7 @@ whose worker died runs again), the trials that count, and the checks that a work
 study its trials belong to."""
 import contextlib
 import importlib.util
+import logging
 import os
 import socket
 import time
@@ -28,6 +29,15 @@ def optuna_tables(path):
     except sqlite3.Error:
         return True  # locked by a worker, say: Optuna's own error is the one line
     return not tables or {"studies", "version_info"} <= tables
+
+
+def _not_a_ctrl_c(record):
+    """SQLAlchemy's pool logs, with its traceback, an exception met while it returns a connection, and a Ctrl-C
+    landing there is one: the sweep's own line says what the interrupt stopped, so that record is dropped."""
+    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+logging.getLogger("sqlalchemy.pool").addFilter(_not_a_ctrl_c)
 
 
 def open_storage(url, default):

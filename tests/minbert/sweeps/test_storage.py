@@ -130,3 +130,18 @@ def test_grid_point_of_a_killed_worker_runs_again(tmp_path, monkeypatch, course_
     assert "its worker (process" in done.stdout and "queued to run again" in done.stdout
     complete = [t for t in sweep_trials(tmp_path, "g") if t.state.name == "COMPLETE"]
     assert sorted(t.params["lr"] for t in complete) == ["1e-3", "3e-3"]
+
+
+def test_a_ctrl_c_in_the_database_pool_is_not_logged_with_its_traceback(caplog):
+    """SQLAlchemy logs an exception met while returning a connection with its traceback; a Ctrl-C there is the
+    sweep's to report in one line. Other errors of the pool are still logged."""
+    import logging
+    import sys
+    from minbert.sweeps import storage  # noqa: F401  (installs the filter)
+    pool = logging.getLogger("sqlalchemy.pool")
+    for error in (KeyboardInterrupt(), OSError("disk I/O error")):
+        try:
+            raise error
+        except BaseException:
+            pool.error("Exception during reset or similar", exc_info=sys.exc_info())
+    assert [type(r.exc_info[1]).__name__ for r in caplog.records if r.name == "sqlalchemy.pool"] == ["OSError"]
