@@ -14,6 +14,9 @@ class BertTokenizer:
                 tokens = [line.rstrip("\n") for line in fp]
         except FileNotFoundError:
             raise MinbertError(f"{vocab_file}: vocabulary file not found") from None
+        except UnicodeDecodeError as e:
+            raise MinbertError(f"{vocab_file}: byte 0x{e.object[e.start]:02X} is not UTF-8 text, so not a BERT "
+                               "vocabulary (one word piece a line, UTF-8)") from None
         self.vocab = {t: i for i, t in enumerate(tokens) if t}
         for special in ("[PAD]", "[UNK]", "[CLS]", "[SEP]"):
             if special not in self.vocab:

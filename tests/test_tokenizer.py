@@ -85,3 +85,12 @@ def test_tiny_vocab_and_missing_vocab(tmp_path):
     (tmp_path / "bad.txt").write_text("hello\nworld\n")
     with pytest.raises(MinbertError, match=r"\[PAD\] is missing"):
         BertTokenizer(tmp_path / "bad.txt")
+
+
+def test_a_vocabulary_that_is_not_utf8_is_one_line(tmp_path):
+    from tokenizer import BertTokenizer
+    from utils import MinbertError
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\ncaf\xe9\n")
+    with pytest.raises(MinbertError, match=r"vocab.txt: byte 0xE9 is not UTF-8 text, so not a BERT vocabulary"):
+        BertTokenizer(str(vocab))

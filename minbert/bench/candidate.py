@@ -31,7 +31,7 @@ from utils import to_device
 LR = 1e-5
 
 
-def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
+def make_batches(settings, tokenizer, bucket, seed=0, fixed=False, vocab_size=30522):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches
     are padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes
     of the recorded step (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
@@ -39,8 +39,11 @@ def make_batches(settings, tokenizer, bucket, seed=0, fixed=False):
         rng = np.random.default_rng(seed)
         out = []
         for _ in range(settings.warmup + settings.steps):
-            ids = torch.from_numpy(rng.integers(1000, 20000, size=(settings.batch_size, settings.seq_len)))
-            ids[:, 0] = 101
+            # word-piece ids of bert-base's vocabulary, [CLS] first; within a smaller checkpoint's vocabulary
+            high = min(20000, vocab_size)
+            ids = torch.from_numpy(rng.integers(min(1000, high // 2), high, size=(settings.batch_size,
+                                                                                  settings.seq_len)))
+            ids[:, 0] = 101 if vocab_size > 101 else 0
             out.append({"x": {"input_ids": ids, "attention_mask": torch.ones_like(ids),
                               "token_type_ids": torch.zeros_like(ids)},
                         "labels": torch.zeros(settings.batch_size, dtype=torch.long)})
@@ -147,7 +150,8 @@ class Candidate:
         head.to(device)
         self.model, self.head = model, head
         self.batches = [to_device(b, device) for b in make_batches(settings, tokenizer, bucket=bucket,
-                                                                   fixed=record_step or compiled)]
+                                                                   fixed=record_step or compiled,
+                                                                   vocab_size=model.config.vocab_size)]
         # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
         self.real = [int(b["x"]["attention_mask"][b["weight"] > 0 if "weight" in b else slice(None)].sum())
                      for b in self.batches]

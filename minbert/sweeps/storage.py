@@ -159,6 +159,22 @@ def running_elsewhere(study):
     return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
 
 
+def fail_unstarted(study, since):
+    """Fail, marked as stopped by Ctrl-C, the trials this worker asked for (numbered `since` on) that a Ctrl-C
+    caught while Optuna set them up, before the objective named their worker: left RUNNING, every later start
+    would count them as another worker's, and the study would never reach --trials. A trial another worker
+    is setting up at that instant is told apart by its worker, once named; an unnamed one is ours to fail."""
+    S = optuna.trial.TrialState
+    for t in study.get_trials(deepcopy=False, states=(S.RUNNING,)):
+        if t.number >= since and t.user_attrs.get("worker", WORKER) == WORKER and not t.params:
+            try:
+                study._storage.set_trial_user_attr(t._trial_id, "worker", WORKER)
+                study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
+                study._storage.set_trial_state_values(t._trial_id, state=S.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass
+
+
 def requeue_interrupted(study):
     """Queue again the trial Ctrl-C stopped (Optuna marked it failed), with the same flags; returns how many
     were queued."""

@@ -16,8 +16,8 @@ from minbert.files import deferred_interrupt
 from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
 from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
-from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, finished,
-                                    open_storage,
+from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, fail_unstarted,
+                                    finished, open_storage,
                                     reclaim_dead_workers, requeue_interrupted, running_elsewhere)
 from minbert.sweeps.trials import PIPELINES, TrialFailed, run_trial
 from minbert.sweeps.winner import check_baseline, judge_winner
@@ -138,7 +138,7 @@ def sweep(settings):
         print(f"trial {trial.number}: mean dev score {mean:.4f} over seeds {seeds}")
         return mean
 
-    duplicates = 0
+    duplicates, before = 0, len(study.get_trials(deepcopy=False))
     try:
         while len(finished(study)) + running_elsewhere(study) < wanted and duplicates < 20:
             before = len(study.get_trials(deepcopy=False))
@@ -149,6 +149,8 @@ def sweep(settings):
             last = study.get_trials(deepcopy=False)[before:]
             duplicates = duplicates + 1 if last and all("duplicate_of" in t.user_attrs for t in last) else 0
     except KeyboardInterrupt:
+        with deferred_interrupt():
+            fail_unstarted(study, before)
         stopped = ("this worker's trial was stopped and is queued to run again" if requeue_interrupted(study)
                    else "the trials this worker finished are recorded")
         set_interrupt_hint(f"{stopped}; continue the sweep "

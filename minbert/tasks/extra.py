@@ -144,7 +144,10 @@ def read_extra(name, path):
         if not rules.use(rec):
             held_out += 1
             continue
-        texts = tuple(str(rec[c]).strip() for c in task.text_cols)
+        if any(not isinstance(rec[c], str) for c in task.text_cols):  # null, a number: str() would train on "None"
+            bad = next(c for c in task.text_cols if not isinstance(rec[c], str))
+            raise MinbertError(f"{path}: line {n}: {bad} is {json.dumps(rec[bad])}, not a sentence")
+        texts = tuple(rec[c].strip() for c in task.text_cols)
         if not all(texts):
             raise MinbertError(f"{path}: line {n}: an empty sentence")
         try:

@@ -87,6 +87,16 @@ def test_a_random_models_messages_name_its_config_not_a_checkpoint(tmp_path):
         Candidate(_settings(tmp_path, fine_tune_mode="lora", lora_rank=100), tok, cfg, "plain")
 
 
+def test_synthetic_ids_lie_within_the_models_vocabulary(tiny_model):
+    """bench.py --data synthetic on a checkpoint of a small vocabulary: ids it has (they had been up to 20000)."""
+    from minbert.bench.candidate import make_batches
+    s = BenchSettings(runtime=Runtime(), pretrained=str(tiny_model), data="synthetic", seq_len=16, batch_size=4,
+                      steps=2, warmup=0, repeats=1)
+    for vocab in (99, 30522):
+        ids = torch.cat([b["x"]["input_ids"] for b in make_batches(s, None, bucket=False, vocab_size=vocab)])
+        assert int(ids.max()) < vocab and int(ids.min()) >= 0
+
+
 def test_more_steps_than_the_data_holds_go_round_its_batches_and_say_so(tmp_path, course_data, tiny_model, capsys):
     """48 SST rows in batches of 16 are 3 batches: 1 warm-up and 6 timed steps run them in turn, with a line."""
     from minbert.bench.candidate import make_batches

@@ -145,3 +145,18 @@ def test_a_ctrl_c_in_the_database_pool_is_not_logged_with_its_traceback(caplog):
         except BaseException:
             pool.error("Exception during reset or similar", exc_info=sys.exc_info())
     assert [type(r.exc_info[1]).__name__ for r in caplog.records if r.name == "sqlalchemy.pool"] == ["OSError"]
+
+
+def test_a_trial_a_ctrl_c_caught_in_its_set_up_is_failed_and_queued_not_left_running(tmp_path):
+    """Optuna creates the trial before the objective names its worker: a Ctrl-C there had left it RUNNING for
+    ever, counted as another worker's, and the study short of --trials. Another worker's named trial is left."""
+    import optuna
+    from minbert.sweeps.storage import WORKER, fail_unstarted, requeue_interrupted, running_elsewhere
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    other = study.ask()
+    other.set_user_attr("worker", "elsewhere:1")
+    ours = study.ask()  # stopped here: no params, no worker
+    fail_unstarted(study, since=0)
+    states = {t.number: (t.state.name, t.user_attrs.get("worker")) for t in study.get_trials()}
+    assert states[other.number] == ("RUNNING", "elsewhere:1") and states[ours.number] == ("FAIL", WORKER)
+    assert requeue_interrupted(study) == 1 and running_elsewhere(study) == 1

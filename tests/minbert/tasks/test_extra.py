@@ -81,6 +81,8 @@ def test_a_line_break_character_inside_a_sentence_stays_in_it(tmp_path, char):
     ("paws", "id\tsentence1\tsentence2\tlabel\n1\ta\tb\t2\n", r"line 2: label '2' is not 0 or 1"),
     ("sick", "sentence_A\tsentence_B\trelatedness_score\na\tb\t7\n", r"line 2: relatedness_score '7' is outside 1..5"),
     ("paws", "id\tsentence1\tsentence2\tlabel\n", r"no paws training pairs"),
+    ("snli", '{"gold_label": "neutral", "sentence1": null, "sentence2": "b"}\n', r"line 1: sentence1 is null, not a "
+                                                                                r"sentence$"),  # not the text "None"
 ])
 def test_bad_files_are_one_line_naming_file_and_line(tmp_path, name, content, match):
     path = tmp_path / ("f.jsonl" if content.startswith(("{", "not")) else "f.tsv")
