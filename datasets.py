@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from minbert.course_data import MULTITASK, TASKS, Example, read_examples, sentiment_task
-from minbert.course_files import fetch_data, fetch_references
+from minbert.course_files import check_fetch_flags, fetch_data, fetch_references
 from minbert.shapes import choose_widths, padded_width
 
 # ----------------------------------------------------------------------------- tokenized data and batches
@@ -314,10 +314,7 @@ def build_parser():
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
-    idle = "--from" if args.source is not None else "--dest" if args.dest is not None else None
-    if not args.fetch and idle:  # without --fetch it would change nothing
-        raise MinbertError(f"{idle} belongs to --fetch: as given it would change nothing; add --fetch "
-                           "(python datasets.py --fetch --from DIR)")
+    check_fetch_flags(args.fetch, args.source, args.dest, "datasets.py")
     args.dest = Path(__file__).resolve().parent / (args.dest or "data")
     args.source = args.source or os.environ.get("MINBERT_DATA") or None
     if not args.fetch:

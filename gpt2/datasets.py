@@ -17,7 +17,7 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
-from minbert.course_files import SONNET_BLOB_IDS, fetch_data  # noqa: E402
+from minbert.course_files import SONNET_BLOB_IDS, check_fetch_flags, fetch_data  # noqa: E402
 
 GPT2_REPO = "cfifty/public_cs224n_gpt"
 
@@ -48,10 +48,7 @@ def build_parser():
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
-    idle = "--from" if args.source is not None else "--dest" if args.dest is not None else None
-    if not args.fetch and idle:  # without --fetch it would change nothing, and the help alone would say so
-        raise MinbertError(f"{idle} belongs to --fetch: as given it would change nothing; add --fetch "
-                           "(python gpt2/datasets.py --fetch --from DIR)")
+    check_fetch_flags(args.fetch, args.source, args.dest, "gpt2/datasets.py")
     if not args.fetch:
         ap.print_help()
         return None

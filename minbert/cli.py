@@ -39,10 +39,11 @@ class Parser(argparse.ArgumentParser):
         self.refuse_unknown(argv)
         self.refuse_empty(argv)
         self.refuse_repeated(argv)
-        try:  # positionals and flags in any order (`ensemble.py A --out O B`): B is a member, as A is
-            if "--" in argv:  # (argparse's intermixed parse drops the `--`; after it all is positional anyway)
-                raise TypeError
-            parsed, extras = self.parse_known_intermixed_args(argv, namespace)
+        # positionals and flags in any order (`ensemble.py A --out O B`: B is a member, as A is); after `--` all
+        # is positional anyway, and argparse's intermixed parse would drop the `--`
+        intermix = "--" not in argv
+        try:
+            parsed, extras = (self.parse_known_intermixed_args if intermix else self.parse_known_args)(argv, namespace)
         except TypeError:  # a parser argparse cannot intermix (subcommands, a remainder)
             parsed, extras = self.parse_known_args(argv, namespace)
         if extras:
@@ -65,8 +66,9 @@ class Parser(argparse.ArgumentParser):
                 self.error(f"{name} {self.absent[name]}")
             longs = [o for o in [*known, *self.absent] if o.startswith("--")]
             near = [o for o in longs if o.startswith(name)] or difflib.get_close_matches(name, longs, 1, 0.75)
-            said = near[0] if len(near) == 1 else ", ".join(near[:-1]) + f" or {near[-1]}" if 1 < len(near) <= 4 else ""
-            self.error(f"unrecognized arguments: {token}" + (f" (did you mean {said}?)" if said else ""))
+            guess = f" (did you mean {', '.join(near[:-1])} or {near[-1]}?)" if 1 < len(near) <= 4 else (
+                f" (did you mean {near[0]}?)" if len(near) == 1 else "")
+            self.error(f"unrecognized arguments: {token}{guess}")
 
     def parse_known_args(self, args=None, namespace=None):
         self.given_once = set()  # the flags of several values met so far in this parse (_Store)

@@ -79,6 +79,15 @@ def course_reference(name, data_dir=None):
     return path, f"the course's {name}, {path} (git blob {blob[:10]})"
 
 
+def check_fetch_flags(fetch, source, dest, command):
+    """`command`'s --from `source` or --dest `dest` (None: not typed) without --fetch: it would change nothing,
+    and printing the help with exit code 0 would hide that; one line instead."""
+    idle = "--from" if source is not None else "--dest" if dest is not None else None
+    if not fetch and idle:
+        raise MinbertError(f"{idle} belongs to --fetch: as given it would change nothing; add --fetch "
+                           f"(python {command} --fetch --from DIR)")
+
+
 def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, strict=True,
                what="course CSVs"):
     """Fill `dest` with `files` ({name: git blob id}; default the twelve course CSVs): copied from `source`

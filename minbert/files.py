@@ -198,6 +198,17 @@ def require_file(path, where, what, hint=""):
         raise MinbertError(f"{where}: {what} not found" + (f" ({hint})" if hint else ""))
 
 
+def first_repeated(paths):
+    """The first of `paths` that names a file or folder given before it (a.pt and ./a.pt are one), or None."""
+    seen = set()
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            return p
+        seen.add(key)
+    return None
+
+
 def special_file(path):
     """What `path` is when it exists but is neither a regular file nor a folder (/dev/null is a character
     device, a named pipe would block a reader for ever), or None."""

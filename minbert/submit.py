@@ -20,7 +20,7 @@ from pathlib import Path
 
 from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
-from minbert.files import file_digest, read_text, special_file
+from minbert.files import file_digest, first_repeated, read_text, special_file
 from minbert.project_paths import OUTPUT_FOLDERS, check_output, project_parts
 from minbert.runs.lock import RUN_MARK, read_mark
 from minbert.runs.outputs import check_outputs
@@ -202,23 +202,19 @@ def provenance(predictions, names, units):
     return lines, mixes, newest
 
 
-def recorded_digest(folder, name):
-    """The sha256 the run of `folder` recorded for its file `name` when it finished (runs/folders.py
-    note_outputs), or None where it recorded none (an earlier minbert's run)."""
+def recorded_digests(folder):
+    """{file: sha256} of the files the run of `folder` recorded when it finished (runs/folders.py note_outputs);
+    a file it recorded nothing of (an earlier minbert's run) is absent."""
     outputs = read_mark(folder).get("outputs")
-    for done in (outputs.values() if isinstance(outputs, dict) else ()):
-        files = done.get("files") if isinstance(done, dict) else None
-        if isinstance(files, dict) and isinstance(files.get(name), str):
-            return files[name]
-    return None
+    return {name: digest for done in (outputs.values() if isinstance(outputs, dict) else ()) if isinstance(done, dict)
+            for name, digest in (done.get("files") or {}).items() if isinstance(digest, str)}
 
 
 def publish_runs(folders, root, project, chosen, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
     to the handout's paths, as the run did when it finished (build has checked them as the zip will)."""
     predictions, plan, source = Path(root) / project.predictions, [], {}
-    twice = next((f for i, f in enumerate(folders) if Path(f).resolve() in {Path(g).resolve() for g in folders[:i]}),
-                 None)
+    twice = first_repeated(folders)
     if twice is not None:
         raise MinbertError(f"--publish {twice}: given twice; each run is published once")
     for folder in map(Path, folders):  # every folder checked before any file is copied
@@ -233,7 +229,8 @@ def publish_runs(folders, root, project, chosen, backup=False):
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
                                f"submits ({', '.join(project.parts[chosen[0]][:2])}, ...)")
-        changed = next((n for n in names if recorded_digest(folder, n) not in (None, file_digest(folder / n))), None)
+        recorded = recorded_digests(folder)
+        changed = next((n for n in names if n in recorded and recorded[n] != file_digest(folder / n)), None)
         if changed is not None:  # the zip would hold, under the run's name, a file no run wrote
             raise MinbertError(f"--publish {folder}: {changed} has changed since run {folder.name} wrote it (its "
                                "record holds another sha256): the zip would hold what no run wrote; the same "

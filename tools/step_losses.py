@@ -101,6 +101,20 @@ def compare(losses, other):
             "mean": statistics.mean(losses), "other_mean": statistics.mean(other)}
 
 
+def read_record(path, flag):
+    """The JSON record this tool wrote at `path` (its settings and a list of losses), or None for a file of
+    anything else; a file that cannot be read is one line."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except OSError as e:  # no permission, say
+        raise MinbertError(f"{flag} {path}: cannot read it: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    ours = (isinstance(record, dict) and {"losses", "seed", "steps", "amp"} <= set(record)
+            and isinstance(record["losses"], list) and record["losses"])
+    return record if ours else None
+
+
 def check_out(path):
     """--out replaces only a file this tool wrote (a JSON record holding "losses"); anything else
     is one line. (This tool may import another checkout's minbert, so it keeps the output rule
@@ -110,16 +124,10 @@ def check_out(path):
         raise MinbertError(f"--out {path}: is a folder; name the JSON file to write")
     if path.is_symlink() or path.exists() and not path.is_file():  # minbert/project_paths.py's rule, kept here
         raise MinbertError(f"--out {path}: is a link, a named pipe or a device, not a regular file; "
-                         "name another path")
-    if path.exists():
-        try:
-            record = json.loads(path.read_text())
-            ours = isinstance(record, dict) and {"losses", "seed", "steps", "amp"} <= set(record)
-        except (ValueError, UnicodeDecodeError):
-            ours = False
-        if not ours:
-            raise MinbertError(f"--out {path}: holds a file this tool did not write, which would be "
-                             "lost: move it or name another path")
+                           "name another path")
+    if path.exists() and read_record(path, "--out") is None:
+        raise MinbertError(f"--out {path}: holds a file this tool did not write, which would be "
+                           "lost: move it or name another path")
 
 
 def read_against(path):
@@ -129,14 +137,8 @@ def read_against(path):
     if not path.is_file():
         raise MinbertError(f"--against {path}: " + ("is a folder" if path.is_dir() else "no such file")
                            + "; give a JSON file this tool wrote with --out")
-    try:
-        record = json.loads(path.read_text())
-        ours = isinstance(record, dict) and isinstance(record.get("losses"), list) and record["losses"]
-    except OSError as e:  # no permission, say
-        raise MinbertError(f"--against {path}: cannot read it: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError):
-        ours = False
-    if not ours:
+    record = read_record(path, "--against")
+    if record is None:
         raise MinbertError(f"--against {path}: not a record this tool wrote (no list of losses in JSON); give a "
                            "file written by its --out")
     return record

@@ -19,6 +19,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
 
 from bert import BertModel  # noqa: E402
+from minbert.files import first_repeated  # noqa: E402
 from minbert.safe_load import refuse_code, safe_load  # noqa: E402
 
 KINDS = ("weight matrices", "linear biases", "embedding tables", "LayerNorm gains", "LayerNorm biases")
@@ -62,8 +63,7 @@ def main(argv=None):
     folder = next((p for p in args.checkpoints if Path(p).is_dir()), None)
     if folder is not None:  # before any line of the table
         raise MinbertError(f"{folder}: a folder; give the checkpoint in it (a .pt file its run wrote)")
-    where = [Path(p).resolve() for p in args.checkpoints]  # a.pt and ./a.pt are one file
-    twice = next((p for i, p in enumerate(args.checkpoints) if where[i] in where[:i]), None)
+    twice = first_repeated(args.checkpoints)
     if twice is not None:
         raise MinbertError(f"{twice}: given twice; each checkpoint is a row once")
     start = BertModel.from_pretrained(args.pretrained).state_dict()

@@ -31,10 +31,11 @@ from utils import to_device
 LR = 1e-5
 
 
-def make_batches(settings, tokenizer, bucket, seed=0, fixed=False, vocab_size=30522):
+def make_batches(settings, tokenizer, bucket, vocab_size, seed=0, fixed=False):
     """Index lists of real examples (or synthetic token ids) as padded batches on the host; bucketed batches
     are padded to a multiple of --pad_multiple, as the pipelines pad them, or with `fixed` to the fixed shapes
-    of the recorded step (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths)."""
+    of the recorded step (datasets.set_fixed_shapes: every batch --batch_size rows, a few widths). Synthetic ids
+    are drawn within the model's `vocab_size`."""
     if settings.data == "synthetic":
         rng = np.random.default_rng(seed)
         out = []
@@ -149,9 +150,9 @@ class Candidate:
         model.to(device)
         head.to(device)
         self.model, self.head = model, head
-        self.batches = [to_device(b, device) for b in make_batches(settings, tokenizer, bucket=bucket,
-                                                                   fixed=record_step or compiled,
-                                                                   vocab_size=model.config.vocab_size)]
+        self.batches = [to_device(b, device) for b in make_batches(settings, tokenizer, bucket,
+                                                                   model.config.vocab_size,
+                                                                   fixed=record_step or compiled)]
         # non-pad tokens of the real rows (a fixed-shape batch's filler rows are computed, not counted)
         self.real = [int(b["x"]["attention_mask"][b["weight"] > 0 if "weight" in b else slice(None)].sum())
                      for b in self.batches]

@@ -52,9 +52,6 @@ def sweep(settings):
     if settings.sampler == "grid" and any(kind != "choice" for kind, _ in space.values()):
         raise MinbertError("--sampler grid takes comma lists only (e.g. "
                            "lr=1e-5,3e-5); ranges need --sampler tpe")
-    if len(set(settings.seeds)) != len(settings.seeds):
-        raise MinbertError(f"--seeds {' '.join(map(str, settings.seeds))}: a "
-                           "seed given twice; each seed runs once per trial")
     check_flags(settings.pipeline, base, space)
     check_baseline(settings.baseline, DATA_DIR, settings.pipeline)
     study_name = check_run_name(settings.study, "--study", SWEEPS) if settings.study else f"{settings.pipeline}-sweep"

@@ -113,6 +113,8 @@ def test_decoding_flags_that_do_not_apply_are_refused_and_the_rest_reach_the_set
         with pytest.raises(MinbertError, match=rf"^sonnet_generation.py: argument --num_beams: {k} must be a number "
                                                r"of beams from 1 to 128$"):
             parse_sonnets(["--decoding", "beam", "--num_beams", k])
+    for k in ("1", "128"):  # the two ends are taken
+        assert parse_sonnets(["--decoding", "beam", "--num_beams", k]).num_beams == int(k)
     for argv, message in ((["--decoding", "beam", "--temperature", "1.0"], "--temperature shapes the sampling of "
                                                                            "--decoding sample"),
                           (["--decoding", "greedy", "--top_p", "0.5"], "--top_p shapes the sampling"),

@@ -179,3 +179,11 @@ def test_a_text_file_that_is_not_there_is_one_line(tmp_path):
     without DATA_DIR/sonnets.txt) is one line, not FileNotFoundError."""
     with pytest.raises(MinbertError, match=r"sonnets.txt: sonnets file not found$"):
         files.read_text(tmp_path / "sonnets.txt", "sonnets file")
+
+
+def test_first_repeated_knows_a_path_spelled_two_ways(tmp_path, monkeypatch):
+    from minbert.files import first_repeated
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.pt").write_text("")
+    assert first_repeated(["a.pt", "b.pt", f"{tmp_path}/./a.pt"]) == f"{tmp_path}/./a.pt"
+    assert first_repeated(["a.pt", "b.pt", "sub/a.pt"]) is None and first_repeated([]) is None

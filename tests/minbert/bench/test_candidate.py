@@ -102,7 +102,7 @@ def test_more_steps_than_the_data_holds_go_round_its_batches_and_say_so(tmp_path
     from minbert.bench.candidate import make_batches
     s = BenchSettings(runtime=Runtime(), pretrained=str(tiny_model), data="sst", data_dir=str(course_data), seq_len=64,
                       batch_size=16, steps=6, warmup=1, repeats=1)
-    batches = make_batches(s, BertTokenizer.from_pretrained(str(tiny_model)), bucket=False)
+    batches = make_batches(s, BertTokenizer.from_pretrained(str(tiny_model)), bucket=False, vocab_size=99)
     assert len(batches) == 7
     assert all(torch.equal(batches[i]["x"]["input_ids"], batches[i % 3]["x"]["input_ids"]) for i in range(7))
     assert "holds 3 batches of 16, fewer than the 7 steps asked for" in capsys.readouterr().out

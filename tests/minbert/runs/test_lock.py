@@ -141,3 +141,18 @@ def test_a_held_folder_is_named_as_the_user_typed_it(tmp_path, monkeypatch):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_record_written_in_part_is_an_error_and_the_old_record_stays(tmp_path, monkeypatch):
+    """A full disk writes part of the new record: refused before the file is cut into it; a whole write is kept."""
+    folder = tmp_path / "run"
+    held = RunLock(folder).acquire("--run_dir", "multitask").claim()
+    real = os.write
+    monkeypatch.setattr(lock.os, "write", lambda fd, data: real(fd, data[:3]))
+    with pytest.raises(OSError, match="written in part"):
+        held.note("outputs", {"a": "x" * 500})
+    monkeypatch.undo()
+    assert lock.read_mark(folder)["pipeline"] == "multitask"  # the old record, read first in the file
+    held.note("outputs", {"a": "x"})
+    assert json.loads((folder / RUN_MARK).read_text())["outputs"] == {"a": "x"}
+    held.release()
