@@ -77,6 +77,8 @@ def add_adapters(bert, targets=("query", "value"), rank=8, alpha=16.0, dropout=0
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
         raise ValueError(f"unknown adapter target(s) {unknown}; choose from {', '.join(TARGETS)}")
+    if len(set(targets)) < len(targets):  # a linear wrapped twice would wrap its own wrapper
+        raise ValueError(f"adapter targets {list(targets)}: each may be named once")
     for p in bert.parameters():
         p.requires_grad = False
     wrapped = []

@@ -69,7 +69,7 @@ def rows():
                                     "is every head's dropout, which --task_dropout replaces with one per head"),
                    gpt2_paraphrase=(lambda flags, typed: False, "is the dropout before a classifier head, which the "
                                                         "cloze task does not have (it answers with the LM head)"))),
-        F("epochs", ruled("epochs", default(Recipe, "epochs")), "positive_int",
+        F("epochs", ruled("epochs", default(Recipe, "epochs")), "epochs",
           sourced("epochs", Per("passes over the training set", multitask="epochs of --steps_per_epoch steps",
                                 pretrain="passes over the text")), scripts=TRAINING | {PRE}),
         F("seed", default(Recipe, "seed"), "seed", "seeds every random draw: a run is repeatable",

@@ -40,6 +40,9 @@ resamples = _number(int, lambda v: 100 <= v <= 10 ** 6, "an integer from 100 to 
 # Part 2's steps an epoch: its task schedule is drawn whole at the epoch's start (tasks/sampling.py), one entry a
 # step; ten million is weeks of training on any card, 10**8 would fill the memory before the first step.
 epoch_steps = _number(int, lambda v: 1 <= v <= 10 ** 7, "an integer from 1 to 10,000,000")
+# Epochs: the schedule warms up over 10% of all the steps, so a count typed with a few digits too many trains for
+# ever at a learning rate near 0 without a word; ten thousand passes is far past any of the course's data sets.
+epochs = _number(int, lambda v: 1 <= v <= 10 ** 4, "an integer from 1 to 10,000")
 # bench.py's batches are made before the clock starts, each held in memory: a hundred thousand of the default
 # recipe's step is minutes of timing already
 bench_steps = _number(int, lambda v: 1 <= v <= 10 ** 5, "an integer from 1 to 100,000")
@@ -86,6 +89,9 @@ def names_among(choices):
         names = [t.strip() for t in text.split(",") if t.strip()]
         if not names or any(t not in choices for t in names):
             raise argparse.ArgumentTypeError(f"{text!r}: choose a comma-separated list of {','.join(choices)}")
+        twice = next((t for i, t in enumerate(names) if t in names[:i]), None)
+        if twice:  # (the list names layers to wrap: one wrapped twice would wrap its own wrapper)
+            raise argparse.ArgumentTypeError(f"{text!r}: {twice} is named twice; name each once")
         return names
     parse.__name__ = "a list of names"  # argparse names the type in some messages
     return parse

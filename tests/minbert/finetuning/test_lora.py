@@ -72,6 +72,13 @@ def test_unknown_target_is_refused():
         add_adapters(_model(), ("query", "keys"))
 
 
+def test_a_target_named_twice_is_refused():
+    """The library refuses it as --lora_targets does: wrapping one linear twice had wrapped its own wrapper
+    (an AttributeError after the model loaded)."""
+    with pytest.raises(ValueError, match="each may be named once"):
+        add_adapters(_model(), ("query", "value", "query"))
+
+
 def test_peft_oracle():
     import peft  # here: its import (transformers' too) takes seconds, which every test file's collection paid
     for dora in (False, True):

@@ -8,8 +8,12 @@ from utils import MinbertError
 
 
 @pytest.mark.parametrize("flag, value, match", [
-    ("--epochs", "0", r"argument --epochs: 0 must be an integer >= 1"),
-    ("--epochs", "-1", r"argument --epochs: -1 must be an integer >= 1"),
+    ("--epochs", "0", r"argument --epochs: 0 must be an integer from 1 to 10,000"),
+    ("--epochs", "-1", r"argument --epochs: -1 must be an integer from 1 to 10,000"),
+    # the warm-up is 10% of all the steps: a count with digits too many trained for ever at a rate near 0
+    ("--epochs", "10001", r"argument --epochs: 10001 must be an integer from 1 to 10,000"),
+    # a linear wrapped twice had wrapped its own wrapper: a traceback after the model loaded
+    ("--lora_targets", "query,query", r"argument --lora_targets: 'query,query': query is named twice"),
     ("--batch_size", "0", r"argument --batch_size: 0 must be an integer >= 1"),
     ("--lr", "-1", r"argument --lr: -1 must be a number > 0"),
     ("--lr", "abc", r"argument --lr: 'abc' is not a number"),
@@ -75,3 +79,4 @@ def test_early_stopping_takes_hfs_three_values_and_nothing_else():
     for text in ("False", "1", "", "always"):
         with pytest.raises(argparse.ArgumentTypeError, match="choose false"):
             early_stopping(text)
+
