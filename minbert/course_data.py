@@ -104,6 +104,9 @@ def read_examples(path, task, split, log=None):
     if missing:
         raise MinbertError(f"{path}: line 1: header {header} lacks "
                            f"column(s) {missing} for {task.name} {split}")
+    twice = next((c for i, c in enumerate(header) if c in header[:i] and not _is_index_column(c)), None)
+    if twice:  # which of the two holds the data? reading the first would drop the other without a word
+        raise MinbertError(f"{path}: line 1: column {twice!r} is named twice in the header; keep one")
     allowed = set(need) | ({task.label_col} if not labelled else set())
     for c in header:
         if c not in allowed and not _is_index_column(c):
@@ -151,8 +154,8 @@ def read_examples(path, task, split, log=None):
         log(f"{path}: skipped {len(skipped)} broken row(s) with a missing field: " + "; ".join(skipped[:5])
             + (" ..." if len(skipped) > 5 else ""))
     if kept_broken:
-        log(f"{path}: {len(kept_broken)} broken row(s) kept with an empty sentence so that every id gets a "
-            f"prediction: " + "; ".join(kept_broken[:5]) + (" ..." if len(kept_broken) > 5 else ""))
+        log(f"{path}: {len(kept_broken)} broken row(s) kept so that every id gets a prediction (a missing "
+            f"sentence read as empty, a missing label left out of the score): " + "; ".join(kept_broken[:5]) + (" ..." if len(kept_broken) > 5 else ""))
     if not examples:
         raise MinbertError(f"{path}: no examples")
     if split == "dev":

@@ -96,3 +96,19 @@ def test_part_1s_task_is_the_one_a_files_name_says():
     assert course_data.sentiment_task("My-CFIMDB-reviews.csv") == "cfimdb"
     assert course_data.sentiment_task("data/ids-sst-dev.csv") == "sst"
     assert course_data.sentiment_task("reviews.csv") == "sst"  # SST's labels 0..4 hold CFIMDB's 0..1
+
+
+@pytest.mark.parametrize("task, header, row, twice", [
+    ("sts", "id\tsentence1\tsentence2\tsimilarity\tsimilarity", "s1\tA man .\tA dog .\t4.0\t0.0", "similarity"),
+    ("sst", "\tid\tsentence\tsentence\tsentiment", "0\ta1\tGood .\tBad .\t3", "sentence"),
+    ("sst", "id\tid\tsentence\tsentiment", "a1\ta2\tGood .\t3", "id"),
+])
+def test_a_column_named_twice_is_refused(tmp_path, task, header, row, twice):
+    """Which of the two holds the data is unknowable: reading the first had dropped the other without a word."""
+    path = tmp_path / f"{task}-dev.csv"
+    path.write_text(f"{header}\n{row}\n")
+    with pytest.raises(MinbertError, match=rf"line 1: column '{twice}' is named twice in the header; keep one$"):
+        read_examples(path, task, "dev")
+    # the other side: the course's unnamed pandas index columns may repeat (they are not read)
+    path.write_text("\t\tid\tsentence\tsentiment\n0\t0\ta1\tGood .\t3\n1\t1\ta2\tBad .\t1\n")
+    assert [e.label for e in read_examples(path, "sst", "dev")] == [3, 1]
