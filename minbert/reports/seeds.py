@@ -9,7 +9,7 @@ import numpy as np
 
 from minbert.cli import MinbertError, flag_spelling
 from minbert.course_data import MULTITASK
-from minbert.reports.dev_outputs import aligned, read_run
+from minbert.reports.dev_outputs import METRICS, aligned, read_run
 from minbert.reports.verdicts import MEAN_WEIGHTS, Row, check_resamples, digits, judge, multitask_mean, row_order
 from minbert.reports.significance import aso, bootstrap_p, combine, pooled, seeds_needed, welch
 from minbert.runs.folders import pipeline_of, recorded_flags
@@ -56,6 +56,17 @@ def read_group(folders, flag, data_dir):
             raise MinbertError(f"{flag}: {r.folder} is given twice")
         seen[r.folder.resolve()] = r
     return Group(flag, runs)
+
+
+def left_out_because(task, a, b):
+    """Why `task` is not compared between groups a and b: only one group trained it, or some run of a group
+    kept no dev outputs for it."""
+    has = [g for g in (a, b) if task in g.tasks()]
+    if len(has) == 1 and not any(task in r.tasks for r in (b if has[0] is a else a).runs):
+        return f"only {has[0].name} has it"
+    short = [f"{sum(task not in r.tasks for r in g.runs)} of {len(g.runs)} runs of {g.name}"
+             for g in (a, b) if task not in g.tasks()]
+    return f"no dev outputs in {' and '.join(short)}"
 
 
 def differences(a, b):
@@ -144,10 +155,10 @@ def compare_groups(settings):
             raise MinbertError(f"--candidate {c.name}: no dev set in common with --baseline {base.name} "
                                f"({', '.join(c.tasks())} against {', '.join(base.tasks())}): runs of "
                                "different tasks")
-        some = {t for r in base.runs + c.runs for t in r.tasks} - set(tasks)
+        some = [t for t in METRICS if t not in tasks and any(t in r.tasks for r in base.runs + c.runs)]
         if some:
-            print(f"note: {', '.join(sorted(some))} left out of {c.name} against {base.name}: not every "
-                  "run of the two groups kept its dev outputs")
+            print(f"note: {c.name} against {base.name}: not compared: "
+                  + ", ".join(f"{METRICS[t][0].split()[0]} ({left_out_because(t, base, c)})" for t in some))
     count = sum(len(t) + all(x in t for x in MULTITASK) for _, t in plan)
     check_resamples(count, settings.resamples, settings.alpha, least=2)  # the pooled bootstrap's two-sided p
     rows, aso_alpha = [], settings.alpha / count

@@ -124,7 +124,13 @@ def test_a_task_only_some_runs_kept_is_left_out_of_the_group(tmp_path, capsys):
                str(make_part2_run(tmp_path / "p-3", 0.7, 3, {"lr": 2e-4})))
     rows = compare_groups(CompareSettings(baseline=base, candidates=(partial,), resamples=200))
     assert [r.task for r in rows] == ["sst", "quora"]
-    assert "note: sts left out of p-* against base-*" in capsys.readouterr().out
+    assert ("note: p-* against base-*: not compared: STS (no dev outputs in 1 of 3 runs of p-*)"
+            in capsys.readouterr().out)
+    # groups that trained different tasks: said so, not blamed on runs that kept nothing
+    two = tuple(str(make_part2_run(tmp_path / f"q-{i}", 0.7, i, {"lr": 3e-4}, tasks=("sst", "quora")))
+                for i in (1, 2, 3))
+    compare_groups(CompareSettings(baseline=base, candidates=(two,), resamples=200))
+    assert "note: q-* against base-*: not compared: STS (only base-* has it)" in capsys.readouterr().out
 
 
 def test_the_handout_comparison_is_welchs_test_from_the_sample_std(tmp_path):
