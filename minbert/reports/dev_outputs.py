@@ -24,7 +24,7 @@ from minbert.files import file_digest
 from minbert.reports.read import load_scores
 from minbert.reports.significance import ACCURACY, CHRF, PEARSON, accuracy_stats, chrf_stats, pearson_stats
 from minbert.runs.folders import pipeline_of, recorded_flags
-from minbert.runs.lock import a_run_of
+from minbert.runs.lock import a_run_of, still_running
 from minbert.scoring import output_name, read_predictions
 
 # What each task's row is called and the metric it is compared on, in the order rows are shown.
@@ -103,8 +103,11 @@ def read_run(target, data_dir=DATA_DIR):
             raise MinbertError(f"{folder}: the folder of a pretrain.py run, which writes no dev outputs (its "
                                "held-out masked-token accuracy is in its log: python report.py FOLDER draws it); "
                                "compare the runs fine-tuned from it")
+        running = still_running(folder)
         raise MinbertError(f"{folder}: no dev outputs (no *-dev-scores.npz, dev prediction file or "
-                           f"{SONNETS_DEV}): " + (f"the folder of {a_run_of(wrote)} that did not finish" if wrote
+                           f"{SONNETS_DEV}): " + (f"the folder of {a_run_of(wrote)} still training ({running}); "
+                                                   "a run writes them when it ends" if running else
+                                                   f"the folder of {a_run_of(wrote)} that did not finish" if wrote
                                                    else "not a run folder, or its run did not finish"))
     return RunOutputs(folder, dict(sorted(tasks.items(), key=lambda kv: list(METRICS).index(kv[0]))))
 

@@ -13,6 +13,7 @@ from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
 from minbert.runs.folders import recorded_flags, run_folder_of
+from minbert.runs.lock import still_running
 from minbert.runs.outputs import Output, check_replace
 from minbert.runs.publishing import backup_line, copier, finish_publishing, place
 from minbert.runs.sources import check_record
@@ -39,6 +40,10 @@ def report(targets, out_dir, backup=False, out_given=True):
     md += ["| run | kind | best epoch | epochs "
            "| dev scores | training minutes |", "|---|---|---|---|---|---|"]
     for r in runs:
+        # (a model that wrote its dev scores has ended, though the run's next model may be training)
+        running = "" if r.scores else still_running(r.folder)
+        if running:
+            print(f"note: {r.name} is still training ({running}): its report holds the epochs it has logged")
         epoch, rec = r.best
         minutes = sum(x.get("seconds", 0) for x in r.records) / 60
         if rec is None:
@@ -56,7 +61,8 @@ def report(targets, out_dir, backup=False, out_given=True):
             scores = f"true dev sonnets' perplexity {d['perplexity']:.2f}"
         else:
             scores = f"held-out masked-token accuracy {d['masked_acc']:.3f}"
-        md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)} | {scores} | {minutes:.1f} |")
+        so_far = " so far (still training)" if running else ""
+        md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)}{so_far} | {scores} | {minutes:.1f} |")
     md += [""]
     for kind in PANELS:
         group = [r for r in runs if r.kind == kind]
@@ -77,7 +83,9 @@ def report(targets, out_dir, backup=False, out_given=True):
             continue
         if not r.scores:
             md += [f"## {r.name}: no dev scores", "",
-                   f"No `*-dev-scores.npz` beside {r.log}: the run predates them, or did not finish.", ""]
+                   f"No `*-dev-scores.npz` beside {r.log}: " + ("the run is still training; it writes them when "
+                                                                "it ends." if still_running(r.folder) else
+                                                                "the run predates them, or did not finish."), ""]
             continue
         slug = f"run{i + 1}"
         md += [f"## {r.name}: dev diagnostics", ""]

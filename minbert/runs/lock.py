@@ -53,6 +53,17 @@ def read_mark(folder):
         os.close(fd)
 
 
+def still_running(folder):
+    """'process PID since TIME' when `folder`'s mark names a process that holds it now (a run still training),
+    else ''. The record, not the lock, is read: trying the lock, even for an instant, could refuse a run
+    starting at that instant."""
+    info = read_mark(folder)
+    if not _alive(info):
+        return ""
+    where = f" on {info.get('host')}" if info.get("host") != socket.gethostname() else ""
+    return f"process {info['pid']}{where} since {info.get('since')}"
+
+
 def _alive(info):
     """Whether the process named in a lock file may still be running: a dead process on this machine is
     recognised; one on another machine cannot be checked from here, so it counts as running."""

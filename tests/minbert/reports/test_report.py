@@ -197,3 +197,29 @@ def test_a_run_given_twice_is_reported_once_or_refused(tmp_path):
                                            r"stand for it\)"):
         report([run, run / "multitask.jsonl"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_still_training_is_said_to_be(tmp_path, capsys):
+    """report.py and report.py --compare on a run whose process holds its folder now: its epochs so far, and no
+    dev outputs yet because it writes them when it ends (not 'did not finish', which reads as a crash)."""
+    import os
+    from minbert.reports.dev_outputs import read_run
+    from minbert.runs.lock import RunLock
+    run, _ = make_multitask_run(tmp_path / "live")
+    for scores in run.glob("*-dev-scores.npz"):
+        scores.unlink()
+    lock = RunLock(run).acquire("--run_dir", "multitask").claim()
+    try:
+        md, _ = report([run], tmp_path / "out")
+        assert "| tiny | multitask | 1 | 3 so far (still training) |" in md.read_text()
+        assert f"note: tiny is still training (process {os.getpid()} since " in capsys.readouterr().out
+        with pytest.raises(MinbertError, match=rf"a multitask_classifier.py run still training \(process "
+                                               rf"{os.getpid()} since .*\); a run writes them when it ends$"):
+            read_run(run)
+    finally:
+        lock.release()
+    # the other side: its process gone, the run did not finish
+    md, _ = report([run], tmp_path / "out2")
+    assert "| tiny | multitask | 1 | 3 |" in md.read_text() and "still training" not in capsys.readouterr().out
+    with pytest.raises(MinbertError, match="a multitask_classifier.py run that did not finish$"):
+        read_run(run)
