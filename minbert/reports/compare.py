@@ -130,7 +130,7 @@ def fresh_out(out):
 
 def compare(settings):
     """report.py --compare: the rows, printed as a Markdown table and written with their figure to --out."""
-    out = OutFolder(fresh_out(settings.out), backup=settings.backup,  # checked before the work; never in a run
+    out = OutFolder(fresh_out(settings.out), own=None, backup=settings.backup,  # checked before the work
                     given=bool(settings.out))
     if settings.handout:
         rows, mode = compare_handout(settings), "handout"

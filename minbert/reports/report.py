@@ -128,7 +128,9 @@ class OutFolder:
     since) stops the report in one line, or with --backup is kept as a dated backup. What is written goes to a
     temporary folder first, and `close()` puts it all in place and records it together (runs/publishing.py),
     so a report interrupted half way leaves --out as it was; `final(path)` is where a claimed file ends up.
-    `given`: whether the user typed --out; a default folder is named by its path alone, --out offered instead."""
+    `given`: whether the user typed --out; a default folder is named by its path alone, --out offered instead.
+    `own`: the run folders a report is about, which it may write into; None for a comparison, which writes into
+    no run's folder."""
 
     def __init__(self, out, own=(), backup=False, given=True):
         self.path, self.written, self.backup, self.given = Path(out), [], backup, given
@@ -142,6 +144,10 @@ class OutFolder:
                 raise MinbertError(f"{name}: {p} is a file; report.py writes a folder of figures there: move "
                                    f"it or {another}")
         folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
+        if folder is not None and own is None:  # a comparison: into no run's folder, the compared ones' neither
+            raise MinbertError(f"{name}: inside {folder}, a run's folder, whose files belong to its checkpoint "
+                               f"and log; a comparison is about several runs and goes into none of their folders: "
+                               f"{another} outside it (default: reports/)")
         if folder is not None and folder not in own:
             raise MinbertError(f"{name}: inside {folder}, the folder of a run this report is not "
                                "about, whose files belong to its checkpoint and "
