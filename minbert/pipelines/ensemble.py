@@ -226,7 +226,7 @@ def run_ensemble(settings):
         twin = same_predictions(settings.members, members)
         if twin:
             print(f"note: members {twin[0]} and {twin[1]} predict the same on every example of the six files (one "
-                  "model given twice, as its prediction folder and its checkpoint?): together they weigh as one "
+                  "model given twice: a copy, or its prediction folder and its checkpoint?): together they weigh as one "
                   "model counted twice")
         mean = {k: np.mean([o[k] for o in members], axis=0) for k in ref}
         ties = vote_ties(mean, len(members)) if folders else None
