@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minbert.cli import MinbertError, main_print
-from minbert.files import read_text, require_file, text_lines
+from minbert.files import read_text, require_file, special_file, text_lines
 
 csv.field_size_limit(1 << 24)  # CFIMDB reviews are long
 
@@ -63,10 +63,14 @@ def _is_index_column(name):
     return name.strip() == "" or name.strip().lstrip("-").replace(".", "", 1).isdigit()
 
 
-def require_data_file(path):
+def require_data_file(path, flag=None):
     """One line unless the course data file `path` is there to read (a run checks all of its files before its
-    first step, so that a file missing for its second data set is not found only after the first trained)."""
-    require_file(path, str(path), "data file", "run setup.sh, or pass --data_dir")
+    first step, so that a file missing for its second data set is not found only after the first trained).
+    `flag`: the flag the user typed to name it, which the line then names (and setup.sh is no remedy)."""
+    if flag:
+        require_file(path, f"{flag} {path}", "data file")
+    else:
+        require_file(path, str(path), "data file", "run setup.sh, or pass --data_dir")
 
 
 def read_examples(path, task, split, log=None):
@@ -198,6 +202,9 @@ def data_file(data_dir, task, split):
     if Path(data_dir).is_file():
         raise MinbertError(f"--data_dir {data_dir}: a file, not the folder of the course's CSVs (give its "
                            f"folder, {Path(data_dir).parent})")
+    if Path(data_dir).exists() and not Path(data_dir).is_dir():  # a pipe, a device: "not found" below would mislead
+        raise MinbertError(f"--data_dir {data_dir}: is {special_file(data_dir) or 'not a folder'}, not the folder "
+                           "of the course's CSVs")
     prefix = {"sst": "ids-sst", "cfimdb": "ids-cfimdb", "quora": "quora", "sts": "sts"}[task]
     return Path(data_dir) / f"{prefix}-{'test-student' if split == 'test' else split}.csv"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from datasets import TaskData, load_multitask_data, set_pad_multiple
 from evaluation import model_eval_multitask, write_multitask_outputs
 from minbert.cli import main_print
-from minbert.course_data import MULTITASK, TASK_PREFIX
+from minbert.course_data import MULTITASK, TASK_PREFIX, require_data_file
 from minbert.finetuning.modes import merge_for_inference
 from minbert.hub import check_max_length
 from minbert.objectives.distill import outside_fold, teacher_targets
@@ -189,7 +189,10 @@ def run_multitask(settings, on_epoch=None):
     the outputs checked against the inputs before anything trains, then training."""
     outputs = [(f"--{TASK_PREFIX[t]}_{x}_out", settings.published[t, x]) for t in MULTITASK for x in ("dev", "test")]
     splits = ("dev", "test") if settings.eval_only else SPLITS
-    inputs = [(f"the {flag} data file", path) for flag, path in data_paths_by_flag(settings, splits).items()]
+    by_flag = data_paths_by_flag(settings, splits)
+    for flag, path in by_flag.items():  # each there before any is read; a typed one named by its flag
+        require_data_file(path, flag if flag.split()[0].lstrip("-") in settings.run.typed else None)
+    inputs = [(f"the {flag} data file", path) for flag, path in by_flag.items()]
     if settings.eval_only:  # a run folder of its own: the checkpoint's run keeps the files it wrote
         with open_run("eval", None, settings.run.name, settings.run.dir) as run:
             check_outputs(files=outputs, inputs=inputs + [("the --eval_only "

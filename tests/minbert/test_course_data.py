@@ -1,5 +1,6 @@
 """course_data.py: rows end at \\n only (a line separator inside a sentence stays in it), the course files' quirks
 read, every problem named by file and line; a dev set its metric is undefined on is refused."""
+import os
 import re
 
 import pytest
@@ -64,6 +65,10 @@ def test_a_data_dir_that_is_a_file_is_named_as_one(tmp_path):
     with pytest.raises(MinbertError, match=rf"^--data_dir {re.escape(str(tmp_path / 'sts-dev.csv'))}: a file, not "
                                            rf"the folder of the course's CSVs \(give its folder, "):
         course_data.data_file(tmp_path / "sts-dev.csv", "sst", "train")
+    os.mkfifo(tmp_path / "pipe")  # a path that exists but is no folder: said to be what it is, not "not found"
+    with pytest.raises(MinbertError, match=r"^--data_dir .*pipe: is a named pipe, not the folder of the course's "
+                                           r"CSVs$"):
+        course_data.data_file(tmp_path / "pipe", "sst", "train")
 
 
 @pytest.mark.parametrize("split, body, match", [

@@ -175,6 +175,20 @@ def test_a_dev_file_that_is_the_training_file_is_named_in_one_line(tmp_path, cou
                      f"not held-out data"]
 
 
+def test_a_data_file_missing_is_named_by_the_flag_that_gave_it_before_any_is_read(tmp_path, course_data, tiny_model,
+                                                                                 monkeypatch):
+    """A typed path is named by its flag, with no setup.sh hint (it is no remedy there); a default one keeps it."""
+    from minbert.pipelines import multitask
+    monkeypatch.setattr(multitask, "train_part2", lambda *a: pytest.fail("a run started with a data file missing"))
+    with pytest.raises(MinbertError, match=rf"^--sts_test {re.escape(str(tmp_path / 'no.csv'))}: data file not "
+                                           r"found$"):
+        mt.main(part2_args(tmp_path, course_data, tiny_model, "--sts_test", str(tmp_path / "no.csv")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MinbertError, match=r"ids-sst-train.csv: data file not found \(run setup.sh, or pass "
+                                           r"--data_dir\)$"):
+        mt.main(part2_args(tmp_path, tmp_path / "empty", tiny_model))
+
+
 def test_a_shared_head_run_rescores_from_its_checkpoint(tmp_path, course_data, tiny_model):
     trained = mt.main(part2_args(tmp_path, course_data, tiny_model, "--epochs", "1", "--shared_head", "16",
                             "--pair_encoding", "mixed"))
