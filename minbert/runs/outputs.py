@@ -143,7 +143,7 @@ def check_file(path, flag, inputs=()):
 def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=(), typed=None):
     """Fail before training, not after it, when an output cannot or must not be written:
       - a folder that is a file, a file that is a folder, or a parent that is a file;
-      - two outputs naming one file;
+      - two outputs naming one file, or one inside the other's file;
       - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
       - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's);
       - an existing file the rule does not let it replace (check_replace; `backup` as there).
@@ -191,6 +191,10 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         for other_name, other in seen:
             if same_file(path, other):
                 raise MinbertError(f"{name}: {other_name} names the same file; each output needs its own")
+        for other in named:  # a file another output would have to be a folder for (found only when publishing)
+            if Path(os.path.abspath(path)) in Path(os.path.abspath(other[0].path)).parents:
+                raise MinbertError(f"{other[0].name}: inside the file {name} writes; name another path for "
+                                   "one of them")
         seen.append((name, path))
         folder = run_folder_of(path.parent)
         if folder is not None and folder != own:

@@ -51,6 +51,17 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, course_data, tiny_mod
     same = str(tmp_path / "out.csv")
     with pytest.raises(MinbertError, match=r"--para_dev_out .*out.csv: --sst_dev_out .*out.csv names the same file"):
         mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", same, "--para_dev_out", same))
+    # one inside the other's file, in either order of the flags (publishing had failed after training, with a
+    # traceback and a folder where a file goes); side by side, both are taken
+    for first, second in (("--sst_dev_out", "--sst_test_out"), ("--sst_test_out", "--sst_dev_out")):
+        args = {first: str(tmp_path / "q" / "dev.csv"), second: str(tmp_path / "q" / "dev.csv" / "test.csv")}
+        with pytest.raises(MinbertError, match=rf"^{second} .*dev.csv/test.csv: inside the file {first} .*q/dev.csv "
+                                               r"writes; name another path for one of them$"):
+            mt.main(_quick(tmp_path, course_data, tiny_model, *[x for kv in args.items() for x in kv]))
+    assert not (tmp_path / "q").exists()
+    mt.main(_quick(tmp_path, course_data, tiny_model, "--sst_dev_out", str(tmp_path / "q" / "dev.csv"),
+                   "--sst_test_out", str(tmp_path / "q" / "test.csv")))
+    assert (tmp_path / "q" / "dev.csv").is_file() and (tmp_path / "q" / "test.csv").is_file()
 
 
 def test_an_output_inside_another_runs_folder_is_refused(tmp_path, course_data, tiny_model):
