@@ -15,6 +15,7 @@ from datasets import load_multitask_data, set_pad_multiple
 from evaluation import model_eval_multitask
 from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.course_data import MULTITASK, data_file, read_examples
+from minbert.files import special_file
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
 from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of
@@ -86,6 +87,8 @@ def check_members(members):
         p = Path(m)
         if not p.exists():
             raise MinbertError(f"{m}: no such checkpoint or prediction folder")
+        if not p.is_file() and not p.is_dir():  # a pipe, a device: checked with the rest, before any member runs
+            raise MinbertError(f"{m}: is {special_file(p)}, not a checkpoint or prediction folder")
         key = p.resolve()
         if key in seen:
             raise MinbertError(f"{m}: the same member as {seen[key]}; an "

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from minbert.cli import MinbertError
-from minbert.files import atomic_write, plain
+from minbert.files import atomic_write, plain, special_file
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import place
 from minbert.safe_load import refuse_code, safe_load
@@ -71,6 +71,8 @@ def load_checkpoint(path, map_location="cpu"):
     """The checkpoint at `path`, read without executing anything it holds; the earlier format is converted.
     Every problem is one MinbertError line naming the file."""
     path = Path(path)
+    if not path.is_file() and (kind := special_file(path)):  # it exists: "not found" would mislead
+        raise MinbertError(f"{path}: is {kind}, not a checkpoint file")
     if not path.is_file():
         raise MinbertError(f"{path}: checkpoint not found")
     state, culprit = safe_load(path, "checkpoint", map_location)

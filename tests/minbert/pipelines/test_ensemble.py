@@ -1,6 +1,7 @@
 """pipelines/ensemble.py: an ensemble of two copies is the model; members are checked before any runs; the
 average is of probabilities, Quora decided at one half; members of other data are refused."""
 import json
+import os
 import shutil
 
 import numpy as np
@@ -58,6 +59,9 @@ def test_ensemble_refuses_a_member_twice_and_a_bad_one_before_running_any(tmp_pa
     with pytest.raises(MinbertError, match=rf"{last.name}: the same weights as .*{ckpt.name} \(run .*, epoch 0: its "
                                            r"best epoch was its last\)"):
         ensemble.main([str(ckpt), str(last), "--data_dir", str(course_data)])
+    os.mkfifo(tmp_path / "pipe.pt")  # a member that is no file nor folder: said so before any member runs
+    with pytest.raises(MinbertError, match=r"pipe.pt: is a named pipe, not a checkpoint or prediction folder$"):
+        ensemble.main([str(pred), str(tmp_path / "pipe.pt"), "--data_dir", str(course_data)])
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     monkeypatch.setattr(ensembling, "checkpoint_member", lambda *a: pytest.fail("a member ran before all were checked"))
     with pytest.raises(MinbertError, match="junk.pt: cannot read checkpoint"):

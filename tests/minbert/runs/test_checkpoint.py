@@ -109,6 +109,10 @@ def test_damaged_and_foreign_files_are_one_line(tmp_path):
         load_checkpoint(weights)
     with pytest.raises(MinbertError, match="checkpoint not found"):
         load_checkpoint(tmp_path / "absent.pt")
+    import os
+    os.mkfifo(tmp_path / "pipe.pt")  # there, so "not found" would mislead (and reading it would block)
+    with pytest.raises(MinbertError, match=r"pipe.pt: is a named pipe, not a checkpoint file$"):
+        load_checkpoint(tmp_path / "pipe.pt")
 
 
 def test_an_earlier_format_checkpoint_is_converted(tmp_path, course_data, tiny_model, capsys):
