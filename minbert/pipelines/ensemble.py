@@ -18,7 +18,8 @@ from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.files import special_file
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
-from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of
+from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of, run_folder_of
+from minbert.runs.lock import still_running
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import publish
 from minbert.scoring import format_scores, output_name, read_predictions, score, write_predictions
@@ -60,7 +61,7 @@ def resolve_member(member):
     if not (p.is_dir() and is_run_folder(p)):
         return member
     checkpoints = [f for f in p.glob("*.pt") if not f.name.endswith("-last.pt")]
-    if pipeline_of(p) in (None, "multitask") and not checkpoints:
+    if pipeline_of(p) in (None, "multitask", "ensemble") and not checkpoints:
         return member  # a folder of prediction files (an ensemble's own, say)
     best = best_checkpoint(p, "multitask", "ensemble.py")
     print(f"member {member}: a run folder; its checkpoint {best} is used")
@@ -95,6 +96,10 @@ def check_members(members):
                                "ensemble of one model twice is that model")
         seen[key] = m
         if p.is_file():
+            running = still_running(run_folder_of(p)) if run_folder_of(p) else ""
+            if running:  # legal (its best so far is a model), but the file may be replaced by a better one
+                print(f"note: member {m}: its run is still training ({running}); its best checkpoint so far is "
+                      "used, which the run may replace")
             state = load_checkpoint(p)
             read_spec(state, p, "multitask")
             fold = (state.get("flags") or {}).get("fold")

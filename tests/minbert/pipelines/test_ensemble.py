@@ -46,6 +46,11 @@ def test_ensemble_of_two_copies_reproduces_the_model(tmp_path, course_data, trai
     assert again == pytest.approx(scores, abs=1e-3)  # files hold STS to 4 decimals
     sources = json.loads((tmp_path / "ens" / ".sources.json").read_text())
     assert {v["run"] for v in sources.values()} == {"vote"}
+    # an ensemble's run folder is a folder of prediction files: a member as such (it had been refused as a run
+    # folder of another pipeline)
+    third = ensemble.main([str(tmp_path / "runs" / "vote"), str(pred), "--data_dir", str(course_data), "--out",
+                           str(tmp_path / "ens3")])
+    assert third == pytest.approx(scores, abs=1e-3)
 
 
 def test_ensemble_refuses_a_member_twice_and_a_bad_one_before_running_any(tmp_path, course_data, trained, monkeypatch):
@@ -206,3 +211,21 @@ def test_ctrl_c_while_the_ensemble_writes_says_where_its_files_are_and_how_to_ru
         assert line.endswith("run the same command again (it makes a new run folder)")
         assert run_main("ensemble.py", *argv, cwd=tmp_path).returncode == 0
         assert output_files(tmp_path / "ens") == output_files(pred)
+
+
+def test_a_member_whose_run_is_still_training_is_said_to_be(tmp_path, course_data, trained, capsys):
+    """Legal (its best checkpoint so far is a model), but the run may replace the file: one note names it."""
+    from minbert.runs.lock import RunLock
+    ckpt, pred = trained
+    (tmp_path / "live").mkdir()
+    live = tmp_path / "live" / ckpt.name
+    shutil.copyfile(ckpt, live)
+    lock = RunLock(live.parent).acquire("--run_dir", "multitask").claim()
+    try:
+        ensemble.main([str(live), str(pred), "--data_dir", str(course_data), "--out", str(tmp_path / "ens")])
+    finally:
+        lock.release()
+    assert (f"note: member {live}: its run is still training (process {os.getpid()} since "
+            in capsys.readouterr().out)
+    ensemble.main([str(live), str(pred), "--data_dir", str(course_data), "--out", str(tmp_path / "ens2")])
+    assert "still training" not in capsys.readouterr().out  # its process gone: nothing to say
