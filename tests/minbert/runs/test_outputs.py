@@ -30,6 +30,26 @@ def test_an_output_folder_that_is_a_file_fails_before_training(tmp_path, course_
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("where, match", [
+    # its checkpoint's path (published into after training: a traceback), its own folder, a folder inside it
+    ("ck/last-linear-layer-sst.pt", r"inside this run's folder .*ck, which holds its files already"),
+    ("ck", r"inside this run's folder .*ck, which holds its files already"),
+    ("ck/pred", r"inside this run's folder .*ck, which holds its files already"),
+    # a folder of published files that would hold the run's folder
+    (".", r"holds this run's folder .*ck; a run folder never lies in a folder of published files"),
+])
+def test_a_predictions_folder_and_the_runs_folder_lie_apart(tmp_path, course_data, tiny_model, monkeypatch, where,
+                                                              match):
+    """Refused before training (publishing into the checkpoint's path had failed after it, with a traceback)."""
+    import classifier
+    from minbert.pipelines import classifier as pipeline
+    monkeypatch.setattr(pipeline, "fit", lambda *a, **k: pytest.fail("a run trained with its outputs misplaced"))
+    with pytest.raises(MinbertError, match=rf"^--predictions_dir .*: {match}"):
+        classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "--epochs", "1",
+                                   "--predictions_dir", str(tmp_path / where)))
+    assert not (tmp_path / "ck").exists()
+
+
 def test_no_output_may_name_an_input(tmp_path, course_data, tiny_model):
     data = snapshot(course_data)
     with pytest.raises(MinbertError, match=r"--sst_dev_out .*ids-sst-dev.csv: is the --sst_dev data file, which this "
