@@ -59,8 +59,19 @@ def parse_space(items):
             if any(not c.strip() for c in choices):  # `lr=1e-4,`: a value left out, or a slip
                 raise MinbertError(f"--space {item!r}: an empty choice between commas; give each value once, "
                                    f"e.g. {flag}={','.join(c for c in choices if c.strip()) or 'A,B'}")
+            twice = next((c for i, c in enumerate(choices) if any(same_value(c, d) for d in choices[:i])), None)
+            if twice is not None:  # a trial of it would run once and every repeat be skipped as a duplicate
+                raise MinbertError(f"--space {item!r}: {twice.strip()} is given twice; give each value once")
             space[flag] = ("choice", choices)
     return space
+
+
+def same_value(a, b):
+    """Whether two choices typed for one flag are one value (1e-3 and 0.001 are)."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a.strip() == b.strip()
 
 
 def check_space_spelling(argv, own_flags):

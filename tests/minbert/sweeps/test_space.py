@@ -30,6 +30,10 @@ from utils import MinbertError
     (["--space", "lr=1e-3,"], r"^--space 'lr=1e-3,': an empty choice between commas.*e.g. lr=1e-3$"),
     (["--space", "lr=1e-3, ,1e-4"], r"an empty choice between commas.*e.g. lr=1e-3,1e-4$"),
     (["--space", "lr= "], r"^--space 'lr= ': no choices"),
+    # a choice twice (one value in two spellings too): its repeats had each been skipped as a duplicate trial
+    (["--space", "lr=1e-3,1e-3"], r"^--space 'lr=1e-3,1e-3': 1e-3 is given twice; give each value once$"),
+    (["--space", "lr=1e-3,2e-3,0.001"], r"^--space 'lr=1e-3,2e-3,0.001': 0.001 is given twice"),
+    (["--space", "sampler=annealed,all,annealed"], r"annealed is given twice; give each value once$"),
     (["--space", "lr=1e-4,2e-4", "--space", "lr=1e-3"], r"--space names --lr twice"),  # every --space acts
     (["--space", "lr=1e-3", "--trials", "2", "--trials", "3"], r"^sweep.py: --trials given twice \(2, then 3\)"),
 ])
