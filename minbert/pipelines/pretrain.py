@@ -207,13 +207,17 @@ def write_folder(model, out, pretrained, source):
     """config.json and vocab.txt of the source checkpoint, and the trained weights, into the run folder `out`
     (which open_run made from --out, or under runs/ without it)."""
     out = Path(out)
+    tensors = model.checkpoint_tensors()
     if source.folder.resolve() != out.resolve():
         config = json.loads(source.config.read_text())
         config["minbert_pretrained_from"] = str(pretrained)
+        # what the weights hold, for HF's Auto classes: the source's own entry may name other heads (or none)
+        nsp = any("seq_relationship" in name for name in tensors)
+        config["architectures"] = ["BertForPreTraining" if nsp else "BertForMaskedLM"]
         (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         shutil.copyfile(source.vocab, out / "vocab.txt")
     tmp = out / "model.safetensors.tmp"
-    save_file(model.checkpoint_tensors(), str(tmp), metadata={"format": "pt"})
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
     tmp.replace(out / "model.safetensors")
 
 

@@ -27,6 +27,8 @@ def test_pretraining_learns_and_the_folder_reloads(tmp_path, tiny_model, course_
     printed = capsys.readouterr().out
     assert "MLM head fresh" in printed and f"use it with --pretrained {out}" in printed
     assert {p.name for p in out.iterdir()} >= {"config.json", "vocab.txt", "model.safetensors"}
+    # config.json names what the weights hold (the source's entry had been copied, naming heads not saved)
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
     # the folder reloads with identical outputs: the encoder, and the head (loaded, not fresh)
     trained, had = BertForMaskedLM.from_pretrained(out)
     assert had == {"mlm"}
@@ -54,6 +56,7 @@ def test_the_folder_loads_in_hf_transformers_with_the_same_outputs(tmp_path, tin
                                       "--nsp", "1", texts=pretrain_documents(tmp_path)))
     hf, info = BertForPreTraining.from_pretrained(out, output_loading_info=True)
     assert not any(info.values()), info
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
     ours, had = BertForMaskedLM.from_pretrained(out, nsp=True)
     assert had == {"mlm", "nsp"}
     ids = torch.randint(5, 40, (2, 9))
