@@ -98,10 +98,13 @@ def check_flags(pipeline, base, space):
     wrong type fails here, in one line, before anything trains. Whether values work together is each
     trial's own check (an incompatible trial fails alone)."""
     for reserved in RESERVED:
-        if (any(t == reserved or t.startswith(reserved + "=") for t in base)
-                or any(flag_name(f) == reserved for f in space)):
-            raise MinbertError(f"{reserved} is set by the sweep for every trial "
-                               "(seeds: --seeds); drop it from the trial flags")
+        seeds = " (seeds: --seeds)" if reserved == "--seed" else ""
+        if any(flag_name(f) == reserved for f in space):
+            raise MinbertError(f"--space {reserved[2:]}=...: {reserved} is set by the sweep for every "
+                               f"trial{seeds}; search another flag")
+        if any(t == reserved or t.startswith(reserved + "=") for t in base):
+            raise MinbertError(f"{reserved} is set by the sweep for every trial{seeds}; drop it from the trial "
+                               "flags after --")
     for flag in space:
         name = flag_name(flag)
         if any(tok == name or tok.startswith(name + "=") for tok in base):

@@ -17,7 +17,10 @@ from utils import MinbertError
     (["--space", "lr=1e-3", "--seeds", "5", "5"], r"^sweep.py: --seeds: 5 given twice; each value acts once"),
     (["--space", "lr=1e-3", "--prune_warmup", "-1"], r"--prune_warmup: -1 must be an integer >= 0"),
     (["--space", "lr=1e-3", "--storage", "notaurl"], r"--storage notaurl: not a database URL"),
-    (["--space", "seed=1,2"], r"--seed is set by the sweep"),
+    (["--space", "seed=1,2"], r"^--space seed=...: --seed is set by the sweep for every trial \(seeds: --seeds\); "
+                              r"search another flag$"),
+    (["--space", "run_name=a,b"], r"^--space run_name=...: --run_name is set by the sweep for every trial; search "
+                                  r"another flag$"),
     (["--space", "lr=1e-4,2e-4", "lr=1e-3"], r"--space names --lr twice \('lr=1e-4,2e-4' and 'lr=1e-3'\)"),
     (["--space", "batch_size=8,16"], r"--batch_size is searched by --space and also fixed after --: drop one of the two"),
     (["--space", "epochs=int:1.5:3"], r"--space 'epochs=int:1.5:3': int bounds must be whole numbers .*epochs=int:1:3"),
