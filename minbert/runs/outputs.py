@@ -146,7 +146,7 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
       - two outputs naming one file, or one inside the other's file;
       - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
       - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's);
-      - a folder of outputs inside this run's folder, or holding it;
+      - a folder of outputs inside this run's folder (it may be that folder), or holding it;
       - an existing file the rule does not let it replace (check_replace; `backup` as there).
     `dirs`, `files` and `tables` (files rows are appended to, which replace nothing: check_table) are
     paths, (flag, path) pairs or Outputs; a message names the output after its flag where that was typed
@@ -174,9 +174,9 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         if want_dir and among_sources(path):
             raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: "
                                "name a path under predictions/ or outside the project")
-        if want_dir and own is not None:  # the folder files are published to, and the run's own: apart
-            here = Path(os.path.abspath(path))
-            if here == own or own in here.parents:
+        if want_dir and own is not None:  # the folder files are published to, and the run's own: apart (or
+            here = Path(os.path.abspath(path))  # one: a sweep's trial keeps its files in its run folder)
+            if own in here.parents:
                 raise MinbertError(f"{name}: inside this run's folder {own}, which holds its files already "
                                    f"(the published copies go outside it): {out.elsewhere}")
             if here in own.parents:

@@ -31,9 +31,9 @@ def test_an_output_folder_that_is_a_file_fails_before_training(tmp_path, course_
 
 
 @pytest.mark.parametrize("where, match", [
-    # its checkpoint's path (published into after training: a traceback), its own folder, a folder inside it
+    # its checkpoint's path (published into after training: a traceback), a folder inside its own (the run's
+    # folder itself is taken: a sweep's trial keeps its files there)
     ("ck/last-linear-layer-sst.pt", r"inside this run's folder .*ck, which holds its files already"),
-    ("ck", r"inside this run's folder .*ck, which holds its files already"),
     ("ck/pred", r"inside this run's folder .*ck, which holds its files already"),
     # a folder of published files that would hold the run's folder
     (".", r"holds this run's folder .*ck; a run folder never lies in a folder of published files"),
