@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from gpt2.config import GPT2Config  # noqa: E402
 from gpt2.generation import beam_search, generate  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
-from minbert.flags.types import beams, positive_int  # noqa: E402
+from minbert.flags.types import beams, positive_int, threads  # noqa: E402
 from minbert.runs.outputs import check_file  # noqa: E402
 from minbert.runs.publishing import write_output  # noqa: E402
 
@@ -93,7 +93,7 @@ def main(argv=None):
     ap.add_argument("--prompt", type=positive_int, default=32, help="prompt tokens")
     ap.add_argument("--new", type=positive_int, default=64, help="tokens generated")
     ap.add_argument("--repeats", type=positive_int, default=3)
-    ap.add_argument("--threads", type=positive_int, default=None)
+    ap.add_argument("--threads", type=threads, default=None)
     ap.add_argument("--beams", type=beams, nargs="*", default=[], help="also beam search with these numbers of "
                                                                      "beams, ours and HF's")
     ap.add_argument("--json", help="write the results here")

@@ -253,7 +253,7 @@ def rows():
           scripts=frozenset({BENCH})),
         F("repeats", default(BenchSettings, "repeats"), "positive_int",
           "timed passes over the batches; the median counts", scripts=frozenset({BENCH})),
-        F("threads", None, "positive_int",
+        F("threads", None, "threads",
           "torch CPU threads for the model and the peak alike (default: torch's choice)", scripts=frozenset({BENCH})),
         F("peak_repeats", default(BenchSettings, "peak_repeats"), "positive_int",
           "timed matmuls per size for the peak", scripts=frozenset({BENCH})),

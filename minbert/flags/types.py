@@ -2,6 +2,7 @@
 flag's name to an ArgumentTypeError), never a run that starts and fails later."""
 import argparse
 import math
+import os
 
 
 def _number(kind, check, what):
@@ -43,6 +44,16 @@ epoch_steps = _number(int, lambda v: 1 <= v <= 10 ** 7, "an integer from 1 to 10
 # Epochs: the schedule warms up over 10% of all the steps, so a count typed with a few digits too many trains for
 # ever at a learning rate near 0 without a word; ten thousand passes is far past any of the course's data sets.
 epochs = _number(int, lambda v: 1 <= v <= 10 ** 4, "an integer from 1 to 10,000")
+# Torch's CPU threads: up to this machine's logical CPUs. More only share the cores, which makes a timing noisier,
+# and thousands exhaust the machine's threads before the first step.
+def threads(text):
+    value, cpus = positive_int(text), os.cpu_count() or 1
+    if value > cpus:
+        raise argparse.ArgumentTypeError(f"{text} must be an integer from 1 to {cpus}, this machine's CPUs")
+    return value
+
+
+threads.__name__ = "an integer from 1 to the machine's CPUs"  # (the docs hold for every machine)
 # bench.py's batches are made before the clock starts, each held in memory: a hundred thousand of the default
 # recipe's step is minutes of timing already
 bench_steps = _number(int, lambda v: 1 <= v <= 10 ** 5, "an integer from 1 to 100,000")

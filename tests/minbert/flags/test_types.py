@@ -80,3 +80,14 @@ def test_early_stopping_takes_hfs_three_values_and_nothing_else():
         with pytest.raises(argparse.ArgumentTypeError, match="choose false"):
             early_stopping(text)
 
+
+
+def test_threads_run_from_one_to_the_machines_cpus(monkeypatch):
+    """bench.py --threads 5000 had started 10,000 threads, which left the machine none for other processes."""
+    import argparse
+    from minbert.flags import types
+    monkeypatch.setattr(types.os, "cpu_count", lambda: 4)
+    assert [types.threads(t) for t in ("1", "4")] == [1, 4]
+    for text, why in (("5", "5 must be an integer from 1 to 4, this machine's CPUs"), ("0", "0 must be an integer >= 1")):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"^{why}$"):
+            types.threads(text)
