@@ -69,9 +69,10 @@ def left_out_because(task, a, b):
     return f"no dev outputs in {' and '.join(short)}"
 
 
-def differences(a, b):
-    """What differs between two runs' run-defining flags beyond the seed (input files by their contents)."""
-    keys = sorted((set(a) | set(b)) - {"seed", "inputs"})
+def differences(a, b, ignore=()):
+    """What differs between two runs' run-defining flags beyond the seed and the flags in `ignore` (input files
+    by their contents)."""
+    keys = sorted((set(a) | set(b)) - {"seed", "inputs", *ignore})
     diff = [f"{flag_spelling(k)} {a.get(k)!r} against {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
     ia, ib = a.get("inputs") or {}, b.get("inputs") or {}
     diff += [f"{what}: other contents" if what in ia and what in ib else f"{what} read by one only"

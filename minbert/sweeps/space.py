@@ -128,6 +128,11 @@ def check_flags(pipeline, base, space):
                                "pass --datasets sst (or cfimdb) after --")
 
 
+def trial_flags(pipeline, argv):
+    """The pipeline's flags as a trial given `argv` parses them (check_flags has checked they parse)."""
+    return PARSERS[pipeline]().parse_args(argv)
+
+
 def suggest(trial, space):
     values = {}
     for flag, (kind, vals) in space.items():

@@ -11,11 +11,10 @@ from pathlib import Path
 import optuna
 
 from minbert.cli import MinbertError, set_interrupt_hint
-from minbert.course_data import DATA_DIR
 from minbert.files import deferred_interrupt
 from minbert.runs import outputs
 from minbert.runs.folders import check_run_name
-from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest
+from minbert.sweeps.space import as_argv, check_flags, parse_space, space_size, suggest, trial_flags
 from minbert.sweeps.storage import (WORKER, check_same_space, check_same_study, duplicate_of, fail_unstarted,
                                     finished, open_storage,
                                     reclaim_dead_workers, requeue_interrupted, running_elsewhere)
@@ -53,7 +52,7 @@ def sweep(settings):
         raise MinbertError("--sampler grid takes comma lists only (e.g. "
                            "lr=1e-5,3e-5); ranges need --sampler tpe")
     check_flags(settings.pipeline, base, space)
-    check_baseline(settings.baseline, DATA_DIR, settings.pipeline)
+    check_baseline(settings.baseline, trial_flags(settings.pipeline, base).data_dir, settings.pipeline)
     study_name = check_run_name(settings.study, "--study", SWEEPS) if settings.study else f"{settings.pipeline}-sweep"
     folder = SWEEPS / study_name
     storage = open_storage(settings.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db
@@ -74,8 +73,9 @@ def sweep(settings):
     reclaim_dead_workers(study)
     optuna.storages.fail_stale_trials(study)
     wanted = min(settings.trials, space_size(space))
+    cut = f" (the space's {wanted} configurations, of --trials {settings.trials})" if wanted < settings.trials else ""
     print(f"study {study_name} in {storage.url}: {len(finished(study))} trial(s) finished before, wanting "
-          f"{wanted}; worker {WORKER}; trials logged to {csv_path}")
+          f"{wanted}{cut}; worker {WORKER}; trials logged to {csv_path}")
     seeds = " ".join(map(str, settings.seeds))
     # From the moment a trial's end is known (its seeds ran, it failed, or it was pruned) to Optuna's record of
     # it (the callback after each trial), a Ctrl-C waits: a trial whose seeds all ran is never turned into a
@@ -100,10 +100,12 @@ def sweep(settings):
         print(f"trial {trial.number}: {' '.join(as_argv(values))} (seeds {seeds})")
 
         pruned = []
+        # the last seed's last epoch: the trial's work is done there, and a trial that ran it whole is complete
+        last = 1000 * (len(settings.seeds) - 1) + trial_flags(settings.pipeline, base + as_argv(values)).epochs - 1
 
         def report(step, score):
             trial.report(score, step)
-            if trial.should_prune():
+            if step < last and trial.should_prune():
                 pruned.append((step, score))
                 raise optuna.TrialPruned()  # run_trial stops the seed's process on its way out
         try:
@@ -180,11 +182,13 @@ def summarize(study, settings):
         spread = f"{statistics.stdev(scores):.4f}" if len(scores) > 1 else "n/a"  # (one seed: nothing to spread)
         print(f"{i:<5} {t.number:<6} {t.value:<8.4f} {spread:<8} {' '.join(as_argv(t.params))}")
     best = rows[0]
+    seeds = settings.seeds
     command = " ".join(shlex.quote(a) for a in ["python", PIPELINES[settings.pipeline].name, *base,
-                                                *as_argv(best.params)])
-    print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds "
-          f"{' '.join(map(str, settings.seeds))}")
-    print(f"winning command: {command}")
-    judged = judge_winner(best, settings, len(complete), study.study_name)
+                                                *as_argv(best.params), "--seed", str(seeds[0])])
+    print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds {' '.join(map(str, seeds))}")
+    print(f"winning command{f' (its first seed; --seed {seeds[1]}, ... for the others)' if len(seeds) > 1 else ''}: "
+          f"{command}")
+    judged = judge_winner(best, settings, len(complete), study.study_name,
+                          trial_flags(settings.pipeline, base).data_dir)
     return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete),
             "against_baseline": judged}

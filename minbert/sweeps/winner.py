@@ -8,6 +8,7 @@ import shlex
 from minbert.cli import MinbertError
 from minbert.reports.compare import CompareSettings, compare
 from minbert.reports.dev_outputs import read_run
+from minbert.reports.seeds import check_one_configuration, differences, read_group
 from minbert.runs.folders import pipeline_of
 from minbert.runs.lock import a_run_of
 from minbert.sweeps.space import as_argv
@@ -17,14 +18,18 @@ FRESH = 3  # seeds the winner is re-run on: what ASO needs per side
 
 
 def check_baseline(folders, data_dir, pipeline):
-    """--baseline's run folders, read before any trial runs: a missing folder, one without dev outputs or one of
-    another pipeline's runs than the sweep's trials is one line now, not after the sweep."""
-    for f in folders:
-        read_run(f, data_dir)
-        wrote = pipeline_of(f)
+    """--baseline's run folders, read before any trial runs (their dev outputs against the trials' --data_dir):
+    a missing folder, one without dev outputs, one of another pipeline's runs than the sweep's trials, or runs
+    that are not one configuration over seeds is one line now, not after the sweep."""
+    if not folders:
+        return
+    group = read_group(folders, "--baseline", data_dir)
+    for run in group.runs:
+        wrote = pipeline_of(run.folder)
         if wrote not in (None, pipeline):  # (None: an ensemble's folder, or an earlier minbert's run)
-            raise MinbertError(f"--baseline {f}: the folder of {a_run_of(wrote)}, and this sweep's trials are "
-                               f"{PIPELINES[pipeline].name} runs: give baseline runs of the same script")
+            raise MinbertError(f"--baseline {run.folder}: the folder of {a_run_of(wrote)}, and this sweep's trials "
+                               f"are {PIPELINES[pipeline].name} runs: give baseline runs of the same script")
+    check_one_configuration(group)
 
 
 def fresh_seeds(used, count=FRESH):
@@ -49,7 +54,7 @@ def rerun_commands(pipeline, base, params, study, used_seeds, baseline=()):
     return runs
 
 
-def judge_winner(best, settings, trials, study):
+def judge_winner(best, settings, trials, study, data_dir):
     """After the ranked table: the warning and the re-run commands, and with --baseline the winner's runs
     compared with the baseline's. Returns the comparison's rows, or None."""
     if trials > 1:
@@ -68,7 +73,14 @@ def judge_winner(best, settings, trials, study):
         return None
     print(f"trial {best.number} (seeds {' '.join(map(str, settings.seeds))}) against --baseline, on the dev set it "
           "was picked on:")
+    ours, theirs = read_run(folders[0], data_dir).flags(), read_run(settings.baseline[0], data_dir).flags()
+    if ours and theirs:  # beyond what the sweep searched, a difference is part of what the comparison measures
+        diff = differences(theirs, ours, ignore={flag.replace("-", "_") for flag in best.params})
+        if diff:
+            print(f"note: the baseline's runs and trial {best.number}'s differ beyond the searched flags too "
+                  f"({'; '.join(diff[:4])}{'; ...' if len(diff) > 4 else ''}): the comparison measures those as well")
     one_each = len(settings.baseline) == 1 and len(folders) == 1
-    chosen = (CompareSettings(runs=(settings.baseline[0], folders[0])) if one_each
-              else CompareSettings(baseline=tuple(settings.baseline), candidates=(tuple(folders),)))
+    chosen = (CompareSettings(runs=(settings.baseline[0], folders[0]), data_dir=data_dir) if one_each
+              else CompareSettings(baseline=tuple(settings.baseline), candidates=(tuple(folders),),
+                                   data_dir=data_dir))
     return compare(chosen)[0]
