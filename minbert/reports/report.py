@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from minbert.cli import MinbertError, set_interrupt_hint
-from minbert.files import check_writable, read_text, require_file
+from minbert.files import check_writable, read_text, require_file, special_file
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
@@ -141,7 +141,8 @@ class OutFolder:
                 raise MinbertError(f"{name}: {p} is a link to {os.readlink(p)}, which does not exist: "
                                    f"remove the link, or {another}")
             if p.exists() and not p.is_dir():
-                raise MinbertError(f"{name}: {p} is a file; report.py writes a folder of figures there: move "
+                what = (f"a link to a file ({p.resolve()})" if p.is_symlink() else special_file(p) or "a file")
+                raise MinbertError(f"{name}: {p} is {what}; report.py writes a folder of figures there: move "
                                    f"it or {another}")
         folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
         if folder is not None and own is None:  # a comparison: into no run's folder, the compared ones' neither

@@ -291,8 +291,13 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         folder = Path(root) / name
     check_path_name(folder, flag)
     if folder.is_symlink() and not folder.exists() or folder.exists() and not folder.is_dir():
-        what = "a link to a missing folder" if folder.is_symlink() else special_file(folder) or "a file"
+        what = (("a link to a missing folder" if not folder.exists() else f"a link to a file ({folder.resolve()})")
+                if folder.is_symlink() else special_file(folder) or "a file")
         raise MinbertError(f"{flag} {folder}: is {what}, but a run folder goes there; "
+                           "move it or pick another name")
+    below = next((p for p in folder.parents if p.exists() and not p.is_dir()), None)
+    if below is not None:  # making the folder would fail with a traceback
+        raise MinbertError(f"{flag} {folder}: {below} is a file, but the run folder would go inside it; "
                            "move it or pick another name")
     check_run_place(folder, flag)
     check_writable(folder, f"{flag} {folder}")

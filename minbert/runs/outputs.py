@@ -164,6 +164,7 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         too_long(path)
         if path.exists() and path.is_dir() != want_dir or want_dir and path.is_symlink() and not path.exists():
             what = ("a link to a missing folder" if path.is_symlink() and not path.exists() else
+                    f"a link to a file ({path.resolve()})" if path.is_symlink() and path.is_file() else
                     special_file(path) or ("a folder" if path.is_dir() else "a file"))
             raise MinbertError(f"{name}: is {what}, but the run writes a {'folder' if want_dir else 'file'} "
                                f"there; move it or {out.elsewhere}")

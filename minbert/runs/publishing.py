@@ -73,7 +73,9 @@ def _locked(folders):
     into one of them waits instead of interleaving its copies, its record and its tidying with this one's.
     Where a file system has no flock, nothing is held."""
     with contextlib.ExitStack() as stack:
-        for folder in sorted(set(folders)):
+        # one lock per folder however it is spelled: a second flock on another spelling of a folder this process
+        # holds would wait for ever on itself
+        for folder in sorted({os.path.realpath(f) for f in folders}):
             try:
                 import fcntl
                 fd = os.open(folder, os.O_RDONLY)
@@ -207,7 +209,7 @@ def _cut_short_line(run, where, rolled):
 def _settled(folders, log):
     """`folders` made, locked and tidied (_settle), with Ctrl-C held back, for as long as the block runs; so are
     the folders a publishing cut short in one of them was writing to as well (_linked)."""
-    folders = sorted(set(folders))
+    folders = sorted({canonical(f) for f in folders})
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     folders = _linked(folders)
@@ -218,6 +220,12 @@ def _settled(folders, log):
         for run, where in sorted(cut_short):
             log(_cut_short_line(run, where, [(f, names) for f, names in rolled if owners.get(f) == (run, where)]))
         yield
+
+
+def canonical(path):
+    """`path` with every link in it followed (it need not exist): one spelling per folder and file, so that a
+    folder reached through a link is recorded, locked and tidied as the one folder it is."""
+    return Path(os.path.realpath(path))
 
 
 def finish_publishing(folders, log=print):
@@ -275,27 +283,29 @@ def _place(items, by, run_dir, mode):
 
 
 def same_file(a, b):
-    """Whether two paths name one file (a link or another spelling counts as the same)."""
+    """Whether two paths name one file (a link or another spelling counts as the same, also for a file not
+    written yet: a/x.csv and b/x.csv where b is a link to a)."""
     a, b = Path(a), Path(b)
     try:
         if a.exists() and b.exists():
             return os.path.samefile(a, b)
     except OSError:
         pass
-    return Path(os.path.abspath(a)) == Path(os.path.abspath(b))
+    return canonical(a) == canonical(b)
 
 
 def place(items, by, run_dir="", mode="wb", log=print):
     """Write each (destination, write_fn(fp)) in one ordered pass, recorded as written by `by` (from the
     folder `run_dir`), after tidying those folders. Returns the [(file, backup)] kept. A Ctrl-C meanwhile
     waits for the files, and the line then printed on the way out names them as written."""
-    items = [(Path(d), w) for d, w in items]
+    shown = [Path(d) for d, _ in items]  # as given, for the line; the work on one spelling per folder
+    items = [(canonical(Path(d).parent) / Path(d).name, w) for d, w in items]
     if not items:
         return []
     with _settled([d.parent for d, _ in items], log):
         kept = _place([(d, w, None) for d, w in items], by, run_dir, mode)
         if interrupt_pending():
-            set_interrupt_hint(f"{', '.join(str(d) for d, _ in items)} written whole before the interrupt "
+            set_interrupt_hint(f"{', '.join(map(str, shown))} written whole before the interrupt "
                                "took effect", retry=interrupt_retry())
         return kept
 
@@ -323,14 +333,15 @@ def publish(pairs, run_name, run_dir, log=print, what="predictions"):
     published files were replaced and the folder where they still are; a file there that no run wrote
     (--backup) is kept as a dated backup, and a line says so. A Ctrl-C meanwhile waits for the copy, and the
     line then printed on the way out says what was copied."""
-    pairs = [(Path(s), Path(d)) for s, d in pairs]
+    shown = [Path(d) for _, d in pairs]  # as given, for the lines; the work on one spelling per folder
+    pairs = [(Path(s), canonical(Path(d).parent) / Path(d).name) for s, d in pairs]
     if not pairs:
         return ""
     todo = [(s, d) for s, d in pairs if not same_file(s, d)]  # published where the run wrote it: no copy
     with _settled([d.parent for _, d in todo], log):
         replaced = _replaced(todo, run_dir)  # read with the folders locked: a concurrent run is done by now
         kept = _place([(d, copier(s), s.name) for s, d in todo], run_name, run_dir, "wb") if todo else []
-        dests = ", ".join(str(d) for _, d in pairs)
+        dests = ", ".join(map(str, shown))
         line = f"run {run_name}'s {what} copied to {dests}"
         if replaced:
             line += f", replacing those of {'; '.join(replaced)}"

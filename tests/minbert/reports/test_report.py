@@ -223,3 +223,16 @@ def test_a_run_still_training_is_said_to_be(tmp_path, capsys):
     assert "| tiny | multitask | 1 | 3 |" in md.read_text() and "still training" not in capsys.readouterr().out
     with pytest.raises(MinbertError, match="a multitask_classifier.py run that did not finish$"):
         read_run(run)
+
+
+def test_an_out_that_is_a_pipe_or_a_link_to_a_file_is_named_as_what_it_is(tmp_path):
+    import os
+    run, _ = make_multitask_run(tmp_path / "run")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "f.txt").write_text("mine\n")
+    (tmp_path / "link").symlink_to(tmp_path / "f.txt")
+    for out, what in (("pipe", "a named pipe"), ("link", r"a link to a file \(.*f.txt\)")):
+        with pytest.raises(MinbertError, match=rf"--out .*{out}: .*{out} is {what}; report.py writes a folder of "
+                                               r"figures there"):
+            report([run], tmp_path / out)
+    assert (tmp_path / "f.txt").read_text() == "mine\n"

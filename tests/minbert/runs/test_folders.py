@@ -60,6 +60,18 @@ def test_a_run_dir_that_is_a_named_pipe_is_named_as_one(tmp_path, course_data, t
     assert (tmp_path / "rd").is_fifo()
 
 
+@pytest.mark.parametrize("where, match", [
+    ("file.txt/run", r"file.txt is a file, but the run folder would go inside it"),  # had been a traceback
+    ("link", r"is a link to a file \(.*file.txt\), but a run folder goes there"),  # had been "a missing folder"
+])
+def test_a_run_dir_at_or_below_a_file_is_named_as_one(tmp_path, course_data, tiny_model, where, match):
+    (tmp_path / "file.txt").write_text("mine\n")
+    (tmp_path / "link").symlink_to(tmp_path / "file.txt")
+    with pytest.raises(MinbertError, match=rf"^--run_dir .*{match}; move it or pick another name$"):
+        mt.main(_quick(tmp_path, course_data, tiny_model, "--run_dir", str(tmp_path / where)))
+    assert (tmp_path / "file.txt").read_text() == "mine\n"
+
+
 @pytest.mark.parametrize("name", ["../../x", "../x", "/tmp/x", ".", "a/../../b", " x"])
 def test_run_name_stays_under_runs(tmp_path, course_data, tiny_model, monkeypatch, name):
     work = tmp_path / "work"  # the escapes land in tmp_path (../x), beside it (../../x) or at an absolute path

@@ -598,3 +598,27 @@ def test_publish_names_a_path_that_is_no_folder_as_what_it_is(tmp_path):
             prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / path)])
     assert {p.name: p.read_bytes() for p in (tmp_path / "predictions").iterdir()} == before
 
+
+
+def test_a_folder_reached_through_a_link_is_one_folder(tmp_path):
+    """Two outputs in one folder, one spelled through a link to it: published once, under one record (the folder
+    had been locked twice by the one process, which then waited on itself for ever, deaf to Ctrl-C); one file
+    spelled both ways is two outputs naming the same file."""
+    import threading
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    (run / "x.csv").write_text("x\n")
+    (run / "y.csv").write_text("y\n")
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    pairs = [(run / "x.csv", real / "x.csv"), (run / "y.csv", tmp_path / "link" / "y.csv")]
+    worker = threading.Thread(target=publishing.publish, args=(pairs, "a", run), kwargs={"log": print}, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "publishing waited on its own lock"
+    assert (real / "x.csv").read_text() == "x\n" and (real / "y.csv").read_text() == "y\n"
+    assert set(sources.read_record(real)) == {"x.csv", "y.csv"}
+    assert publishing.same_file(real / "z.csv", tmp_path / "link" / "z.csv")  # neither there yet
+    with pytest.raises(MinbertError, match=r"link/z.csv: .*real/z.csv names the same file"):
+        outputs.check_outputs(files=[("--sst_dev_out", real / "z.csv"), ("--sst_test_out", tmp_path / "link" / "z.csv")])
