@@ -7,7 +7,8 @@ from pathlib import Path
 from minbert.cli import MinbertError
 from minbert.files import atomic_write, check_writable, git_blob_id
 from minbert.hub import DownloadError, download
-from minbert.project_paths import check_output
+from minbert.project_paths import check_output, output_folder
+from minbert.runs.folders import run_folder_of
 
 COURSE_REPO = "amahankali10/CS224N-Spring2024-DFP-Student-Handout"
 COURSE_COMMIT = "3f64c60c8a0e40a9fe581235b08f4607ff187077"
@@ -111,6 +112,14 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
     if dest.is_symlink() and not dest.exists():  # mkdir would meet the link itself
         raise MinbertError(f"--dest {dest}: is a link to a missing folder, but the {what} go into a folder "
                            "there; make the folder it points to, or give --dest another folder")
+    run = run_folder_of(dest)
+    if run is not None:
+        raise MinbertError(f"--dest {dest}: inside {run}, the folder of a run, whose files belong to its checkpoint "
+                           f"and log: give --dest another folder")
+    output = output_folder(dest)
+    if output is not None:  # predictions/ is what prepare_submit.py zips; runs/, reports/ hold what commands wrote
+        raise MinbertError(f"--dest {dest}: inside the project's {output}/, where commands write their outputs: "
+                           "give --dest another folder (the default is data/)")
     if source is not None and not Path(source).is_dir():
         raise MinbertError(f"--from {source}: "
                            "" + (f"is a file; give the folder holding the {what}" if Path(source).exists()

@@ -49,6 +49,12 @@ def in_project(path):
     return parts is not None and (not parts or parts[0] not in OUTPUT_FOLDERS)
 
 
+def output_folder(path):
+    """The project's output folder (predictions, runs, ...) `path` lies in or is, or None."""
+    parts = _inside(path)
+    return parts[0] if parts and parts[0] in OUTPUT_FOLDERS else None
+
+
 def output_problem(path, append=False):
     """Why no command may write the file `path`, or None. An output is a regular file or nothing: a link
     (even to a regular file: the write would land where the link points, or replace the link), a folder, a

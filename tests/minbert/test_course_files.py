@@ -125,7 +125,8 @@ def test_the_reference_files_come_from_the_course_repositorys_root_checked(cours
 
 def test_fetch_writes_regular_files_and_never_into_the_package(course):
     """A named pipe or a dangling link where a course file goes, or where --dest's folder goes, is one line
-    before anything is copied (it stays what it was); --dest minbert (or the project folder) too: the course files go into data/ or outside."""
+    before anything is copied (it stays what it was); --dest minbert (or the project folder), a run's folder or
+    predictions/ too: the course files go into data/ or outside."""
     import os
     _, tmp = course
     dest = tmp / "dest"
@@ -153,6 +154,16 @@ def test_fetch_writes_regular_files_and_never_into_the_package(course):
         with pytest.raises(MinbertError, match=r"among the project's code, docs or data.*give data/ or a folder "):
             fetch_data(where, tmp / "local", log=lambda *_: None)
     assert not (course_files.PROJECT / "minbert" / "a.csv").exists() and not (course_files.PROJECT / "a.csv").exists()
+    # a run's folder, or the project's output folders (predictions/ is what the zip holds): refused too
+    from tests.course import mark_run
+    (tmp / "run").mkdir()
+    mark_run(tmp / "run", "multitask", {})
+    with pytest.raises(MinbertError, match=r"^--dest .*run/sub: inside .*run, the folder of a run"):
+        fetch_data(tmp / "run" / "sub", tmp / "local", log=lambda *_: None)
+    with pytest.raises(MinbertError, match=r"^--dest .*predictions: inside the project's predictions/, where "
+                                           r"commands write their outputs"):
+        fetch_data(course_files.PROJECT / "predictions", tmp / "local", log=lambda *_: None)
+    assert not (tmp / "run" / "sub").exists() and not (course_files.PROJECT / "predictions" / "a.csv").exists()
 
 
 def test_datasets_fetch_brings_the_reference_files_and_a_missing_one_stops_nothing(tmp_path, course_data):
