@@ -38,6 +38,8 @@ def test_bench_reports_every_figure(tmp_path, course_data, tiny_model):
             assert (m["mfu"] is not None and 0 < m["mfu"] <= 1) or m["mfu_note"].startswith("measurement error")
     assert "speed-up, all fast paths vs all off" in out.stdout
     assert set(r["speedup_vs_baseline"]) == {"train", "infer"}
+    # 2 steps x 1 pass: said to be too few to compare (it had printed 84x ratios without a word)
+    assert r["too_few_to_compare"] and "note: 2 timed steps x 1 passes: at fewer than 10 steps or 3 passes" in out.stdout
 
 
 def test_bench_times_adapters_and_measures_their_optimizer_state(tmp_path, course_data, tiny_model):

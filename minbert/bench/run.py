@@ -10,6 +10,7 @@ from minbert.bench.timing import matmul_peak, mfu, time_rows
 from minbert.hub import resolve_pretrained
 from minbert.objectives.regularizers import regularizer_weights
 from minbert.precision import cpu_capability, device_kind, native_precisions
+from minbert.specs import BenchSettings
 from tokenizer import BertTokenizer
 
 
@@ -40,6 +41,10 @@ def rows(settings):
     if settings.hf == "best":  # the fastest setting HF documents for this device and precision
         hf = [r for r in hf if r[0] in ("hf-compiled", "hf-amp", "hf-bucketed")][-1:]
     return out + hf
+
+
+# Below these, a timing says little (bench.py still runs it: a quick check that every row runs is worth having).
+FEW_STEPS, FEW_REPEATS = 10, 3
 
 
 def benchmark(settings, why=""):
@@ -114,6 +119,11 @@ def benchmark(settings, why=""):
             out[f"speedup_vs_{other}"] = ratio
             print(f"speed-up, {what}: training {ratio['train']:.2f}x, "
                   f"inference {ratio['infer']:.2f}x (non-pad tokens/s)")
+    if settings.steps < FEW_STEPS or settings.repeats < FEW_REPEATS:
+        out["too_few_to_compare"] = True
+        print(f"note: {settings.steps} timed steps x {settings.repeats} passes: at fewer than {FEW_STEPS} steps or "
+              f"{FEW_REPEATS} passes, the figures and their ratios are mostly noise (a step's launch and a stray "
+              f"pause weigh as much as the work); the defaults time {BenchSettings.steps} x {BenchSettings.repeats}")
     for label, switches in (("plain", {}), ("hf-amp", dict(fast=False, bucket=True, hf=True,
                                                            amp=runtime.amp)))[:1 + bool(settings.hf)]:
         if settings.profile and (label == "plain" or runtime.amp != "none"):
