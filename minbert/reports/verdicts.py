@@ -36,7 +36,13 @@ class Row:
 
     @property
     def digits(self):
-        return digits(self.task)
+        """The task's decimals, and up to three more where the difference or an end of its interval would
+        otherwise read as 0 (a "worse" beside "+0.000" reads as a contradiction)."""
+        shown = digits(self.task)
+        while shown < digits(self.task) + 3 and any(x != 0 and round(abs(x), shown) == 0
+                                                    for x in (self.diff, *self.interval)):
+            shown += 1
+        return shown
 
 
 def check_resamples(count, resamples, alpha, least=1, log=print):

@@ -21,6 +21,17 @@ def test_rows_are_judged_together_and_tabled():
     assert len(lines) == 2 + len(rows)
 
 
+def test_a_difference_below_the_shown_decimals_gets_the_decimals_it_needs():
+    """A "worse" beside "+0.000" read as a contradiction: the row shows as many more decimals (up to three) as
+    its difference and interval need; a difference that shows at three keeps three."""
+    tiny = Row("sts", "a", "b", "0.8501", "0.8497", -0.0004, (-0.0009, -0.00004), 0.001)
+    plain = Row("sst", "a", "b", "0.500", "0.520", 0.02, (0.005, 0.035), 0.001)
+    judge([tiny, plain], 0.05)
+    assert tiny.digits == 5 and plain.digits == 3
+    line = table([tiny])[2]
+    assert "| -0.00040 | -0.00090 to -0.00004 |" in line and line.endswith("| worse |")
+
+
 def test_over_seeds_a_row_is_better_or_worse_only_where_aso_and_the_pooled_test_agree():
     seeds = [Row("mean", "a-*", "b-*", "0.70 ± 0.01 (3 seeds)", "", 0.01, (0.004, 0.016), 0.002, "ASO ...", "better"),
              Row("sst", "a-*", "b-*", "", "", 0.01, (0.004, 0.016), 0.002, "ASO ...", "within noise"),
