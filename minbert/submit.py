@@ -210,6 +210,18 @@ def recorded_digests(folder):
             for name, digest in (done.get("files") or {}).items() if isinstance(digest, str)}
 
 
+def check_run_to_publish(folder):
+    """One line unless `folder` is a run's folder (before its files are read as the zip's)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = ("no such folder" if not folder.exists() and not folder.is_symlink()
+                else special_file(folder) or "a file")
+        raise MinbertError(f"--publish {folder}: {what}: give the folder of a finished run, e.g. runs/NAME")
+    if not (folder / RUN_MARK).is_file():
+        raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
+                           "of a finished run, e.g. runs/NAME")
+
+
 def publish_runs(folders, root, project, chosen, backup=False):
     """prepare_submit.py --publish: copy each run folder's leaderboard files (those of the parts `chosen`)
     to the handout's paths, as the run did when it finished (build has checked them as the zip will)."""
@@ -218,13 +230,7 @@ def publish_runs(folders, root, project, chosen, backup=False):
     if twice is not None:
         raise MinbertError(f"--publish {twice}: given twice; each run is published once")
     for folder in map(Path, folders):  # every folder checked before any file is copied
-        if not folder.is_dir():
-            what = ("no such folder" if not folder.exists() and not folder.is_symlink()
-                    else special_file(folder) or "a file")
-            raise MinbertError(f"--publish {folder}: {what}: give the folder of a finished run, e.g. runs/NAME")
-        if not (folder / RUN_MARK).is_file():
-            raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
-                               "of a finished run, e.g. runs/NAME")
+        check_run_to_publish(folder)
         names = [n for k in chosen for n in project.parts[k] if (folder / n).is_file()]
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
@@ -258,6 +264,8 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     keep_other_zip = check_zip(out, backup, by)
     if runs:
         parts = list(project.parts) if part == "auto" else [part]
+        for folder in runs:  # a folder that is no run is said to be one, before its files are checked as the zip's
+            check_run_to_publish(folder)
         # the zip's checks on the files as they will be once the runs' are copied, before any is: a refused
         # command changes nothing in the predictions folder
         instead = {n: Path(f) / n for f in runs for k in parts for n in project.parts[k] if (Path(f) / n).is_file()}

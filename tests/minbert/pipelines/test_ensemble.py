@@ -213,9 +213,10 @@ def test_ctrl_c_while_the_ensemble_writes_says_where_its_files_are_and_how_to_ru
         assert output_files(tmp_path / "ens") == output_files(pred)
 
 
-def test_a_member_whose_run_is_still_training_is_said_to_be(tmp_path, course_data, trained, capsys):
+def test_a_member_whose_run_is_still_training_is_said_to_be(tmp_path, course_data, trained, capsys, monkeypatch):
     """Legal (its best checkpoint so far is a model), but the run may replace the file: one note names it."""
     from minbert.runs.lock import RunLock
+    monkeypatch.chdir(tmp_path)  # (the ensembles' run folders go under runs/ here)
     ckpt, pred = trained
     (tmp_path / "live").mkdir()
     live = tmp_path / "live" / ckpt.name

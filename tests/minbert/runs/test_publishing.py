@@ -596,8 +596,12 @@ def test_publish_names_a_path_that_is_no_folder_as_what_it_is(tmp_path):
                        ("dangling", r"a broken link \(its target is missing\)")):
         with pytest.raises(MinbertError, match=rf"^--publish .*{path}: {what}: give the folder of a finished run"):
             prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / path)])
+    # a folder of prediction files that is no run: said so, not a list of what its files lack for the zip
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "sst-dev-output.csv").write_text("id,Predicted_Sentiment\nx,1\n")
+    with pytest.raises(MinbertError, match=r"^--publish .*loose: not a run folder \(no .minbert-run in it\)"):
+        prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "loose")])
     assert {p.name: p.read_bytes() for p in (tmp_path / "predictions").iterdir()} == before
-
 
 
 def test_a_folder_reached_through_a_link_is_one_folder(tmp_path):
