@@ -146,7 +146,8 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
       - two outputs naming one file, or one inside the other's file;
       - an output that is one of the run's `inputs` ([(what, path)]: data files, a checkpoint it reads);
       - an output inside another run's folder (a folder holding `.minbert-run` other than `own`, this run's);
-      - a folder of outputs inside this run's folder (it may be that folder), or holding it;
+      - a folder of outputs inside this run's folder (it may be that folder), or holding it, or holding course
+        data files;
       - an existing file the rule does not let it replace (check_replace; `backup` as there).
     `dirs`, `files` and `tables` (files rows are appended to, which replace nothing: check_table) are
     paths, (flag, path) pairs or Outputs; a message names the output after its flag where that was typed
@@ -175,6 +176,10 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         if want_dir and among_sources(path):
             raise MinbertError(f"{name}: among the project's code, docs or data, where no command writes: "
                                "name a path under predictions/ or outside the project")
+        data = next((n for n in sorted(COURSE_FILES) if want_dir and (path / n).is_file()), None)
+        if data is not None:  # a data folder is read, not written into (nor zipped from)
+            raise MinbertError(f"{name}: holds the course's data files ({data}, ...), which runs read; outputs go "
+                               f"into a folder of their own: {out.elsewhere}")
         if want_dir and own is not None:  # the folder files are published to, and the run's own: apart (or
             here = Path(os.path.abspath(path))  # one: a sweep's trial keeps its files in its run folder)
             if own in here.parents:

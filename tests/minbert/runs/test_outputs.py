@@ -50,6 +50,17 @@ def test_a_predictions_folder_and_the_runs_folder_lie_apart(tmp_path, course_dat
     assert not (tmp_path / "ck").exists()
 
 
+def test_a_folder_of_outputs_is_never_the_course_datas(tmp_path, course_data, tiny_model, monkeypatch):
+    """--predictions_dir (or ensemble.py --out) at a folder of the course CSVs outside the project: refused before
+    training (the files had gone in among the data)."""
+    import classifier
+    before = snapshot(course_data)
+    with pytest.raises(MinbertError, match=r"^--predictions_dir .*data: holds the course's data files \(ids-"):
+        classifier.main(part1_args(tmp_path, course_data, tiny_model, "--datasets", "sst", "--epochs", "1",
+                                   "--predictions_dir", str(course_data)))
+    assert snapshot(course_data) == before
+
+
 def test_no_output_may_name_an_input(tmp_path, course_data, tiny_model):
     data = snapshot(course_data)
     with pytest.raises(MinbertError, match=r"--sst_dev_out .*ids-sst-dev.csv: is the --sst_dev data file, which this "
