@@ -69,6 +69,15 @@ def _attach_lora(dora):
     return attach
 
 
+def _attach_houlsby(bert, spec):
+    hidden = bert.config.hidden_size
+    if spec.adapter_dim > hidden:  # a bottleneck is narrower than what it squeezes (the paper: 8 to 256 of 768+)
+        raise MinbertError(f"--adapter_dim {spec.adapter_dim}: above the hidden size {hidden} of {spec.pretrained}, "
+                           f"where a bottleneck wider than the layer it squeezes only adds parameters; at most "
+                           f"--adapter_dim {hidden}, or --fine-tune-mode full-model")
+    return add_houlsby_adapters(bert, spec.adapter_dim)
+
+
 def _attach_prefix(bert, spec):
     bert.prefix_tuning = add_prefix(bert, spec.prefix_length)  # a submodule: saved, moved with the model
     return [bert.prefix_tuning]
@@ -95,7 +104,7 @@ MODES = {
                  new_weights_lr=True, merge=_merge_lora, lora_flags=True, gpt2_files="lora", bench=True),
     "dora": Mode(_attach_lora(True), "weight-decomposed low-rank adapters, Liu et al. 2024", frozen_backbone=True,
                  new_weights_lr=True, merge=_merge_lora, lora_flags=True, gpt2_files="dora", bench=True),
-    "adapter": Mode(lambda bert, spec: add_houlsby_adapters(bert, spec.adapter_dim),
+    "adapter": Mode(_attach_houlsby,
                     "bottleneck adapters after each sub-layer, Houlsby et al. 2019", frozen_backbone=True,
                     new_weights_lr=True,
                     no_merge="--merge cannot fold Houlsby adapters: a nonlinearity sits between their two "

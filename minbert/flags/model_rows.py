@@ -292,7 +292,8 @@ def adapter_rows():
           f"{','.join(ModelSpec().lora_targets)})", scripts=BERT | {G1}, group=ADAPTERS,
           idle=Per(None, classifier=ADAPTERS_ONLY, multitask=ADAPTERS_ONLY), implied={GP}),
         F("adapter_dim", default(ModelSpec, "adapter_dim"), "positive_int",
-          "--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters (minbert/finetuning/houlsby.py)",
+          "--fine-tune-mode adapter: the width m of the Houlsby bottleneck adapters, at most the hidden size "
+          "(minbert/finetuning/houlsby.py)",
           scripts=BERT | {G1}, group=ADAPTERS,
           idle=Per(None, classifier=(lambda flags, typed: flags["fine_tune_mode"] == "adapter",
                                      "sets the width of --fine-tune-mode adapter's adapters"), multitask=...),

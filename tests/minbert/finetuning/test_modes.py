@@ -22,6 +22,13 @@ def test_a_rank_above_the_hidden_size_is_refused(tiny_model, mode):
         mt.MultitaskBERT(multitask_spec(tiny_model, mode, lora_rank=33))
 
 
+def test_an_adapter_bottleneck_wider_than_the_hidden_size_is_refused(tiny_model):
+    """A bottleneck squeezes: 100,000 wide on a 32-wide model had trained some 25M parameters on a 38k model."""
+    mt.MultitaskBERT(multitask_spec(tiny_model, "adapter", adapter_dim=32))
+    with pytest.raises(MinbertError, match=r"--adapter_dim 33: above the hidden size 32 .* at most --adapter_dim 32"):
+        mt.MultitaskBERT(multitask_spec(tiny_model, "adapter", adapter_dim=33))
+
+
 @pytest.mark.parametrize("mode", ["lora", "dora"])
 def test_only_adapters_and_heads_get_gradients(tiny_model, mode):
     model = mt.MultitaskBERT(multitask_spec(tiny_model, mode))
