@@ -108,7 +108,8 @@ def run_sonnets(settings, on_epoch=None):
         require_file(path, f"{flag} {path}", "sonnets file")
     with open_run("gpt2-sonnet", ["sonnet"], settings.run.name, settings.run.dir, settings.run.resume) as run:
         check_outputs(files=[("--sonnet_out", settings.sonnet_out)],
-                      inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(settings).items()], own=run.folder,
+                      inputs=[(f"the {k} file", v) for k, v in sonnet_inputs(settings).items()]
+                      + run.files("sonnet").as_inputs(), own=run.folder,
                       backup=settings.run.backup, typed=settings.run.typed)
         seed_everything(settings.recipe.seed)
         pipeline = SonnetPipeline(settings)

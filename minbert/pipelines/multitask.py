@@ -206,7 +206,5 @@ def run_multitask(settings, on_epoch=None):
         check_table(settings.results, RESULTS_TABLE, "--results", settings.results_given)
         check_outputs(files=outputs, tables=[("--results", settings.results)], own=run.folder,
                       backup=settings.run.backup, typed=settings.run.typed,
-                      inputs=inputs + [("this run's "
-                                        "checkpoint", files.best), ("this run's checkpoint", files.last),
-                                       ("this run's log", files.log)])
+                      inputs=inputs + files.as_inputs())
         return train_part2(settings, run, on_epoch)

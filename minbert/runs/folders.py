@@ -96,6 +96,12 @@ class RunFiles:
     def exist(self):
         return [p for p in (self.log, self.best, self.last) if p.exists()]
 
+    def as_inputs(self):
+        """[(what, path)] of the files the run keeps for itself, which no output of it may name
+        (runs/outputs.check_outputs' inputs): its checkpoints, its log and the folder's mark."""
+        return [("this run's checkpoint", self.best), ("this run's checkpoint", self.last),
+                ("this run's log", self.log), ("this run's folder's mark", self.folder / RUN_MARK)]
+
 
 def is_run_folder(folder):
     """A folder a run wrote: marked, or (an earlier minbert's, before the mark) holding a run's log."""

@@ -1,6 +1,8 @@
 """gpt2/sonnet_pipeline.py: training lowers the dev perplexity's score path; the run writes the completions of
 every held-out sonnet and scores the dev ones with chrF; --decoding picks how they are written; bad paths are one
 line."""
+import re
+
 import pytest
 
 from gpt2.sonnet_pipeline import run_sonnets
@@ -59,6 +61,20 @@ def test_whole_held_out_sonnets_or_a_model_too_short_for_them_are_refused_before
                                            r"model's 200 positions only at up to \d+ tokens a line: give --max_line_tokens"):
         run_sonnets(sonnet_settings(parse_flags(sonnet_parser(), argv)))
     assert not (tmp_path / "run" / "sonnet.pt").exists() and not (tmp_path / "pred").exists()
+
+
+@pytest.mark.parametrize("name, what", [("sonnet.pt", "this run's checkpoint"), ("sonnet-log.jsonl", "this run's log"),
+                                        (".minbert-run", "this run's folder's mark")])
+def test_an_output_at_a_file_the_run_keeps_is_refused_before_training(tmp_path, name, what):
+    """--sonnet_out at the run's own checkpoint had replaced it with the sonnets after training (the checkpoint
+    kept as a backup nobody asked for); its log and its folder's mark likewise."""
+    from gpt2.flags import sonnet_parser, sonnet_settings
+    model = make_gpt2_checkpoint(tmp_path / "m", n_positions=512)
+    files = sonnet_files(tmp_path / "data")
+    argv = sonnet_argv(tmp_path, model, files, "--sonnet_out", str(tmp_path / "run" / name))
+    with pytest.raises(MinbertError, match=rf"^--sonnet_out .*run/{re.escape(name)}: is {what}, which this run reads; "):
+        run_sonnets(sonnet_settings(parse_flags(sonnet_parser(), argv)))
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_finished_run_resumes_from_moved_sonnet_files_but_not_into_another_sonnet_out(tmp_path):
