@@ -19,6 +19,7 @@ from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
 import torch  # noqa: E402
 
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
+from minbert.hub import resolve_pretrained  # noqa: E402
 from minbert.safe_load import refuse_code, safe_load  # noqa: E402
 
 INPUT_IDS = [[5, 17, 42, 8, 3, 11, 29, 2], [7, 1, 13, 21, 9, 0, 0, 0]]
@@ -42,7 +43,9 @@ def reference_outputs(args, ids, mask):
                            "transformers, or give --reference FILE") from None
     hf_logging.disable_progress_bar()  # its "Loading weights" bar is HF's business, not the check's
     with torch.no_grad():
-        return HFGPT2Model.from_pretrained(args.pretrained).eval()(ids,
+        # the folder HF reads (--pretrained may name the weights file in it, which our loader takes too)
+        folder = str(resolve_pretrained(args.pretrained).folder)
+        return HFGPT2Model.from_pretrained(folder).eval()(ids,
                                                                    attention_mask=mask).last_hidden_state, \
             "HF transformers' GPT-2 on the same weights"
 

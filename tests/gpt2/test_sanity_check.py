@@ -15,6 +15,9 @@ def test_passes_against_hf_and_a_saved_reference_and_fails_on_a_changed_one(tiny
     ok = _run("--pretrained", str(tiny_gpt2))
     assert ok.returncode == 0 and "Your GPT-2 implementation is correct!" in ok.stdout, ok.stderr[-2000:]
     assert "Loading weights" not in ok.stderr  # HF's progress bar stays out of the check's output
+    weights = next(p for p in tiny_gpt2.iterdir() if p.suffix in (".safetensors", ".bin"))
+    ok = _run("--pretrained", str(weights))  # its weights file, as the pipelines take it (HF had been given it)
+    assert ok.returncode == 0 and "Your GPT-2 implementation is correct!" in ok.stdout, ok.stderr[-2000:]
     from transformers import GPT2Model
     ids = torch.tensor([[5, 17, 42, 8, 3, 11, 29, 2], [7, 1, 13, 21, 9, 0, 0, 0]])
     mask = torch.tensor([[1] * 8, [1] * 5 + [0] * 3])
