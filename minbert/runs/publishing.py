@@ -123,7 +123,7 @@ def _settle(folder, log, cut_short=frozenset()):
     entries rolled back, and each file a publishing cut short later did not put in place copied again from its
     run's folder. Returns the names rolled back."""
     remove_temporaries(folder)
-    entries, restored, kept = read_record(folder), {}, []
+    entries, restored, kept, lost = read_record(folder), {}, [], {}
     changed = read_marker(folder) is not None  # settled now, whichever way: the marker goes
     rolled = _roll_back(folder, entries, cut_short)
     changed = changed or bool(rolled)
@@ -140,6 +140,8 @@ def _settle(folder, log, cut_short=frozenset()):
             atomic_write(dest, copier(Path(e["dir"]) / e["file"]))
             restored.setdefault((e["run"], e["dir"]), []).append(name)
             now = e["sha256"]
+        elif now != e["sha256"] and stale:  # its run's copy changed or gone: nothing to finish it from
+            lost.setdefault((e["run"], e["dir"]), []).append(name)
         if now == e["sha256"] or not stale:  # in place, or changed by hand since: no longer pending
             del e["was"]
             e.pop("with", None)
@@ -149,6 +151,10 @@ def _settle(folder, log, cut_short=frozenset()):
     for (run, where), names in restored.items():
         log(f"{folder}: copied run {run}'s {', '.join(names)} again from {where}, which an interruption had "
             "stopped before they were all in place")
+    for (run, where), names in lost.items():
+        log(f"{folder}: run {run}'s {', '.join(names)}, which an interruption stopped before they were in place, "
+            f"cannot be put there: {where} no longer holds what the run wrote (changed or gone), so they stay as "
+            "they were; the run's training command with --resume writes its files again from its best checkpoint")
     if kept:
         log(backup_line(kept))
     return rolled

@@ -201,6 +201,28 @@ def test_the_next_command_puts_the_rest_in_place_from_the_run_folder(tmp_path, m
     outputs.check_outputs(files=[d for _, d in pairs])  # and the next run may replace them
 
 
+def test_a_file_left_pending_whose_run_copy_changed_is_said_to_stay(tmp_path, monkeypatch):
+    """The run's own copy of a file the interruption left unplaced was edited since: it cannot be finished from
+    there, and a line says so and what writes it again (it had been skipped without a word)."""
+    pairs = two_runs_published(tmp_path)
+    with monkeypatch.context() as m:
+        _interrupt_at(m, 6 + 1 + 4)
+        with pytest.raises(Interrupted):
+            publishing.publish(pairs, "b", tmp_path / "runs" / "b", log=lambda *_: None)
+    edited = tmp_path / "runs" / "b" / "sts-dev-output.csv"
+    edited.write_text(edited.read_text() + "edited\n")
+    before = (tmp_path / "predictions" / "sts-dev-output.csv").read_bytes()
+    lines = []
+    publishing.finish_publishing([tmp_path / "predictions"], log=lines.append)
+    assert lines[0].startswith(f"{tmp_path / 'predictions'}: copied run b's para-test-output.csv, sts-test-output.csv "
+                               "again from")
+    assert lines[1] == (f"{tmp_path / 'predictions'}: run b's sts-dev-output.csv, which an interruption stopped "
+                        f"before they were in place, cannot be put there: {tmp_path / 'runs' / 'b'} no longer holds "
+                        "what the run wrote (changed or gone), so they stay as they were; the run's training command "
+                        "with --resume writes its files again from its best checkpoint")
+    assert (tmp_path / "predictions" / "sts-dev-output.csv").read_bytes() == before
+
+
 def test_prepare_submit_names_each_files_run_and_refuses_a_mix_unless_asked(tmp_path, capsys):
     pairs = two_runs_published(tmp_path)
     for src, dest in pairs[:2]:  # sst's two files from run b, the rest from a: a mix
