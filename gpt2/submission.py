@@ -35,4 +35,4 @@ GPT2 = Project("Build GPT-2", "gpt2/predictions", {"1": PART1, "2": PART2}, {"1"
                checked="the ids of its split, or for the sonnets every "
                        f"held-out sonnet completed in {LINES} lines",
                units={"1": [tuple(PART1[:2]), tuple(PART1[2:])], "2": [tuple(PART2[:2]), tuple(PART2[2:])]},
-               script="gpt2/prepare_submit.py")
+               script="gpt2/prepare_submit.py", pipelines=("gpt2-classifier", "gpt2-paraphrase", "gpt2-sonnet"))

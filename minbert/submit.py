@@ -22,7 +22,7 @@ from minbert.cli import MinbertError
 from minbert.course_data import data_file, read_examples
 from minbert.files import file_digest, first_repeated, read_text, special_file
 from minbert.project_paths import OUTPUT_FOLDERS, check_output, project_parts
-from minbert.runs.lock import RUN_MARK, read_mark
+from minbert.runs.lock import RUN_MARK, a_run_of, read_mark
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import backup_line, finish_publishing, keep_as_backup, publish, write_output
 from minbert.runs.sources import check_record, origins, read_record, run_folders, written_by
@@ -51,12 +51,14 @@ class Project:
     # part -> the groups of its files one model writes together, which must come from one run
     units: dict = None
     script: str = "prepare_submit.py"  # its command, relative to the project folder
+    pipelines: tuple = ()  # the pipelines whose run folders --publish takes (runs/lock.py SCRIPTS' keys)
 
 
 MINBERT = Project("minBERT", "predictions", {"1": PART1, "2": PART2}, {"1": PART1_CODE}, ("minbert",),
                   "run classifier.py (Part 1) or multitask_classifier.py (Part 2) first",
                   references=("optimizer_test.npy",),
-                  units={"1": [tuple(PART1[i:i + 2]) for i in range(0, len(PART1), 2)], "2": [tuple(PART2)]})
+                  units={"1": [tuple(PART1[i:i + 2]) for i in range(0, len(PART1), 2)], "2": [tuple(PART2)]},
+                  pipelines=("classifier", "multitask", "eval", "ensemble"))
 
 
 def split_of(name):
@@ -210,8 +212,9 @@ def recorded_digests(folder):
             for name, digest in (done.get("files") or {}).items() if isinstance(digest, str)}
 
 
-def check_run_to_publish(folder):
-    """One line unless `folder` is a run's folder (before its files are read as the zip's)."""
+def check_run_to_publish(folder, project):
+    """One line unless `folder` is the folder of one of `project`'s runs (before its files are read as the
+    zip's)."""
     folder = Path(folder)
     if not folder.is_dir():
         what = ("no such folder" if not folder.exists() and not folder.is_symlink()
@@ -220,6 +223,10 @@ def check_run_to_publish(folder):
     if not (folder / RUN_MARK).is_file():
         raise MinbertError(f"--publish {folder}: not a run folder (no {RUN_MARK} in it): give the folder "
                            "of a finished run, e.g. runs/NAME")
+    wrote = read_mark(folder).get("pipeline")
+    if project.pipelines and wrote is not None and wrote not in project.pipelines:  # (None: an earlier minbert's)
+        raise MinbertError(f"--publish {folder}: the folder of {a_run_of(wrote)}, not of a {project.name} run; "
+                           f"its files go into the other project's zip")
 
 
 def publish_runs(folders, root, project, chosen, backup=False):
@@ -230,7 +237,7 @@ def publish_runs(folders, root, project, chosen, backup=False):
     if twice is not None:
         raise MinbertError(f"--publish {twice}: given twice; each run is published once")
     for folder in map(Path, folders):  # every folder checked before any file is copied
-        check_run_to_publish(folder)
+        check_run_to_publish(folder, project)
         names = [n for k in chosen for n in project.parts[k] if (folder / n).is_file()]
         if not names:
             raise MinbertError(f"--publish {folder}: holds none of the files Part {' or '.join(chosen)} "
@@ -265,7 +272,7 @@ def build(root=".", part="auto", out=None, data_dir=None, project=MINBERT, backu
     if runs:
         parts = list(project.parts) if part == "auto" else [part]
         for folder in runs:  # a folder that is no run is said to be one, before its files are checked as the zip's
-            check_run_to_publish(folder)
+            check_run_to_publish(folder, project)
         # the zip's checks on the files as they will be once the runs' are copied, before any is: a refused
         # command changes nothing in the predictions folder
         instead = {n: Path(f) / n for f in runs for k in parts for n in project.parts[k] if (Path(f) / n).is_file()}

@@ -618,6 +618,16 @@ def test_publish_names_a_path_that_is_no_folder_as_what_it_is(tmp_path):
                        ("dangling", r"a broken link \(its target is missing\)")):
         with pytest.raises(MinbertError, match=rf"^--publish .*{path}: {what}: give the folder of a finished run"):
             prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / path)])
+    # a run of the other default project: its files belong in the other zip (a Build GPT-2 run's files had been
+    # zipped as minBERT's where they fitted); this project's own pipelines, or a mark naming none, are taken
+    from minbert.submit import MINBERT, check_run_to_publish
+    (tmp_path / "runs" / "b" / ".minbert-run").write_text('{"pipeline": "gpt2-paraphrase"}\n')
+    with pytest.raises(MinbertError, match=r"^--publish .*b: the folder of a gpt2/paraphrase_detection.py run, not "
+                                           r"of a minBERT run; its files go into the other project's zip$"):
+        prepare_submit.main(["--root", str(tmp_path), "--part", "2", "--publish", str(tmp_path / "runs" / "b")])
+    for pipeline in ('"multitask"', '"ensemble"', "null"):
+        (tmp_path / "runs" / "b" / ".minbert-run").write_text(f'{{"pipeline": {pipeline}}}\n')
+        check_run_to_publish(tmp_path / "runs" / "b", MINBERT)
     # a folder of prediction files that is no run: said so, not a list of what its files lack for the zip
     (tmp_path / "loose").mkdir()
     (tmp_path / "loose" / "sst-dev-output.csv").write_text("id,Predicted_Sentiment\nx,1\n")
