@@ -12,8 +12,8 @@ replaced: one line, or --backup.
 from pathlib import Path
 
 from minbert.flags.groups import add_zip_flags
-from minbert.submit import PART1, PART2, ZIP_NAME, build, problems_with, split_of
-from utils import MinbertError, Parser, main_guard
+from minbert.submit import PART1, PART2, ZIP_NAME, build, check_root, problems_with, split_of
+from utils import Parser, main_guard
 
 __all__ = ["PART1", "PART2", "ZIP_NAME", "build", "problems_with", "split_of", "main"]
 
@@ -32,10 +32,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.root and not Path(args.root).is_dir():
-        raise MinbertError(f"--root {args.root}: "
-                           "" + ("is a file; give the project folder" if Path(args.root).exists()
-                                                      else "no such folder"))
+    if args.root:
+        check_root(args.root)
     build(args.root or Path(__file__).resolve().parent, args.part, data_dir=args.data_dir, backup=args.backup,
           mixed=args.mixed, runs=args.publish)
 

@@ -14,11 +14,11 @@ if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 # first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
-from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+from minbert.cli import Parser, main_guard  # noqa: E402
 
 from gpt2.submission import GPT2  # noqa: E402
 from minbert.flags.groups import add_zip_flags  # noqa: E402
-from minbert.submit import build  # noqa: E402
+from minbert.submit import build, check_root  # noqa: E402
 
 
 def build_parser():
@@ -36,8 +36,7 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     root = args.root or str(Path(__file__).resolve().parents[1])
-    if not Path(root).is_dir():
-        raise MinbertError(f"--root {root}: no such folder")
+    check_root(root)
     return build(root, args.part, data_dir=args.data_dir, project=GPT2, backup=args.backup, mixed=args.mixed,
                  runs=args.publish)
 

@@ -212,6 +212,13 @@ def recorded_digests(folder):
             for name, digest in (done.get("files") or {}).items() if isinstance(digest, str)}
 
 
+def check_root(root):
+    """--root: one line unless it is a folder (a file, a pipe or nothing there each said so)."""
+    if not Path(root).is_dir():
+        what = special_file(root) or ("a file" if Path(root).exists() else "no such folder")
+        raise MinbertError(f"--root {root}: {what}; give the project folder")
+
+
 def check_run_to_publish(folder, project):
     """One line unless `folder` is the folder of one of `project`'s runs (before its files are read as the
     zip's)."""

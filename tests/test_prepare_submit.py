@@ -189,9 +189,14 @@ def test_the_zip_holds_the_package_and_runs_on_its_own(tmp_path, course_data, ti
     assert ran_from == [str(unzipped / "minbert" / "__init__.py"), str(unzipped / "optimizer.py")]
 
 
-def test_a_root_that_is_not_a_folder_is_named(tmp_path):
-    out = run_main("prepare_submit.py", "--root", str(tmp_path / "missing"))
-    assert out.returncode == 2 and out.stderr.strip() == f"error: --root {tmp_path / 'missing'}: no such folder"
+@pytest.mark.parametrize("script", ["prepare_submit.py", "gpt2/prepare_submit.py"])
+def test_a_root_that_is_not_a_folder_is_named(tmp_path, script):
+    """Both projects' commands, one check: nothing there, or a file (it had been "no such folder" in Build GPT-2)."""
+    (tmp_path / "afile").write_text("x\n")
+    for name, what in (("missing", "no such folder"), ("afile", "a file")):
+        out = run_main(script, "--root", str(tmp_path / name))
+        assert out.returncode == 2 and out.stderr.strip() == (f"error: --root {tmp_path / name}: {what}; give the "
+                                                              "project folder")
 
 
 def test_one_projects_zip_never_replaces_the_others_without_a_word(tmp_path, capsys):
