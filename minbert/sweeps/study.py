@@ -138,6 +138,9 @@ def sweep(settings):
         return mean
 
     duplicates, before = 0, len(study.get_trials(deepcopy=False))
+    # what holds until the handler below says more (a Ctrl-C that reaches the command another way, say)
+    set_interrupt_hint(f"the trials finished so far are recorded in {storage.url}; continue the sweep with: "
+                       f"{shlex.join(['python', 'sweep.py', *command])}")
     try:
         while len(finished(study)) + running_elsewhere(study) < wanted and duplicates < 20:
             before = len(study.get_trials(deepcopy=False))
@@ -148,12 +151,12 @@ def sweep(settings):
             last = study.get_trials(deepcopy=False)[before:]
             duplicates = duplicates + 1 if last and all("duplicate_of" in t.user_attrs for t in last) else 0
     except KeyboardInterrupt:
-        with deferred_interrupt():
+        with deferred_interrupt():  # a second Ctrl-C waits for the record and the line to be right
             fail_unstarted(study, before)
-        stopped = ("this worker's trial was stopped and is queued to run again" if requeue_interrupted(study)
-                   else "the trials this worker finished are recorded")
-        set_interrupt_hint(f"{stopped}; continue the sweep "
-                           f"with: {shlex.join(['python', 'sweep.py', *command])}")
+            stopped = ("this worker's trial was stopped and is queued to run again" if requeue_interrupted(study)
+                       else "the trials this worker finished are recorded")
+            set_interrupt_hint(f"{stopped}; continue the sweep "
+                               f"with: {shlex.join(['python', 'sweep.py', *command])}")
         raise
     set_interrupt_hint(f"the study's trials are recorded in {storage.url}; the same command prints its table "
                        "again (and runs any trial still wanted)")

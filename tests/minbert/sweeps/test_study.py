@@ -72,3 +72,42 @@ def test_ctrl_c_as_a_finished_trial_is_recorded_keeps_it(tmp_path, monkeypatch, 
     trials = trials_of(tmp_path, "k")
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
     assert trials[0].params != trials[1].params  # the kept trial did not run again
+
+
+def test_a_second_ctrl_c_while_the_stopped_trial_is_queued_waits_for_the_record_and_the_line(tmp_path, monkeypatch,
+                                                                                             course_data, tiny_model):
+    """The second of two quick Ctrl-Cs had landed while the stopped trial was being queued again: the trial stayed
+    RUNNING and the line said the command had written nothing, after a finished trial."""
+    import os
+    import pytest
+    import sweep
+    from minbert import cli
+    from minbert.sweeps import study as study_module
+    from tests.processes import sweep_trials as trials_of
+    monkeypatch.chdir(tmp_path)
+    stub_trials(monkeypatch)
+    real = study_module.requeue_interrupted
+
+    def second_ctrl_c(study):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(study)
+    monkeypatch.setattr(study_module, "requeue_interrupted", second_ctrl_c)
+    runs = iter([None, KeyboardInterrupt])  # the first trial runs; Ctrl-C in the second
+
+    def trial_or_ctrl_c(*args, **kwargs):
+        if next(runs) is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        return stub(*args, **kwargs)
+    stub = study_module.run_trial
+    monkeypatch.setattr(study_module, "run_trial", trial_or_ctrl_c)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    argv = ["classifier", "--sampler", "grid", "--trials", "2", "--space", "lr=1e-3,2e-3", "--study", "q",
+            "--no_prune", "--", *sweep_base(course_data, tiny_model)]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.main(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert [t.state.name for t in trials_of(tmp_path, "q")] == ["COMPLETE", "FAIL", "WAITING"]
+    assert cli._INTERRUPT_HINT["text"].startswith("this worker's trial was stopped and is queued to run again; "
+                                                  "continue the sweep with: python sweep.py classifier")
