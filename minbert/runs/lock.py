@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from minbert.cli import MinbertError, process_alive
+from minbert.files import special_file
 
 RUN_MARK = ".minbert-run"
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
@@ -104,6 +105,9 @@ class RunLock:
         folder another process holds or one a run of another pipeline wrote. Messages name the folder as
         `named` (how the user gave it, e.g. '--run_name NAME (runs/NAME)'; default '`flag` FOLDER')."""
         named = named or f"{flag} {self.path.parent}"
+        if self.path.exists() and not self.path.is_file() or self.path.is_symlink():  # the run's record goes there
+            raise MinbertError(f"{named}: its {RUN_MARK} is {special_file(self.path) or ('a link' if self.path.is_symlink() else 'a folder')}, where the "
+                               "run keeps its record; a run's own is a file: move it, or pick another folder")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_lock(fd):

@@ -156,3 +156,18 @@ def test_a_record_written_in_part_is_an_error_and_the_old_record_stays(tmp_path,
     held.note("outputs", {"a": "x"})
     assert json.loads((folder / RUN_MARK).read_text())["outputs"] == {"a": "x"}
     held.release()
+
+
+@pytest.mark.parametrize("kind, what", [("folder", "a folder"), ("link", "a link"), ("pipe", "a named pipe")])
+def test_a_mark_that_is_no_file_is_one_line(tmp_path, kind, what):
+    """A run's .minbert-run made a folder (or a link, a pipe) by hand: one line (a folder had been a traceback)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "multitask-log.jsonl").write_text("{}\n")
+    mark = folder / RUN_MARK
+    {"folder": mark.mkdir, "link": lambda: mark.symlink_to(folder / "multitask-log.jsonl"),
+     "pipe": lambda: os.mkfifo(mark)}[kind]()
+    with pytest.raises(MinbertError, match=rf"^--run_dir .*run: its .minbert-run is {what}, where the run keeps its "
+                                           r"record"):
+        RunLock(folder).acquire("--run_dir", "multitask")
+    assert (folder / "multitask-log.jsonl").read_text() == "{}\n"
