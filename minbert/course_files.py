@@ -4,8 +4,8 @@ into data/ checked against those ids (datasets.py --fetch, setup.sh), and the ha
 import os
 from pathlib import Path
 
-from minbert.cli import MinbertError
-from minbert.files import atomic_write, check_writable, git_blob_id
+from minbert.cli import MinbertError, set_interrupt_hint
+from minbert.files import TEMPORARY, atomic_write, check_writable, git_blob_id
 from minbert.hub import DownloadError, download
 from minbert.project_paths import check_output, output_folder
 from minbert.runs.folders import run_folder_of
@@ -149,7 +149,14 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
         if not (dest / f).is_file():
             check_output(dest / f, f"--dest {dest / f}", data=True)
     dest.mkdir(parents=True, exist_ok=True)
+    for p in dest.iterdir():  # what a killed fetch left half written (.NAME.RANDOM.tmp of a file it copies)
+        if TEMPORARY.match(p.name) and any(p.name.startswith(f".{f}.") for f in files) and p.is_file():
+            p.unlink(missing_ok=True)
     fetched = 0
+
+    def one_more():  # each file is written whole: a Ctrl-C leaves those before it, and none in part
+        set_interrupt_hint(f"{fetched} of the {what} fetched into {dest} so far, each whole; the same command "
+                           "fetches the rest")
     for fname, blob in files.items():
         target = dest / fname
         if fname in differing:
@@ -162,6 +169,7 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
             if not target.is_file():  # whole or not at all: half a file would be "different" next time
                 atomic_write(target, lambda fp, src=src: fp.write(src.read_bytes()))
                 fetched += 1
+                one_more()
             if git_blob_id(target) != blob:
                 log(f"{target}: differs from the course release (git blob id), used as it is")
             continue
@@ -184,6 +192,7 @@ def fetch_data(dest="data", source=None, log=print, files=None, url=course_url, 
             continue
         os.replace(tmp, target)
         fetched += 1
+        one_more()
     there = sum((dest / f).is_file() for f in files)
     log(f"{dest}: {there} of the {len(files)} {what} there ({fetched} fetched now)")
     return fetched

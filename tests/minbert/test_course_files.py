@@ -99,6 +99,25 @@ def test_a_copy_interrupted_half_way_is_fetched_again(course, monkeypatch):
     assert all((tmp / "data" / n).read_bytes() == (tmp / "local" / n).read_bytes() for n in ("a.csv", "b.csv"))
 
 
+def test_a_copy_killed_half_way_is_tidied_and_a_ctrl_c_says_what_was_fetched(course, monkeypatch):
+    """A kill mid-copy left .a.csv.RANDOM.tmp, which no later fetch removed; a Ctrl-C after a file had been
+    written said the command had written nothing."""
+    from minbert import cli
+    _, tmp = course
+    dest = tmp / "data"
+    dest.mkdir()
+    (dest / ".a.csv.0123abcd.tmp").write_bytes(b"half a fi")
+    (dest / ".notes.0123abcd.tmp").write_text("another command's, or the user's\n")
+    seen = []
+    real = course_files.atomic_write
+    monkeypatch.setattr(course_files, "atomic_write",
+                        lambda *a, **k: seen.append(cli._INTERRUPT_HINT["text"]) or real(*a, **k))
+    fetch_data(dest, tmp / "local", log=lambda *_: None)
+    assert sorted(p.name for p in dest.iterdir()) == [".notes.0123abcd.tmp", "a.csv", "b.csv"]
+    # as b.csv is written, a Ctrl-C would say a.csv is there whole
+    assert seen[1] == f"1 of the course CSVs fetched into {dest} so far, each whole; the same command fetches the rest"
+
+
 def test_the_reference_files_come_from_the_course_repositorys_root_checked(course, monkeypatch):
     """sanity_check.data and optimizer_test.npy sit at the root of the course repository, one folder above its
     data/; each is checked against its blob id, and a problem with one is a line that stops nothing."""
