@@ -7,6 +7,7 @@ One AdamW serves all tasks, so a task whose gradients are far larger than the ot
 moments: the other tasks' steps shrink by about the same factor and they stop learning. This is why
 `--sts_loss cosent` needs `--max_grad_norm` (RESULTS.md, "Part 2: sentence embeddings").
 """
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
-from minbert.cli import main_guard  # noqa: E402
+from minbert.cli import MinbertError, main_guard  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -23,6 +24,7 @@ from minbert.course_data import MULTITASK  # noqa: E402
 from datasets import load_multitask_data  # noqa: E402
 from minbert.flags.settings import multitask_settings, parse_multitask  # noqa: E402
 from minbert.objectives.losses import MultitaskLoss  # noqa: E402
+from minbert.specs import ModelSpec, TaskLosses  # noqa: E402
 from minbert.tasks.multitask import MultitaskBERT  # noqa: E402
 from tokenizer import BertTokenizer  # noqa: E402
 from utils import seed_everything  # noqa: E402
@@ -52,9 +54,23 @@ def grad_norms(settings, batches=3):
     return out
 
 
+# The flags this tool reads: the model's and the task losses' (their spec fields), the training data and how it is
+# batched and seeded. The rest (training, evaluating, where runs and outputs go) would change nothing here.
+READ = ({f.name for f in dataclasses.fields(ModelSpec)} | {f.name for f in dataclasses.fields(TaskLosses)}
+        | {"hidden_dropout_prob", "task_dropout", "label_smoothing", "loss_weights", "extra_task", "attn", "recipe",
+           "data_dir", "sst_train", "para_train", "sts_train", "batch_size", "seed"})
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    settings = multitask_settings(parse_multitask(argv, "tools/grad_norms.py", __doc__))
+    args = parse_multitask(argv, "tools/grad_norms.py", __doc__)
+    idle = sorted(f"--{d}" for d in args.typed - READ)
+    if idle:  # (--eval_only CKPT, say, would have measured the starting weights, not the checkpoint's)
+        raise MinbertError(f"tools/grad_norms.py: {', '.join(idle)} change{'s' if len(idle) == 1 else ''} nothing "
+                           "here: it measures a few training batches' gradients at the starting weights, without "
+                           f"training, evaluating or writing anything; leave {'it' if len(idle) == 1 else 'them'} "
+                           "out")
+    settings = multitask_settings(args)
     for task, (loss, norm) in grad_norms(settings).items():
         print(f"{task}: loss {loss:.3f}, encoder gradient norm {norm:.3f}")
 

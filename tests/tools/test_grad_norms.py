@@ -10,8 +10,21 @@ def test_grad_norms_tool_measures_each_task(tmp_path, course_data, tiny_model, c
     norms = grad_norms.grad_norms(multitask_settings(mt.get_args(argv), log=lambda *_: None), batches=2)
     assert set(norms) == {"sst", "quora", "sts"}
     assert norms["sst"][1] > 0 and norms["quora"][1] > 0 and norms["sts"] == (0.0, 0.0)  # weight 0: no pull
-    grad_norms.main(part2_args(tmp_path, course_data, tiny_model, "--sts_loss", "cosent"))
+    grad_norms.main(["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--batch_size", "8",
+                     "--sts_loss", "cosent"])
     assert capsys.readouterr().out.count("encoder gradient norm") == 3
+
+
+def test_a_flag_that_changes_nothing_here_is_refused(tiny_model):
+    """--eval_only CKPT had measured the starting weights without a word, --run_name made no run, --sst_dev_out
+    wrote nothing: each is one line naming it (the model's and the losses' flags are taken, above)."""
+    import pytest
+    from utils import MinbertError
+    for extra, named in ((["--eval_only", "x.pt"], "--eval_only changes"), (["--epochs", "3", "--lr", "1e-3"],
+                                                                            "--epochs, --lr change"),
+                         (["--sst_dev_out", "x.csv"], "--sst_dev_out changes")):
+        with pytest.raises(MinbertError, match=rf"^tools/grad_norms.py: {named} nothing here: it measures a few "):
+            grad_norms.main(["--pretrained", str(tiny_model), *extra])
 
 
 def test_its_usage_and_errors_name_the_tool_not_the_script_whose_flags_it_takes(capsys):
