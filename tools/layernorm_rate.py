@@ -18,6 +18,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 
 # first, before torch loads: a Ctrl-C meanwhile is one line (minbert/cli.py)
 from minbert.cli import MinbertError, main_guard  # noqa: E402
+from minbert.runs import identity  # noqa: E402
 from minbert.training import schedule  # noqa: E402
 
 USAGE = "usage: tools/layernorm_rate.py FACTOR [multitask_classifier.py flags ...]"
@@ -59,6 +60,7 @@ def main(argv=None):
         raise MinbertError(f"tools/layernorm_rate.py: give FACTOR first ({USAGE})")
     factor = factor_of(argv[0])
     schedule.param_groups = with_layernorm_factor(schedule.param_groups, factor)
+    identity.TOOL_SETTINGS["layernorm_rate"] = factor  # the run records it: it is no plain run
     print(f"BERT's LayerNorm gains train at {factor:g} times the rate of the other parameters", flush=True)
     sys.argv = [str(ROOT / "multitask_classifier.py"), *argv[1:]]
     # the script itself, as `python multitask_classifier.py` runs it (its own guard says its errors)

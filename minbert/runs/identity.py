@@ -24,10 +24,16 @@ PATH_FLAGS = {"data_dir", "texts", "extra_task", "distill"} | {f"{p}_{s}" for p 
                                                                  for s in ("train", "dev", "test")} | {
     # gpt2/sonnet_generation.py's
     "sonnet_path", "held_out_sonnet_path", "held_out_dev_path", "true_dev_path"}
+# What a tool that runs a pipeline changes beyond its flags ({name: value}: tools/layernorm_rate.py's factor),
+# recorded as defining the run as a flag is: --resume, report.py --compare and a sweep's --baseline then tell
+# such a run from a plain one.
+TOOL_SETTINGS = {}
+
+
 def defining_flags(values):
     """The run-defining part of {flag destination: value} (all parsed flags, with the defaults that depend on
-    the machine or the checkpoint resolved), as plain values."""
-    return {k: plain(v) for k, v in sorted(values.items()) if k not in RUN_FREE | PATH_FLAGS}
+    the machine or the checkpoint resolved), as plain values, and TOOL_SETTINGS."""
+    return {**{k: plain(v) for k, v in sorted(values.items()) if k not in RUN_FREE | PATH_FLAGS}, **TOOL_SETTINGS}
 
 
 def run_defining(flags, inputs=None):

@@ -35,3 +35,24 @@ def test_help_prints_the_usage_and_no_factor_is_one_line(argv, status, tmp_path)
     done = run_main("tools/layernorm_rate.py", *argv, cwd=tmp_path)
     assert done.returncode == status and "usage: tools/layernorm_rate.py FACTOR" in done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == (1 if status else 0) and not list(tmp_path.iterdir())
+
+
+def test_its_run_records_the_factor_and_a_plain_run_differs_from_it(tmp_path, course_data, tiny_model, monkeypatch):
+    """The factor had been lost from the run's identity: report.py --compare took a group mixing such runs with
+    plain ones for one configuration over seeds, and --resume could not tell them apart."""
+    import multitask_classifier as mt
+    from minbert.reports.seeds import differences
+    from minbert.runs import identity
+    from minbert.runs.folders import recorded_flags
+    from minbert.training import schedule
+    from tests.course import part2_args
+    monkeypatch.setattr(identity, "TOOL_SETTINGS", {})  # (the tool sets them for its process: undone here)
+    monkeypatch.setattr(schedule, "param_groups", schedule.param_groups)
+    monkeypatch.chdir(tmp_path)
+    quick = ("--epochs", "1", "--steps_per_epoch", "2")
+    layernorm_rate.main(["10", *part2_args(tmp_path / "ln", course_data, tiny_model, *quick)])
+    monkeypatch.setattr(identity, "TOOL_SETTINGS", {})
+    mt.main(part2_args(tmp_path / "plain", course_data, tiny_model, *quick))
+    ln, plain = recorded_flags(tmp_path / "ln" / "ck"), recorded_flags(tmp_path / "plain" / "ck")
+    assert ln["layernorm_rate"] == 10.0 and "layernorm_rate" not in plain
+    assert differences(plain, ln) == ["--layernorm_rate None against 10.0"]
