@@ -5,6 +5,7 @@ line for a file that would.
 import pickle
 import re
 import warnings
+import zipfile
 
 import torch
 
@@ -64,6 +65,12 @@ def safe_load(path, what="checkpoint", map_location="cpu", allowed=(), advice=""
                                f"or not a file torch.save wrote){advice}") from None
         return None, culprit
     except Exception as e:  # torch raises many kinds for a damaged file
+        if head is not None and head.startswith(b"PK") and not zipfile.is_zipfile(path):
+            # torch.save's zip keeps its directory at the end: without it, a copy or a write stopped part way
+            raise MinbertError(f"{path}: cannot read {what} (cut short or damaged: the zip torch.save writes ends "
+                               f"with its directory, which is missing; was the file copied or written only in "
+                               f"part?)"
+                               f"{advice}") from None
         lines = [l.strip() for l in str(e).splitlines() if l.strip()]
         detail = lines[0] if lines else "no detail"
         if len(detail) > 200:  # torch's text runs on with advice: its whole sentences that fit, not a cut word

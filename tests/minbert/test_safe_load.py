@@ -53,15 +53,24 @@ def test_a_file_torch_save_did_not_write_is_one_line(tmp_path, content, said):
         safe_load.safe_load(path)
 
 
-def test_a_truncated_checkpoint_is_named_in_torchs_whole_sentences(tmp_path):
-    """torch's text for a cut-off file runs on for 300 characters: the line keeps its sentences that fit in 200,
-    never half of one."""
+def test_a_truncated_checkpoint_is_said_to_be_and_torchs_long_text_is_cut_at_a_sentence(tmp_path, monkeypatch):
+    """A file cut off (its zip directory gone) is named as such (torch had said "Invalid argument"); torch's text
+    for another damage runs on for 300 characters: the line keeps its sentences that fit in 200, never half of
+    one."""
     import io
     buffer = io.BytesIO()
     torch.save({"w": torch.zeros(100)}, buffer)
     path = tmp_path / "cut.pt"
     path.write_bytes(buffer.getvalue()[:300])
+    with pytest.raises(MinbertError, match=r"cut.pt: cannot read checkpoint \(cut short or damaged: "):
+        safe_load.safe_load(path)
+    path.write_bytes(buffer.getvalue())
+    long = "The file could not be read. " * 6 + "Load it with weights_only=False if you trust it."
+
+    def damaged(*args, **kwargs):
+        raise RuntimeError(long)
+    monkeypatch.setattr(torch, "load", damaged)
     with pytest.raises(MinbertError) as e:
         safe_load.safe_load(path)
     detail = str(e.value).split("cannot read checkpoint (", 1)[1].split(")", 1)[0]
-    assert len(detail) <= 230 and detail.endswith((".", "…")), detail
+    assert len(detail) <= 230 and detail.endswith((".", "…")) and "weights_only" not in detail, detail

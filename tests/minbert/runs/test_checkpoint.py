@@ -101,7 +101,7 @@ def test_damaged_and_foreign_files_are_one_line(tmp_path):
                                            r"b'not a ch'\)"):
         load_checkpoint(junk)
     junk.write_bytes(b"PK\x03\x04 a damaged zip")
-    with pytest.raises(MinbertError, match=r"junk.pt: cannot read checkpoint \(\w+Error: "):
+    with pytest.raises(MinbertError, match=r"junk.pt: cannot read checkpoint \(cut short or damaged: "):
         load_checkpoint(junk)
     weights = tmp_path / "weights.pt"
     torch.save({"w": torch.zeros(2)}, weights)
@@ -109,6 +109,12 @@ def test_damaged_and_foreign_files_are_one_line(tmp_path):
         load_checkpoint(weights)
     with pytest.raises(MinbertError, match="checkpoint not found"):
         load_checkpoint(tmp_path / "absent.pt")
+    whole = tmp_path / "whole.pt"  # a checkpoint cut short (a copy stopped part way): said so
+    torch.save({"w": torch.zeros(1000)}, whole)
+    (tmp_path / "cut.pt").write_bytes(whole.read_bytes()[:2000])
+    with pytest.raises(MinbertError, match=r"cut.pt: cannot read checkpoint \(cut short or damaged: the zip torch.save "
+                                           r"writes ends with its directory, which is missing"):
+        load_checkpoint(tmp_path / "cut.pt")
     import os
     os.mkfifo(tmp_path / "pipe.pt")  # there, so "not found" would mislead (and reading it would block)
     with pytest.raises(MinbertError, match=r"pipe.pt: is a named pipe, not a checkpoint file$"):
