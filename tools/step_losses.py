@@ -171,6 +171,14 @@ def write_out(path, text):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    repo = Path(args.repo)
+    if not (repo / "minbert").is_dir() or not (repo / "bert.py").is_file():  # else this checkout's code runs
+        raise MinbertError(f"--repo {args.repo}: " + ("no such folder" if not repo.exists() else
+                                                      "not a checkout of this project (no minbert/ and bert.py in "
+                                                      "it)"))
+    if args.against and os.path.realpath(args.against) == os.path.realpath(args.out):
+        raise MinbertError(f"--out {args.out}: is the --against file, which this run reads; writing there would "
+                           "replace the reference: name another --out")
     check_out(args.out)
     other = read_against(args.against) if args.against else None
     try:

@@ -36,6 +36,20 @@ def test_a_bad_against_is_one_line_before_any_step_runs(tmp_path, monkeypatch, a
     assert not (tmp_path / "o.json").exists()
 
 
+def test_a_repo_that_is_no_checkout_and_an_out_that_is_the_against_file_are_one_line(tmp_path, monkeypatch):
+    """A mistyped --repo had run this checkout's code and recorded the other path; --out at the --against file
+    had replaced the reference with the new losses."""
+    monkeypatch.setattr(step_losses, "step_losses", lambda args: pytest.fail("ran the steps"))
+    (tmp_path / "data").mkdir()
+    for repo, said in (("nope", "no such folder"), ("data", "not a checkout of this project")):
+        with pytest.raises(MinbertError, match=f"^--repo {tmp_path / repo}: {said}"):
+            step_losses.main(["--out", str(tmp_path / "o.json"), "--repo", str(tmp_path / repo)])
+    (tmp_path / "ref.json").write_text('{"losses": [1.0]}')
+    with pytest.raises(MinbertError, match=r"^--out .*ref.json: is the --against file, which this run reads"):
+        step_losses.main(["--out", str(tmp_path / "ref.json"), "--against", str(tmp_path / "ref.json")])
+    assert (tmp_path / "ref.json").read_text() == '{"losses": [1.0]}'
+
+
 def test_the_switches_reach_the_step(tmp_path, tiny_model, course_data):
     """--no_fast_dropout draws torch's masks (other losses than the bulk ones); --no_fused only rounds differently."""
     common = ["--pretrained", str(tiny_model), "--data_dir", str(course_data), "--steps", "3", "--batch_size", "4"]
