@@ -77,6 +77,18 @@ def pooled(enc, hf, ids, mask):
     return out.pooler_output if hf else out["pooler_output"]
 
 
+def random_ids(args, generator, cls=False):
+    """[batch, seq_len] token ids in the middle of the model's vocabulary (bert-base's ids 1000 to 20000, or that
+    share of a smaller one: a checkpoint of its own may have a few hundred); with `cls`, [CLS] (101) first."""
+    vocab = (BertConfig.from_json_file(resolve_pretrained(args.pretrained).require("config").config).vocab_size
+             if args.pretrained else BertConfig(**SHAPES[args.config]).vocab_size)
+    low, high = min(1000, vocab // 30), min(20000, vocab)
+    ids = torch.randint(low, high, (args.batch_size, args.seq_len), generator=generator)
+    if cls:
+        ids[:, 0] = min(101, vocab - 1)
+    return ids
+
+
 def step_function(args, row, device, amp):
     """(step(ids, mask, labels), seconds spent compiling or recording before timing can start)."""
     hf = row.startswith("hf")
@@ -108,7 +120,7 @@ def step_function(args, row, device, amp):
                 compiled=row == "ours-inductor-graph")
     opt.init_state(capturable=True)
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(1000, 20000, (args.batch_size, args.seq_len), generator=g).to(device)
+    ids = random_ids(args, g).to(device)
     mask, labels = torch.ones_like(ids), torch.zeros(args.batch_size, dtype=torch.long, device=device)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -137,8 +149,7 @@ def time_row(args, row, device, amp):
     g = torch.Generator().manual_seed(0)
     batches = []
     for _ in range(args.warmup + args.steps):
-        ids = torch.randint(1000, 20000, (args.batch_size, args.seq_len), generator=g)
-        ids[:, 0] = 101
+        ids = random_ids(args, g, cls=True)
         batches.append((ids.to(device), torch.ones_like(ids).to(device),
                         torch.randint(0, 5, (args.batch_size,), generator=g).to(device)))
     step, setup = step_function(args, row, device, amp)
