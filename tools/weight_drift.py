@@ -75,6 +75,9 @@ def main(argv=None):
         if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
             raise MinbertError(f"{path}: not a minbert checkpoint (no model weights in it)")
         spec = state.get("spec") or {}
+        if str(state.get("pipeline", "")).startswith("gpt2"):  # before its start is named: no BERT start fits it
+            raise MinbertError(f"{path}: a Build GPT-2 run's checkpoint ({state['pipeline']}); this tool measures "
+                               "how far a BERT encoder moved from its pretrained weights")
         started = spec.get("pretrained")
         if started is not None and not same_weights(started, args.pretrained):  # a drift from the wrong start
             raise MinbertError(f"{path}: its run started from {started}, not from --pretrained "

@@ -50,3 +50,8 @@ def test_a_bad_checkpoint_after_a_good_one_is_the_only_line(tmp_path, tiny_model
     assert capsys.readouterr().out == ""
     with pytest.raises(MinbertError, match="good.pt: given twice; each checkpoint is a row once"):
         weight_drift.main([str(tmp_path / "good.pt"), str(tmp_path / "good.pt"), "--pretrained", str(tiny_model)])
+    # a Build GPT-2 run's checkpoint: said so first (it had been told to give its start, which no BERT run takes)
+    torch.save({"model": {"gpt.w": torch.ones(2)}, "pipeline": "gpt2-sonnet", "spec": {"pretrained": "tg"}},
+               tmp_path / "gpt.pt")
+    with pytest.raises(MinbertError, match=r"gpt.pt: a Build GPT-2 run's checkpoint \(gpt2-sonnet\); this tool "):
+        weight_drift.main([str(tmp_path / "gpt.pt"), "--pretrained", str(tiny_model)])
