@@ -49,20 +49,13 @@ def test_ctrl_c_as_a_finished_trial_is_recorded_keeps_it(tmp_path, monkeypatch, 
     from tests.processes import sweep_trials as trials_of
     monkeypatch.chdir(tmp_path)
     stub_trials(monkeypatch)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives it
     real = study_module.append_row
 
     def append_then_ctrl_c(path, row):
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C arrives as the row is written
         real(path, row)
     monkeypatch.setattr(study_module, "append_row", append_then_ctrl_c)
-    argv = ["classifier", "--sampler", "grid", "--trials", "2", "--space", "lr=1e-3,2e-3", "--study", "k",
-            "--no_prune", "--", *sweep_base(course_data, tiny_model)]
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            sweep.main(argv)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    argv = _interrupted_grid("k", course_data, tiny_model)
     trials = trials_of(tmp_path, "k")
     assert [t.state.name for t in trials] == ["COMPLETE"] and not trials[0].user_attrs["interrupted"]
     rows = (tmp_path / "runs" / "sweeps" / "k" / "trials.csv").read_text().splitlines()
@@ -100,14 +93,23 @@ def test_a_second_ctrl_c_while_the_stopped_trial_is_queued_waits_for_the_record_
         return stub(*args, **kwargs)
     stub = study_module.run_trial
     monkeypatch.setattr(study_module, "run_trial", trial_or_ctrl_c)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    argv = ["classifier", "--sampler", "grid", "--trials", "2", "--space", "lr=1e-3,2e-3", "--study", "q",
+    _interrupted_grid("q", course_data, tiny_model)
+    assert [t.state.name for t in trials_of(tmp_path, "q")] == ["COMPLETE", "FAIL", "WAITING"]
+    assert cli._INTERRUPT_HINT["text"].startswith("this worker's trial was stopped and is queued to run again; "
+                                                  "continue the sweep with: python sweep.py classifier")
+
+
+def _interrupted_grid(study, course_data, tiny_model):
+    """A two-trial grid sweep of `study` run under a terminal's Ctrl-C, which the test makes arrive; returns its
+    command line (the same again continues it)."""
+    import pytest
+    import sweep
+    argv = ["classifier", "--sampler", "grid", "--trials", "2", "--space", "lr=1e-3,2e-3", "--study", study,
             "--no_prune", "--", *sweep_base(course_data, tiny_model)]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives it
     try:
         with pytest.raises(KeyboardInterrupt):
             sweep.main(argv)
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert [t.state.name for t in trials_of(tmp_path, "q")] == ["COMPLETE", "FAIL", "WAITING"]
-    assert cli._INTERRUPT_HINT["text"].startswith("this worker's trial was stopped and is queued to run again; "
-                                                  "continue the sweep with: python sweep.py classifier")
+    return argv
