@@ -43,7 +43,6 @@ def test_ctrl_c_as_a_finished_trial_is_recorded_keeps_it(tmp_path, monkeypatch, 
     """A Ctrl-C arriving while a trial whose seeds all ran is being written to trials.csv waits: the trial is
     complete in the study and in the table, and the next start does not run it again."""
     import os
-    import pytest
     import sweep
     from minbert.sweeps import study as study_module
     from tests.processes import sweep_trials as trials_of
@@ -72,8 +71,6 @@ def test_a_second_ctrl_c_while_the_stopped_trial_is_queued_waits_for_the_record_
     """The second of two quick Ctrl-Cs had landed while the stopped trial was being queued again: the trial stayed
     RUNNING and the line said the command had written nothing, after a finished trial."""
     import os
-    import pytest
-    import sweep
     from minbert import cli
     from minbert.sweeps import study as study_module
     from tests.processes import sweep_trials as trials_of
