@@ -290,7 +290,7 @@ def _place(items, by, run_dir, mode):
 
 def same_file(a, b):
     """Whether two paths name one file (a link or another spelling counts as the same, also for a file not
-    written yet: a/x.csv and b/x.csv where b is a link to a)."""
+    written yet, spelled once through a link to its folder)."""
     a, b = Path(a), Path(b)
     try:
         if a.exists() and b.exists():

@@ -44,7 +44,7 @@ def test_handout_recipe_is_one_flag_away(tiny_model):
         ("full-model", 32, narrow, (0.1,) * 3)
     assert (best.recipe.scheduler, best.recipe.warmup_ratio, best.recipe.max_grad_norm) == ("linear", 0.1, 0.0)
     assert (best.regularizers.rdrop_weight, best.regularizers.smart_weight,
-            best.regularizers.smart_bregman_weight) == (2.0, 0.0, 0.0)  # R-Drop
+            best.regularizers.smart_bregman_weight) == (rule("rdrop_weight", P2).value, 0.0, 0.0)  # its row's
     assert (plain.model.fine_tune_mode, plain.data.batch_size, plain.recipe.lr, plain.model.dropout) == \
         ("last-linear-layer", 8, 1e-5, (0.3,) * 3)
     assert (plain.recipe.scheduler, plain.recipe.warmup_ratio, plain.recipe.max_grad_norm,

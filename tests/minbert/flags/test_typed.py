@@ -4,7 +4,7 @@ import pytest
 
 from minbert.cli import MinbertError
 from minbert.flag import P2
-from minbert.flags.defaults import handout
+from minbert.flags.defaults import handout, rule
 from minbert.flags.parsers import multitask_parser
 from minbert.flags.typed import check_idle_flags, given_flags, parse_flags
 
@@ -22,7 +22,7 @@ def test_the_handout_recipe_changes_the_defaults_and_typed_flags_win():
     assert args.batch_size == 16 and args.typed == {"recipe", "batch_size"}
     assert "typed" not in vars(args)  # what the flags hold, apart from which were typed
     best = parse_flags(multitask_parser(), [], handout(P2))
-    assert (best.scheduler, best.rdrop_weight, best.lr) == ("linear", 2.0, None)
+    assert (best.scheduler, best.rdrop_weight, best.lr) == ("linear", rule("rdrop_weight", P2).value, None)
 
 
 def test_a_typed_flag_its_rule_says_is_idle_is_refused_and_an_untyped_one_is_not():
