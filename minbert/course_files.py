@@ -7,8 +7,7 @@ from pathlib import Path
 from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.files import TEMPORARY, atomic_write, check_writable, git_blob_id
 from minbert.hub import DownloadError, download
-from minbert.project_paths import check_output, output_folder
-from minbert.runs.folders import run_folder_of
+from minbert.project_paths import check_output, output_folder, run_folder_of
 
 COURSE_REPO = "amahankali10/CS224N-Spring2024-DFP-Student-Handout"
 COURSE_COMMIT = "3f64c60c8a0e40a9fe581235b08f4607ff187077"

@@ -13,6 +13,7 @@ from minbert.cli import MinbertError
 from minbert.files import WHY, check_writable, special_file
 
 PROJECT = Path(__file__).resolve().parents[1]  # the project folder (where the scripts are)
+RUN_MARK = ".minbert-run"  # the file that makes a folder a run's (runs/lock.py writes and locks it)
 OUTPUT_FOLDERS = ("predictions", "runs", "checkpoints", "reports", "pretrained")
 SOURCE_FOLDERS = (".git", ".ci", "minbert", "gpt2", "tests", "tools", "docs", "benchmarks", "data")
 SUBPROJECTS = ("gpt2",)  # folders whose scripts run from inside them, with output folders of their own
@@ -47,6 +48,15 @@ def in_project(path):
     """Whether `path` lies in the project folder outside its output folders (a file of its code, docs or data)."""
     parts = _inside(path)
     return parts is not None and (not parts or parts[0] not in OUTPUT_FOLDERS)
+
+
+def run_folder_of(path):
+    """The run folder `path` lies in (or is), or None."""
+    path = Path(os.path.abspath(path))
+    for p in (path, *path.parents):
+        if (p / RUN_MARK).is_file():
+            return p
+    return None
 
 
 def output_folder(path):

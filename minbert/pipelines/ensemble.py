@@ -18,7 +18,8 @@ from minbert.course_data import MULTITASK, data_file, read_examples
 from minbert.files import special_file
 from minbert.objectives.distill import SOFT_TARGETS, held_out_weights, save_soft_targets
 from minbert.runs.checkpoint import load_checkpoint, read_spec
-from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of, run_folder_of
+from minbert.project_paths import run_folder_of
+from minbert.runs.folders import best_checkpoint, is_run_folder, open_run, pipeline_of
 from minbert.runs.lock import still_running
 from minbert.runs.outputs import check_outputs
 from minbert.runs.publishing import publish

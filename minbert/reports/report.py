@@ -8,11 +8,12 @@ from pathlib import Path
 
 from minbert.cli import MinbertError, set_interrupt_hint
 from minbert.files import check_writable, read_text, require_file, special_file
+from minbert.project_paths import run_folder_of
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
 from minbert.reports.read import ONE_DATASET, Run, load_scores, logs_of
 from minbert.runs.logs import read_log
-from minbert.runs.folders import recorded_flags, run_folder_of
+from minbert.runs.folders import recorded_flags
 from minbert.runs.lock import still_running
 from minbert.runs.outputs import Output, check_replace
 from minbert.runs.publishing import backup_line, copier, finish_publishing, place

@@ -16,7 +16,7 @@ from pathlib import Path, PurePath
 
 from minbert.cli import MinbertError, is_main
 from minbert.files import TEMPORARY, check_writable, file_digest, plain, remove_temporaries, special_file
-from minbert.project_paths import among_sources, too_long
+from minbert.project_paths import among_sources, run_folder_of, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, a_run_of, holder, read_mark
 
 RUNS_ROOT = Path("runs")
@@ -156,15 +156,6 @@ def recorded_flags(folder):
         return None
     flags = noted[sorted(noted)[0]]
     return flags if isinstance(flags, dict) else None
-
-
-def run_folder_of(path):
-    """The run folder `path` lies in (or is), or None."""
-    path = Path(os.path.abspath(path))
-    for p in (path, *path.parents):
-        if (p / RUN_MARK).is_file():
-            return p
-    return None
 
 
 @dataclass

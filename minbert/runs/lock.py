@@ -15,8 +15,8 @@ from pathlib import Path
 
 from minbert.cli import MinbertError, process_alive
 from minbert.files import special_file
+from minbert.project_paths import RUN_MARK
 
-RUN_MARK = ".minbert-run"
 SCRIPTS = {"classifier": "classifier.py", "multitask": "multitask_classifier.py", "pretrain": "pretrain.py",
            "ensemble": "ensemble.py", "eval": "multitask_classifier.py --eval_only",
            "gpt2-classifier": "gpt2/classifier.py", "gpt2-paraphrase": "gpt2/paraphrase_detection.py",
@@ -106,8 +106,9 @@ class RunLock:
         `named` (how the user gave it, e.g. '--run_name NAME (runs/NAME)'; default '`flag` FOLDER')."""
         named = named or f"{flag} {self.path.parent}"
         if self.path.exists() and not self.path.is_file() or self.path.is_symlink():  # the run's record goes there
-            raise MinbertError(f"{named}: its {RUN_MARK} is {special_file(self.path) or ('a link' if self.path.is_symlink() else 'a folder')}, where the "
-                               "run keeps its record; a run's own is a file: move it, or pick another folder")
+            what = special_file(self.path) or ("a link" if self.path.is_symlink() else "a folder")
+            raise MinbertError(f"{named}: its {RUN_MARK} is {what}, where the run keeps its record; a run's own "
+                               "is a file: move it, or pick another folder")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_lock(fd):

@@ -26,8 +26,7 @@ from typing import NamedTuple, Optional
 from minbert.cli import MinbertError, flag_spelling
 from minbert.course_files import COURSE_FILES
 from minbert.files import check_writable, deferred_interrupt, special_file
-from minbert.project_paths import among_sources, check_output, in_project, too_long
-from minbert.runs.folders import run_folder_of
+from minbert.project_paths import among_sources, check_output, in_project, run_folder_of, too_long
 from minbert.runs.publishing import finish_publishing, same_file
 from minbert.runs.sources import SOURCES, believable, check_record, read_record, written_by
 

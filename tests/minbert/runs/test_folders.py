@@ -356,7 +356,8 @@ def test_what_a_folder_is_read_from_its_mark_or_its_log(tmp_path, monkeypatch):
     """A folder is a run's when marked or (an earlier minbert's) holding a log; its run folder is the nearest
     marked one above a path; the flags it records are its first model's in name order; a new run's name is
     its prefix and the time, and two runs of one second get -2."""
-    from minbert.runs.folders import is_run_folder, new_run_name, open_run, recorded_flags, run_folder_of
+    from minbert.project_paths import run_folder_of
+    from minbert.runs.folders import is_run_folder, new_run_name, open_run, recorded_flags
     from tests.course import mark_run
     plain_folder, old, marked = tmp_path / "plain", tmp_path / "old", tmp_path / "marked"
     for f in (plain_folder, old, marked):
