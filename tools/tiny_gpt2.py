@@ -26,8 +26,9 @@ from gpt2.models.base_gpt import ours_to_hf  # noqa: E402
 from gpt2.models.gpt2 import GPT2Model  # noqa: E402
 from gpt2.tokenizer import EOS  # noqa: E402
 from minbert.course_data import read_sonnets  # noqa: E402
-from minbert.flags.types import positive_int  # noqa: E402
-from minbert.project_paths import among_sources  # noqa: E402
+from minbert.files import special_file  # noqa: E402
+from minbert.flags.types import positive_int, seed  # noqa: E402
+from minbert.project_paths import among_sources, run_folder_of  # noqa: E402
 
 SONNETS = Path(__file__).resolve().parent.parent / "data" / "sonnets.txt"  # wherever the tool is run from
 
@@ -41,13 +42,19 @@ def main(argv=None):
     ap.add_argument("--n_layer", type=positive_int, default=4)
     ap.add_argument("--n_head", type=positive_int, default=4)
     ap.add_argument("--n_positions", type=positive_int, default=512, help="enough for a sonnet's 14 lines")
-    ap.add_argument("--seed", type=int, default=0, help="seeds the random weights")
+    ap.add_argument("--seed", type=seed, default=0, help="seeds the random weights")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if out.is_symlink() and not out.exists():
         raise MinbertError(f"{out}: a broken link (its target is missing); give a new folder")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise MinbertError(f"{out}: is {special_file(out) or 'a file'}, where the checkpoint's folder goes; give a "
+                           "new folder")
+    if out.exists() and any(out.iterdir()):
         raise MinbertError(f"{out}: exists and is not an empty folder; give a new one")
+    if run_folder_of(out) is not None:  # the rule for every output: a run's folder holds that run's files only
+        raise MinbertError(f"{out}: inside {run_folder_of(out)}, the folder of a run, whose files belong to its "
+                           "checkpoint and log; write the checkpoint elsewhere, e.g. pretrained/tiny-gpt2")
     if among_sources(out):  # the rule for every output (docs/runs.md): never among the code, docs or data
         raise MinbertError(f"{out}: among the project's own code, docs or data; write the checkpoint elsewhere, "
                            "e.g. pretrained/tiny-gpt2")

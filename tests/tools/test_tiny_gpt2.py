@@ -40,7 +40,8 @@ def test_the_folder_loads_as_a_gpt2_and_its_vocabulary_fits_the_sonnets(tmp_path
     (["--n_embd", "30", "--n_head", "4"], r"--n_embd 30 --n_head 4: the width must be a multiple of the number "
                                           r"of heads"),
     (["--n_positions", "0"], r"--n_positions: 0 must be an integer >= 1"),
-    (["--n_layer", "-1"], r"--n_layer: -1 must be an integer >= 1")])
+    (["--n_layer", "-1"], r"--n_layer: -1 must be an integer >= 1"),
+    (["--seed", "-1"], r"--seed: -1 must be an integer from 0 to 4294967295")])  # as every other --seed
 def test_a_shape_no_model_can_take_is_one_line_and_writes_nothing(tmp_path, argv, match):
     """Refused before the vocabulary is written, so that the same command, mended, runs in the same folder."""
     files = sonnet_files(tmp_path / "data")
@@ -61,6 +62,15 @@ def test_where_it_may_not_write_and_a_model_too_large_leave_nothing(tmp_path, mo
         with pytest.raises(MinbertError, match=r"among the project's own code, docs or data"):
             tiny_gpt2.main([str(ROOT / inside / "tg-test"), "--sonnets", str(files / "sonnets.txt")])
         assert not (ROOT / inside / "tg-test").exists()
+    (tmp_path / "afile").write_text("mine\n")  # a file (it had been "not an empty folder"), a run's folder
+    with pytest.raises(MinbertError, match=r"afile: is a file, where the checkpoint's folder goes"):
+        tiny_gpt2.main([str(tmp_path / "afile"), "--sonnets", str(files / "sonnets.txt")])
+    from tests.course import mark_run
+    (tmp_path / "run").mkdir()
+    mark_run(tmp_path / "run", "multitask", {})
+    with pytest.raises(MinbertError, match=r"run/sub: inside .*run, the folder of a run"):
+        tiny_gpt2.main([str(tmp_path / "run" / "sub"), "--sonnets", str(files / "sonnets.txt")])
+    assert not (tmp_path / "run" / "sub").exists() and (tmp_path / "afile").read_text() == "mine\n"
 
     def too_large(config):
         raise MemoryError("out of memory")
