@@ -94,7 +94,7 @@ def main(argv=None):
     ap.add_argument("--new", type=positive_int, default=64, help="tokens generated")
     ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--threads", type=threads, default=None)
-    ap.add_argument("--beams", type=beams, nargs="*", default=[], help="also beam search with these numbers of "
+    ap.add_argument("--beams", type=beams, nargs="+", default=[], help="also beam search with these numbers of "
                                                                      "beams, ours and HF's")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)

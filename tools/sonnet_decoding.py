@@ -63,7 +63,7 @@ def main(argv=None):
                     help="top-p sampling's temperature")
     ap.add_argument("--top_p", type=share, default=SonnetSettings.top_p)
     ap.add_argument("--seed", type=seed, default=Recipe.seed, help="seeds the sampling")
-    ap.add_argument("--beams", type=beams, nargs="*", default=[SonnetSettings.num_beams],
+    ap.add_argument("--beams", type=beams, nargs="+", default=[SonnetSettings.num_beams],
                     help="beam search with each of these")
     ap.add_argument("--length_penalty", type=length_penalty, default=SonnetSettings.length_penalty)
     ap.add_argument("--no_repeat_ngram_size", type=nonneg_int, default=SonnetSettings.no_repeat_ngram_size)

@@ -21,6 +21,8 @@ def test_beam_search_is_timed_against_hf_for_each_k(tmp_path):
     for k in ("0", "129"):
         with pytest.raises(MinbertError, match=rf"argument --beams: {k} must be a number of beams from 1 to 128"):
             generation_speed.main(["--shape", "tiny", "--beams", "2", k])
+    with pytest.raises(MinbertError, match=r"argument --beams: expected at least one argument"):  # (had timed none)
+        generation_speed.main(["--shape", "tiny", "--beams"])
 
 
 @pytest.mark.parametrize("argv, match", [
