@@ -34,6 +34,8 @@ if str(ROOT) not in sys.path:  # run as `python tools/mutation.py`
 from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
 
 from minbert.flags.types import positive_int  # noqa: E402
+from minbert.runs.outputs import check_file  # noqa: E402
+from minbert.runs.publishing import write_output  # noqa: E402
 
 
 def read_mutants(path):
@@ -143,6 +145,9 @@ def main(argv=None):
         raise MinbertError(f"--out {args.out}: the mutants file itself, which writing the results would replace")
     if not Path(args.out).resolve().parent.is_dir():
         raise MinbertError(f"--out {args.out}: no folder {Path(args.out).parent} to write it in")
+    # the rule for every output (docs/runs.md), before any mutant runs: a folder, a file the project did not
+    # write (a user's notes, a course data file) or an input is one line
+    check_file(args.out, "--out", inputs=[("the mutants file", args.mutants)])
     mutants = read_mutants(args.mutants)
     if args.only:
         mutants = [m for m in mutants if m[0] in args.only]
@@ -187,6 +192,9 @@ def main(argv=None):
             t.start()
         for t in threads:
             t.join()
+    # written as each mutant ended; now recorded as this tool's, so that the same command may replace it
+    text = Path(args.out).read_text()
+    write_output(args.out, lambda fp: fp.write(text), "tools/mutation.py", mode="w")
     killed = sum(r["status"] == "killed" for r in rows)
     print(f"{killed} of {len(rows)} killed; survived: "
           + ", ".join(str(r["n"]) for r in sorted(rows, key=lambda r: r["n"]) if r["status"] == "survived"))

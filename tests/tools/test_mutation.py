@@ -82,3 +82,13 @@ def test_bad_input_is_one_line_and_the_mutants_file_is_never_written_over(projec
     with pytest.raises(MinbertError, match="--only: no mutant on those lines"):
         mutation.main([str(spec), "--out", str(tmp_path / "o.csv"), "--only", "7"])
     assert spec.read_text() == before and not (tmp_path / "o.csv").exists()
+    # the rule for every output, before any mutant runs: a user's file, a course data file, a folder (the first two
+    # had been written over, the third a traceback after the mutant's tests)
+    (tmp_path / "notes.csv").write_text("my notes\n")
+    (tmp_path / "sts-dev.csv").write_text("id\tsentence1\tsentence2\tsimilarity\n")
+    for out, said in (("notes.csv", "holds a file this project did not write"), ("sts-dev.csv", "named like a course "
+                                                                                           "data file"),
+                      (".", "is a folder")):
+        with pytest.raises(MinbertError, match=said):
+            mutation.main([str(spec), "--out", str(tmp_path / out)])
+    assert (tmp_path / "notes.csv").read_text() == "my notes\n"
