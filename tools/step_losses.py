@@ -23,6 +23,7 @@ if not __package__:  # run as a file (python tools/NAME.py): the project folder 
 # the parser and the one-line error of this checkout (no torch); step_losses forgets them before it imports
 # the checkout it runs
 from minbert.cli import MinbertError, Parser, main_guard  # noqa: E402
+from minbert.flags.types import positive_int, seed, token_length  # noqa: E402
 # The protocol's own settings, fixed so that two checkouts run the same steps: not the project's defaults, which
 # may change between the checkouts compared (and which an older checkout may not declare).
 LENGTH, BATCH, LR = 128, 32, 1e-5
@@ -34,10 +35,10 @@ def build_parser():
     ap.add_argument("--pretrained", default="all-minilm-l6-v2")
     ap.add_argument("--data_dir", default="data")
     ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--batch_size", type=int, default=BATCH)
-    ap.add_argument("--max_length", type=int, default=LENGTH)
+    ap.add_argument("--seed", type=seed, default=1)
+    ap.add_argument("--steps", type=positive_int, default=50)
+    ap.add_argument("--batch_size", type=positive_int, default=BATCH)
+    ap.add_argument("--max_length", type=token_length, default=LENGTH, help="at least 2: [CLS] and [SEP]")
     ap.add_argument("--no_fast_dropout", action="store_true", help="torch's dropout masks "
                                                                    "(where the checkout has both)")
     ap.add_argument("--no_fused", action="store_true", help="the multi-tensor AdamW "

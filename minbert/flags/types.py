@@ -41,6 +41,8 @@ resamples = _number(int, lambda v: 100 <= v <= 10 ** 6, "an integer from 100 to 
 # Part 2's steps an epoch: its task schedule is drawn whole at the epoch's start (tasks/sampling.py), one entry a
 # step; ten million is weeks of training on any card, 10**8 would fill the memory before the first step.
 epoch_steps = _number(int, lambda v: 1 <= v <= 10 ** 7, "an integer from 1 to 10,000,000")
+# A tokenised sentence holds [CLS] and [SEP] at least: a length of 1 leaves the tokenizer nothing to keep.
+token_length = _number(int, lambda v: v >= 2, "an integer >= 2")
 # Epochs: the schedule warms up over 10% of all the steps, so a count typed with a few digits too many trains for
 # ever at a learning rate near 0 without a word; ten thousand passes is far past any of the course's data sets.
 epochs = _number(int, lambda v: 1 <= v <= 10 ** 4, "an integer from 1 to 10,000")

@@ -80,3 +80,14 @@ def test_out_replaces_only_a_record_of_this_tool_and_never_half_writes_it(tmp_pa
     monkeypatch.undo()
     assert json.loads(out.read_text())["losses"] == [1.0] and sorted(p.name for p in tmp_path.iterdir()) == [
         "a.json", "mine.json"]
+
+
+@pytest.mark.parametrize("flag, value, said", [("--steps", "0", "an integer >= 1"), ("--steps", "-1", "an integer >= 1"),
+                                               ("--seed", "-1", "an integer from 0 to 4294967295"),
+                                               ("--batch_size", "0", "an integer >= 1"),
+                                               ("--max_length", "1", "an integer >= 2")])
+def test_a_number_out_of_range_is_one_line(tmp_path, flag, value, said):
+    """Each had been a traceback (or, --steps -1, all steps but the last), --steps 0 after writing an empty record."""
+    with pytest.raises(MinbertError, match=rf"argument {flag}: {value} must be {said}"):
+        step_losses.main(["--out", str(tmp_path / "o.json"), flag, value])
+    assert not (tmp_path / "o.json").exists()
