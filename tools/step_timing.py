@@ -77,11 +77,16 @@ def pooled(enc, hf, ids, mask):
     return out.pooler_output if hf else out["pooler_output"]
 
 
+def model_config(args):
+    """The timed model's config: the checkpoint's, or the random --config shape's."""
+    return (BertConfig.from_json_file(resolve_pretrained(args.pretrained).require("config").config)
+            if args.pretrained else BertConfig(**SHAPES[args.config]))
+
+
 def random_ids(args, generator, cls=False):
     """[batch, seq_len] token ids in the middle of the model's vocabulary (bert-base's ids 1000 to 20000, or that
     share of a smaller one: a checkpoint of its own may have a few hundred); with `cls`, [CLS] (101) first."""
-    vocab = (BertConfig.from_json_file(resolve_pretrained(args.pretrained).require("config").config).vocab_size
-             if args.pretrained else BertConfig(**SHAPES[args.config]).vocab_size)
+    vocab = model_config(args).vocab_size
     low, high = min(1000, vocab // 30), min(20000, vocab)
     ids = torch.randint(low, high, (args.batch_size, args.seq_len), generator=generator)
     if cls:
@@ -204,6 +209,12 @@ def main(argv=None):
     if bad:
         ap.error(f"--rows {','.join(bad)}: not a row this device runs "
                  f"({', '.join(r for r in ROWS if r not in GPU_ROWS)}; on a GPU also {', '.join(GPU_ROWS)})")
+    positions = model_config(args).max_position_embeddings
+    if args.seq_len > positions:  # (the embedding would refuse it with a traceback, after the set-up)
+        ap.error(f"--seq_len {args.seq_len}: the model has {positions} positions; at most --seq_len {positions}")
+    dup = next((r for i, r in enumerate(rows) if r in rows[:i]), None)
+    if dup:
+        ap.error(f"--rows: {dup} is named twice; each row is timed once")
     if args.json:
         check_file(args.json, "--json")  # before the minutes of timing, not after them
     name = (torch.cuda.get_device_name() if device.type == "cuda"

@@ -27,3 +27,12 @@ def test_a_checkpoint_with_a_small_vocabulary_is_timed(tmp_path, tiny_model):
     r = main(["--pretrained", str(tiny_model), "--seq_len", "8", "--batch_size", "2", "--steps", "2", "--warmup", "1",
               "--repeats", "1", "--rows", "ours"])
     assert [x["row"] for x in r["rows"]] == ["ours"] and r["rows"][0]["ms_per_step"] > 0
+
+
+def test_a_length_beyond_the_models_positions_and_a_row_twice_are_one_line():
+    """--seq_len 600 on a 512-position model had been a traceback from the embedding; --rows ours,ours timed the
+    row twice."""
+    with pytest.raises(MinbertError, match=r"--seq_len 600: the model has 512 positions; at most --seq_len 512"):
+        main(["--config", "minilm", "--seq_len", "600"])
+    with pytest.raises(MinbertError, match=r"--rows: ours is named twice"):
+        main(["--config", "tiny", "--rows", "ours,ours"])
