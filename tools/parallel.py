@@ -35,6 +35,9 @@ def read_plan(path, values):
         if not line or line.startswith("#"):
             continue
         name, _, cmd = line.partition(" ")
+        if "/" in name or "\\" in name or name.startswith("."):  # its log is --logs/NAME.log, and nowhere else
+            raise MinbertError(f"{path}, line {n}: run name {name!r}: give a plain name (no '/', not starting "
+                               "with '.'): its output goes to NAME.log in --logs")
         if not cmd.strip():
             raise MinbertError(f"{path}, line {n}: run {name} has no command (each line NAME COMMAND)")
         if name in lines:  # both would write NAME.log

@@ -75,6 +75,12 @@ def test_a_plan_without_a_run_is_one_line(tmp_path):
     out = run_main("tools/parallel.py", str(plan), "--logs", str(tmp_path / "logs"))
     assert out.returncode == 2 and out.stderr.strip().endswith("empty.csv, line 1: run alone has no command (each line "
                                                                "NAME COMMAND)")
+    # a run name that would put its log outside --logs (into a data folder, say): refused before any run
+    for name in ("../evil", "/tmp/abs", ".hidden"):
+        plan.write_text(f"{name} echo x\n")
+        out = run_main("tools/parallel.py", str(plan), "--logs", str(tmp_path / "logs"))
+        assert out.returncode == 2 and "give a plain name" in out.stderr, out.stderr
+    assert not (tmp_path / "evil.log").exists() and not (tmp_path / "logs").exists()
 
 
 def test_a_run_that_fails_or_misses_the_deadline_makes_the_plan_fail_naming_it(tmp_path):
