@@ -64,12 +64,26 @@ done
 [[ "$BUDGET" =~ ^[0-9]+$ ]] && [ "$BUDGET" -gt 0 ] ||
   refuse "BUDGET=$BUDGET: not a whole number of seconds above 0 (default 540)"
 [ -n "${STAGES// /}" ] || refuse "STAGES='$STAGES': no stage; name some of: $(echo $KNOWN)"
+seen=" "
 for stage in $STAGES; do
   [[ " $(echo $KNOWN) " == *" $stage "* ]] || refuse "STAGES: $stage is not a stage; choose from: $(echo $KNOWN)"
+  [[ "$seen" != *" $stage "* ]] || refuse "STAGES: $stage is named twice; each stage runs once"
+  seen="$seen$stage "
 done
 [ -f "$MODEL/vocab.txt" ] || refuse "MODEL=$MODEL: no vocab.txt there; give MiniLM's folder (HF's layout)"
 [ ! -e "$OUT" ] || [ -d "$OUT" ] || refuse "OUT=$OUT: is a file, not a folder; give a folder to write into"
+# The rule for every output: never among the project's code, docs or data; a folder this script did not make (its
+# mark, .gpu-check) is written into only when empty, so that no file of the user's is replaced.
+out_abs="$(realpath -m "$OUT")"
+for part in . .git .ci minbert gpt2 tests tools docs benchmarks data; do
+  here="$(realpath -m "$part")"
+  [ "$out_abs" != "$here" ] && { [ "$part" = . ] || [[ "$out_abs" != "$here"/* ]]; } ||
+    refuse "OUT=$OUT: among the project's own code, docs or data; give a folder outside them (default gpu-check)"
+done
+[ ! -d "$OUT" ] || [ -f "$OUT/.gpu-check" ] || [ -z "$(ls -A "$OUT")" ] ||
+  refuse "OUT=$OUT: holds files this script did not write; give a new or empty folder"
 mkdir -p "$OUT"
+touch "$OUT/.gpu-check"
 START=$SECONDS
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

@@ -59,6 +59,11 @@ def test_an_argument_it_does_not_take_is_one_line_and_writes_nothing(project, ar
     ({"STAGES": "tests bogus"}, "STAGES: bogus is not a stage; choose from: tests bench-minilm"),
     ({"STAGES": " "}, "STAGES=' ': no stage"),
     ({"OUT": "file"}, "OUT=file: is a file, not a folder"),
+    # each stage once; OUT never among the project's code, docs or data, nor a folder of the user's files (a
+    # stage named twice had run twice, data/ had been written into, a user's tests.log replaced)
+    ({"STAGES": "tests tests"}, "STAGES: tests is named twice; each stage runs once"),
+    ({"OUT": "tools/out"}, "OUT=tools/out: among the project's own code, docs or data"),
+    ({"OUT": "model"}, "OUT=model: holds files this script did not write; give a new or empty folder"),
 ])
 def test_a_setting_that_cannot_be_is_one_line_and_writes_nothing(project, env, said):
     (project / "model").mkdir()
