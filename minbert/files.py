@@ -220,6 +220,16 @@ def special_file(path):
     return "a broken link (its target is missing)" if path.is_symlink() and not path.exists() else None
 
 
+def what_is_there(path):
+    """How a message names what is at `path` where something else goes: a link (to a missing folder, or to a file
+    or a folder, named), a device or a pipe (special_file), a folder or a file."""
+    path = Path(path)
+    if path.is_symlink():
+        return ("a link to a missing folder" if not path.exists() else
+                f"a link to {'a folder' if path.is_dir() else 'a file'} ({path.resolve()})")
+    return special_file(path) or ("a folder" if path.is_dir() else "a file")
+
+
 def read_text(path, what):
     """A text file's contents (a byte-order mark, Excel's "CSV UTF-8", is no text: dropped); one line when it is a
     folder, cannot be read (no permission), binary (it holds a NUL byte), or text with a byte that is not UTF-8

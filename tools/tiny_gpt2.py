@@ -52,8 +52,9 @@ def main(argv=None):
                            "new folder")
     if out.exists() and any(out.iterdir()):
         raise MinbertError(f"{out}: exists and is not an empty folder; give a new one")
-    if run_folder_of(out) is not None:  # the rule for every output: a run's folder holds that run's files only
-        raise MinbertError(f"{out}: inside {run_folder_of(out)}, the folder of a run, whose files belong to its "
+    run = run_folder_of(out)
+    if run is not None:  # the rule for every output: a run's folder holds that run's files only
+        raise MinbertError(f"{out}: inside {run}, the folder of a run, whose files belong to its "
                            "checkpoint and log; write the checkpoint elsewhere, e.g. pretrained/tiny-gpt2")
     if among_sources(out):  # the rule for every output (docs/runs.md): never among the code, docs or data
         raise MinbertError(f"{out}: among the project's own code, docs or data; write the checkpoint elsewhere, "

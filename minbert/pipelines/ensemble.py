@@ -97,7 +97,7 @@ def check_members(members):
                                "ensemble of one model twice is that model")
         seen[key] = m
         if p.is_file():
-            running = still_running(run_folder_of(p)) if run_folder_of(p) else ""
+            running = still_running(run_folder_of(p) or p.parent)  # (no mark there: "")
             if running:  # legal (its best so far is a model), but the file may be replaced by a better one
                 print(f"note: member {m}: its run is still training ({running}); its best checkpoint so far is "
                       "used, which the run may replace")

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from minbert.cli import MinbertError, set_interrupt_hint
-from minbert.files import check_writable, read_text, require_file, special_file
+from minbert.files import check_writable, read_text, require_file, what_is_there
 from minbert.project_paths import run_folder_of
 from minbert.reports.figures import (PANELS, TITLES, plot_confusion, plot_curves, plot_quora, plot_results,
                                      plot_sts, worst_examples)
@@ -38,13 +38,14 @@ def report(targets, out_dir, backup=False, out_given=True):
     md = [f"# Run report: {', '.join(r.name for r in runs)}", ""]
     written = []
     md += ["## Results (best dev epoch of each run)", ""]
+    # which runs train still (a model that wrote its dev scores has ended, though the run's next may be training)
+    running = {r.log: "" if r.scores else still_running(r.folder) for r in runs}
     md += ["| run | kind | best epoch | epochs "
            "| dev scores | training minutes |", "|---|---|---|---|---|---|"]
     for r in runs:
-        # (a model that wrote its dev scores has ended, though the run's next model may be training)
-        running = "" if r.scores else still_running(r.folder)
-        if running:
-            print(f"note: {r.name} is still training ({running}): its report holds the epochs it has logged")
+        if running[r.log]:
+            print(f"note: {r.name} is still training ({running[r.log]}): its report holds the epochs it has "
+                  "logged")
         epoch, rec = r.best
         minutes = sum(x.get("seconds", 0) for x in r.records) / 60
         if rec is None:
@@ -62,7 +63,7 @@ def report(targets, out_dir, backup=False, out_given=True):
             scores = f"true dev sonnets' perplexity {d['perplexity']:.2f}"
         else:
             scores = f"held-out masked-token accuracy {d['masked_acc']:.3f}"
-        so_far = " so far (still training)" if running else ""
+        so_far = " so far (still training)" if running[r.log] else ""
         md.append(f"| {r.name} | {r.kind} | {epoch} | {len(r.trained)}{so_far} | {scores} | {minutes:.1f} |")
     md += [""]
     for kind in PANELS:
@@ -85,7 +86,7 @@ def report(targets, out_dir, backup=False, out_given=True):
         if not r.scores:
             md += [f"## {r.name}: no dev scores", "",
                    f"No `*-dev-scores.npz` beside {r.log}: " + ("the run is still training; it writes them when "
-                                                                "it ends." if still_running(r.folder) else
+                                                                "it ends." if running[r.log] else
                                                                 "the run predates them, or did not finish."), ""]
             continue
         slug = f"run{i + 1}"
@@ -142,8 +143,7 @@ class OutFolder:
                 raise MinbertError(f"{name}: {p} is a link to {os.readlink(p)}, which does not exist: "
                                    f"remove the link, or {another}")
             if p.exists() and not p.is_dir():
-                what = (f"a link to a file ({p.resolve()})" if p.is_symlink() else special_file(p) or "a file")
-                raise MinbertError(f"{name}: {p} is {what}; report.py writes a folder of figures there: move "
+                raise MinbertError(f"{name}: {p} is {what_is_there(p)}; report.py writes a folder of figures there: move "
                                    f"it or {another}")
         folder = run_folder_of(self.path)  # a report may go into the folder of a run it reports on, no other
         if folder is not None and own is None:  # a comparison: into no run's folder, the compared ones' neither

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from minbert.cli import MinbertError, is_main
-from minbert.files import TEMPORARY, check_writable, file_digest, plain, remove_temporaries, special_file
+from minbert.files import TEMPORARY, check_writable, file_digest, plain, remove_temporaries, what_is_there
 from minbert.project_paths import among_sources, run_folder_of, too_long
 from minbert.runs.lock import RUN_MARK, RunLock, a_run_of, holder, read_mark
 
@@ -288,9 +288,7 @@ def open_run(prefix, stems, run_name="", run_dir=None, resume=False, root=RUNS_R
         folder = Path(root) / name
     check_path_name(folder, flag)
     if folder.is_symlink() and not folder.exists() or folder.exists() and not folder.is_dir():
-        what = (("a link to a missing folder" if not folder.exists() else f"a link to a file ({folder.resolve()})")
-                if folder.is_symlink() else special_file(folder) or "a file")
-        raise MinbertError(f"{flag} {folder}: is {what}, but a run folder goes there; "
+        raise MinbertError(f"{flag} {folder}: is {what_is_there(folder)}, but a run folder goes there; "
                            "move it or pick another name")
     below = next((p for p in folder.parents if p.exists() and not p.is_dir()), None)
     if below is not None:  # making the folder would fail with a traceback

@@ -25,7 +25,7 @@ from typing import NamedTuple, Optional
 
 from minbert.cli import MinbertError, flag_spelling
 from minbert.course_files import COURSE_FILES
-from minbert.files import check_writable, deferred_interrupt, special_file
+from minbert.files import check_writable, deferred_interrupt, what_is_there
 from minbert.project_paths import among_sources, check_output, in_project, run_folder_of, too_long
 from minbert.runs.publishing import finish_publishing, same_file
 from minbert.runs.sources import SOURCES, believable, check_record, read_record, written_by
@@ -163,10 +163,7 @@ def check_outputs(dirs=(), files=(), inputs=(), own=None, backup=None, tables=()
         path, name = out.path, out.name
         too_long(path)
         if path.exists() and path.is_dir() != want_dir or want_dir and path.is_symlink() and not path.exists():
-            what = ("a link to a missing folder" if path.is_symlink() and not path.exists() else
-                    f"a link to a file ({path.resolve()})" if path.is_symlink() and path.is_file() else
-                    special_file(path) or ("a folder" if path.is_dir() else "a file"))
-            raise MinbertError(f"{name}: is {what}, but the run writes a {'folder' if want_dir else 'file'} "
+            raise MinbertError(f"{name}: is {what_is_there(path)}, but the run writes a {'folder' if want_dir else 'file'} "
                                f"there; move it or {out.elsewhere}")
         for parent in path.parents:
             if parent.exists() and not parent.is_dir():

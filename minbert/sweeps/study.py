@@ -52,7 +52,8 @@ def sweep(settings):
         raise MinbertError("--sampler grid takes comma lists only (e.g. "
                            "lr=1e-5,3e-5); ranges need --sampler tpe")
     check_flags(settings.pipeline, base, space)
-    check_baseline(settings.baseline, trial_flags(settings.pipeline, base).data_dir, settings.pipeline)
+    data_dir = trial_flags(settings.pipeline, base).data_dir  # the trials' (a --baseline is read against it)
+    check_baseline(settings.baseline, data_dir, settings.pipeline)
     study_name = check_run_name(settings.study, "--study", SWEEPS) if settings.study else f"{settings.pipeline}-sweep"
     folder = SWEEPS / study_name
     storage = open_storage(settings.storage, folder.parent / f"{folder.name}.db")  # --study a/b: runs/sweeps/a/b.db
@@ -160,10 +161,10 @@ def sweep(settings):
         raise
     set_interrupt_hint(f"the study's trials are recorded in {storage.url}; the same command prints its table "
                        "again (and runs any trial still wanted)")
-    return summarize(study, settings)
+    return summarize(study, settings, data_dir)
 
 
-def summarize(study, settings):
+def summarize(study, settings, data_dir):
     """The ranked table of the study's complete trials and the winning command line."""
     base = list(settings.base)
     S = optuna.trial.TrialState
@@ -191,7 +192,6 @@ def summarize(study, settings):
     print(f"best: trial {best.number}, mean dev score {best.value:.4f} over seeds {' '.join(map(str, seeds))}")
     print(f"winning command{f' (its first seed; --seed {seeds[1]}, ... for the others)' if len(seeds) > 1 else ''}: "
           f"{command}")
-    judged = judge_winner(best, settings, len(complete), study.study_name,
-                          trial_flags(settings.pipeline, base).data_dir)
+    judged = judge_winner(best, settings, len(complete), study.study_name, data_dir)
     return {"best_value": best.value, "best_params": best.params, "command": command, "trials": len(complete),
             "against_baseline": judged}

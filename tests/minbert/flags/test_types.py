@@ -57,6 +57,8 @@ def test_the_largest_seed_runs(tmp_path, course_data, tiny_model):
     ("epoch_steps", ["1", "10000000"], ["0", "-1", "10000001", "1e6", "nan"]),      # --steps_per_epoch
     ("bench_steps", ["1", "100000"], ["0", "100001", "1000000000000"]),              # bench.py --steps
     ("bench_warmup", ["0", "100000"], ["-1", "100001"]),                              # bench.py --warmup
+    ("epochs", ["1", "10000"], ["0", "10001", "nan"]),                                # --epochs
+    ("token_length", ["2", "512"], ["1", "0", "-2"]),                                 # tools/step_losses.py
     ("share", ["1", "1e-9"], ["0", "1.0000001", "nan"]),                           # --top_p
     ("finite_float", ["-1e300", "0", "2"], ["nan", "inf", "-inf"]),                # --length_penalty
 ])
